@@ -1,0 +1,5 @@
+//! Data generators, a loopback S3 server and workloads for testing and
+//! benchmarking Silt.
+
+pub mod local_s3;
+pub mod tpch;

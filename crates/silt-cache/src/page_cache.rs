@@ -1,0 +1,111 @@
+//! Pages of object bytes held in memory, budgeted in bytes.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use metrics::{Counter, Gauge, Key, Label, Level, Metadata, Recorder};
+use moka::sync::Cache;
+
+static METADATA: Metadata<'static> = Metadata::new("silt_cache", Level::INFO, None);
+
+/// Sizing of the page cache.
+#[derive(Debug, Clone, Copy)]
+pub struct PageCacheConfig {
+    /// Page size in bytes: reads are widened to page boundaries.
+    pub page_size: u64,
+    /// Budget for all cached pages, in bytes.
+    pub capacity_bytes: u64,
+}
+
+impl Default for PageCacheConfig {
+    fn default() -> Self {
+        PageCacheConfig {
+            page_size: 1 << 20,
+            capacity_bytes: 1 << 30,
+        }
+    }
+}
+
+/// Hit/miss counters of one cache tier (`tier` label).
+#[derive(Clone)]
+pub struct CacheMetrics {
+    pub hits: Counter,
+    pub misses: Counter,
+    pub hit_bytes: Counter,
+    pub miss_bytes: Counter,
+    pub bytes: Gauge,
+}
+
+impl CacheMetrics {
+    pub fn register(recorder: &dyn Recorder, tier: &'static str) -> Self {
+        let key = |name: &'static str| Key::from_parts(name, vec![Label::new("tier", tier)]);
+        CacheMetrics {
+            hits: recorder.register_counter(&key("silt_cache_hits_total"), &METADATA),
+            misses: recorder.register_counter(&key("silt_cache_misses_total"), &METADATA),
+            hit_bytes: recorder.register_counter(&key("silt_cache_hit_bytes_total"), &METADATA),
+            miss_bytes: recorder.register_counter(&key("silt_cache_miss_bytes_total"), &METADATA),
+            bytes: recorder.register_gauge(&key("silt_cache_bytes"), &METADATA),
+        }
+    }
+
+    pub fn noop() -> Self {
+        CacheMetrics {
+            hits: Counter::noop(),
+            misses: Counter::noop(),
+            hit_bytes: Counter::noop(),
+            miss_bytes: Counter::noop(),
+            bytes: Gauge::noop(),
+        }
+    }
+}
+
+/// Identifies one page of one version of one object.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct PageKey {
+    /// Which store (a server may read several buckets or folders).
+    pub store: Arc<str>,
+    pub path: Arc<str>,
+    pub version: Arc<str>,
+    pub page: u64,
+}
+
+/// A byte-budgeted map from [`PageKey`] to page bytes, shared by every
+/// [`crate::CachedStore`] of a server. Eviction is moka's TinyLFU.
+pub struct PageCache {
+    pages: Cache<PageKey, Bytes>,
+    config: PageCacheConfig,
+    pub(crate) metrics: CacheMetrics,
+}
+
+impl PageCache {
+    pub fn new(config: PageCacheConfig, metrics: CacheMetrics) -> Arc<Self> {
+        let bytes_gauge = metrics.bytes.clone();
+        let pages = Cache::builder()
+            .weigher(|_k: &PageKey, v: &Bytes| u32::try_from(v.len()).unwrap_or(u32::MAX))
+            .max_capacity(config.capacity_bytes)
+            .eviction_listener(move |_k, v: Bytes, _cause| {
+                bytes_gauge.decrement(v.len() as f64);
+            })
+            .build();
+        Arc::new(PageCache { pages, config, metrics })
+    }
+
+    pub fn page_size(&self) -> u64 {
+        self.config.page_size
+    }
+
+    pub(crate) fn get(&self, key: &PageKey) -> Option<Bytes> {
+        self.pages.get(key)
+    }
+
+    pub(crate) fn insert(&self, key: PageKey, page: Bytes) {
+        self.metrics.bytes.increment(page.len() as f64);
+        self.pages.insert(key, page);
+    }
+
+    /// Bytes currently held (after pending evictions are applied).
+    pub fn weighted_size(&self) -> u64 {
+        self.pages.run_pending_tasks();
+        self.pages.weighted_size()
+    }
+}

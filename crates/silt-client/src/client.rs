@@ -1,0 +1,224 @@
+//! A thin Flight client for Silt's pushdown protocol and Flight SQL metadata.
+
+use std::time::Duration;
+
+use arrow_flight::decode::FlightRecordBatchStream;
+use arrow_flight::error::FlightError;
+use arrow_flight::flight_service_client::FlightServiceClient;
+use arrow_flight::sql::{CommandGetTables, CommandStatementQuery, ProstMessageExt};
+use arrow_flight::{Action, FlightDescriptor, FlightInfo, Ticket};
+use datafusion::arrow::array::{Array, RecordBatch, StringArray};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::error::DataFusionError;
+use futures::{StreamExt, TryStreamExt};
+use prost::Message;
+use silt_proto::{ACTION_STATS, ScanRequest};
+use tonic::transport::{Channel, Endpoint};
+
+/// Errors talking to a Silt server.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot connect to Silt server at {url}: {source}")]
+    Connect {
+        url: String,
+        #[source]
+        source: tonic::transport::Error,
+    },
+    #[error("invalid server URL '{0}'")]
+    Url(String),
+    #[error("Silt server {url}: {message}")]
+    Server { url: String, message: String },
+    #[error("Silt server {url} sent a malformed response: {message}")]
+    Protocol { url: String, message: String },
+}
+
+impl From<ClientError> for DataFusionError {
+    fn from(e: ClientError) -> Self {
+        DataFusionError::External(Box::new(e))
+    }
+}
+
+/// A connection to one Silt server. Cheap to clone (shares the channel).
+#[derive(Clone, Debug)]
+pub struct SiltClient {
+    url: String,
+    channel: Channel,
+    token: Option<String>,
+}
+
+impl SiltClient {
+    /// Connect to `url` (`http://host:port`; `grpc://` is accepted too).
+    pub async fn connect(url: &str) -> Result<Self, ClientError> {
+        let http_url = url.replacen("grpc://", "http://", 1).replacen("grpc+tcp://", "http://", 1);
+        let endpoint = Endpoint::from_shared(http_url.clone())
+            .map_err(|_| ClientError::Url(url.to_string()))?
+            .connect_timeout(Duration::from_secs(10))
+            .tcp_nodelay(true);
+        let channel = endpoint.connect().await.map_err(|source| ClientError::Connect {
+            url: http_url.clone(),
+            source,
+        })?;
+        Ok(SiltClient {
+            url: http_url,
+            channel,
+            token: None,
+        })
+    }
+
+    /// Send `authorization: Bearer <token>` with every call.
+    pub fn with_token(mut self, token: Option<String>) -> Self {
+        self.token = token.filter(|t| !t.is_empty());
+        self
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    fn flight(&self) -> FlightServiceClient<Channel> {
+        FlightServiceClient::new(self.channel.clone()).max_decoding_message_size(usize::MAX)
+    }
+
+    fn request<T>(&self, message: T) -> tonic::Request<T> {
+        let mut req = tonic::Request::new(message);
+        if let Some(t) = &self.token
+            && let Ok(v) = format!("Bearer {t}").parse()
+        {
+            req.metadata_mut().insert("authorization", v);
+        }
+        req
+    }
+
+    fn server_error(&self, status: tonic::Status) -> ClientError {
+        ClientError::Server {
+            url: self.url.clone(),
+            message: format!("{} ({:?})", status.message(), status.code()),
+        }
+    }
+
+    fn flight_error(&self, e: FlightError) -> ClientError {
+        match e {
+            FlightError::Tonic(status) => self.server_error(*status),
+            other => ClientError::Protocol {
+                url: self.url.clone(),
+                message: other.to_string(),
+            },
+        }
+    }
+
+    async fn flight_info(&self, command: Vec<u8>) -> Result<FlightInfo, ClientError> {
+        let descriptor = FlightDescriptor::new_cmd(command);
+        let info = self
+            .flight()
+            .get_flight_info(self.request(descriptor))
+            .await
+            .map_err(|s| self.server_error(s))?;
+        Ok(info.into_inner())
+    }
+
+    /// Stream the results of `ticket`.
+    async fn do_get(&self, ticket: Ticket) -> Result<FlightRecordBatchStream, ClientError> {
+        let response = self
+            .flight()
+            .do_get(self.request(ticket))
+            .await
+            .map_err(|s| self.server_error(s))?;
+        let stream = response.into_inner().map_err(|s| FlightError::Tonic(Box::new(s)));
+        Ok(FlightRecordBatchStream::new_from_flight_data(stream))
+    }
+
+    async fn collect(&self, info: FlightInfo) -> Result<Vec<RecordBatch>, ClientError> {
+        let mut batches = Vec::new();
+        for endpoint in info.endpoint {
+            let ticket = endpoint.ticket.ok_or_else(|| ClientError::Protocol {
+                url: self.url.clone(),
+                message: "endpoint without ticket".into(),
+            })?;
+            let mut stream = self.do_get(ticket).await?;
+            while let Some(b) = stream.next().await {
+                batches.push(b.map_err(|e| self.flight_error(e))?);
+            }
+        }
+        Ok(batches)
+    }
+
+    /// Names of the tables and views the server serves (Flight SQL `GetTables`).
+    pub async fn list_tables(&self) -> Result<Vec<String>, ClientError> {
+        let cmd = CommandGetTables {
+            include_schema: false,
+            ..Default::default()
+        };
+        let info = self.flight_info(cmd.as_any().encode_to_vec()).await?;
+        let mut names = Vec::new();
+        for batch in self.collect(info).await? {
+            let col = batch.column_by_name("table_name").ok_or_else(|| ClientError::Protocol {
+                url: self.url.clone(),
+                message: "GetTables result has no table_name column".into(),
+            })?;
+            let col = cast(col, &DataType::Utf8).map_err(|e| ClientError::Protocol {
+                url: self.url.clone(),
+                message: e.to_string(),
+            })?;
+            let strings = col.as_any().downcast_ref::<StringArray>().ok_or_else(|| ClientError::Protocol {
+                url: self.url.clone(),
+                message: "table_name is not a string column".into(),
+            })?;
+            names.extend(strings.iter().flatten().map(str::to_string));
+        }
+        Ok(names)
+    }
+
+    /// Output schema and estimated row count of `scan`, without running it.
+    pub async fn scan_info(&self, scan: &ScanRequest) -> Result<(SchemaRef, Option<usize>), ClientError> {
+        let info = self.flight_info(scan.as_any().encode_to_vec()).await?;
+        let rows = usize::try_from(info.total_records).ok();
+        let schema = info.try_decode_schema().map_err(|e| ClientError::Protocol {
+            url: self.url.clone(),
+            message: format!("schema of scan on '{}': {e}", scan.table),
+        })?;
+        Ok((std::sync::Arc::new(schema), rows))
+    }
+
+    /// Run a pushdown scan and stream its batches.
+    pub async fn scan(&self, scan: &ScanRequest) -> Result<FlightRecordBatchStream, ClientError> {
+        self.do_get(Ticket::new(scan.as_any().encode_to_vec())).await
+    }
+
+    /// Run SQL entirely on the server (plain Flight SQL) and collect it.
+    pub async fn sql(&self, sql: &str) -> Result<Vec<RecordBatch>, ClientError> {
+        let cmd = CommandStatementQuery {
+            query: sql.to_string(),
+            transaction_id: None,
+        };
+        let info = self.flight_info(cmd.as_any().encode_to_vec()).await?;
+        self.collect(info).await
+    }
+
+    /// Map a streaming error to something that names this server.
+    pub fn describe_error(&self, e: FlightError) -> DataFusionError {
+        self.flight_error(e).into()
+    }
+
+    /// Server statistics as a JSON string (the `silt.stats` action).
+    pub async fn stats_json(&self) -> Result<String, ClientError> {
+        let action = Action {
+            r#type: ACTION_STATS.to_string(),
+            body: Default::default(),
+        };
+        let mut stream = self
+            .flight()
+            .do_action(self.request(action))
+            .await
+            .map_err(|s| self.server_error(s))?
+            .into_inner();
+        let mut body = Vec::new();
+        while let Some(r) = stream.next().await {
+            body.extend_from_slice(&r.map_err(|s| self.server_error(s))?.body);
+        }
+        String::from_utf8(body).map_err(|e| ClientError::Protocol {
+            url: self.url.clone(),
+            message: e.to_string(),
+        })
+    }
+}

@@ -1,0 +1,50 @@
+//! DataFusion integration for Silt.
+//!
+//! Register a Silt server's tables in a `SessionContext` and query them as
+//! usual; every table scan — its projection, its filters and its limit — runs
+//! on the cache server, and only matching rows of the needed columns come
+//! back. Joins, aggregates and sorts run locally.
+//!
+//! ```no_run
+//! # async fn example() -> datafusion::error::Result<()> {
+//! use datafusion::prelude::SessionContext;
+//!
+//! let ctx = SessionContext::new();
+//! // Before: ctx.register_parquet("lineitem", "s3://bucket/lineitem/", Default::default()).await?;
+//! silt_client::register_tables(&ctx, "http://127.0.0.1:50051").await?;
+//! let df = ctx.sql("SELECT count(*) FROM lineitem WHERE l_quantity < 10").await?;
+//! df.show().await?;
+//! # Ok(())
+//! # }
+//! ```
+
+mod client;
+mod exec;
+pub mod script;
+mod table;
+
+pub use client::{ClientError, SiltClient};
+pub use exec::SiltScanExec;
+pub use table::SiltTable;
+
+use std::sync::Arc;
+
+use datafusion::error::Result;
+use datafusion::prelude::SessionContext;
+
+/// Register every table and view of the Silt server at `url` in `ctx`,
+/// under the server's names. Returns the names registered.
+pub async fn register_tables(ctx: &SessionContext, url: &str) -> Result<Vec<String>> {
+    let client = SiltClient::connect(url).await?;
+    register_tables_with(ctx, &client).await
+}
+
+/// Like [`register_tables`], with a client built by the caller (for a token).
+pub async fn register_tables_with(ctx: &SessionContext, client: &SiltClient) -> Result<Vec<String>> {
+    let names = client.list_tables().await?;
+    for name in &names {
+        let table = SiltTable::try_new(client.clone(), name).await?;
+        ctx.register_table(name.as_str(), Arc::new(table))?;
+    }
+    Ok(names)
+}

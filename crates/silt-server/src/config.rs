@@ -1,0 +1,263 @@
+//! Server configuration: a TOML file and command-line overrides.
+//!
+//! ```toml
+//! listen = "127.0.0.1:50051"      # Flight SQL (gRPC)
+//! admin = "127.0.0.1:9090"        # HTTP: /health, /metrics
+//! cache_dir = "/var/cache/silt"
+//! memory_budget = "1GiB"          # pages of object bytes held in memory
+//! query_memory_limit = "2GiB"     # per query (DataFusion memory pool)
+//! query_timeout = "5m"
+//! auth_token = "secret"           # or SILT_AUTH_TOKEN
+//!
+//! [s3]                            # defaults for every s3:// table
+//! endpoint = "http://127.0.0.1:9000"
+//!
+//! [tables.hits_raw]
+//! url = "s3://bucket/hits/"
+//! binary_as_string = true
+//! [tables.hits_raw.s3]            # per-table override
+//! region = "eu-west-1"
+//!
+//! [views]
+//! hits = "SELECT * EXCEPT (\"EventDate\"), CAST(CAST(\"EventDate\" AS INTEGER) AS DATE) AS \"EventDate\" FROM hits_raw"
+//! ```
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use silt_store::S3Settings;
+
+use crate::error::ServerError;
+
+/// Everything `silt serve` needs to run.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// Flight SQL address.
+    pub listen: SocketAddr,
+    /// Admin HTTP address (`/health`, `/metrics`); none disables it.
+    pub admin: Option<SocketAddr>,
+    /// Directory for the server's local state (spill files; later the disk tier).
+    pub cache_dir: PathBuf,
+    /// Byte budget of the in-memory page cache.
+    #[serde(deserialize_with = "de_bytes")]
+    pub memory_budget: u64,
+    /// Page size of the page cache.
+    #[serde(deserialize_with = "de_bytes")]
+    pub page_size: u64,
+    /// Memory one query may use before it fails (or spills).
+    #[serde(deserialize_with = "de_bytes")]
+    pub query_memory_limit: u64,
+    /// A query running longer than this is cancelled.
+    #[serde(with = "humantime_serde_compat")]
+    pub query_timeout: Duration,
+    /// When set, every Flight call must carry `authorization: Bearer <token>`.
+    pub auth_token: Option<String>,
+    /// Defaults for every `s3://` table (over the AWS environment variables).
+    pub s3: S3Settings,
+    /// Registered tables by name.
+    pub tables: BTreeMap<String, TableConfig>,
+    /// Views by name: a SELECT over registered tables.
+    pub views: BTreeMap<String, String>,
+}
+
+/// One table: where its Parquet files are and how to read them.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableConfig {
+    /// `file:///abs/dir/`, `file:///abs/file.parquet`, `s3://bucket/prefix/`
+    /// or `memory:///prefix/`; a trailing `/` means every `*.parquet` under it.
+    pub url: String,
+    /// Read BINARY columns as strings.
+    #[serde(default)]
+    pub binary_as_string: bool,
+    /// Per-table S3 overrides.
+    #[serde(default)]
+    pub s3: S3Settings,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: "127.0.0.1:50051".parse().expect("static address"),
+            admin: None,
+            cache_dir: std::env::temp_dir().join("silt-cache"),
+            memory_budget: 1 << 30,
+            page_size: 1 << 20,
+            query_memory_limit: 4 << 30,
+            query_timeout: Duration::from_secs(300),
+            auth_token: None,
+            s3: S3Settings::default(),
+            tables: BTreeMap::new(),
+            views: BTreeMap::new(),
+        }
+    }
+}
+
+impl ServerConfig {
+    /// Read a TOML config file.
+    pub fn from_file(path: &Path) -> Result<Self, ServerError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ServerError::Config(format!("reading {}: {e}", path.display())))?;
+        toml::from_str(&text).map_err(|e| ServerError::Config(format!("{}: {e}", path.display())))
+    }
+
+    /// Add `NAME=URL` (from `--table`).
+    pub fn add_table_arg(&mut self, arg: &str) -> Result<(), ServerError> {
+        let (name, url) = split_assignment(arg, "--table NAME=URL")?;
+        self.tables.insert(
+            name.to_string(),
+            TableConfig {
+                url: url.to_string(),
+                ..Default::default()
+            },
+        );
+        Ok(())
+    }
+
+    /// Add `NAME=SQL` (from `--view`).
+    pub fn add_view_arg(&mut self, arg: &str) -> Result<(), ServerError> {
+        let (name, sql) = split_assignment(arg, "--view NAME=SQL")?;
+        self.views.insert(name.to_string(), sql.to_string());
+        Ok(())
+    }
+
+    /// Check names and sizes before anything starts.
+    pub fn validate(&self) -> Result<(), ServerError> {
+        for name in self.tables.keys().chain(self.views.keys()) {
+            validate_name(name)?;
+        }
+        if let Some(dup) = self.views.keys().find(|v| self.tables.contains_key(*v)) {
+            return Err(ServerError::Config(format!("'{dup}' is defined both as a table and as a view")));
+        }
+        if self.page_size == 0 || self.page_size > (256 << 20) {
+            return Err(ServerError::Config(format!("page_size must be between 1 byte and 256 MiB, got {}", self.page_size)));
+        }
+        if self.query_timeout.is_zero() {
+            return Err(ServerError::Config("query_timeout must be positive".into()));
+        }
+        Ok(())
+    }
+}
+
+fn split_assignment<'a>(arg: &'a str, what: &str) -> Result<(&'a str, &'a str), ServerError> {
+    let (name, value) = arg
+        .split_once('=')
+        .ok_or_else(|| ServerError::Config(format!("expected {what}, got '{arg}'")))?;
+    let name = name.trim();
+    validate_name(name)?;
+    Ok((name, value.trim()))
+}
+
+/// Table and view names are plain identifiers, so they never need quoting
+/// and cannot smuggle SQL.
+pub fn validate_name(name: &str) -> Result<(), ServerError> {
+    let mut chars = name.chars();
+    let ok = chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if ok {
+        Ok(())
+    } else {
+        Err(ServerError::Config(format!(
+            "invalid table or view name '{name}': use letters, digits and '_', not starting with a digit"
+        )))
+    }
+}
+
+/// Parse a byte size: `1048576`, `512KiB`, `64MiB`, `1GiB`, `1.5GB`, `10k`.
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let value: f64 = num.parse().map_err(|_| format!("invalid size '{s}'"))?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" => 1_000,
+        "kib" => 1 << 10,
+        "m" | "mb" => 1_000_000,
+        "mib" => 1 << 20,
+        "g" | "gb" => 1_000_000_000,
+        "gib" => 1 << 30,
+        "t" | "tb" => 1_000_000_000_000,
+        "tib" => 1 << 40,
+        other => return Err(format!("invalid size unit '{other}' in '{s}' (use B, KiB, MiB, GiB, KB, MB, GB)")),
+    };
+    Ok((value * mult as f64).round() as u64)
+}
+
+fn de_bytes<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Size {
+        N(u64),
+        S(String),
+    }
+    match Size::deserialize(d)? {
+        Size::N(n) => Ok(n),
+        Size::S(s) => parse_bytes(&s).map_err(serde::de::Error::custom),
+    }
+}
+
+mod humantime_serde_compat {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer};
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let s = String::deserialize(d)?;
+        humantime::parse_duration(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_sizes() {
+        assert_eq!(parse_bytes("1024").unwrap(), 1024);
+        assert_eq!(parse_bytes("64MiB").unwrap(), 64 << 20);
+        assert_eq!(parse_bytes("1.5 GB").unwrap(), 1_500_000_000);
+        assert!(parse_bytes("12 parsecs").is_err());
+        assert!(parse_bytes("").is_err());
+    }
+
+    #[test]
+    fn parses_a_config_file() {
+        let cfg: ServerConfig = toml::from_str(
+            r#"
+            listen = "127.0.0.1:1"
+            memory_budget = "10MiB"
+            query_timeout = "30s"
+            [s3]
+            endpoint = "http://127.0.0.1:9000"
+            [tables.hits_raw]
+            url = "s3://b/hits/"
+            binary_as_string = true
+            [tables.hits_raw.s3]
+            region = "eu"
+            [views]
+            hits = "SELECT * FROM hits_raw"
+            "#,
+        )
+        .unwrap();
+        cfg.validate().unwrap();
+        assert_eq!(cfg.memory_budget, 10 << 20);
+        assert_eq!(cfg.query_timeout, Duration::from_secs(30));
+        assert!(cfg.tables["hits_raw"].binary_as_string);
+        assert_eq!(cfg.tables["hits_raw"].s3.region.as_deref(), Some("eu"));
+        assert_eq!(cfg.views["hits"], "SELECT * FROM hits_raw");
+    }
+
+    #[test]
+    fn rejects_bad_names_and_unknown_keys() {
+        let mut cfg = ServerConfig::default();
+        assert!(cfg.add_table_arg("bad name=file:///x").is_err());
+        assert!(cfg.add_table_arg("noequals").is_err());
+        assert!(cfg.add_table_arg("1x=file:///x").is_err());
+        cfg.add_table_arg("ok_1=file:///x/").unwrap();
+        assert!(toml::from_str::<ServerConfig>("bogus = 1").is_err());
+    }
+}

@@ -1,0 +1,386 @@
+//! The query engine inside the server: registered tables and views, the
+//! safe SQL surface, pushdown scans, and per-query resource limits.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::common::stats::Precision;
+use datafusion::execution::SendableRecordBatchStream;
+use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
+use datafusion::execution::memory_pool::{GreedyMemoryPool, TrackConsumersPool};
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::execution::session_state::SessionStateBuilder;
+use datafusion::logical_expr::{Expr, LogicalPlan};
+use datafusion::prelude::{DataFrame, SessionConfig, SessionContext};
+use datafusion::common::TableReference;
+use datafusion_proto::bytes::Serializeable;
+use object_store::memory::InMemory;
+use silt_cache::{CachedStore, PageCache, PageCacheConfig};
+use silt_proto::{ROW_MARKER_COLUMN, ScanRequest};
+use silt_scan::{PushdownScan, TableOptions, plan_pushdown, register_parquet_table};
+use silt_store::{MeteredStore, S3Settings, TableLocation};
+use tracing::{info, warn};
+
+use crate::config::{ServerConfig, TableConfig};
+use crate::error::ServerError;
+use crate::guard;
+use crate::metrics::ServerMetrics;
+
+/// Catalog name under which tables are visible (`silt.public.<table>`).
+pub const CATALOG: &str = "silt";
+/// Schema name under which tables are visible.
+pub const SCHEMA: &str = "public";
+
+/// How long registering one table (listing + reading footers) may take.
+const REGISTER_TIMEOUT: Duration = Duration::from_secs(60);
+/// Tables that failed to register are retried at most this often.
+const RETRY_INTERVAL: Duration = Duration::from_secs(5);
+
+/// Whether a name is a table or a view, and whether it is usable now.
+#[derive(Debug, Clone)]
+pub struct CatalogEntry {
+    pub kind: EntryKind,
+    /// `Some(cause)` while the table or view could not be registered.
+    pub unavailable: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub enum EntryKind {
+    Table { index: usize, config: TableConfig },
+    View { sql: String },
+}
+
+impl CatalogEntry {
+    pub fn type_name(&self) -> &'static str {
+        match self.kind {
+            EntryKind::Table { .. } => "TABLE",
+            EntryKind::View { .. } => "VIEW",
+        }
+    }
+}
+
+/// A planned query, ready to execute in its own context.
+pub struct PlannedQuery {
+    pub ctx: SessionContext,
+    pub df: DataFrame,
+}
+
+impl PlannedQuery {
+    pub fn schema(&self) -> SchemaRef {
+        Arc::new(self.df.schema().as_arrow().clone())
+    }
+
+    /// Execute all partitions in parallel, merged into one stream.
+    pub async fn execute(self) -> Result<SendableRecordBatchStream, ServerError> {
+        Ok(self.df.execute_stream().await?)
+    }
+}
+
+/// Owns the DataFusion context shared by all queries.
+pub struct Engine {
+    base: SessionContext,
+    config: ServerConfig,
+    metrics: Arc<ServerMetrics>,
+    memory_store: Arc<InMemory>,
+    page_cache: Arc<PageCache>,
+    catalog: RwLock<BTreeMap<String, CatalogEntry>>,
+    last_retry: Mutex<Option<Instant>>,
+    retry_lock: tokio::sync::Mutex<()>,
+}
+
+impl Engine {
+    /// Build the engine and register every table and view. Tables that cannot
+    /// be reached are kept as *unavailable* (queries naming them get the
+    /// cause) and retried; the server starts regardless.
+    pub async fn new(config: ServerConfig, metrics: Arc<ServerMetrics>) -> Result<Arc<Self>, ServerError> {
+        let spill_dir = config.cache_dir.join("spill");
+        std::fs::create_dir_all(&spill_dir).map_err(|source| ServerError::Io {
+            path: spill_dir.display().to_string(),
+            source,
+        })?;
+        let runtime = RuntimeEnvBuilder::new()
+            .with_disk_manager_builder(DiskManagerBuilder::default().with_mode(DiskManagerMode::Directories(vec![spill_dir])))
+            // List a table's files on every query so new and overwritten
+            // objects are seen (validation `always`).
+            .with_object_list_cache_limit(0)
+            .build_arc()?;
+        let mut session_config = SessionConfig::new()
+            .with_default_catalog_and_schema(CATALOG, SCHEMA)
+            .with_create_default_catalog_and_schema(true)
+            .with_information_schema(false);
+        session_config.options_mut().execution.collect_statistics = true;
+        let state = SessionStateBuilder::new()
+            .with_config(session_config)
+            .with_runtime_env(runtime)
+            .with_default_features()
+            .build();
+        let page_cache = PageCache::new(
+            PageCacheConfig {
+                page_size: config.page_size,
+                capacity_bytes: config.memory_budget,
+            },
+            metrics.page_cache.clone(),
+        );
+        let mut catalog = BTreeMap::new();
+        for (index, (name, table)) in config.tables.iter().enumerate() {
+            catalog.insert(
+                name.clone(),
+                CatalogEntry {
+                    kind: EntryKind::Table {
+                        index,
+                        config: table.clone(),
+                    },
+                    unavailable: Some("not registered yet".into()),
+                },
+            );
+        }
+        for (name, sql) in &config.views {
+            catalog.insert(
+                name.clone(),
+                CatalogEntry {
+                    kind: EntryKind::View { sql: sql.clone() },
+                    unavailable: Some("not registered yet".into()),
+                },
+            );
+        }
+        let engine = Arc::new(Engine {
+            base: SessionContext::new_with_state(state),
+            config,
+            metrics,
+            memory_store: Arc::new(InMemory::new()),
+            page_cache,
+            catalog: RwLock::new(catalog),
+            last_retry: Mutex::new(None),
+            retry_lock: tokio::sync::Mutex::new(()),
+        });
+        engine.register_pending().await;
+        Ok(engine)
+    }
+
+    /// The shared in-memory object store behind `memory://` tables.
+    pub fn memory_store(&self) -> Arc<InMemory> {
+        self.memory_store.clone()
+    }
+
+    pub fn metrics(&self) -> &Arc<ServerMetrics> {
+        &self.metrics
+    }
+
+    pub fn config(&self) -> &ServerConfig {
+        &self.config
+    }
+
+    /// Bytes currently held by the page cache.
+    pub fn page_cache_bytes(&self) -> u64 {
+        self.page_cache.weighted_size()
+    }
+
+    /// A snapshot of the catalog (tables and views, available or not).
+    pub fn catalog(&self) -> BTreeMap<String, CatalogEntry> {
+        self.catalog.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn available(&self) -> BTreeSet<String> {
+        self.catalog
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter(|(_, e)| e.unavailable.is_none())
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+
+    fn set_status(&self, name: &str, unavailable: Option<String>) {
+        if let Some(e) = self.catalog.write().unwrap_or_else(|e| e.into_inner()).get_mut(name) {
+            e.unavailable = unavailable;
+        }
+    }
+
+    /// Try to register every table and view that is not registered yet.
+    async fn register_pending(&self) {
+        let _one_at_a_time = self.retry_lock.lock().await;
+        *self.last_retry.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+        let pending: Vec<(String, CatalogEntry)> = self
+            .catalog()
+            .into_iter()
+            .filter(|(_, e)| e.unavailable.is_some())
+            .collect();
+        for (name, entry) in &pending {
+            if let EntryKind::Table { index, config } = &entry.kind {
+                let result = tokio::time::timeout(REGISTER_TIMEOUT, self.register_table(*index, name, config))
+                    .await
+                    .unwrap_or_else(|_| Err(format!("timed out after {REGISTER_TIMEOUT:?} reading {}", config.url)));
+                match &result {
+                    Ok(()) => info!(table = %name, url = %config.url, "registered table"),
+                    Err(e) => warn!(table = %name, error = %e, "table unavailable"),
+                }
+                self.set_status(name, result.err());
+            }
+        }
+        // Views may build on each other: repeat while progress is made.
+        loop {
+            let mut progressed = false;
+            for (name, entry) in self.catalog() {
+                if let (EntryKind::View { sql }, Some(_)) = (&entry.kind, &entry.unavailable) {
+                    match self.register_view(&name, sql).await {
+                        Ok(()) => {
+                            info!(view = %name, "registered view");
+                            self.set_status(&name, None);
+                            progressed = true;
+                        }
+                        Err(e) => self.set_status(&name, Some(e)),
+                    }
+                }
+            }
+            if !progressed {
+                break;
+            }
+        }
+    }
+
+    async fn register_table(&self, index: usize, name: &str, config: &TableConfig) -> Result<(), String> {
+        let location = TableLocation::parse(&config.url).map_err(|e| e.to_string())?;
+        let s3 = config.s3.or(&self.config.s3.or(&S3Settings::from_env()));
+        let raw = location.open(&s3, &self.memory_store).map_err(|e| e.to_string())?;
+        let metered = Arc::new(MeteredStore::new(raw, self.metrics.store.clone()));
+        let cached = Arc::new(CachedStore::new(metered, self.page_cache.clone(), format!("t{index}")));
+        let options = TableOptions {
+            binary_as_string: config.binary_as_string,
+        };
+        let _ = self.base.deregister_table(name);
+        register_parquet_table(&self.base, name, index, &location, cached, &options)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    async fn register_view(&self, name: &str, sql: &str) -> Result<(), String> {
+        let statement = guard::parse_single_query(sql).map_err(|e| format!("view '{name}': {e}"))?;
+        let state = self.base.state();
+        let refs = state.resolve_table_references(&statement).map_err(|e| e.to_string())?;
+        let registered: BTreeSet<String> = self.available().into_iter().filter(|n| n != name).collect();
+        guard::check_references(&refs, &registered).map_err(|e| format!("view '{name}': {e}"))?;
+        let plan = state.statement_to_plan(statement).await.map_err(|e| format!("view '{name}': {e}"))?;
+        let view = datafusion::catalog::view::ViewTable::new(plan, Some(sql.to_string()));
+        let _ = self.base.deregister_table(name);
+        self.base
+            .register_table(name, Arc::new(view))
+            .map_err(|e| format!("view '{name}': {e}"))?;
+        Ok(())
+    }
+
+    /// Retry unavailable tables, at most every [`RETRY_INTERVAL`].
+    async fn retry_unavailable(&self) {
+        let any_pending = self.catalog.read().unwrap_or_else(|e| e.into_inner()).values().any(|e| e.unavailable.is_some());
+        if !any_pending {
+            return;
+        }
+        let due = self
+            .last_retry
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_none_or(|t| t.elapsed() >= RETRY_INTERVAL);
+        if due {
+            self.register_pending().await;
+        }
+    }
+
+    /// A context for one query: shares tables and caches with every other
+    /// query, but has its own memory pool so a query over the limit fails alone.
+    fn query_context(&self) -> Result<SessionContext, ServerError> {
+        let limit = usize::try_from(self.config.query_memory_limit).unwrap_or(usize::MAX);
+        let pool = TrackConsumersPool::new(GreedyMemoryPool::new(limit), NonZeroUsize::new(3).expect("3 > 0"));
+        let runtime = RuntimeEnvBuilder::from_runtime_env(self.base.runtime_env().as_ref())
+            .with_memory_pool(Arc::new(pool))
+            .build_arc()?;
+        let state = SessionStateBuilder::new_from_existing(self.base.state())
+            .with_runtime_env(runtime)
+            .build();
+        Ok(SessionContext::new_with_state(state))
+    }
+
+    fn check_names(&self, refs: &[TableReference]) -> Result<(), ServerError> {
+        let catalog = self.catalog();
+        let all: BTreeSet<String> = catalog.keys().cloned().collect();
+        guard::check_references(refs, &all)?;
+        for r in refs {
+            if let Some(cause) = catalog.get(r.table()).and_then(|e| e.unavailable.clone()) {
+                return Err(ServerError::Unavailable {
+                    name: r.table().to_string(),
+                    cause,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Plan one SQL statement from a Flight SQL client, refusing anything but
+    /// a read-only query over registered tables.
+    pub async fn plan_sql(&self, sql: &str) -> Result<PlannedQuery, ServerError> {
+        self.retry_unavailable().await;
+        let statement = guard::parse_single_query(sql)?;
+        let ctx = self.query_context()?;
+        let state = ctx.state();
+        let refs = state.resolve_table_references(&statement)?;
+        self.check_names(&refs)?;
+        let plan: LogicalPlan = state.statement_to_plan(statement).await?;
+        guard::check_plan(&plan, &self.available())?;
+        let df = ctx.execute_logical_plan(plan).await?;
+        Ok(PlannedQuery { ctx, df })
+    }
+
+    /// Plan a pushdown scan from Silt's client.
+    pub async fn plan_scan(&self, request: &ScanRequest) -> Result<PlannedQuery, ServerError> {
+        self.retry_unavailable().await;
+        self.check_names(&[TableReference::bare(request.table.as_str())])?;
+        let ctx = self.query_context()?;
+        let task = ctx.task_ctx();
+        let filters = request
+            .filters
+            .iter()
+            .enumerate()
+            .map(|(i, bytes)| {
+                Expr::from_bytes_with_ctx(bytes, &task)
+                    .map_err(|e| ServerError::InvalidRequest(format!("filter #{i} of scan on '{}': {e}", request.table)))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let limit = request
+            .limit
+            .map(|l| usize::try_from(l).map_err(|_| ServerError::InvalidRequest(format!("limit {l} is too large"))))
+            .transpose()?;
+        let scan = PushdownScan {
+            table: request.table.clone(),
+            projection: request.projection.as_ref().map(|p| p.columns.clone()),
+            filters,
+            limit,
+        };
+        let df = plan_pushdown(&ctx, scan, ROW_MARKER_COLUMN).await?;
+        guard::check_plan(df.logical_plan(), &self.available())?;
+        Ok(PlannedQuery { ctx, df })
+    }
+
+    /// Arrow schema of a registered table or view.
+    pub async fn table_schema(&self, name: &str) -> Option<SchemaRef> {
+        self.base.table_provider(TableReference::bare(name)).await.ok().map(|t| t.schema())
+    }
+
+    /// Row count of a table or view, from Parquet statistics (exact when the
+    /// files' footers say so).
+    pub async fn row_count(&self, planned: &PlannedQuery) -> Option<usize> {
+        let plan = planned.df.clone().create_physical_plan().await.ok()?;
+        row_count_of(plan.as_ref())
+    }
+}
+
+fn row_count_of(plan: &dyn datafusion::physical_plan::ExecutionPlan) -> Option<usize> {
+    use datafusion::physical_plan::statistics::{StatisticsArgs, StatisticsContext};
+    let stats = StatisticsContext::new().compute(plan, &StatisticsArgs::new()).ok()?;
+    {
+        match stats.num_rows {
+            Precision::Exact(n) | Precision::Inexact(n) => Some(n),
+            Precision::Absent => None,
+        }
+    }
+}

@@ -1,0 +1,67 @@
+//! Errors of the cache server and how they reach clients.
+
+use datafusion::error::DataFusionError;
+use tonic::Status;
+
+/// Everything that can fail inside the server.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("configuration: {0}")]
+    Config(String),
+    #[error("refused: {0}")]
+    Refused(String),
+    #[error("unknown table '{name}' (registered: {registered})")]
+    UnknownTable { name: String, registered: String },
+    #[error("table '{name}' is unavailable: {cause}")]
+    Unavailable { name: String, cause: String },
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+    #[error("query exceeded its time limit of {0:?} and was cancelled")]
+    Timeout(std::time::Duration),
+    #[error("{0}")]
+    DataFusion(#[from] DataFusionError),
+    #[error("{0}")]
+    Store(#[from] silt_store::StoreError),
+    #[error("I/O on {path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Transport(String),
+}
+
+impl ServerError {
+    /// The gRPC status a client sees: the code says whose fault it is, the
+    /// message says what failed and where.
+    pub fn to_status(&self) -> Status {
+        let msg = self.to_string();
+        match self {
+            ServerError::Refused(_) => Status::permission_denied(msg),
+            ServerError::UnknownTable { .. } => Status::not_found(msg),
+            ServerError::InvalidRequest(_) | ServerError::Config(_) => Status::invalid_argument(msg),
+            ServerError::Unavailable { .. } => Status::unavailable(msg),
+            ServerError::Timeout(_) => Status::deadline_exceeded(msg),
+            ServerError::DataFusion(e) => datafusion_status(e, msg),
+            ServerError::Store(_) | ServerError::Io { .. } | ServerError::Transport(_) => Status::internal(msg),
+        }
+    }
+}
+
+fn datafusion_status(e: &DataFusionError, msg: String) -> Status {
+    match e.find_root() {
+        DataFusionError::Plan(_) | DataFusionError::SQL(..) | DataFusionError::SchemaError(..) | DataFusionError::NotImplemented(_) => {
+            Status::invalid_argument(msg)
+        }
+        DataFusionError::ResourcesExhausted(_) => Status::resource_exhausted(msg),
+        DataFusionError::ObjectStore(os) if matches!(**os, object_store::Error::NotFound { .. }) => Status::not_found(msg),
+        _ => Status::internal(msg),
+    }
+}
+
+impl From<ServerError> for Status {
+    fn from(e: ServerError) -> Status {
+        e.to_status()
+    }
+}

@@ -1,0 +1,412 @@
+//! The Arrow Flight SQL service: standard Flight SQL for any client, plus
+//! Silt's pushdown scans (`silt.ScanRequest` commands) for Silt's client.
+//!
+//! Tickets are stateless — a statement ticket carries its SQL, a scan ticket
+//! carries the scan — so the server keeps no plan between calls: a plan
+//! lives exactly as long as the `DoGet` stream that executes it, and is
+//! dropped (cancelling its tasks) when the stream ends or the client goes away.
+
+use std::pin::Pin;
+use std::sync::{Arc, LazyLock};
+
+use arrow_flight::encode::FlightDataEncoderBuilder;
+use arrow_flight::error::FlightError;
+use arrow_flight::flight_service_server::FlightService;
+use arrow_flight::sql::metadata::{SqlInfoData, SqlInfoDataBuilder};
+use arrow_flight::sql::server::{FlightSqlService, PeekableFlightDataStream};
+use arrow_flight::sql::{
+    ActionClosePreparedStatementRequest, ActionCreatePreparedStatementRequest,
+    ActionCreatePreparedStatementResult, Any, CommandGetCatalogs, CommandGetDbSchemas,
+    CommandGetSqlInfo, CommandGetTables, CommandPreparedStatementQuery, CommandStatementQuery,
+    Command, ProstMessageExt, SqlInfo, TicketStatementQuery,
+};
+use arrow_flight::{
+    Action, FlightDescriptor, FlightEndpoint, FlightInfo, HandshakeRequest, HandshakeResponse,
+    IpcMessage, SchemaAsIpc, Ticket,
+};
+use datafusion::arrow::datatypes::Schema;
+use datafusion::arrow::ipc::writer::IpcWriteOptions;
+use futures::{Stream, StreamExt, TryStreamExt};
+use prost::Message;
+use silt_proto::{ACTION_STATS, ScanRequest};
+use tokio::time::Instant;
+use tonic::{Request, Response, Status, Streaming};
+use tracing::{debug, warn};
+
+use crate::engine::{CATALOG, Engine, PlannedQuery, SCHEMA};
+use crate::error::ServerError;
+
+static SQL_INFO: LazyLock<SqlInfoData> = LazyLock::new(|| {
+    let mut b = SqlInfoDataBuilder::new();
+    b.append(SqlInfo::FlightSqlServerName, "Silt");
+    b.append(SqlInfo::FlightSqlServerVersion, env!("CARGO_PKG_VERSION"));
+    b.append(SqlInfo::FlightSqlServerArrowVersion, "1.3");
+    b.append(SqlInfo::FlightSqlServerReadOnly, true);
+    b.append(SqlInfo::FlightSqlServerSql, true);
+    b.append(SqlInfo::FlightSqlServerSubstrait, false);
+    b.append(SqlInfo::FlightSqlServerTransaction, 0i32);
+    b.append(SqlInfo::FlightSqlServerCancel, false);
+    b.build().expect("static SqlInfo is valid")
+});
+
+type DoGetStream = Pin<Box<dyn Stream<Item = Result<arrow_flight::FlightData, Status>> + Send + 'static>>;
+
+/// Flight SQL front end of an [`Engine`].
+#[derive(Clone)]
+pub struct SiltFlightService {
+    engine: Arc<Engine>,
+}
+
+impl SiltFlightService {
+    pub fn new(engine: Arc<Engine>) -> Self {
+        SiltFlightService { engine }
+    }
+
+    fn counted<T>(&self, r: Result<T, ServerError>) -> Result<T, Status> {
+        r.map_err(|e| {
+            self.engine.metrics().query_errors.increment(1);
+            debug!(error = %e, "request failed");
+            e.to_status()
+        })
+    }
+
+    async fn plan_statement(&self, sql: &str) -> Result<PlannedQuery, Status> {
+        self.engine.metrics().queries.increment(1);
+        let timeout = self.engine.config().query_timeout;
+        let planned = tokio::time::timeout(timeout, self.engine.plan_sql(sql))
+            .await
+            .unwrap_or(Err(ServerError::Timeout(timeout)));
+        self.counted(planned)
+    }
+
+    async fn plan_scan(&self, scan: &ScanRequest) -> Result<PlannedQuery, Status> {
+        self.engine.metrics().queries.increment(1);
+        let timeout = self.engine.config().query_timeout;
+        let planned = tokio::time::timeout(timeout, self.engine.plan_scan(scan))
+            .await
+            .unwrap_or(Err(ServerError::Timeout(timeout)));
+        self.counted(planned)
+    }
+
+    /// Execute a planned query and stream it as Flight data, enforcing the
+    /// query timeout and counting what is sent.
+    async fn stream(&self, planned: PlannedQuery) -> Result<Response<DoGetStream>, Status> {
+        let metrics = self.engine.metrics().clone();
+        let timeout = self.engine.config().query_timeout;
+        let deadline = Instant::now() + timeout;
+        let schema = planned.schema();
+        let batches = match tokio::time::timeout_at(deadline, planned.execute()).await {
+            Ok(r) => self.counted(r)?,
+            Err(_) => return Err(self.counted::<()>(Err(ServerError::Timeout(timeout))).unwrap_err()),
+        };
+        let active = ActiveQuery::new(metrics.clone());
+        let err_metrics = metrics.clone();
+        let batches = futures::stream::unfold((batches, false, active), move |(mut s, done, active)| {
+            let err_metrics = err_metrics.clone();
+            async move {
+                if done {
+                    return None;
+                }
+                let fail = |e: ServerError| {
+                    err_metrics.query_errors.increment(1);
+                    warn!(error = %e, "query failed while streaming");
+                    FlightError::Tonic(Box::new(e.to_status()))
+                };
+                match tokio::time::timeout_at(deadline, s.next()).await {
+                    Ok(Some(Ok(batch))) => Some((Ok(batch), (s, false, active))),
+                    Ok(Some(Err(e))) => Some((Err(fail(ServerError::DataFusion(e))), (s, true, active))),
+                    Ok(None) => None,
+                    Err(_) => Some((Err(fail(ServerError::Timeout(timeout))), (s, true, active))),
+                }
+            }
+        });
+        let sent = metrics.clone();
+        let flight = FlightDataEncoderBuilder::new()
+            .with_schema(schema)
+            .build(batches.inspect_ok(move |b| sent.flight_rows_sent.increment(b.num_rows() as u64)))
+            .map(move |r| {
+                r.inspect(|fd| {
+                    metrics
+                        .flight_bytes_sent
+                        .increment((fd.data_header.len() + fd.data_body.len()) as u64)
+                })
+                .map_err(Status::from)
+            });
+        Ok(Response::new(Box::pin(flight)))
+    }
+
+    fn info(&self, schema: &Schema, ticket: Any, total_records: Option<usize>) -> Result<Response<FlightInfo>, Status> {
+        let endpoint = FlightEndpoint::new().with_ticket(Ticket::new(ticket.encode_to_vec()));
+        let info = FlightInfo::new()
+            .try_with_schema(schema)
+            .map_err(|e| Status::internal(format!("encoding schema: {e}")))?
+            .with_endpoint(endpoint)
+            .with_total_records(total_records.map_or(-1, |n| n as i64))
+            .with_ordered(false);
+        Ok(Response::new(info))
+    }
+}
+
+/// Keeps `silt_queries_active` right however a stream ends.
+struct ActiveQuery(Arc<crate::metrics::ServerMetrics>);
+
+impl ActiveQuery {
+    fn new(m: Arc<crate::metrics::ServerMetrics>) -> Self {
+        m.active_queries.increment(1.0);
+        ActiveQuery(m)
+    }
+}
+
+impl Drop for ActiveQuery {
+    fn drop(&mut self) {
+        self.0.active_queries.decrement(1.0);
+    }
+}
+
+fn one_batch(schema: Arc<Schema>, batch: Result<datafusion::arrow::array::RecordBatch, FlightError>) -> DoGetStream {
+    let stream = FlightDataEncoderBuilder::new()
+        .with_schema(schema)
+        .build(futures::stream::once(async move { batch }))
+        .map_err(Status::from);
+    Box::pin(stream)
+}
+
+#[tonic::async_trait]
+impl FlightSqlService for SiltFlightService {
+    type FlightService = SiltFlightService;
+
+    async fn do_handshake(
+        &self,
+        _request: Request<Streaming<HandshakeRequest>>,
+    ) -> Result<Response<Pin<Box<dyn Stream<Item = Result<HandshakeResponse, Status>> + Send>>>, Status> {
+        // Authentication is a bearer token checked on every call (see
+        // `auth`), so the handshake only has to succeed.
+        let response = HandshakeResponse {
+            protocol_version: 0,
+            payload: Default::default(),
+        };
+        Ok(Response::new(Box::pin(futures::stream::once(async { Ok(response) }))))
+    }
+
+    async fn get_flight_info_statement(
+        &self,
+        query: CommandStatementQuery,
+        _request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let planned = self.plan_statement(&query.query).await?;
+        let ticket = TicketStatementQuery {
+            statement_handle: query.query.into_bytes().into(),
+        };
+        self.info(&planned.schema(), ticket.as_any(), None)
+    }
+
+    async fn get_flight_info_prepared_statement(
+        &self,
+        cmd: CommandPreparedStatementQuery,
+        _request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let sql = handle_sql(&cmd.prepared_statement_handle)?;
+        let planned = self.plan_statement(&sql).await?;
+        let ticket = TicketStatementQuery {
+            statement_handle: cmd.prepared_statement_handle,
+        };
+        self.info(&planned.schema(), ticket.as_any(), None)
+    }
+
+    async fn get_flight_info_catalogs(
+        &self,
+        query: CommandGetCatalogs,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let schema = query.clone().into_builder().schema();
+        let _ = request;
+        self.info(&schema, query.as_any(), None)
+    }
+
+    async fn get_flight_info_schemas(
+        &self,
+        query: CommandGetDbSchemas,
+        _request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let schema = query.clone().into_builder().schema();
+        self.info(&schema, query.as_any(), None)
+    }
+
+    async fn get_flight_info_tables(
+        &self,
+        query: CommandGetTables,
+        _request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let schema = query.clone().into_builder().schema();
+        self.info(&schema, query.as_any(), None)
+    }
+
+    async fn get_flight_info_sql_info(
+        &self,
+        query: CommandGetSqlInfo,
+        _request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let schema = query.clone().into_builder(&SQL_INFO).schema();
+        self.info(schema.as_ref(), query.as_any(), None)
+    }
+
+    async fn get_flight_info_fallback(
+        &self,
+        cmd: Command,
+        _request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let any = cmd.into_any();
+        let Some(scan) = unpack_scan(&any)? else {
+            return Err(Status::unimplemented(format!("unsupported command {}", any.type_url)));
+        };
+        let planned = self.plan_scan(&scan).await?;
+        let rows = self.engine.row_count(&planned).await;
+        self.info(&planned.schema(), any, rows)
+    }
+
+    async fn do_get_statement(
+        &self,
+        ticket: TicketStatementQuery,
+        _request: Request<Ticket>,
+    ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
+        let sql = handle_sql(&ticket.statement_handle)?;
+        let planned = self.plan_statement(&sql).await?;
+        self.stream(planned).await
+    }
+
+    async fn do_get_prepared_statement(
+        &self,
+        query: CommandPreparedStatementQuery,
+        _request: Request<Ticket>,
+    ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
+        let sql = handle_sql(&query.prepared_statement_handle)?;
+        let planned = self.plan_statement(&sql).await?;
+        self.stream(planned).await
+    }
+
+    async fn do_get_fallback(
+        &self,
+        _request: Request<Ticket>,
+        message: Any,
+    ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
+        let Some(scan) = unpack_scan(&message)? else {
+            return Err(Status::unimplemented(format!("unsupported ticket {}", message.type_url)));
+        };
+        let planned = self.plan_scan(&scan).await?;
+        self.stream(planned).await
+    }
+
+    async fn do_get_catalogs(
+        &self,
+        query: CommandGetCatalogs,
+        _request: Request<Ticket>,
+    ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
+        let mut builder = query.into_builder();
+        builder.append(CATALOG);
+        let schema = builder.schema();
+        Ok(Response::new(one_batch(schema, builder.build())))
+    }
+
+    async fn do_get_schemas(
+        &self,
+        query: CommandGetDbSchemas,
+        _request: Request<Ticket>,
+    ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
+        let mut builder = query.into_builder();
+        builder.append(CATALOG, SCHEMA);
+        let schema = builder.schema();
+        Ok(Response::new(one_batch(schema, builder.build())))
+    }
+
+    async fn do_get_tables(
+        &self,
+        query: CommandGetTables,
+        _request: Request<Ticket>,
+    ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
+        let mut builder = query.into_builder();
+        for (name, entry) in self.engine.catalog() {
+            if entry.unavailable.is_some() {
+                continue;
+            }
+            let Some(schema) = self.engine.table_schema(&name).await else {
+                continue;
+            };
+            builder
+                .append(CATALOG, SCHEMA, &name, entry.type_name(), &schema)
+                .map_err(|e| Status::internal(format!("listing table {name}: {e}")))?;
+        }
+        let schema = builder.schema();
+        Ok(Response::new(one_batch(schema, builder.build())))
+    }
+
+    async fn do_get_sql_info(
+        &self,
+        query: CommandGetSqlInfo,
+        _request: Request<Ticket>,
+    ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
+        let builder = query.into_builder(&SQL_INFO);
+        let schema = builder.schema();
+        Ok(Response::new(one_batch(schema, builder.build())))
+    }
+
+    async fn do_put_fallback(
+        &self,
+        _request: Request<PeekableFlightDataStream>,
+        message: Any,
+    ) -> Result<Response<<Self as FlightService>::DoPutStream>, Status> {
+        Err(Status::permission_denied(format!(
+            "refused: Silt is read-only ({} is not supported)",
+            message.type_url
+        )))
+    }
+
+    async fn do_action_create_prepared_statement(
+        &self,
+        query: ActionCreatePreparedStatementRequest,
+        _request: Request<Action>,
+    ) -> Result<ActionCreatePreparedStatementResult, Status> {
+        let planned = self.plan_statement(&query.query).await?;
+        let schema = planned.schema();
+        let message: IpcMessage = SchemaAsIpc::new(&schema, &IpcWriteOptions::default())
+            .try_into()
+            .map_err(|e| Status::internal(format!("encoding schema: {e}")))?;
+        Ok(ActionCreatePreparedStatementResult {
+            prepared_statement_handle: query.query.into_bytes().into(),
+            dataset_schema: message.0,
+            parameter_schema: Default::default(),
+        })
+    }
+
+    async fn do_action_close_prepared_statement(
+        &self,
+        _query: ActionClosePreparedStatementRequest,
+        _request: Request<Action>,
+    ) -> Result<(), Status> {
+        // Prepared statements are stateless (the handle is the SQL).
+        Ok(())
+    }
+
+    async fn do_action_fallback(
+        &self,
+        request: Request<Action>,
+    ) -> Result<Response<<Self as FlightService>::DoActionStream>, Status> {
+        let action = request.into_inner();
+        if action.r#type == ACTION_STATS {
+            let body = crate::stats::stats_json(&self.engine).to_string();
+            let result = arrow_flight::Result { body: body.into() };
+            return Ok(Response::new(Box::pin(futures::stream::once(async { Ok(result) }))));
+        }
+        Err(Status::invalid_argument(format!("unknown action '{}'", action.r#type)))
+    }
+
+    async fn register_sql_info(&self, _id: i32, _result: &SqlInfo) {}
+}
+
+fn handle_sql(handle: &[u8]) -> Result<String, Status> {
+    String::from_utf8(handle.to_vec()).map_err(|_| Status::invalid_argument("statement handle is not UTF-8 SQL"))
+}
+
+fn unpack_scan(any: &Any) -> Result<Option<ScanRequest>, Status> {
+    any.unpack::<ScanRequest>()
+        .map_err(|e| Status::invalid_argument(format!("malformed scan request: {e}")))
+}

@@ -1,0 +1,148 @@
+//! The safe SQL surface: only read-only queries over registered tables.
+//!
+//! Checked in three layers, each of which alone refuses the known attacks:
+//! 1. the statement: exactly one, and it must be a query (or EXPLAIN of one);
+//!    DDL, DML, `COPY`, `SET`, `CREATE EXTERNAL TABLE` are refused by kind;
+//! 2. the table references: every table named must be registered (so
+//!    `SELECT * FROM '/etc/passwd'` is refused before planning);
+//! 3. the logical plan: DataFusion's own `SQLOptions` (no DDL, DML or
+//!    statements) and every table scan — including those in subqueries and
+//!    those produced by table functions — must read a registered table.
+
+use std::collections::BTreeSet;
+
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::execution::context::SQLOptions;
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::common::TableReference;
+use datafusion::sql::parser::{DFParser, Statement as DFStatement};
+use datafusion::sql::sqlparser::ast::Statement as SqlStatement;
+use datafusion::sql::sqlparser::dialect::GenericDialect;
+
+use crate::error::ServerError;
+
+/// Parse `sql` and accept it only if it is a single read-only query.
+pub fn parse_single_query(sql: &str) -> Result<DFStatement, ServerError> {
+    let mut statements = DFParser::parse_sql_with_dialect(sql, &GenericDialect {})
+        .map_err(|e| ServerError::InvalidRequest(format!("SQL parse error: {e}")))?;
+    if statements.len() != 1 {
+        return Err(ServerError::Refused(format!(
+            "exactly one SQL statement per request is allowed, got {}",
+            statements.len()
+        )));
+    }
+    let statement = statements.pop_front().ok_or_else(|| ServerError::InvalidRequest("empty SQL".into()))?;
+    check_read_only(&statement)?;
+    Ok(statement)
+}
+
+fn check_read_only(statement: &DFStatement) -> Result<(), ServerError> {
+    match statement {
+        DFStatement::Statement(s) => match s.as_ref() {
+            SqlStatement::Query(_) => Ok(()),
+            SqlStatement::Explain { statement, .. } if matches!(statement.as_ref(), SqlStatement::Query(_)) => Ok(()),
+            other => Err(refuse(&other.to_string())),
+        },
+        DFStatement::Explain(e) => check_read_only(&e.statement),
+        DFStatement::CreateExternalTable(_) => Err(refuse("CREATE EXTERNAL TABLE")),
+        DFStatement::CopyTo(_) => Err(refuse("COPY")),
+        DFStatement::Reset(_) => Err(refuse("RESET")),
+    }
+}
+
+fn refuse(statement_text: &str) -> ServerError {
+    let kind: Vec<&str> = statement_text.split_whitespace().take(2).collect();
+    let kind = kind.join(" ").to_uppercase();
+    ServerError::Refused(format!(
+        "only read-only queries (SELECT, EXPLAIN SELECT) are allowed; '{kind} ...' is not"
+    ))
+}
+
+/// Check the tables a statement names before planning it.
+pub fn check_references(refs: &[TableReference], registered: &BTreeSet<String>) -> Result<(), ServerError> {
+    for r in refs {
+        let name = r.table();
+        let qualifier_ok = match r {
+            TableReference::Bare { .. } => true,
+            TableReference::Partial { schema, .. } => schema.as_ref() == crate::engine::SCHEMA,
+            TableReference::Full { catalog, schema, .. } => {
+                catalog.as_ref() == crate::engine::CATALOG && schema.as_ref() == crate::engine::SCHEMA
+            }
+        };
+        if !qualifier_ok || !registered.contains(name) {
+            return Err(ServerError::UnknownTable {
+                name: r.to_string(),
+                registered: registered.iter().cloned().collect::<Vec<_>>().join(", "),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Check a planned statement: no DDL/DML/statements, and every scan (also in
+/// subqueries) reads a registered table or view.
+pub fn check_plan(plan: &LogicalPlan, registered: &BTreeSet<String>) -> Result<(), ServerError> {
+    SQLOptions::new()
+        .with_allow_ddl(false)
+        .with_allow_dml(false)
+        .with_allow_statements(false)
+        .verify_plan(plan)
+        .map_err(|e| ServerError::Refused(e.to_string()))?;
+    let mut bad: Option<String> = None;
+    plan.apply_with_subqueries(|node| {
+        if let LogicalPlan::TableScan(scan) = node
+            && !registered.contains(scan.table_name.table())
+        {
+            bad = Some(scan.table_name.to_string());
+            return Ok(TreeNodeRecursion::Stop);
+        }
+        Ok(TreeNodeRecursion::Continue)
+    })
+    .map_err(ServerError::DataFusion)?;
+    match bad {
+        Some(name) => Err(ServerError::Refused(format!("'{name}' is not a registered table"))),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_queries() {
+        parse_single_query("SELECT 1").unwrap();
+        parse_single_query("WITH a AS (SELECT 1) SELECT * FROM a").unwrap();
+        parse_single_query("EXPLAIN SELECT * FROM t").unwrap();
+        parse_single_query("SELECT 1;").unwrap();
+    }
+
+    #[test]
+    fn refuses_everything_else() {
+        for sql in [
+            "CREATE EXTERNAL TABLE x STORED AS PARQUET LOCATION '/etc'",
+            "CREATE TABLE x AS SELECT 1",
+            "CREATE VIEW v AS SELECT 1",
+            "INSERT INTO t VALUES (1)",
+            "COPY (SELECT 1) TO '/tmp/x.parquet'",
+            "DROP TABLE t",
+            "SET datafusion.execution.batch_size = 1",
+            "SELECT 1; SELECT 2",
+            "EXPLAIN COPY (SELECT 1) TO '/tmp/x'",
+            "DELETE FROM t",
+        ] {
+            let err = parse_single_query(sql).unwrap_err();
+            assert!(matches!(err, ServerError::Refused(_)), "{sql}: {err}");
+        }
+        assert!(matches!(parse_single_query("SELEC nonsense"), Err(ServerError::InvalidRequest(_))));
+    }
+
+    #[test]
+    fn refuses_unregistered_references() {
+        let registered: BTreeSet<String> = ["lineitem".to_string()].into();
+        check_references(&[TableReference::bare("lineitem")], &registered).unwrap();
+        assert!(check_references(&[TableReference::bare("/etc/passwd")], &registered).is_err());
+        assert!(check_references(&[TableReference::partial("information_schema", "tables")], &registered).is_err());
+        assert!(check_references(&[TableReference::partial("public", "lineitem")], &registered).is_ok());
+    }
+}

@@ -1,0 +1,135 @@
+//! The Silt cache server: Flight SQL service, pushdown scans, admin HTTP.
+//!
+//! [`start`] binds the listeners, registers the configured tables and views
+//! and returns a [`ServerHandle`]; the `silt serve` command and the tests both
+//! use it, so the embedded server is the real server.
+
+pub mod admin;
+pub mod auth;
+pub mod config;
+pub mod engine;
+pub mod error;
+pub mod flight;
+pub mod guard;
+pub mod metrics;
+pub mod stats;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use arrow_flight::flight_service_server::FlightServiceServer;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio_stream::wrappers::TcpListenerStream;
+use tracing::info;
+
+pub use config::ServerConfig;
+pub use engine::Engine;
+pub use error::ServerError;
+
+/// Largest gRPC message accepted (requests are small; results are split
+/// into messages of a few MiB by the encoder).
+const MAX_MESSAGE_BYTES: usize = 64 << 20;
+
+/// A running server. Dropping the handle does not stop it; call
+/// [`ServerHandle::shutdown`].
+pub struct ServerHandle {
+    /// Where Flight SQL listens (the real port when 0 was asked for).
+    pub flight_addr: SocketAddr,
+    /// Where the admin HTTP endpoint listens, if enabled.
+    pub admin_addr: Option<SocketAddr>,
+    pub engine: Arc<Engine>,
+    shutdown: Vec<oneshot::Sender<()>>,
+    tasks: Vec<JoinHandle<Result<(), ServerError>>>,
+}
+
+impl ServerHandle {
+    /// `http://host:port` of the Flight service, for clients.
+    pub fn flight_url(&self) -> String {
+        format!("http://{}", self.flight_addr)
+    }
+
+    /// Stop accepting, finish in-flight calls, and wait for the tasks.
+    pub async fn shutdown(mut self) -> Result<(), ServerError> {
+        for tx in self.shutdown.drain(..) {
+            let _ = tx.send(());
+        }
+        for t in self.tasks.drain(..) {
+            t.await.map_err(|e| ServerError::Transport(e.to_string()))??;
+        }
+        Ok(())
+    }
+
+    /// Run until the server stops (for `silt serve`).
+    pub async fn wait(mut self) -> Result<(), ServerError> {
+        for t in self.tasks.drain(..) {
+            t.await.map_err(|e| ServerError::Transport(e.to_string()))??;
+        }
+        Ok(())
+    }
+}
+
+/// Start a server with `config`.
+pub async fn start(config: ServerConfig) -> Result<ServerHandle, ServerError> {
+    config.validate()?;
+    let bind = |addr: SocketAddr| async move {
+        TcpListener::bind(addr)
+            .await
+            .map_err(|e| ServerError::Transport(format!("cannot listen on {addr}: {e}")))
+    };
+    let flight_listener = bind(config.listen).await?;
+    let admin_listener = match config.admin {
+        Some(a) => Some(bind(a).await?),
+        None => None,
+    };
+    let flight_addr = flight_listener.local_addr().map_err(|e| ServerError::Transport(e.to_string()))?;
+    let admin_addr = admin_listener.as_ref().and_then(|l| l.local_addr().ok());
+
+    let metrics = metrics::ServerMetrics::new();
+    let auth_token = config.auth_token.clone().filter(|t| !t.is_empty());
+    let engine = Engine::new(config, metrics).await?;
+
+    let mut shutdown = Vec::new();
+    let mut tasks = Vec::new();
+
+    let (tx, rx) = oneshot::channel::<()>();
+    shutdown.push(tx);
+    let service = FlightServiceServer::new(flight::SiltFlightService::new(engine.clone()))
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(usize::MAX);
+    let service = tonic::service::interceptor::InterceptedService::new(service, auth::BearerAuth::new(auth_token));
+    tasks.push(tokio::spawn(async move {
+        tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming_shutdown(TcpListenerStream::new(flight_listener), async {
+                let _ = rx.await;
+            })
+            .await
+            .map_err(|e| ServerError::Transport(format!("Flight service: {e}")))
+    }));
+    info!(%flight_addr, "Flight SQL listening");
+
+    if let Some(listener) = admin_listener {
+        let (tx, rx) = oneshot::channel::<()>();
+        shutdown.push(tx);
+        let app = admin::router(engine.clone());
+        tasks.push(tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async {
+                    let _ = rx.await;
+                })
+                .await
+                .map_err(|e| ServerError::Transport(format!("admin endpoint: {e}")))
+        }));
+        info!(admin_addr = ?admin_addr, "admin HTTP listening");
+    }
+
+    Ok(ServerHandle {
+        flight_addr,
+        admin_addr,
+        engine,
+        shutdown,
+        tasks,
+    })
+}

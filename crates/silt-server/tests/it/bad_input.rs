@@ -1,0 +1,208 @@
+//! Bad input never crashes the server: each failing request gets a clear
+//! error naming the object, and everyone else carries on.
+
+use std::path::Path;
+use std::time::Duration;
+
+use futures::StreamExt;
+use silt_bench::local_s3::LocalS3;
+use silt_client::SiltClient;
+use silt_proto::ScanRequest;
+use silt_server::config::TableConfig;
+use silt_server::{ServerConfig, ServerHandle};
+
+use crate::common::{data_root, s3_settings};
+
+/// A scratch bucket `bad` holding a good copy of `lineitem` as `good.parquet`
+/// plus whatever the test writes, behind its own loopback S3 server.
+struct Scratch {
+    _dir: tempfile::TempDir,
+    s3: LocalS3,
+    server: ServerHandle,
+}
+
+fn lineitem_file() -> std::path::PathBuf {
+    data_root().join("tpch/lineitem/lineitem.parquet")
+}
+
+impl Scratch {
+    async fn start(setup: impl FnOnce(&Path), tables: &[(&str, &str)]) -> Scratch {
+        let dir = tempfile::tempdir().unwrap();
+        let bucket = dir.path().join("s3/bad");
+        std::fs::create_dir_all(&bucket).unwrap();
+        std::fs::copy(lineitem_file(), bucket.join("good.parquet")).unwrap();
+        setup(&bucket);
+        let s3 = LocalS3::start(&dir.path().join("s3")).await.unwrap();
+        let mut cfg = ServerConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            cache_dir: dir.path().join("cache"),
+            s3: s3_settings(&s3),
+            ..Default::default()
+        };
+        cfg.tables.insert(
+            "good".into(),
+            TableConfig {
+                url: "s3://bad/good.parquet".into(),
+                ..Default::default()
+            },
+        );
+        for (name, url) in tables {
+            cfg.tables.insert(
+                name.to_string(),
+                TableConfig {
+                    url: url.to_string(),
+                    ..Default::default()
+                },
+            );
+        }
+        let server = silt_server::start(cfg).await.unwrap();
+        Scratch { _dir: dir, s3, server }
+    }
+
+    async fn client(&self) -> SiltClient {
+        SiltClient::connect(&self.server.flight_url()).await.unwrap()
+    }
+
+    async fn others_still_served(&self) {
+        let b = self.client().await.sql("SELECT count(*) FROM good").await.expect("good table still served");
+        assert_eq!(b[0].num_rows(), 1);
+    }
+}
+
+fn cut_in_half(path: &Path) {
+    let bytes = std::fs::read(lineitem_file()).unwrap();
+    std::fs::write(path, &bytes[..bytes.len() / 2]).unwrap();
+}
+
+fn flip_bytes(path: &Path) {
+    let mut bytes = std::fs::read(lineitem_file()).unwrap();
+    let mid = bytes.len() / 3;
+    for b in &mut bytes[mid..mid + 4096] {
+        *b ^= 0xA5;
+    }
+    std::fs::write(path, &bytes).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn truncated_parquet_gives_a_clear_error_naming_the_object() {
+    let fx = Scratch::start(|b| cut_in_half(&b.join("half.parquet")), &[("half", "s3://bad/half.parquet")]).await;
+    let err = fx.client().await.sql("SELECT count(*) FROM half").await.unwrap_err().to_string();
+    assert!(err.contains("half.parquet"), "{err}");
+    fx.others_still_served().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn truncated_after_registration_gives_a_clear_error() {
+    let fx = Scratch::start(|b| {
+        std::fs::copy(lineitem_file(), b.join("later.parquet")).unwrap();
+    }, &[("later", "s3://bad/later.parquet")])
+    .await;
+    cut_in_half(&fx.s3.object_path("bad", "later.parquet"));
+    let err = fx.client().await.sql("SELECT sum(l_quantity) FROM later").await.unwrap_err().to_string();
+    assert!(err.contains("later.parquet"), "{err}");
+    fx.others_still_served().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flipped_bytes_give_a_clear_error_naming_the_object() {
+    let fx = Scratch::start(|b| flip_bytes(&b.join("flipped.parquet")), &[("flipped", "s3://bad/flipped.parquet")]).await;
+    let result = fx.client().await.sql("SELECT sum(l_quantity), max(l_comment) FROM flipped").await;
+    let err = result.expect_err("corrupt pages must not decode silently").to_string();
+    assert!(err.contains("flipped.parquet"), "{err}");
+    fx.others_still_served().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_object_and_unknown_names_give_clear_errors() {
+    let fx = Scratch::start(|b| {
+        std::fs::copy(lineitem_file(), b.join("gone.parquet")).unwrap();
+    }, &[("gone", "s3://bad/gone.parquet"), ("never", "s3://bad/never-existed.parquet")])
+    .await;
+    std::fs::remove_file(fx.s3.object_path("bad", "gone.parquet")).unwrap();
+    let client = fx.client().await;
+    let err = client.sql("SELECT count(*) FROM gone").await.unwrap_err().to_string();
+    assert!(err.contains("gone.parquet"), "{err}");
+    let err = client.sql("SELECT count(*) FROM never").await.unwrap_err().to_string();
+    assert!(err.contains("never-existed.parquet"), "{err}");
+    let err = client.sql("SELECT count(*) FROM nonexistent").await.unwrap_err().to_string();
+    assert!(err.contains("unknown table 'nonexistent'"), "{err}");
+    let err = client.sql("SELECT nope FROM good").await.unwrap_err().to_string();
+    assert!(err.contains("nope"), "{err}");
+    // A pushdown scan naming an unknown column is refused the same way.
+    let scan = ScanRequest {
+        table: "good".into(),
+        projection: Some(silt_proto::Projection { columns: vec!["nope".into()] }),
+        ..Default::default()
+    };
+    let err = client.scan_info(&scan).await.unwrap_err().to_string();
+    assert!(err.contains("column 'nope' not found"), "{err}");
+    fx.others_still_served().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_object_store_gives_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        cache_dir: dir.path().join("cache"),
+        ..Default::default()
+    };
+    let mut s3 = silt_store::S3Settings {
+        endpoint: Some("http://127.0.0.1:9".into()),
+        access_key_id: Some("k".into()),
+        secret_access_key: Some("s".into()),
+        region: Some("us-east-1".into()),
+        allow_http: Some(true),
+        session_token: None,
+    };
+    cfg.tables.insert(
+        "down".into(),
+        TableConfig {
+            url: "s3://nowhere/t/".into(),
+            s3: s3.clone(),
+            ..Default::default()
+        },
+    );
+    s3.endpoint = None;
+    cfg.tables.insert(
+        "local".into(),
+        TableConfig {
+            url: format!("file://{}/", data_root().join("tpch/region").display()),
+            ..Default::default()
+        },
+    );
+    let server = silt_server::start(cfg).await.unwrap();
+    let client = SiltClient::connect(&server.flight_url()).await.unwrap();
+    let err = client.sql("SELECT * FROM down").await.unwrap_err().to_string();
+    assert!(err.contains("unavailable") && err.contains("s3://nowhere/t/"), "{err}");
+    let ok = client.sql("SELECT count(*) FROM local").await.unwrap();
+    assert_eq!(ok[0].num_rows(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_disconnects_mid_stream_leaves_no_plan_behind() {
+    let fx = Scratch::start(|_| {}, &[]).await;
+    let client = fx.client().await;
+    for _ in 0..3 {
+        let scan = ScanRequest {
+            table: "good".into(),
+            ..Default::default()
+        };
+        let mut stream = client.scan(&scan).await.unwrap();
+        let first = stream.next().await.unwrap().unwrap();
+        assert!(first.num_rows() > 0);
+        drop(stream);
+    }
+    // Dropping the stream cancels the server-side plan.
+    let metrics = fx.server.engine.metrics().clone();
+    let mut active = f64::NAN;
+    for _ in 0..50 {
+        active = metrics.snapshot()["silt_queries_active"];
+        if active == 0.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(active, 0.0, "plans still running after clients went away");
+    fx.others_still_served().await;
+}

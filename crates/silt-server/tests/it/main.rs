@@ -1,0 +1,8 @@
+//! Integration tests: a real Silt server reading from a real S3-compatible
+//! endpoint on loopback, queried over real Flight connections.
+
+mod bad_input;
+mod benchmarks;
+mod common;
+mod flight_sql;
+mod safety;

@@ -1,0 +1,91 @@
+//! The safe SQL surface: refused statements, auth, per-query limits.
+
+use std::time::Duration;
+
+use silt_client::SiltClient;
+use tonic::Code;
+
+use crate::common::Fixture;
+use crate::flight_sql::{fetch, flight_sql_client};
+
+async fn good_query_works(client: &SiltClient) {
+    let b = client.sql("SELECT count(*) FROM nation").await.expect("good query after a refused one");
+    assert_eq!(b[0].num_rows(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refuses_anything_but_read_only_queries_over_registered_tables() {
+    let fx = Fixture::start().await;
+    let client = SiltClient::connect(&fx.server.flight_url()).await.unwrap();
+    let cases = [
+        ("CREATE EXTERNAL TABLE x STORED AS PARQUET LOCATION '/etc/'", "read-only"),
+        ("COPY (SELECT 1) TO '/tmp/silt-copy-test.parquet'", "read-only"),
+        ("SELECT * FROM '/etc/passwd'", "unknown table"),
+        ("SELECT * FROM read_parquet('/etc/passwd')", ""),
+        ("SELECT * FROM information_schema.tables", "unknown table"),
+        ("CREATE TABLE t AS SELECT 1", "read-only"),
+        ("INSERT INTO nation VALUES (1, 'x', 1, 'y')", "read-only"),
+        ("DROP TABLE nation", "read-only"),
+        ("SET datafusion.execution.batch_size = 1", "read-only"),
+        ("SELECT 1; SELECT 2", "exactly one"),
+        ("SELECT * FROM generate_series(1, 10)", ""),
+        ("SELECT * FROM nope", "unknown table 'nope'"),
+        ("SELECT no_such_column FROM nation", "no_such_column"),
+        ("this is not sql", "parse"),
+    ];
+    for (sql, expected) in cases {
+        let err = client.sql(sql).await.expect_err(sql).to_string();
+        assert!(err.to_lowercase().contains(&expected.to_lowercase()), "{sql}: {err}");
+        good_query_works(&client).await;
+    }
+    assert!(!std::path::Path::new("/tmp/silt-copy-test.parquet").exists());
+    // The generic client gets a gRPC error too, and the server carries on.
+    let mut generic = flight_sql_client(&fx).await;
+    let status = generic.execute("DROP TABLE lineitem".into(), None).await.unwrap_err();
+    assert!(status.to_string().contains("read-only"), "{status}");
+    let info = generic.execute("SELECT count(*) FROM lineitem".into(), None).await.unwrap();
+    assert_eq!(fetch(&mut generic, info).await[0].num_rows(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bearer_token_is_required_when_configured() {
+    let fx = Fixture::start_with(|c| c.auth_token = Some("s3cret".into())).await;
+    let anonymous = SiltClient::connect(&fx.server.flight_url()).await.unwrap();
+    let err = anonymous.sql("SELECT 1").await.unwrap_err().to_string();
+    assert!(err.contains("Unauthenticated"), "{err}");
+    let err = anonymous.list_tables().await.unwrap_err().to_string();
+    assert!(err.contains("Unauthenticated"), "{err}");
+    let wrong = SiltClient::connect(&fx.server.flight_url()).await.unwrap().with_token(Some("nope".into()));
+    assert!(wrong.sql("SELECT 1").await.is_err());
+    let good = SiltClient::connect(&fx.server.flight_url()).await.unwrap().with_token(Some("s3cret".into()));
+    good_query_works(&good).await;
+    // Pushdown scans through the DataFusion integration carry the token too.
+    let ctx = datafusion::prelude::SessionContext::new();
+    silt_client::register_tables_with(&ctx, &good).await.unwrap();
+    let n = ctx.sql("SELECT count(*) FROM region").await.unwrap().collect().await.unwrap();
+    assert_eq!(n[0].num_rows(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_query_over_the_memory_limit_fails_alone() {
+    let fx = Fixture::start_with(|c| c.query_memory_limit = 256 * 1024).await;
+    let client = SiltClient::connect(&fx.server.flight_url()).await.unwrap();
+    let heavy = "SELECT l_orderkey, l_partkey, l_comment, count(*) FROM lineitem GROUP BY 1, 2, 3 ORDER BY 4 DESC, 3";
+    let err = client.sql(heavy).await.unwrap_err().to_string();
+    assert!(err.contains("ResourceExhausted") || err.to_lowercase().contains("resources exhausted"), "{err}");
+    good_query_works(&client).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_query_over_the_time_limit_is_cancelled_alone() {
+    let fx = Fixture::start_with(|c| c.query_timeout = Duration::from_secs(2)).await;
+    let client = SiltClient::connect(&fx.server.flight_url()).await.unwrap();
+    let endless = "SELECT count(*) FROM lineitem a, lineitem b, nation c";
+    let err = client.sql(endless).await.unwrap_err().to_string();
+    assert!(err.contains("time limit"), "{err}");
+    good_query_works(&client).await;
+    // The cancelled query's plan is gone.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(fx.metric("silt_queries_active"), 0.0);
+    let _ = Code::DeadlineExceeded;
+}

@@ -1,0 +1,217 @@
+//! Table locations: where a table's Parquet files live and how to reach them.
+
+use std::sync::Arc;
+
+use std::time::Duration;
+
+use object_store::{BackoffConfig, ClientOptions, ObjectStore, RetryConfig};
+use object_store::aws::AmazonS3Builder;
+use object_store::local::LocalFileSystem;
+use object_store::memory::InMemory;
+use serde::Deserialize;
+use url::Url;
+
+use crate::StoreError;
+
+/// S3 connection settings. Unset fields fall back to the standard AWS
+/// environment variables (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`,
+/// `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, `AWS_ALLOW_HTTP`), so a config file
+/// only needs to name what differs per table.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct S3Settings {
+    pub endpoint: Option<String>,
+    pub access_key_id: Option<String>,
+    pub secret_access_key: Option<String>,
+    pub session_token: Option<String>,
+    pub region: Option<String>,
+    pub allow_http: Option<bool>,
+}
+
+impl S3Settings {
+    /// Settings read from the standard AWS environment variables.
+    pub fn from_env() -> Self {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        S3Settings {
+            endpoint: var("AWS_ENDPOINT_URL").or_else(|| var("AWS_ENDPOINT")),
+            access_key_id: var("AWS_ACCESS_KEY_ID"),
+            secret_access_key: var("AWS_SECRET_ACCESS_KEY"),
+            session_token: var("AWS_SESSION_TOKEN"),
+            region: var("AWS_REGION").or_else(|| var("AWS_DEFAULT_REGION")),
+            allow_http: var("AWS_ALLOW_HTTP").map(|v| matches!(v.as_str(), "1" | "true" | "TRUE")),
+        }
+    }
+
+    /// `self` with every unset field taken from `base`.
+    pub fn or(&self, base: &S3Settings) -> S3Settings {
+        S3Settings {
+            endpoint: self.endpoint.clone().or_else(|| base.endpoint.clone()),
+            access_key_id: self.access_key_id.clone().or_else(|| base.access_key_id.clone()),
+            secret_access_key: self
+                .secret_access_key
+                .clone()
+                .or_else(|| base.secret_access_key.clone()),
+            session_token: self.session_token.clone().or_else(|| base.session_token.clone()),
+            region: self.region.clone().or_else(|| base.region.clone()),
+            allow_http: self.allow_http.or(base.allow_http),
+        }
+    }
+}
+
+/// A parsed table URL: the store that holds the files and the path inside it.
+#[derive(Debug, Clone)]
+pub struct TableLocation {
+    /// The URL as the operator wrote it.
+    pub url: Url,
+    /// Path inside the store (no leading slash). A trailing `/` on the URL
+    /// marks a directory or prefix; otherwise it may be a single file.
+    pub path: String,
+    /// True when the URL names a directory/prefix (ends with `/`).
+    pub is_prefix: bool,
+}
+
+impl TableLocation {
+    /// Parse and validate a table URL.
+    pub fn parse(raw: &str) -> Result<Self, StoreError> {
+        let url = Url::parse(raw).map_err(|e| StoreError::InvalidUrl {
+            url: raw.to_string(),
+            reason: e.to_string(),
+        })?;
+        match url.scheme() {
+            "file" => {
+                if url.host_str().is_some_and(|h| !h.is_empty() && h != "localhost") {
+                    return Err(StoreError::InvalidUrl {
+                        url: raw.into(),
+                        reason: "file URLs must be absolute: file:///abs/path".into(),
+                    });
+                }
+            }
+            "s3" | "s3a" => {
+                if url.host_str().unwrap_or("").is_empty() {
+                    return Err(StoreError::InvalidUrl {
+                        url: raw.into(),
+                        reason: "missing bucket: s3://bucket/prefix/".into(),
+                    });
+                }
+            }
+            "memory" => {}
+            other => {
+                return Err(StoreError::UnsupportedScheme {
+                    scheme: other.into(),
+                    url: raw.into(),
+                });
+            }
+        }
+        let path = object_store::path::Path::from_url_path(url.path())
+            .map_err(|e| StoreError::InvalidUrl {
+                url: raw.to_string(),
+                reason: e.to_string(),
+            })?
+            .to_string();
+        let is_prefix = raw.ends_with('/') || path.is_empty();
+        Ok(TableLocation { url, path, is_prefix })
+    }
+
+    /// The `scheme://authority` part that identifies the store.
+    pub fn store_key(&self) -> String {
+        format!("{}://{}", self.url.scheme(), self.url.host_str().unwrap_or(""))
+    }
+
+    /// Open the object store this location lives in. `memory://` locations
+    /// get `memory` (the server's shared in-memory store).
+    pub fn open(
+        &self,
+        s3: &S3Settings,
+        memory: &Arc<InMemory>,
+    ) -> Result<Arc<dyn ObjectStore>, StoreError> {
+        let open_err = |source| StoreError::Open {
+            url: self.url.to_string(),
+            source,
+        };
+        match self.url.scheme() {
+            "file" => Ok(Arc::new(LocalFileSystem::new())),
+            "memory" => Ok(memory.clone()),
+            _ => {
+                let bucket = self.url.host_str().unwrap_or_default();
+                let mut b = AmazonS3Builder::new()
+                    .with_bucket_name(bucket)
+                    .with_virtual_hosted_style_request(false);
+                if let Some(v) = &s3.endpoint {
+                    b = b.with_endpoint(v);
+                }
+                if let Some(v) = &s3.access_key_id {
+                    b = b.with_access_key_id(v);
+                }
+                if let Some(v) = &s3.secret_access_key {
+                    b = b.with_secret_access_key(v);
+                }
+                if let Some(v) = &s3.session_token {
+                    b = b.with_token(v);
+                }
+                b = b.with_region(s3.region.as_deref().unwrap_or("us-east-1"));
+                let http = s3.allow_http.unwrap_or_else(|| {
+                    s3.endpoint.as_deref().is_some_and(|e| e.starts_with("http://"))
+                });
+                b = b
+                    .with_allow_http(http)
+                    .with_client_options(
+                        ClientOptions::new()
+                            .with_connect_timeout(Duration::from_secs(5))
+                            .with_timeout(Duration::from_secs(60)),
+                    )
+                    .with_retry(RetryConfig {
+                        max_retries: 3,
+                        retry_timeout: Duration::from_secs(20),
+                        backoff: BackoffConfig::default(),
+                    });
+                Ok(Arc::new(b.build().map_err(open_err)?))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_supported_urls() {
+        let l = TableLocation::parse("file:///data/tpch/lineitem/").unwrap();
+        assert_eq!(l.path, "data/tpch/lineitem");
+        assert!(l.is_prefix);
+        let l = TableLocation::parse("file:///data/x%20y.parquet").unwrap();
+        assert_eq!(l.path, "data/x y.parquet");
+        assert!(!l.is_prefix);
+        let l = TableLocation::parse("s3://bucket/pre/fix/").unwrap();
+        assert_eq!(l.store_key(), "s3://bucket");
+        assert_eq!(l.path, "pre/fix/");
+        assert!(TableLocation::parse("memory:///t/").unwrap().is_prefix);
+    }
+
+    #[test]
+    fn rejects_bad_urls() {
+        assert!(matches!(
+            TableLocation::parse("http://x/y"),
+            Err(StoreError::UnsupportedScheme { .. })
+        ));
+        assert!(TableLocation::parse("s3:///nobucket").is_err());
+        assert!(TableLocation::parse("not a url").is_err());
+        assert!(TableLocation::parse("file://host/x").is_err());
+    }
+
+    #[test]
+    fn settings_override_falls_back_to_base() {
+        let base = S3Settings {
+            endpoint: Some("http://a".into()),
+            region: Some("r".into()),
+            ..Default::default()
+        };
+        let over = S3Settings {
+            endpoint: Some("http://b".into()),
+            ..Default::default()
+        };
+        let m = over.or(&base);
+        assert_eq!(m.endpoint.as_deref(), Some("http://b"));
+        assert_eq!(m.region.as_deref(), Some("r"));
+    }
+}

@@ -1,0 +1,140 @@
+//! An `ObjectStore` wrapper that counts what reaches the real store.
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use futures::stream::BoxStream;
+use metrics::{Counter, Key, Level, Metadata, Recorder};
+use object_store::path::Path;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, Result,
+};
+
+static METADATA: Metadata<'static> = Metadata::new("silt_store", Level::INFO, None);
+
+/// Counters for requests that reach the object store (after every cache).
+#[derive(Clone)]
+pub struct StoreMetrics {
+    /// `silt_object_store_get_requests_total`: GETs with or without a range.
+    pub get_requests: Counter,
+    /// `silt_object_store_get_bytes_total`: body bytes those GETs returned.
+    pub get_bytes: Counter,
+    /// `silt_object_store_head_requests_total`.
+    pub head_requests: Counter,
+    /// `silt_object_store_list_requests_total`.
+    pub list_requests: Counter,
+    /// `silt_object_store_errors_total`: requests that failed.
+    pub errors: Counter,
+}
+
+impl StoreMetrics {
+    /// Register the counters with `recorder` (one per server, so several
+    /// servers in one process keep separate figures).
+    pub fn register(recorder: &dyn Recorder) -> Self {
+        let c = |name: &'static str| recorder.register_counter(&Key::from_static_name(name), &METADATA);
+        StoreMetrics {
+            get_requests: c("silt_object_store_get_requests_total"),
+            get_bytes: c("silt_object_store_get_bytes_total"),
+            head_requests: c("silt_object_store_head_requests_total"),
+            list_requests: c("silt_object_store_list_requests_total"),
+            errors: c("silt_object_store_errors_total"),
+        }
+    }
+
+    /// Counters that record nothing (for tools that do not report).
+    pub fn noop() -> Self {
+        StoreMetrics {
+            get_requests: Counter::noop(),
+            get_bytes: Counter::noop(),
+            head_requests: Counter::noop(),
+            list_requests: Counter::noop(),
+            errors: Counter::noop(),
+        }
+    }
+}
+
+/// Counts requests and bytes, then forwards to the wrapped store.
+pub struct MeteredStore {
+    inner: Arc<dyn ObjectStore>,
+    metrics: StoreMetrics,
+}
+
+impl MeteredStore {
+    pub fn new(inner: Arc<dyn ObjectStore>, metrics: StoreMetrics) -> Self {
+        MeteredStore { inner, metrics }
+    }
+
+    fn count<T>(&self, r: Result<T>) -> Result<T> {
+        if r.is_err() {
+            self.metrics.errors.increment(1);
+        }
+        r
+    }
+}
+
+impl fmt::Debug for MeteredStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "MeteredStore({})", self.inner)
+    }
+}
+
+impl fmt::Display for MeteredStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "MeteredStore({})", self.inner)
+    }
+}
+
+#[async_trait]
+impl ObjectStore for MeteredStore {
+    async fn put_opts(&self, location: &Path, payload: PutPayload, opts: PutOptions) -> Result<PutResult> {
+        self.inner.put_opts(location, payload, opts).await
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> Result<Box<dyn MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        if options.head {
+            self.metrics.head_requests.increment(1);
+            return self.count(self.inner.get_opts(location, options).await);
+        }
+        self.metrics.get_requests.increment(1);
+        let result = self.count(self.inner.get_opts(location, options).await)?;
+        self.metrics.get_bytes.increment(result.range.end - result.range.start);
+        Ok(result)
+    }
+
+    fn delete_stream(&self, locations: BoxStream<'static, Result<Path>>) -> BoxStream<'static, Result<Path>> {
+        self.inner.delete_stream(locations)
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.metrics.list_requests.increment(1);
+        self.inner.list(prefix)
+    }
+
+    fn list_with_offset(&self, prefix: Option<&Path>, offset: &Path) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.metrics.list_requests.increment(1);
+        self.inner.list_with_offset(prefix, offset)
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+        self.metrics.list_requests.increment(1);
+        self.count(self.inner.list_with_delimiter(prefix).await)
+    }
+
+    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+
+    async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> Result<()> {
+        self.inner.rename_opts(from, to, options).await
+    }
+}

@@ -1,0 +1,56 @@
+//! `silt`: the Silt cache server and its tools.
+
+mod demo;
+mod output;
+mod query;
+mod serve;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "silt", version, about = "Silt: a pushdown cache for Parquet data lakes")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a cache server (Flight SQL + admin HTTP).
+    Serve(serve::ServeArgs),
+    /// Run SQL against a Silt server, scans pushed down; no SQL opens a shell.
+    Query(query::QueryArgs),
+    /// Generate TPC-H SF 0.1, serve it in-process and run queries cold and warm.
+    Demo(demo::DemoArgs),
+}
+
+fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("SILT_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Serve(a) => serve::run(a).await,
+            Command::Query(a) => query::run(a).await,
+            Command::Demo(a) => demo::run(a).await,
+        }
+    });
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

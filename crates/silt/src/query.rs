@@ -1,0 +1,113 @@
+//! `silt query`: plan on the client, push scans to the server.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use rustyline::error::ReadlineError;
+use silt_client::SiltClient;
+use silt_client::script::run_script;
+
+use crate::output::{Format, print};
+
+#[derive(Args, Debug)]
+pub struct QueryArgs {
+    /// Silt server, e.g. http://127.0.0.1:50051.
+    #[arg(long)]
+    server: String,
+    /// SQL to run; omit (and omit -f) for an interactive shell.
+    sql: Option<String>,
+    /// Read SQL from a file (may hold several statements).
+    #[arg(short = 'f', long = "file", conflicts_with = "sql")]
+    file: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
+    /// Print the plan (showing what is pushed down) instead of running.
+    #[arg(long)]
+    explain: bool,
+    /// Bearer token for a server started with --auth-token.
+    #[arg(long, env = "SILT_AUTH_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+}
+
+/// A client-side DataFusion context with the server's tables registered.
+pub async fn connect(server: &str, token: Option<String>) -> anyhow::Result<SessionContext> {
+    let client = SiltClient::connect(server).await?.with_token(token);
+    let ctx = SessionContext::new_with_config(SessionConfig::new().with_information_schema(true));
+    silt_client::register_tables_with(&ctx, &client)
+        .await
+        .with_context(|| format!("reading the table list of {server}"))?;
+    Ok(ctx)
+}
+
+pub async fn run(args: QueryArgs) -> anyhow::Result<()> {
+    let ctx = connect(&args.server, args.token.clone()).await?;
+    let sql = match (&args.sql, &args.file) {
+        (Some(s), _) => s.clone(),
+        (None, Some(f)) => std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
+        (None, None) => return shell(&ctx, args.format).await,
+    };
+    let sql = if args.explain { format!("EXPLAIN {sql}") } else { sql };
+    execute(&ctx, &sql, args.format, false).await
+}
+
+async fn execute(ctx: &SessionContext, sql: &str, format: Format, timing: bool) -> anyhow::Result<()> {
+    let start = Instant::now();
+    let results = run_script(ctx, sql).await?;
+    let mut out = std::io::stdout().lock();
+    for r in &results {
+        print(&r.batches, format, &mut out)?;
+    }
+    if timing {
+        let rows: usize = results.last().map_or(0, |r| r.batches.iter().map(|b| b.num_rows()).sum());
+        eprintln!("{rows} rows in {:.3}s", start.elapsed().as_secs_f64());
+    }
+    Ok(())
+}
+
+async fn shell(ctx: &SessionContext, format: Format) -> anyhow::Result<()> {
+    let mut editor = rustyline::DefaultEditor::new().context("starting the line editor")?;
+    let history = std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".silt_history"));
+    if let Some(h) = &history {
+        let _ = editor.load_history(h);
+    }
+    eprintln!("Silt SQL shell. End statements with ';'. \\d lists tables, \\q quits.");
+    let mut buffer = String::new();
+    loop {
+        let prompt = if buffer.is_empty() { "silt> " } else { "  ... " };
+        match editor.readline(prompt) {
+            Ok(line) => {
+                let trimmed = line.trim();
+                if buffer.is_empty() && (trimmed == "\\q" || trimmed == "quit" || trimmed == "exit") {
+                    break;
+                }
+                if buffer.is_empty() && trimmed == "\\d" {
+                    let _ = editor.add_history_entry(trimmed);
+                    if let Err(e) = execute(ctx, "SHOW TABLES", format, false).await {
+                        eprintln!("error: {e:#}");
+                    }
+                    continue;
+                }
+                buffer.push_str(&line);
+                buffer.push('\n');
+                if trimmed.ends_with(';') {
+                    let sql = std::mem::take(&mut buffer);
+                    let _ = editor.add_history_entry(sql.trim());
+                    if let Err(e) = execute(ctx, &sql, format, true).await {
+                        eprintln!("error: {e:#}");
+                    }
+                }
+            }
+            Err(ReadlineError::Interrupted) => buffer.clear(),
+            Err(ReadlineError::Eof) => break,
+            Err(e) => bail!("reading input: {e}"),
+        }
+    }
+    if let Some(h) = &history {
+        let _ = editor.save_history(h);
+    }
+    Ok(())
+}

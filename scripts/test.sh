@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The whole test suite: formatting, lints, Rust unit and integration tests
+# (real S3 endpoint and Flight server on loopback), and the Python (ADBC)
+# client tests against a real `silt serve`. CI runs exactly this.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/env.sh
+
+echo "== cargo fmt --check"
+cargo fmt --all --check
+echo "== cargo clippy"
+cargo clippy --workspace --all-targets -- -D warnings
+echo "== cargo test"
+cargo test --workspace
+echo "== python client tests (ADBC Flight SQL against silt serve)"
+cargo build --bin silt
+PY="$(scripts/python-env.sh)"
+SILT_BIN="$CARGO_TARGET_DIR/debug/silt" "$PY" -m pytest -q python/tests
