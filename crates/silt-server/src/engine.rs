@@ -18,6 +18,8 @@ use datafusion::prelude::{DataFrame, SessionConfig, SessionContext};
 use datafusion::common::TableReference;
 use datafusion_proto::bytes::Serializeable;
 use object_store::memory::InMemory;
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt};
 use silt_cache::{CachedStore, PageCache, PageCacheConfig};
 use silt_proto::{ROW_MARKER_COLUMN, ScanRequest};
 use silt_scan::{PushdownScan, TableOptions, plan_pushdown, register_parquet_table};
@@ -45,6 +47,8 @@ pub struct CatalogEntry {
     pub kind: EntryKind,
     /// `Some(cause)` while the table or view could not be registered.
     pub unavailable: Option<String>,
+    /// Tables (for a view: the tables it reads) this entry depends on.
+    pub tables: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -66,6 +70,8 @@ impl CatalogEntry {
 pub struct PlannedQuery {
     pub ctx: SessionContext,
     pub df: DataFrame,
+    /// The objects the query reads (table URLs), for error messages.
+    pub sources: String,
 }
 
 impl PlannedQuery {
@@ -75,7 +81,8 @@ impl PlannedQuery {
 
     /// Execute all partitions in parallel, merged into one stream.
     pub async fn execute(self) -> Result<SendableRecordBatchStream, ServerError> {
-        Ok(self.df.execute_stream().await?)
+        let sources = self.sources;
+        self.df.execute_stream().await.map_err(|e| ServerError::reading(&sources, e))
     }
 }
 
@@ -87,6 +94,9 @@ pub struct Engine {
     memory_store: Arc<InMemory>,
     page_cache: Arc<PageCache>,
     catalog: RwLock<BTreeMap<String, CatalogEntry>>,
+    /// Tables whose URL names one object: checked with a HEAD before each
+    /// query so a deleted object is an error, not an empty table.
+    single_files: RwLock<BTreeMap<String, (Arc<dyn ObjectStore>, ObjectPath)>>,
     last_retry: Mutex<Option<Instant>>,
     retry_lock: tokio::sync::Mutex<()>,
 }
@@ -134,6 +144,7 @@ impl Engine {
                         config: table.clone(),
                     },
                     unavailable: Some("not registered yet".into()),
+                    tables: vec![name.clone()],
                 },
             );
         }
@@ -143,6 +154,7 @@ impl Engine {
                 CatalogEntry {
                     kind: EntryKind::View { sql: sql.clone() },
                     unavailable: Some("not registered yet".into()),
+                    tables: Vec::new(),
                 },
             );
         }
@@ -153,6 +165,7 @@ impl Engine {
             memory_store: Arc::new(InMemory::new()),
             page_cache,
             catalog: RwLock::new(catalog),
+            single_files: RwLock::new(BTreeMap::new()),
             last_retry: Mutex::new(None),
             retry_lock: tokio::sync::Mutex::new(()),
         });
@@ -245,7 +258,18 @@ impl Engine {
         let location = TableLocation::parse(&config.url).map_err(|e| e.to_string())?;
         let s3 = config.s3.or(&self.config.s3.or(&S3Settings::from_env()));
         let raw = location.open(&s3, &self.memory_store).map_err(|e| e.to_string())?;
-        let metered = Arc::new(MeteredStore::new(raw, self.metrics.store.clone()));
+        let metered: Arc<dyn ObjectStore> = Arc::new(MeteredStore::new(raw, self.metrics.store.clone()));
+        if !location.is_prefix {
+            let path = ObjectPath::from(location.path.as_str());
+            metered.head(&path).await.map_err(|e| match e {
+                object_store::Error::NotFound { .. } => format!("object {} does not exist", config.url),
+                other => format!("cannot read {}: {other}", config.url),
+            })?;
+            self.single_files
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(name.to_string(), (metered.clone(), path));
+        }
         let cached = Arc::new(CachedStore::new(metered, self.page_cache.clone(), format!("t{index}")));
         let options = TableOptions {
             binary_as_string: config.binary_as_string,
@@ -262,6 +286,16 @@ impl Engine {
         let refs = state.resolve_table_references(&statement).map_err(|e| e.to_string())?;
         let registered: BTreeSet<String> = self.available().into_iter().filter(|n| n != name).collect();
         guard::check_references(&refs, &registered).map_err(|e| format!("view '{name}': {e}"))?;
+        let catalog = self.catalog();
+        let mut tables: Vec<String> = refs
+            .iter()
+            .flat_map(|r| catalog.get(r.table()).map(|e| e.tables.clone()).unwrap_or_default())
+            .collect();
+        tables.sort();
+        tables.dedup();
+        if let Some(e) = self.catalog.write().unwrap_or_else(|e| e.into_inner()).get_mut(name) {
+            e.tables = tables;
+        }
         let plan = state.statement_to_plan(statement).await.map_err(|e| format!("view '{name}': {e}"))?;
         let view = datafusion::catalog::view::ViewTable::new(plan, Some(sql.to_string()));
         let _ = self.base.deregister_table(name);
@@ -301,19 +335,49 @@ impl Engine {
         Ok(SessionContext::new_with_state(state))
     }
 
-    fn check_names(&self, refs: &[TableReference]) -> Result<(), ServerError> {
+    /// Check the names a query reads and return the objects behind them
+    /// (for error messages). Single-object tables get a HEAD so a deleted
+    /// object is reported instead of read as an empty table.
+    async fn check_names(&self, refs: &[TableReference]) -> Result<String, ServerError> {
         let catalog = self.catalog();
         let all: BTreeSet<String> = catalog.keys().cloned().collect();
         guard::check_references(refs, &all)?;
+        let mut tables = BTreeSet::new();
         for r in refs {
-            if let Some(cause) = catalog.get(r.table()).and_then(|e| e.unavailable.clone()) {
+            let entry = catalog.get(r.table());
+            if let Some(cause) = entry.and_then(|e| e.unavailable.clone()) {
                 return Err(ServerError::Unavailable {
                     name: r.table().to_string(),
                     cause,
                 });
             }
+            tables.extend(entry.map(|e| e.tables.clone()).unwrap_or_default());
         }
-        Ok(())
+        let mut urls = Vec::new();
+        for t in &tables {
+            let Some(CatalogEntry {
+                kind: EntryKind::Table { config, .. },
+                ..
+            }) = catalog.get(t)
+            else {
+                continue;
+            };
+            urls.push(format!("{t}={}", config.url));
+            let single = self.single_files.read().unwrap_or_else(|e| e.into_inner()).get(t).cloned();
+            if let Some((store, path)) = single {
+                match store.head(&path).await {
+                    Ok(_) => {}
+                    Err(object_store::Error::NotFound { .. }) => {
+                        return Err(ServerError::ObjectNotFound {
+                            table: t.clone(),
+                            url: config.url.clone(),
+                        });
+                    }
+                    Err(e) => return Err(ServerError::reading(&urls.join(", "), e.into())),
+                }
+            }
+        }
+        Ok(urls.join(", "))
     }
 
     /// Plan one SQL statement from a Flight SQL client, refusing anything but
@@ -324,17 +388,23 @@ impl Engine {
         let ctx = self.query_context()?;
         let state = ctx.state();
         let refs = state.resolve_table_references(&statement)?;
-        self.check_names(&refs)?;
-        let plan: LogicalPlan = state.statement_to_plan(statement).await?;
+        let sources = self.check_names(&refs).await?;
+        let plan: LogicalPlan = state
+            .statement_to_plan(statement)
+            .await
+            .map_err(|e| ServerError::reading(&sources, e))?;
         guard::check_plan(&plan, &self.available())?;
-        let df = ctx.execute_logical_plan(plan).await?;
-        Ok(PlannedQuery { ctx, df })
+        let df = ctx
+            .execute_logical_plan(plan)
+            .await
+            .map_err(|e| ServerError::reading(&sources, e))?;
+        Ok(PlannedQuery { ctx, df, sources })
     }
 
     /// Plan a pushdown scan from Silt's client.
     pub async fn plan_scan(&self, request: &ScanRequest) -> Result<PlannedQuery, ServerError> {
         self.retry_unavailable().await;
-        self.check_names(&[TableReference::bare(request.table.as_str())])?;
+        let sources = self.check_names(&[TableReference::bare(request.table.as_str())]).await?;
         let ctx = self.query_context()?;
         let task = ctx.task_ctx();
         let filters = request
@@ -356,9 +426,11 @@ impl Engine {
             filters,
             limit,
         };
-        let df = plan_pushdown(&ctx, scan, ROW_MARKER_COLUMN).await?;
+        let df = plan_pushdown(&ctx, scan, ROW_MARKER_COLUMN)
+            .await
+            .map_err(|e| ServerError::reading(&sources, e))?;
         guard::check_plan(df.logical_plan(), &self.available())?;
-        Ok(PlannedQuery { ctx, df })
+        Ok(PlannedQuery { ctx, df, sources })
     }
 
     /// Arrow schema of a registered table or view.

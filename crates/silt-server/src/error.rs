@@ -20,6 +20,15 @@ pub enum ServerError {
     Timeout(std::time::Duration),
     #[error("{0}")]
     DataFusion(#[from] DataFusionError),
+    /// A failure while reading data, with the objects the query reads.
+    #[error("reading {sources}: {source}")]
+    Read {
+        sources: String,
+        #[source]
+        source: DataFusionError,
+    },
+    #[error("object {url} (table '{table}') does not exist")]
+    ObjectNotFound { table: String, url: String },
     #[error("{0}")]
     Store(#[from] silt_store::StoreError),
     #[error("I/O on {path}: {source}")]
@@ -33,6 +42,23 @@ pub enum ServerError {
 }
 
 impl ServerError {
+    /// Wrap a DataFusion error with the objects being read, unless it is a
+    /// planning error (those already say what is wrong with the query).
+    pub fn reading(sources: &str, e: DataFusionError) -> ServerError {
+        match e.find_root() {
+            DataFusionError::Plan(_)
+            | DataFusionError::SQL(..)
+            | DataFusionError::SchemaError(..)
+            | DataFusionError::NotImplemented(_)
+            | DataFusionError::ResourcesExhausted(_) => ServerError::DataFusion(e),
+            _ if sources.is_empty() => ServerError::DataFusion(e),
+            _ => ServerError::Read {
+                sources: sources.to_string(),
+                source: e,
+            },
+        }
+    }
+
     /// The gRPC status a client sees: the code says whose fault it is, the
     /// message says what failed and where.
     pub fn to_status(&self) -> Status {
@@ -43,7 +69,8 @@ impl ServerError {
             ServerError::InvalidRequest(_) | ServerError::Config(_) => Status::invalid_argument(msg),
             ServerError::Unavailable { .. } => Status::unavailable(msg),
             ServerError::Timeout(_) => Status::deadline_exceeded(msg),
-            ServerError::DataFusion(e) => datafusion_status(e, msg),
+            ServerError::DataFusion(e) | ServerError::Read { source: e, .. } => datafusion_status(e, msg),
+            ServerError::ObjectNotFound { .. } => Status::not_found(msg),
             ServerError::Store(_) | ServerError::Io { .. } | ServerError::Transport(_) => Status::internal(msg),
         }
     }

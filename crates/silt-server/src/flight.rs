@@ -95,6 +95,7 @@ impl SiltFlightService {
         let timeout = self.engine.config().query_timeout;
         let deadline = Instant::now() + timeout;
         let schema = planned.schema();
+        let sources = planned.sources.clone();
         let batches = match tokio::time::timeout_at(deadline, planned.execute()).await {
             Ok(r) => self.counted(r)?,
             Err(_) => return Err(self.counted::<()>(Err(ServerError::Timeout(timeout))).unwrap_err()),
@@ -103,6 +104,7 @@ impl SiltFlightService {
         let err_metrics = metrics.clone();
         let batches = futures::stream::unfold((batches, false, active), move |(mut s, done, active)| {
             let err_metrics = err_metrics.clone();
+            let sources = sources.clone();
             async move {
                 if done {
                     return None;
@@ -114,7 +116,7 @@ impl SiltFlightService {
                 };
                 match tokio::time::timeout_at(deadline, s.next()).await {
                     Ok(Some(Ok(batch))) => Some((Ok(batch), (s, false, active))),
-                    Ok(Some(Err(e))) => Some((Err(fail(ServerError::DataFusion(e))), (s, true, active))),
+                    Ok(Some(Err(e))) => Some((Err(fail(ServerError::reading(&sources, e))), (s, true, active))),
                     Ok(None) => None,
                     Err(_) => Some((Err(fail(ServerError::Timeout(timeout))), (s, true, active))),
                 }

@@ -132,6 +132,7 @@ impl TableLocation {
             "file" => Ok(Arc::new(LocalFileSystem::new())),
             "memory" => Ok(memory.clone()),
             _ => {
+                install_crypto_provider();
                 let bucket = self.url.host_str().unwrap_or_default();
                 let mut b = AmazonS3Builder::new()
                     .with_bucket_name(bucket)
@@ -152,10 +153,11 @@ impl TableLocation {
                 let http = s3.allow_http.unwrap_or_else(|| {
                     s3.endpoint.as_deref().is_some_and(|e| e.starts_with("http://"))
                 });
+                // Client options carry allow_http too: set them together.
                 b = b
-                    .with_allow_http(http)
                     .with_client_options(
                         ClientOptions::new()
+                            .with_allow_http(http)
                             .with_connect_timeout(Duration::from_secs(5))
                             .with_timeout(Duration::from_secs(60)),
                     )
@@ -168,6 +170,15 @@ impl TableLocation {
             }
         }
     }
+}
+
+/// HTTPS to object stores needs a process-wide rustls crypto provider;
+/// install `ring` once unless the embedding program chose another.
+fn install_crypto_provider() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 
 use silt_client::script::run_script_last_query;
 
-use crate::common::{Fixture, baseline_ctx, check_same, is_ordered, shared_dir};
+use crate::common::{Fixture, baseline_ctx, break_ties, check_same, is_ordered, shared_dir};
 
 async fn run_suite(dir: &str, files: Vec<String>) {
     let fx = Fixture::start().await;
@@ -12,10 +12,15 @@ async fn run_suite(dir: &str, files: Vec<String>) {
     let base = baseline_ctx().await;
     let mut failures = Vec::new();
     for file in &files {
-        let sql = std::fs::read_to_string(shared_dir().join(dir).join(file)).unwrap();
-        let expected = run_script_last_query(&base, &sql)
+        let original = std::fs::read_to_string(shared_dir().join(dir).join(file)).unwrap();
+        let probe = run_script_last_query(&base, &original)
             .await
             .unwrap_or_else(|e| panic!("baseline failed on {file}: {e}"));
+        let columns = probe.first().map_or(0, |b| b.num_columns());
+        let sql = break_ties(&original, columns);
+        let expected = run_script_last_query(&base, &sql)
+            .await
+            .unwrap_or_else(|e| panic!("baseline failed on {file} with ties broken: {e}"));
         match run_script_last_query(&silt, &sql).await {
             Err(e) => failures.push(format!("{file}: Silt failed: {e}")),
             Ok(got) => {
@@ -102,4 +107,14 @@ async fn views_are_queried_like_tables_and_filters_reach_the_scan() {
         .unwrap()
         .value(0) as usize;
     assert!(sent < total as f64, "sent {sent} rows of {total}");
+}
+
+#[test]
+fn ties_are_broken_on_every_output_column() {
+    assert_eq!(
+        break_ties("SELECT a, b FROM t ORDER BY b DESC LIMIT 10;", 2),
+        "SELECT a, b FROM t ORDER BY b DESC, 1, 2 LIMIT 10"
+    );
+    assert_eq!(break_ties("SELECT a FROM t LIMIT 5 OFFSET 7", 1), "SELECT a FROM t ORDER BY 1 LIMIT 5 OFFSET 7");
+    assert_eq!(break_ties("SELECT a FROM t ORDER BY a", 1), "SELECT a FROM t ORDER BY a");
 }

@@ -254,6 +254,34 @@ pub fn check_same(name: &str, silt: &[RecordBatch], baseline: &[RecordBatch], or
     }
 }
 
+/// Make a `... [ORDER BY k] LIMIT n [OFFSET m]` query deterministic by breaking
+/// ties on every output column (`ORDER BY k, 1, 2, .., columns`). Rows that
+/// tie on the query's own keys may legally come in any order, and a LIMIT
+/// may legally keep any of them; both engines get the same rewritten query,
+/// so the comparison stays exact. Queries without LIMIT are returned as is.
+pub fn break_ties(sql: &str, columns: usize) -> String {
+    let body = sql.trim().trim_end_matches(';').trim_end();
+    let lower = body.to_ascii_lowercase();
+    if columns == 0 {
+        return sql.to_string();
+    }
+    let Some(limit_at) = lower.rfind("limit ") else {
+        return sql.to_string();
+    };
+    let tail = &lower[limit_at..];
+    if !tail.split_whitespace().all(|w| w == "limit" || w == "offset" || w.chars().all(|c| c.is_ascii_digit())) {
+        return sql.to_string();
+    }
+    let head = body[..limit_at].trim_end();
+    let positions: Vec<String> = (1..=columns).map(|i| i.to_string()).collect();
+    let order = if lower[..limit_at].contains("order by") {
+        format!("{head}, {}", positions.join(", "))
+    } else {
+        format!("{head} ORDER BY {}", positions.join(", "))
+    };
+    format!("{order} {}", &body[limit_at..])
+}
+
 /// True when the query's outermost statement sorts its result.
 pub fn is_ordered(sql: &str) -> bool {
     sql.to_ascii_lowercase().contains("order by")
