@@ -23,13 +23,21 @@ pub fn router(engine: Arc<Engine>) -> Router {
 
 async fn health(State(engine): State<Arc<Engine>>) -> impl IntoResponse {
     let catalog = engine.catalog();
-    let unavailable: Vec<&String> = catalog.iter().filter(|(_, e)| e.unavailable.is_some()).map(|(n, _)| n).collect();
+    let unavailable: Vec<&String> = catalog
+        .iter()
+        .filter(|(_, e)| e.unavailable.is_some())
+        .map(|(n, _)| n)
+        .collect();
     let body = serde_json::json!({
         "status": "ok",
         "tables": catalog.len(),
         "unavailable": unavailable,
     });
-    (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], body.to_string())
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
 }
 
 async fn metrics(State(engine): State<Arc<Engine>>) -> impl IntoResponse {

@@ -28,7 +28,9 @@ impl Interceptor for BearerAuth {
         match given {
             Some(g) if constant_time_eq(g.as_bytes(), expected.as_bytes()) => Ok(request),
             Some(_) => Err(Status::unauthenticated("invalid bearer token")),
-            None => Err(Status::unauthenticated("missing 'authorization: Bearer <token>' header")),
+            None => Err(Status::unauthenticated(
+                "missing 'authorization: Bearer <token>' header",
+            )),
         }
     }
 }

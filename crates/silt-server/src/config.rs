@@ -100,7 +100,8 @@ impl Default for ServerConfig {
 impl ServerConfig {
     /// Read a TOML config file.
     pub fn from_file(path: &Path) -> Result<Self, ServerError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ServerError::Config(format!("reading {}: {e}", path.display())))?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ServerError::Config(format!("reading {}: {e}", path.display())))?;
         toml::from_str(&text).map_err(|e| ServerError::Config(format!("{}: {e}", path.display())))
     }
 
@@ -130,10 +131,15 @@ impl ServerConfig {
             validate_name(name)?;
         }
         if let Some(dup) = self.views.keys().find(|v| self.tables.contains_key(*v)) {
-            return Err(ServerError::Config(format!("'{dup}' is defined both as a table and as a view")));
+            return Err(ServerError::Config(format!(
+                "'{dup}' is defined both as a table and as a view"
+            )));
         }
         if self.page_size == 0 || self.page_size > (256 << 20) {
-            return Err(ServerError::Config(format!("page_size must be between 1 byte and 256 MiB, got {}", self.page_size)));
+            return Err(ServerError::Config(format!(
+                "page_size must be between 1 byte and 256 MiB, got {}",
+                self.page_size
+            )));
         }
         if self.query_timeout.is_zero() {
             return Err(ServerError::Config("query_timeout must be positive".into()));
@@ -182,7 +188,11 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
         "gib" => 1 << 30,
         "t" | "tb" => 1_000_000_000_000,
         "tib" => 1 << 40,
-        other => return Err(format!("invalid size unit '{other}' in '{s}' (use B, KiB, MiB, GiB, KB, MB, GB)")),
+        other => {
+            return Err(format!(
+                "invalid size unit '{other}' in '{s}' (use B, KiB, MiB, GiB, KB, MB, GB)"
+            ));
+        }
     };
     Ok((value * mult as f64).round() as u64)
 }

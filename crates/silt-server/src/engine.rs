@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::common::TableReference;
 use datafusion::common::stats::Precision;
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
@@ -15,7 +16,6 @@ use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::execution::session_state::SessionStateBuilder;
 use datafusion::logical_expr::{Expr, LogicalPlan};
 use datafusion::prelude::{DataFrame, SessionConfig, SessionContext};
-use datafusion::common::TableReference;
 use datafusion_proto::bytes::Serializeable;
 use object_store::memory::InMemory;
 use object_store::path::Path as ObjectPath;
@@ -82,9 +82,15 @@ impl PlannedQuery {
     /// Execute all partitions in parallel, merged into one stream.
     pub async fn execute(self) -> Result<SendableRecordBatchStream, ServerError> {
         let sources = self.sources;
-        self.df.execute_stream().await.map_err(|e| ServerError::reading(&sources, e))
+        self.df
+            .execute_stream()
+            .await
+            .map_err(|e| ServerError::reading(&sources, e))
     }
 }
+
+/// The store and path of a table whose URL names one object.
+type SingleObject = (Arc<dyn ObjectStore>, ObjectPath);
 
 /// Owns the DataFusion context shared by all queries.
 pub struct Engine {
@@ -96,7 +102,7 @@ pub struct Engine {
     catalog: RwLock<BTreeMap<String, CatalogEntry>>,
     /// Tables whose URL names one object: checked with a HEAD before each
     /// query so a deleted object is an error, not an empty table.
-    single_files: RwLock<BTreeMap<String, (Arc<dyn ObjectStore>, ObjectPath)>>,
+    single_files: RwLock<BTreeMap<String, SingleObject>>,
     last_retry: Mutex<Option<Instant>>,
     retry_lock: tokio::sync::Mutex<()>,
 }
@@ -112,7 +118,9 @@ impl Engine {
             source,
         })?;
         let runtime = RuntimeEnvBuilder::new()
-            .with_disk_manager_builder(DiskManagerBuilder::default().with_mode(DiskManagerMode::Directories(vec![spill_dir])))
+            .with_disk_manager_builder(
+                DiskManagerBuilder::default().with_mode(DiskManagerMode::Directories(vec![spill_dir])),
+            )
             // List a table's files on every query so new and overwritten
             // objects are seen (validation `always`).
             .with_object_list_cache_limit(0)
@@ -296,7 +304,10 @@ impl Engine {
         if let Some(e) = self.catalog.write().unwrap_or_else(|e| e.into_inner()).get_mut(name) {
             e.tables = tables;
         }
-        let plan = state.statement_to_plan(statement).await.map_err(|e| format!("view '{name}': {e}"))?;
+        let plan = state
+            .statement_to_plan(statement)
+            .await
+            .map_err(|e| format!("view '{name}': {e}"))?;
         let view = datafusion::catalog::view::ViewTable::new(plan, Some(sql.to_string()));
         let _ = self.base.deregister_table(name);
         self.base
@@ -307,7 +318,12 @@ impl Engine {
 
     /// Retry unavailable tables, at most every [`RETRY_INTERVAL`].
     async fn retry_unavailable(&self) {
-        let any_pending = self.catalog.read().unwrap_or_else(|e| e.into_inner()).values().any(|e| e.unavailable.is_some());
+        let any_pending = self
+            .catalog
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .any(|e| e.unavailable.is_some());
         if !any_pending {
             return;
         }
@@ -363,7 +379,12 @@ impl Engine {
                 continue;
             };
             urls.push(format!("{t}={}", config.url));
-            let single = self.single_files.read().unwrap_or_else(|e| e.into_inner()).get(t).cloned();
+            let single = self
+                .single_files
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(t)
+                .cloned();
             if let Some((store, path)) = single {
                 match store.head(&path).await {
                     Ok(_) => {}
@@ -404,7 +425,9 @@ impl Engine {
     /// Plan a pushdown scan from Silt's client.
     pub async fn plan_scan(&self, request: &ScanRequest) -> Result<PlannedQuery, ServerError> {
         self.retry_unavailable().await;
-        let sources = self.check_names(&[TableReference::bare(request.table.as_str())]).await?;
+        let sources = self
+            .check_names(&[TableReference::bare(request.table.as_str())])
+            .await?;
         let ctx = self.query_context()?;
         let task = ctx.task_ctx();
         let filters = request
@@ -412,8 +435,9 @@ impl Engine {
             .iter()
             .enumerate()
             .map(|(i, bytes)| {
-                Expr::from_bytes_with_ctx(bytes, &task)
-                    .map_err(|e| ServerError::InvalidRequest(format!("filter #{i} of scan on '{}': {e}", request.table)))
+                Expr::from_bytes_with_ctx(bytes, &task).map_err(|e| {
+                    ServerError::InvalidRequest(format!("filter #{i} of scan on '{}': {e}", request.table))
+                })
             })
             .collect::<Result<Vec<_>, _>>()?;
         let limit = request
@@ -435,7 +459,11 @@ impl Engine {
 
     /// Arrow schema of a registered table or view.
     pub async fn table_schema(&self, name: &str) -> Option<SchemaRef> {
-        self.base.table_provider(TableReference::bare(name)).await.ok().map(|t| t.schema())
+        self.base
+            .table_provider(TableReference::bare(name))
+            .await
+            .ok()
+            .map(|t| t.schema())
     }
 
     /// Row count of a table or view, from Parquet statistics (exact when the

@@ -78,11 +78,14 @@ impl ServerError {
 
 fn datafusion_status(e: &DataFusionError, msg: String) -> Status {
     match e.find_root() {
-        DataFusionError::Plan(_) | DataFusionError::SQL(..) | DataFusionError::SchemaError(..) | DataFusionError::NotImplemented(_) => {
-            Status::invalid_argument(msg)
-        }
+        DataFusionError::Plan(_)
+        | DataFusionError::SQL(..)
+        | DataFusionError::SchemaError(..)
+        | DataFusionError::NotImplemented(_) => Status::invalid_argument(msg),
         DataFusionError::ResourcesExhausted(_) => Status::resource_exhausted(msg),
-        DataFusionError::ObjectStore(os) if matches!(**os, object_store::Error::NotFound { .. }) => Status::not_found(msg),
+        DataFusionError::ObjectStore(os) if matches!(**os, object_store::Error::NotFound { .. }) => {
+            Status::not_found(msg)
+        }
         _ => Status::internal(msg),
     }
 }

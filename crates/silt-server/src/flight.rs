@@ -15,14 +15,13 @@ use arrow_flight::flight_service_server::FlightService;
 use arrow_flight::sql::metadata::{SqlInfoData, SqlInfoDataBuilder};
 use arrow_flight::sql::server::{FlightSqlService, PeekableFlightDataStream};
 use arrow_flight::sql::{
-    ActionClosePreparedStatementRequest, ActionCreatePreparedStatementRequest,
-    ActionCreatePreparedStatementResult, Any, CommandGetCatalogs, CommandGetDbSchemas,
-    CommandGetSqlInfo, CommandGetTables, CommandPreparedStatementQuery, CommandStatementQuery,
-    Command, ProstMessageExt, SqlInfo, TicketStatementQuery,
+    ActionClosePreparedStatementRequest, ActionCreatePreparedStatementRequest, ActionCreatePreparedStatementResult,
+    Any, Command, CommandGetCatalogs, CommandGetDbSchemas, CommandGetSqlInfo, CommandGetTables,
+    CommandPreparedStatementQuery, CommandStatementQuery, ProstMessageExt, SqlInfo, TicketStatementQuery,
 };
 use arrow_flight::{
-    Action, FlightDescriptor, FlightEndpoint, FlightInfo, HandshakeRequest, HandshakeResponse,
-    IpcMessage, SchemaAsIpc, Ticket,
+    Action, FlightDescriptor, FlightEndpoint, FlightInfo, HandshakeRequest, HandshakeResponse, IpcMessage, SchemaAsIpc,
+    Ticket,
 };
 use datafusion::arrow::datatypes::Schema;
 use datafusion::arrow::ipc::writer::IpcWriteOptions;
@@ -220,8 +219,8 @@ impl FlightSqlService for SiltFlightService {
         query: CommandGetCatalogs,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        let schema = query.clone().into_builder().schema();
         let _ = request;
+        let schema = query.into_builder().schema();
         self.info(&schema, query.as_any(), None)
     }
 
@@ -292,7 +291,10 @@ impl FlightSqlService for SiltFlightService {
         message: Any,
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
         let Some(scan) = unpack_scan(&message)? else {
-            return Err(Status::unimplemented(format!("unsupported ticket {}", message.type_url)));
+            return Err(Status::unimplemented(format!(
+                "unsupported ticket {}",
+                message.type_url
+            )));
         };
         let planned = self.plan_scan(&scan).await?;
         self.stream(planned).await

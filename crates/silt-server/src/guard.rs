@@ -11,10 +11,10 @@
 
 use std::collections::BTreeSet;
 
+use datafusion::common::TableReference;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::execution::context::SQLOptions;
 use datafusion::logical_expr::LogicalPlan;
-use datafusion::common::TableReference;
 use datafusion::sql::parser::{DFParser, Statement as DFStatement};
 use datafusion::sql::sqlparser::ast::Statement as SqlStatement;
 use datafusion::sql::sqlparser::dialect::GenericDialect;
@@ -31,7 +31,9 @@ pub fn parse_single_query(sql: &str) -> Result<DFStatement, ServerError> {
             statements.len()
         )));
     }
-    let statement = statements.pop_front().ok_or_else(|| ServerError::InvalidRequest("empty SQL".into()))?;
+    let statement = statements
+        .pop_front()
+        .ok_or_else(|| ServerError::InvalidRequest("empty SQL".into()))?;
     check_read_only(&statement)?;
     Ok(statement)
 }
@@ -134,7 +136,10 @@ mod tests {
             let err = parse_single_query(sql).unwrap_err();
             assert!(matches!(err, ServerError::Refused(_)), "{sql}: {err}");
         }
-        assert!(matches!(parse_single_query("SELEC nonsense"), Err(ServerError::InvalidRequest(_))));
+        assert!(matches!(
+            parse_single_query("SELEC nonsense"),
+            Err(ServerError::InvalidRequest(_))
+        ));
     }
 
     #[test]

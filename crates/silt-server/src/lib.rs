@@ -83,7 +83,9 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, ServerError> {
         Some(a) => Some(bind(a).await?),
         None => None,
     };
-    let flight_addr = flight_listener.local_addr().map_err(|e| ServerError::Transport(e.to_string()))?;
+    let flight_addr = flight_listener
+        .local_addr()
+        .map_err(|e| ServerError::Transport(e.to_string()))?;
     let admin_addr = admin_listener.as_ref().and_then(|l| l.local_addr().ok());
 
     let metrics = metrics::ServerMetrics::new();

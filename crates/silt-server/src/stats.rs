@@ -15,12 +15,7 @@ pub fn stats_json(engine: &Engine) -> Value {
     let tables: serde_json::Map<String, Value> = engine
         .catalog()
         .into_iter()
-        .map(|(name, e)| {
-            (
-                name,
-                json!({"type": e.type_name(), "unavailable": e.unavailable}),
-            )
-        })
+        .map(|(name, e)| (name, json!({"type": e.type_name(), "unavailable": e.unavailable})))
         .collect();
     json!({
         "metrics": metrics,

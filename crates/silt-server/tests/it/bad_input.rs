@@ -64,7 +64,12 @@ impl Scratch {
     }
 
     async fn others_still_served(&self) {
-        let b = self.client().await.sql("SELECT count(*) FROM good").await.expect("good table still served");
+        let b = self
+            .client()
+            .await
+            .sql("SELECT count(*) FROM good")
+            .await
+            .expect("good table still served");
         assert_eq!(b[0].num_rows(), 1);
     }
 }
@@ -91,28 +96,55 @@ fn flip_footer_bytes(path: &Path) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn truncated_parquet_gives_a_clear_error_naming_the_object() {
-    let fx = Scratch::start(|b| cut_in_half(&b.join("half.parquet")), &[("half", "s3://bad/half.parquet")]).await;
-    let err = fx.client().await.sql("SELECT count(*) FROM half").await.unwrap_err().to_string();
+    let fx = Scratch::start(
+        |b| cut_in_half(&b.join("half.parquet")),
+        &[("half", "s3://bad/half.parquet")],
+    )
+    .await;
+    let err = fx
+        .client()
+        .await
+        .sql("SELECT count(*) FROM half")
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("half.parquet"), "{err}");
     fx.others_still_served().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn truncated_after_registration_gives_a_clear_error() {
-    let fx = Scratch::start(|b| {
-        std::fs::copy(lineitem_file(), b.join("later.parquet")).unwrap();
-    }, &[("later", "s3://bad/later.parquet")])
+    let fx = Scratch::start(
+        |b| {
+            std::fs::copy(lineitem_file(), b.join("later.parquet")).unwrap();
+        },
+        &[("later", "s3://bad/later.parquet")],
+    )
     .await;
     cut_in_half(&fx.s3.object_path("bad", "later.parquet"));
-    let err = fx.client().await.sql("SELECT sum(l_quantity) FROM later").await.unwrap_err().to_string();
+    let err = fx
+        .client()
+        .await
+        .sql("SELECT sum(l_quantity) FROM later")
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("later.parquet"), "{err}");
     fx.others_still_served().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flipped_bytes_give_a_clear_error_naming_the_object() {
-    let fx = Scratch::start(|b| flip_footer_bytes(&b.join("flipped.parquet")), &[("flipped", "s3://bad/flipped.parquet")]).await;
-    let result = fx.client().await.sql("SELECT sum(l_quantity), max(l_comment) FROM flipped").await;
+    let fx = Scratch::start(
+        |b| flip_footer_bytes(&b.join("flipped.parquet")),
+        &[("flipped", "s3://bad/flipped.parquet")],
+    )
+    .await;
+    let result = fx
+        .client()
+        .await
+        .sql("SELECT sum(l_quantity), max(l_comment) FROM flipped")
+        .await;
     let err = result.expect_err("corrupt pages must not decode silently").to_string();
     assert!(err.contains("flipped.parquet"), "{err}");
     fx.others_still_served().await;
@@ -120,9 +152,15 @@ async fn flipped_bytes_give_a_clear_error_naming_the_object() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missing_object_and_unknown_names_give_clear_errors() {
-    let fx = Scratch::start(|b| {
-        std::fs::copy(lineitem_file(), b.join("gone.parquet")).unwrap();
-    }, &[("gone", "s3://bad/gone.parquet"), ("never", "s3://bad/never-existed.parquet")])
+    let fx = Scratch::start(
+        |b| {
+            std::fs::copy(lineitem_file(), b.join("gone.parquet")).unwrap();
+        },
+        &[
+            ("gone", "s3://bad/gone.parquet"),
+            ("never", "s3://bad/never-existed.parquet"),
+        ],
+    )
     .await;
     std::fs::remove_file(fx.s3.object_path("bad", "gone.parquet")).unwrap();
     let client = fx.client().await;
@@ -130,14 +168,20 @@ async fn missing_object_and_unknown_names_give_clear_errors() {
     assert!(err.contains("gone.parquet"), "{err}");
     let err = client.sql("SELECT count(*) FROM never").await.unwrap_err().to_string();
     assert!(err.contains("never-existed.parquet"), "{err}");
-    let err = client.sql("SELECT count(*) FROM nonexistent").await.unwrap_err().to_string();
+    let err = client
+        .sql("SELECT count(*) FROM nonexistent")
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("unknown table 'nonexistent'"), "{err}");
     let err = client.sql("SELECT nope FROM good").await.unwrap_err().to_string();
     assert!(err.contains("nope"), "{err}");
     // A pushdown scan naming an unknown column is refused the same way.
     let scan = ScanRequest {
         table: "good".into(),
-        projection: Some(silt_proto::Projection { columns: vec!["nope".into()] }),
+        projection: Some(silt_proto::Projection {
+            columns: vec!["nope".into()],
+        }),
         ..Default::default()
     };
     let err = client.scan_info(&scan).await.unwrap_err().to_string();

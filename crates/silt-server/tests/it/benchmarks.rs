@@ -50,7 +50,11 @@ async fn tpch_22_queries_match_datafusion() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clickbench_43_queries_match_datafusion() {
-    run_suite("bench/clickbench/queries", (0..=42).map(|n| format!("q{n:02}.sql")).collect()).await;
+    run_suite(
+        "bench/clickbench/queries",
+        (0..=42).map(|n| format!("q{n:02}.sql")).collect(),
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -64,7 +68,9 @@ async fn explain_shows_what_is_pushed_down() {
         .collect()
         .await
         .unwrap();
-    let text = datafusion::arrow::util::pretty::pretty_format_batches(&plan).unwrap().to_string();
+    let text = datafusion::arrow::util::pretty::pretty_format_batches(&plan)
+        .unwrap()
+        .to_string();
     assert!(text.contains("SiltScanExec: pushed down to"), "{text}");
     assert!(text.contains("table=lineitem projection=[l_returnflag]"), "{text}");
     assert!(text.contains("filters=[lineitem.l_quantity < "), "{text}");
@@ -115,6 +121,12 @@ fn ties_are_broken_on_every_output_column() {
         break_ties("SELECT a, b FROM t ORDER BY b DESC LIMIT 10;", 2),
         "SELECT a, b FROM t ORDER BY b DESC, 1, 2 LIMIT 10"
     );
-    assert_eq!(break_ties("SELECT a FROM t LIMIT 5 OFFSET 7", 1), "SELECT a FROM t ORDER BY 1 LIMIT 5 OFFSET 7");
-    assert_eq!(break_ties("SELECT a FROM t ORDER BY a", 1), "SELECT a FROM t ORDER BY a");
+    assert_eq!(
+        break_ties("SELECT a FROM t LIMIT 5 OFFSET 7", 1),
+        "SELECT a FROM t ORDER BY 1 LIMIT 5 OFFSET 7"
+    );
+    assert_eq!(
+        break_ties("SELECT a FROM t ORDER BY a", 1),
+        "SELECT a FROM t ORDER BY a"
+    );
 }

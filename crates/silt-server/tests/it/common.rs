@@ -39,7 +39,8 @@ pub fn data_root() -> &'static Path {
 
 /// The SELECT of ClickBench's `hits` view, from `datafusion_create.sql`.
 pub fn hits_view_sql() -> String {
-    let text = std::fs::read_to_string(shared_dir().join("bench/clickbench/datafusion_create.sql")).expect("read create sql");
+    let text =
+        std::fs::read_to_string(shared_dir().join("bench/clickbench/datafusion_create.sql")).expect("read create sql");
     let start = text.find("CREATE VIEW hits AS").expect("view in create sql") + "CREATE VIEW hits AS".len();
     text[start..].trim().trim_end_matches(';').to_string()
 }
@@ -114,12 +115,20 @@ impl Fixture {
     /// A client-side context with the server's tables registered.
     pub async fn client_ctx(&self) -> SessionContext {
         let ctx = SessionContext::new();
-        silt_client::register_tables(&ctx, &self.server.flight_url()).await.expect("register tables");
+        silt_client::register_tables(&ctx, &self.server.flight_url())
+            .await
+            .expect("register tables");
         ctx
     }
 
     pub fn metric(&self, series: &str) -> f64 {
-        self.server.engine.metrics().snapshot().get(series).copied().unwrap_or(0.0)
+        self.server
+            .engine
+            .metrics()
+            .snapshot()
+            .get(series)
+            .copied()
+            .unwrap_or(0.0)
     }
 }
 
@@ -135,8 +144,13 @@ pub async fn baseline_ctx() -> SessionContext {
     }
     let create = std::fs::read_to_string(shared_dir().join("bench/clickbench/datafusion_create.sql"))
         .unwrap()
-        .replace("LOCATION 'hits.parquet'", &format!("LOCATION '{}'", root.join("hits/hits.parquet").display()));
-    silt_client::script::run_script(&ctx, &create).await.expect("create hits view");
+        .replace(
+            "LOCATION 'hits.parquet'",
+            &format!("LOCATION '{}'", root.join("hits/hits.parquet").display()),
+        );
+    silt_client::script::run_script(&ctx, &create)
+        .await
+        .expect("create hits view");
     ctx
 }
 
@@ -189,7 +203,10 @@ fn rows(batches: &[RecordBatch]) -> Vec<Vec<Cell>> {
                             if f.is_null(i) {
                                 Cell::Null
                             } else {
-                                let a = f.as_any().downcast_ref::<datafusion::arrow::array::Float64Array>().unwrap();
+                                let a = f
+                                    .as_any()
+                                    .downcast_ref::<datafusion::arrow::array::Float64Array>()
+                                    .unwrap();
                                 Cell::Float(a.value(i))
                             }
                         })
@@ -233,8 +250,13 @@ fn same_rows(a: &[Vec<Cell>], b: &[Vec<Cell>]) -> Option<String> {
 /// on its sort keys; such a result is accepted only if the multisets match.
 pub fn check_same(name: &str, silt: &[RecordBatch], baseline: &[RecordBatch], ordered: bool) -> Result<(), String> {
     let schema_of = |b: &[RecordBatch]| {
-        b.first()
-            .map(|b| b.schema().fields().iter().map(|f| (f.name().clone(), f.data_type().clone())).collect::<Vec<_>>())
+        b.first().map(|b| {
+            b.schema()
+                .fields()
+                .iter()
+                .map(|f| (f.name().clone(), f.data_type().clone()))
+                .collect::<Vec<_>>()
+        })
     };
     if let (Some(a), Some(b)) = (schema_of(silt), schema_of(baseline))
         && a != b
@@ -269,7 +291,10 @@ pub fn break_ties(sql: &str, columns: usize) -> String {
         return sql.to_string();
     };
     let tail = &lower[limit_at..];
-    if !tail.split_whitespace().all(|w| w == "limit" || w == "offset" || w.chars().all(|c| c.is_ascii_digit())) {
+    if !tail
+        .split_whitespace()
+        .all(|w| w == "limit" || w == "offset" || w.chars().all(|c| c.is_ascii_digit()))
+    {
         return sql.to_string();
     }
     let head = body[..limit_at].trim_end();

@@ -1,8 +1,8 @@
 //! Generic Flight SQL: arrow-flight's own client, no Silt code on its side.
 
+use arrow_flight::FlightInfo;
 use arrow_flight::sql::client::FlightSqlServiceClient;
 use arrow_flight::sql::{CommandGetDbSchemas, CommandGetTables, SqlInfo};
-use arrow_flight::FlightInfo;
 use datafusion::arrow::array::{Array, BinaryArray, RecordBatch, StringArray};
 use datafusion::arrow::compute::concat_batches;
 use futures::TryStreamExt;
@@ -11,7 +11,11 @@ use tonic::transport::Channel;
 use crate::common::{Fixture, baseline_ctx, check_same};
 
 pub async fn flight_sql_client(fx: &Fixture) -> FlightSqlServiceClient<Channel> {
-    let channel = Channel::from_shared(fx.server.flight_url()).unwrap().connect().await.unwrap();
+    let channel = Channel::from_shared(fx.server.flight_url())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
     FlightSqlServiceClient::new(channel)
 }
 
@@ -66,9 +70,24 @@ async fn sql_tools_can_browse_catalogs_schemas_tables_and_info() {
         .unwrap();
     let batches = fetch(&mut client, info).await;
     let b = concat_batches(&batches[0].schema(), &batches).unwrap();
-    let names = b.column_by_name("table_name").unwrap().as_any().downcast_ref::<StringArray>().unwrap();
-    let types = b.column_by_name("table_type").unwrap().as_any().downcast_ref::<StringArray>().unwrap();
-    let schemas = b.column_by_name("table_schema").unwrap().as_any().downcast_ref::<BinaryArray>().unwrap();
+    let names = b
+        .column_by_name("table_name")
+        .unwrap()
+        .as_any()
+        .downcast_ref::<StringArray>()
+        .unwrap();
+    let types = b
+        .column_by_name("table_type")
+        .unwrap()
+        .as_any()
+        .downcast_ref::<StringArray>()
+        .unwrap();
+    let schemas = b
+        .column_by_name("table_schema")
+        .unwrap()
+        .as_any()
+        .downcast_ref::<BinaryArray>()
+        .unwrap();
     let mut found = std::collections::BTreeMap::new();
     for i in 0..b.num_rows() {
         found.insert(names.value(i).to_string(), (types.value(i).to_string(), i));
@@ -91,7 +110,10 @@ async fn sql_tools_can_browse_catalogs_schemas_tables_and_info() {
     let batches = fetch(&mut client, info).await;
     assert_eq!(batches.iter().map(|b| b.num_rows()).sum::<usize>(), 1);
 
-    let info = client.get_sql_info(vec![SqlInfo::FlightSqlServerName, SqlInfo::FlightSqlServerReadOnly]).await.unwrap();
+    let info = client
+        .get_sql_info(vec![SqlInfo::FlightSqlServerName, SqlInfo::FlightSqlServerReadOnly])
+        .await
+        .unwrap();
     let batches = fetch(&mut client, info).await;
     assert_eq!(batches.iter().map(|b| b.num_rows()).sum::<usize>(), 2);
 }
@@ -100,7 +122,9 @@ async fn sql_tools_can_browse_catalogs_schemas_tables_and_info() {
 pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").as_bytes()).await.unwrap();
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
     let mut body = String::new();
     s.read_to_string(&mut body).await.unwrap();
     body
@@ -111,11 +135,19 @@ async fn metrics_and_health_are_served_over_http() {
     let fx = Fixture::start().await;
     let admin = fx.server.admin_addr.unwrap();
     let health = http_get(admin, "/health").await;
-    assert!(health.starts_with("HTTP/1.0 200") || health.starts_with("HTTP/1.1 200"), "{health}");
+    assert!(
+        health.starts_with("HTTP/1.0 200") || health.starts_with("HTTP/1.1 200"),
+        "{health}"
+    );
     assert!(health.contains("\"status\":\"ok\""));
 
     let ctx = fx.client_ctx().await;
-    ctx.sql("SELECT count(*) FROM lineitem WHERE l_quantity < 10").await.unwrap().collect().await.unwrap();
+    ctx.sql("SELECT count(*) FROM lineitem WHERE l_quantity < 10")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
     let text = http_get(admin, "/metrics").await;
     let values = silt_server::metrics::parse_exposition(text.split("\r\n\r\n").nth(1).unwrap());
     for name in [

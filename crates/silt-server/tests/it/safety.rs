@@ -9,7 +9,10 @@ use crate::common::Fixture;
 use crate::flight_sql::{fetch, flight_sql_client};
 
 async fn good_query_works(client: &SiltClient) {
-    let b = client.sql("SELECT count(*) FROM nation").await.expect("good query after a refused one");
+    let b = client
+        .sql("SELECT count(*) FROM nation")
+        .await
+        .expect("good query after a refused one");
     assert_eq!(b[0].num_rows(), 1);
 }
 
@@ -18,7 +21,10 @@ async fn refuses_anything_but_read_only_queries_over_registered_tables() {
     let fx = Fixture::start().await;
     let client = SiltClient::connect(&fx.server.flight_url()).await.unwrap();
     let cases = [
-        ("CREATE EXTERNAL TABLE x STORED AS PARQUET LOCATION '/etc/'", "read-only"),
+        (
+            "CREATE EXTERNAL TABLE x STORED AS PARQUET LOCATION '/etc/'",
+            "read-only",
+        ),
         ("COPY (SELECT 1) TO '/tmp/silt-copy-test.parquet'", "read-only"),
         ("SELECT * FROM '/etc/passwd'", "unknown table"),
         ("SELECT * FROM read_parquet('/etc/passwd')", ""),
@@ -43,7 +49,10 @@ async fn refuses_anything_but_read_only_queries_over_registered_tables() {
     let mut generic = flight_sql_client(&fx).await;
     let status = generic.execute("DROP TABLE lineitem".into(), None).await.unwrap_err();
     assert!(status.to_string().contains("read-only"), "{status}");
-    let info = generic.execute("SELECT count(*) FROM lineitem".into(), None).await.unwrap();
+    let info = generic
+        .execute("SELECT count(*) FROM lineitem".into(), None)
+        .await
+        .unwrap();
     assert_eq!(fetch(&mut generic, info).await[0].num_rows(), 1);
 }
 
@@ -55,14 +64,26 @@ async fn bearer_token_is_required_when_configured() {
     assert!(err.contains("Unauthenticated"), "{err}");
     let err = anonymous.list_tables().await.unwrap_err().to_string();
     assert!(err.contains("Unauthenticated"), "{err}");
-    let wrong = SiltClient::connect(&fx.server.flight_url()).await.unwrap().with_token(Some("nope".into()));
+    let wrong = SiltClient::connect(&fx.server.flight_url())
+        .await
+        .unwrap()
+        .with_token(Some("nope".into()));
     assert!(wrong.sql("SELECT 1").await.is_err());
-    let good = SiltClient::connect(&fx.server.flight_url()).await.unwrap().with_token(Some("s3cret".into()));
+    let good = SiltClient::connect(&fx.server.flight_url())
+        .await
+        .unwrap()
+        .with_token(Some("s3cret".into()));
     good_query_works(&good).await;
     // Pushdown scans through the DataFusion integration carry the token too.
     let ctx = datafusion::prelude::SessionContext::new();
     silt_client::register_tables_with(&ctx, &good).await.unwrap();
-    let n = ctx.sql("SELECT count(*) FROM region").await.unwrap().collect().await.unwrap();
+    let n = ctx
+        .sql("SELECT count(*) FROM region")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
     assert_eq!(n[0].num_rows(), 1);
 }
 
@@ -72,7 +93,10 @@ async fn a_query_over_the_memory_limit_fails_alone() {
     let client = SiltClient::connect(&fx.server.flight_url()).await.unwrap();
     let heavy = "SELECT l_orderkey, l_partkey, l_comment, count(*) FROM lineitem GROUP BY 1, 2, 3 ORDER BY 4 DESC, 3";
     let err = client.sql(heavy).await.unwrap_err().to_string();
-    assert!(err.contains("ResourceExhausted") || err.to_lowercase().contains("resources exhausted"), "{err}");
+    assert!(
+        err.contains("ResourceExhausted") || err.to_lowercase().contains("resources exhausted"),
+        "{err}"
+    );
     good_query_works(&client).await;
 }
 
