@@ -47,7 +47,9 @@ impl LocalS3 {
                     },
                     _ = stopped.changed() => break,
                 };
-                let conn = http.serve_connection(TokioIo::new(socket), service.clone()).into_owned();
+                let conn = http
+                    .serve_connection(TokioIo::new(socket), service.clone())
+                    .into_owned();
                 let mut stop_conn = stopped.clone();
                 tokio::spawn(async move {
                     tokio::select! {

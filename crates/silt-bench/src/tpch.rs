@@ -8,12 +8,11 @@ use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use tpchgen::generators::{
-    CustomerGenerator, LineItemGenerator, NationGenerator, OrderGenerator, PartGenerator,
-    PartSuppGenerator, RegionGenerator, SupplierGenerator,
+    CustomerGenerator, LineItemGenerator, NationGenerator, OrderGenerator, PartGenerator, PartSuppGenerator,
+    RegionGenerator, SupplierGenerator,
 };
 use tpchgen_arrow::{
-    CustomerArrow, LineItemArrow, NationArrow, OrderArrow, PartArrow, PartSuppArrow, RegionArrow,
-    SupplierArrow,
+    CustomerArrow, LineItemArrow, NationArrow, OrderArrow, PartArrow, PartSuppArrow, RegionArrow, SupplierArrow,
 };
 
 /// The eight TPC-H tables, in the order they are generated.
@@ -142,6 +141,10 @@ mod tests {
         use parquet::file::reader::FileReader;
         assert_eq!(r.metadata().file_metadata().num_rows(), 25);
         // A second run finds everything present.
-        assert!(generate(dir.path(), 0.001, ParquetLayout::default()).unwrap().is_empty());
+        assert!(
+            generate(dir.path(), 0.001, ParquetLayout::default())
+                .unwrap()
+                .is_empty()
+        );
     }
 }

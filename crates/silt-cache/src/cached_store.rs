@@ -10,10 +10,9 @@ use bytes::{Bytes, BytesMut};
 use futures::stream::{BoxStream, StreamExt};
 use object_store::path::Path;
 use object_store::{
-    ObjectStoreExt,
-    Attributes, CopyOptions, GetOptions, GetRange, GetResult, GetResultPayload, ListResult,
-    MultipartUpload, ObjectMeta, ObjectStore, PutMultipartOptions, PutOptions, PutPayload,
-    PutResult, RenameOptions, Result,
+    Attributes, CopyOptions, GetOptions, GetRange, GetResult, GetResultPayload, ListResult, MultipartUpload,
+    ObjectMeta, ObjectStore, ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
+    Result,
 };
 
 use crate::page_cache::{PageCache, PageKey};
@@ -153,7 +152,11 @@ impl CachedStore {
             if lo > hi {
                 return Err(object_store::Error::Generic {
                     store: "silt-cache",
-                    source: format!("range {range:?} is beyond the end of {location} ({} bytes)", version.size).into(),
+                    source: format!(
+                        "range {range:?} is beyond the end of {location} ({} bytes)",
+                        version.size
+                    )
+                    .into(),
                 });
             }
             out.extend_from_slice(&page[lo..hi]);
@@ -195,11 +198,7 @@ impl ObjectStore for CachedStore {
         self.inner.put_opts(location, payload, opts).await
     }
 
-    async fn put_multipart_opts(
-        &self,
-        location: &Path,
-        opts: PutMultipartOptions,
-    ) -> Result<Box<dyn MultipartUpload>> {
+    async fn put_multipart_opts(&self, location: &Path, opts: PutMultipartOptions) -> Result<Box<dyn MultipartUpload>> {
         self.inner.put_multipart_opts(location, opts).await
     }
 

@@ -11,8 +11,8 @@
 //! `If-Match` on that ETag, so a query never mixes bytes of two versions and
 //! never reads a version older than the one its listing validated.
 
-mod page_cache;
 mod cached_store;
+mod page_cache;
 mod version;
 
 pub use cached_store::CachedStore;

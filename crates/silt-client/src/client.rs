@@ -50,7 +50,9 @@ pub struct SiltClient {
 impl SiltClient {
     /// Connect to `url` (`http://host:port`; `grpc://` is accepted too).
     pub async fn connect(url: &str) -> Result<Self, ClientError> {
-        let http_url = url.replacen("grpc://", "http://", 1).replacen("grpc+tcp://", "http://", 1);
+        let http_url = url
+            .replacen("grpc://", "http://", 1)
+            .replacen("grpc+tcp://", "http://", 1);
         let endpoint = Endpoint::from_shared(http_url.clone())
             .map_err(|_| ClientError::Url(url.to_string()))?
             .connect_timeout(Duration::from_secs(10))
@@ -152,18 +154,23 @@ impl SiltClient {
         let info = self.flight_info(cmd.as_any().encode_to_vec()).await?;
         let mut names = Vec::new();
         for batch in self.collect(info).await? {
-            let col = batch.column_by_name("table_name").ok_or_else(|| ClientError::Protocol {
-                url: self.url.clone(),
-                message: "GetTables result has no table_name column".into(),
-            })?;
+            let col = batch
+                .column_by_name("table_name")
+                .ok_or_else(|| ClientError::Protocol {
+                    url: self.url.clone(),
+                    message: "GetTables result has no table_name column".into(),
+                })?;
             let col = cast(col, &DataType::Utf8).map_err(|e| ClientError::Protocol {
                 url: self.url.clone(),
                 message: e.to_string(),
             })?;
-            let strings = col.as_any().downcast_ref::<StringArray>().ok_or_else(|| ClientError::Protocol {
-                url: self.url.clone(),
-                message: "table_name is not a string column".into(),
-            })?;
+            let strings = col
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .ok_or_else(|| ClientError::Protocol {
+                    url: self.url.clone(),
+                    message: "table_name is not a string column".into(),
+                })?;
             names.extend(strings.iter().flatten().map(str::to_string));
         }
         Ok(names)

@@ -150,7 +150,9 @@ impl ExecutionPlan for SiltScanExec {
             let table = request.table.clone();
             Ok::<_, DataFusionError>(batches.map(move |r| {
                 r.map_err(|e| {
-                    DataFusionError::External(format!("scan of '{table}' on {}: {}", client.url(), client.describe_error(e)).into())
+                    DataFusionError::External(
+                        format!("scan of '{table}' on {}: {}", client.url(), client.describe_error(e)).into(),
+                    )
                 })
                 .and_then(|b| adapt(b, &schema))
             }))
@@ -159,7 +161,11 @@ impl ExecutionPlan for SiltScanExec {
         Ok(Box::pin(RecordBatchStreamAdapter::new(out_schema, stream)))
     }
 
-    fn statistics_from_inputs(&self, _input_stats: &[Arc<Statistics>], _args: &StatisticsArgs) -> Result<Arc<Statistics>> {
+    fn statistics_from_inputs(
+        &self,
+        _input_stats: &[Arc<Statistics>],
+        _args: &StatisticsArgs,
+    ) -> Result<Arc<Statistics>> {
         let mut stats = Statistics::new_unknown(&self.schema);
         stats.num_rows = self.num_rows.map_or(Precision::Absent, Precision::Inexact);
         Ok(Arc::new(stats))

@@ -43,5 +43,7 @@ pub async fn run_script_last_query(ctx: &SessionContext, sql: &str) -> Result<Ve
 
 fn is_ddl(sql: &str) -> bool {
     let head = sql.trim_start().to_ascii_uppercase();
-    ["CREATE", "DROP", "SET", "INSERT", "COPY"].iter().any(|k| head.starts_with(k))
+    ["CREATE", "DROP", "SET", "INSERT", "COPY"]
+        .iter()
+        .any(|k| head.starts_with(k))
 }

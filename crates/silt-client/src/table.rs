@@ -59,7 +59,9 @@ fn unqualify(expr: &Expr) -> Result<Expr> {
     expr.clone()
         .transform(|e| {
             Ok(match e {
-                Expr::Column(c) if c.relation.is_some() => Transformed::yes(Expr::Column(Column::new_unqualified(c.name))),
+                Expr::Column(c) if c.relation.is_some() => {
+                    Transformed::yes(Expr::Column(Column::new_unqualified(c.name)))
+                }
                 other => Transformed::no(other),
             })
         })
@@ -114,7 +116,9 @@ impl TableProvider for SiltTable {
         let mut encoded = Vec::with_capacity(filters.len());
         for f in filters {
             encoded.push(serialize_filter(f).ok_or_else(|| {
-                datafusion::error::DataFusionError::Internal(format!("filter {f} was accepted for pushdown but cannot be serialized"))
+                datafusion::error::DataFusionError::Internal(format!(
+                    "filter {f} was accepted for pushdown but cannot be serialized"
+                ))
             })?);
         }
         let request = ScanRequest {

@@ -21,7 +21,9 @@ pub struct PushdownScan {
 /// they may use columns that are not returned; DataFusion's optimizer then
 /// pushes them into the Parquet scan (row-group and page pruning).
 pub async fn plan_pushdown(ctx: &SessionContext, scan: PushdownScan, row_marker: &str) -> Result<DataFrame> {
-    let mut df = ctx.table(datafusion::common::TableReference::bare(scan.table.as_str())).await?;
+    let mut df = ctx
+        .table(datafusion::common::TableReference::bare(scan.table.as_str()))
+        .await?;
     if let Some(filter) = scan.filters.into_iter().reduce(Expr::and) {
         df = df.filter(filter)?;
     }

@@ -44,8 +44,7 @@ pub async fn register_parquet_table(
     let mut parquet = state.table_options().parquet.clone();
     parquet.global.binary_as_string = options.binary_as_string;
     let format = ParquetFormat::default().with_options(parquet);
-    let listing = ListingOptions::new(Arc::new(format))
-        .with_file_extension(".parquet");
+    let listing = ListingOptions::new(Arc::new(format)).with_file_extension(".parquet");
     let schema = listing.infer_schema(&state, &table_path).await.map_err(|e| {
         DataFusionError::Plan(format!(
             "cannot read the schema of table '{name}' at {}: {e}",

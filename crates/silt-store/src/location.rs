@@ -4,10 +4,10 @@ use std::sync::Arc;
 
 use std::time::Duration;
 
-use object_store::{BackoffConfig, ClientOptions, ObjectStore, RetryConfig};
 use object_store::aws::AmazonS3Builder;
 use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
+use object_store::{BackoffConfig, ClientOptions, ObjectStore, RetryConfig};
 use serde::Deserialize;
 use url::Url;
 
@@ -119,11 +119,7 @@ impl TableLocation {
 
     /// Open the object store this location lives in. `memory://` locations
     /// get `memory` (the server's shared in-memory store).
-    pub fn open(
-        &self,
-        s3: &S3Settings,
-        memory: &Arc<InMemory>,
-    ) -> Result<Arc<dyn ObjectStore>, StoreError> {
+    pub fn open(&self, s3: &S3Settings, memory: &Arc<InMemory>) -> Result<Arc<dyn ObjectStore>, StoreError> {
         let open_err = |source| StoreError::Open {
             url: self.url.to_string(),
             source,
@@ -150,9 +146,9 @@ impl TableLocation {
                     b = b.with_token(v);
                 }
                 b = b.with_region(s3.region.as_deref().unwrap_or("us-east-1"));
-                let http = s3.allow_http.unwrap_or_else(|| {
-                    s3.endpoint.as_deref().is_some_and(|e| e.starts_with("http://"))
-                });
+                let http = s3
+                    .allow_http
+                    .unwrap_or_else(|| s3.endpoint.as_deref().is_some_and(|e| e.starts_with("http://")));
                 // Client options carry allow_http too: set them together.
                 b = b
                     .with_client_options(

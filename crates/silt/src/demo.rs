@@ -53,7 +53,8 @@ struct Row {
 
 pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.data_dir).with_context(|| format!("creating {}", args.data_dir.display()))?;
-    let dir = std::fs::canonicalize(&args.data_dir).with_context(|| format!("resolving {}", args.data_dir.display()))?;
+    let dir =
+        std::fs::canonicalize(&args.data_dir).with_context(|| format!("resolving {}", args.data_dir.display()))?;
     ensure_data(&dir, args.sf).await?;
 
     let cache_dir = std::env::temp_dir().join(format!("silt-demo-{}", std::process::id()));
@@ -64,10 +65,22 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     };
     for t in tpch::TABLES {
         let url = format!("file://{}/", dir.join(t).display());
-        config.tables.insert(t.to_string(), TableConfig { url, ..Default::default() });
+        config.tables.insert(
+            t.to_string(),
+            TableConfig {
+                url,
+                ..Default::default()
+            },
+        );
     }
-    let server = silt_server::start(config).await.context("starting the in-process server")?;
-    println!("Silt server (in-process) on grpc://{} serving {}", server.flight_addr, dir.display());
+    let server = silt_server::start(config)
+        .await
+        .context("starting the in-process server")?;
+    println!(
+        "Silt server (in-process) on grpc://{} serving {}",
+        server.flight_addr,
+        dir.display()
+    );
     let ctx = crate::query::connect(&server.flight_url(), None).await?;
     let metrics = server.engine.metrics().clone();
     let get = |name: &str| metrics.snapshot().get(name).copied().unwrap_or(0.0);
@@ -78,13 +91,17 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     for (query, sql) in QUERIES {
         let (s0, b0) = (get(STORE), get(SENT));
         let start = Instant::now();
-        let batches = run_script_last_query(&ctx, sql).await.with_context(|| format!("running {query}"))?;
+        let batches = run_script_last_query(&ctx, sql)
+            .await
+            .with_context(|| format!("running {query}"))?;
         let cold = start.elapsed();
         let (s1, b1) = (get(STORE), get(SENT));
         let mut warm = Vec::new();
         for _ in 0..args.warm_runs.max(1) {
             let start = Instant::now();
-            run_script_last_query(&ctx, sql).await.with_context(|| format!("running {query}"))?;
+            run_script_last_query(&ctx, sql)
+                .await
+                .with_context(|| format!("running {query}"))?;
             warm.push(start.elapsed());
         }
         let s2 = get(STORE);
@@ -121,7 +138,15 @@ async fn ensure_data(dir: &Path, sf: f64) -> anyhow::Result<()> {
 }
 
 fn print_table(rows: &[Row]) {
-    let header = ["query", "rows", "cold ms", "warm ms", "store bytes (cold)", "store bytes (warm)", "bytes to client"];
+    let header = [
+        "query",
+        "rows",
+        "cold ms",
+        "warm ms",
+        "store bytes (cold)",
+        "store bytes (warm)",
+        "bytes to client",
+    ];
     let body: Vec<[String; 7]> = rows
         .iter()
         .map(|r| {
@@ -137,18 +162,29 @@ fn print_table(rows: &[Row]) {
         })
         .collect();
     let widths: Vec<usize> = (0..7)
-        .map(|i| body.iter().map(|r| r[i].len()).chain([header[i].len()]).max().unwrap_or(0))
+        .map(|i| {
+            body.iter()
+                .map(|r| r[i].len())
+                .chain([header[i].len()])
+                .max()
+                .unwrap_or(0)
+        })
         .collect();
     let line = |cells: Vec<&str>| {
         let parts: Vec<String> = cells.iter().zip(&widths).map(|(c, w)| format!("{c:>w$}")).collect();
         println!("| {} |", parts.join(" | "));
     };
     line(header.to_vec());
-    println!("|{}|", widths.iter().map(|w| "-".repeat(w + 2)).collect::<Vec<_>>().join("|"));
+    println!(
+        "|{}|",
+        widths.iter().map(|w| "-".repeat(w + 2)).collect::<Vec<_>>().join("|")
+    );
     for r in &body {
         line(r.iter().map(String::as_str).collect());
     }
-    println!("\nwarm = median of the warm runs; store bytes = object-store GET bytes; bytes to client = Arrow IPC sent by the server.");
+    println!(
+        "\nwarm = median of the warm runs; store bytes = object-store GET bytes; bytes to client = Arrow IPC sent by the server."
+    );
 }
 
 fn human_bytes(b: f64) -> String {
@@ -159,5 +195,9 @@ fn human_bytes(b: f64) -> String {
         v /= 1024.0;
         i += 1;
     }
-    if i == 0 { format!("{v:.0} {}", UNITS[0]) } else { format!("{v:.1} {}", UNITS[i]) }
+    if i == 0 {
+        format!("{v:.0} {}", UNITS[0])
+    } else {
+        format!("{v:.1} {}", UNITS[i])
+    }
 }

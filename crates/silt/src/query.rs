@@ -62,7 +62,9 @@ async fn execute(ctx: &SessionContext, sql: &str, format: Format, timing: bool) 
         print(&r.batches, format, &mut out)?;
     }
     if timing {
-        let rows: usize = results.last().map_or(0, |r| r.batches.iter().map(|b| b.num_rows()).sum());
+        let rows: usize = results
+            .last()
+            .map_or(0, |r| r.batches.iter().map(|b| b.num_rows()).sum());
         eprintln!("{rows} rows in {:.3}s", start.elapsed().as_secs_f64());
     }
     Ok(())
