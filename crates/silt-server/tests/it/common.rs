@@ -19,7 +19,13 @@ pub const TPCH_SF: f64 = 0.01;
 
 /// `../shared` from the repository root.
 pub fn shared_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared")
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared");
+    assert!(
+        dir.join("data/nano_hits.parquet").exists(),
+        "the shared benchmark folder must sit beside the repository (expected {})",
+        dir.display()
+    );
+    dir
 }
 
 /// Folder with the data every test in this binary reads: a bucket `tpch`
