@@ -191,7 +191,7 @@ mod tests {
         assert!(!l.is_prefix);
         let l = TableLocation::parse("s3://bucket/pre/fix/").unwrap();
         assert_eq!(l.store_key(), "s3://bucket");
-        assert_eq!(l.path, "pre/fix/");
+        assert_eq!(l.path, "pre/fix");
         assert!(TableLocation::parse("memory:///t/").unwrap().is_prefix);
     }
 
