@@ -1,5 +1,7 @@
 //! Data generators, a loopback S3 server and workloads for testing and
 //! benchmarking Silt.
 
+pub mod compare;
 pub mod local_s3;
 pub mod tpch;
+pub mod traces;

@@ -12,9 +12,17 @@
 //! never reads a version older than the one its listing validated.
 
 mod cached_store;
+pub mod disk;
+mod freshness;
+mod inflight;
 mod page_cache;
+pub mod policy;
+mod tiers;
 mod version;
 
-pub use cached_store::CachedStore;
-pub use page_cache::{CacheMetrics, PageCache, PageCacheConfig};
+pub use cached_store::{CachedStore, TableCounters};
+pub use disk::{DiskConfig, DiskMetrics, DiskStats, DiskTier};
+pub use freshness::Freshness;
+pub use page_cache::{CacheMetrics, PageCache, PageCacheConfig, PageKey};
+pub use tiers::{CacheTiers, PageTier, VersionRegistry};
 pub use version::ObjectVersion;

@@ -29,6 +29,7 @@ impl Default for PageCacheConfig {
 /// Hit/miss counters of one cache tier (`tier` label).
 #[derive(Clone)]
 pub struct CacheMetrics {
+    pub evictions: Counter,
     pub hits: Counter,
     pub misses: Counter,
     pub hit_bytes: Counter,
@@ -40,6 +41,7 @@ impl CacheMetrics {
     pub fn register(recorder: &dyn Recorder, tier: &'static str) -> Self {
         let key = |name: &'static str| Key::from_parts(name, vec![Label::new("tier", tier)]);
         CacheMetrics {
+            evictions: recorder.register_counter(&key("silt_cache_evictions_total"), &METADATA),
             hits: recorder.register_counter(&key("silt_cache_hits_total"), &METADATA),
             misses: recorder.register_counter(&key("silt_cache_misses_total"), &METADATA),
             hit_bytes: recorder.register_counter(&key("silt_cache_hit_bytes_total"), &METADATA),
@@ -50,6 +52,7 @@ impl CacheMetrics {
 
     pub fn noop() -> Self {
         CacheMetrics {
+            evictions: Counter::noop(),
             hits: Counter::noop(),
             misses: Counter::noop(),
             hit_bytes: Counter::noop(),
@@ -61,7 +64,7 @@ impl CacheMetrics {
 
 /// Identifies one page of one version of one object.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) struct PageKey {
+pub struct PageKey {
     /// Which store (a server may read several buckets or folders).
     pub store: Arc<str>,
     pub path: Arc<str>,
@@ -69,8 +72,11 @@ pub(crate) struct PageKey {
     pub page: u64,
 }
 
-/// A byte-budgeted map from [`PageKey`] to page bytes, shared by every
-/// [`crate::CachedStore`] of a server. Eviction is moka's TinyLFU.
+/// The memory tier: a byte-budgeted map from [`PageKey`] to page bytes,
+/// shared by every [`crate::CachedStore`] of a server. Eviction is moka's
+/// TinyLFU (admission by frequency sketch, then LRU), a well-kept
+/// implementation of the policy this tier wants: hot footers and small
+/// column chunks stay, one-off scans do not flush them.
 pub struct PageCache {
     pages: Cache<PageKey, Bytes>,
     config: PageCacheConfig,
@@ -80,11 +86,16 @@ pub struct PageCache {
 impl PageCache {
     pub fn new(config: PageCacheConfig, metrics: CacheMetrics) -> Arc<Self> {
         let bytes_gauge = metrics.bytes.clone();
+        let evictions = metrics.evictions.clone();
         let pages = Cache::builder()
             .weigher(|_k: &PageKey, v: &Bytes| u32::try_from(v.len()).unwrap_or(u32::MAX))
             .max_capacity(config.capacity_bytes)
-            .eviction_listener(move |_k, v: Bytes, _cause| {
+            .support_invalidation_closures()
+            .eviction_listener(move |_k, v: Bytes, cause| {
                 bytes_gauge.decrement(v.len() as f64);
+                if cause == moka::notification::RemovalCause::Size {
+                    evictions.increment(1);
+                }
             })
             .build();
         Arc::new(PageCache { pages, config, metrics })
@@ -101,6 +112,19 @@ impl PageCache {
     pub(crate) fn insert(&self, key: PageKey, page: Bytes) {
         self.metrics.bytes.increment(page.len() as f64);
         self.pages.insert(key, page);
+    }
+
+    /// Drops the pages of `path` in `store` of any version but `keep`.
+    pub(crate) fn drop_other_versions(&self, store: &Arc<str>, path: &Arc<str>, keep: &Arc<str>) {
+        let (store, path, keep) = (store.clone(), path.clone(), keep.clone());
+        let _ = self
+            .pages
+            .invalidate_entries_if(move |k, _| k.store == store && k.path == path && k.version != keep);
+    }
+
+    /// The budget in bytes.
+    pub fn capacity(&self) -> u64 {
+        self.config.capacity_bytes
     }
 
     /// Bytes currently held (after pending evictions are applied).

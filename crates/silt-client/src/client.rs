@@ -13,7 +13,7 @@ use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::error::DataFusionError;
 use futures::{StreamExt, TryStreamExt};
 use prost::Message;
-use silt_proto::{ACTION_STATS, ScanRequest};
+use silt_proto::{ACTION_PRELOAD, ACTION_STATS, ScanRequest};
 use tonic::transport::{Channel, Endpoint};
 
 /// Errors talking to a Silt server.
@@ -208,24 +208,60 @@ impl SiltClient {
     }
 
     /// Server statistics as a JSON string (the `silt.stats` action).
-    pub async fn stats_json(&self) -> Result<String, ClientError> {
+    /// Runs a Silt action and returns each result message's body.
+    async fn action_stream(
+        &self,
+        kind: &str,
+        body: Vec<u8>,
+    ) -> Result<impl futures::Stream<Item = Result<bytes::Bytes, ClientError>> + '_, ClientError> {
         let action = Action {
-            r#type: ACTION_STATS.to_string(),
-            body: Default::default(),
+            r#type: kind.to_string(),
+            body: body.into(),
         };
-        let mut stream = self
+        let stream = self
             .flight()
             .do_action(self.request(action))
             .await
             .map_err(|s| self.server_error(s))?
             .into_inner();
+        Ok(stream.map(move |r| r.map(|r| r.body).map_err(|s| self.server_error(s))))
+    }
+
+    /// The server's statistics (`silt.stats`) as JSON text.
+    pub async fn stats_json(&self) -> Result<String, ClientError> {
+        let mut stream = std::pin::pin!(self.action_stream(ACTION_STATS, Vec::new()).await?);
         let mut body = Vec::new();
         while let Some(r) = stream.next().await {
-            body.extend_from_slice(&r.map_err(|s| self.server_error(s))?.body);
+            body.extend_from_slice(&r?);
         }
         String::from_utf8(body).map_err(|e| ClientError::Protocol {
             url: self.url.clone(),
             message: e.to_string(),
         })
+    }
+
+    /// Warms the server's tiers with `table` (`silt.preload`), calling
+    /// `on_progress` with each JSON progress report; returns the last one.
+    pub async fn preload(
+        &self,
+        table: &str,
+        columns: Option<Vec<String>>,
+        memory: bool,
+        mut on_progress: impl FnMut(&serde_json::Value),
+    ) -> Result<serde_json::Value, ClientError> {
+        let body = serde_json::json!({"table": table, "columns": columns, "memory": memory});
+        let mut stream = std::pin::pin!(
+            self.action_stream(ACTION_PRELOAD, body.to_string().into_bytes())
+                .await?
+        );
+        let mut last = serde_json::Value::Null;
+        while let Some(r) = stream.next().await {
+            last = serde_json::from_slice(&r?).map_err(|e| ClientError::Protocol {
+                url: self.url.clone(),
+                message: format!("malformed preload progress: {e}"),
+            })?;
+            on_progress(&last);
+        }
+        Ok(last)
     }
 }

@@ -59,6 +59,12 @@ pub const ROW_MARKER_COLUMN: &str = "__silt_row";
 /// Name of the Flight action that returns server statistics as JSON.
 pub const ACTION_STATS: &str = "silt.stats";
 
+/// Flight action that warms the cache tiers with a table's data. Body: JSON
+/// `{"table": NAME, "columns": [..] | null, "memory": bool}`; each result is
+/// a JSON progress report `{"files_total", "files_done", "bytes_total",
+/// "bytes_done", "done"}`, the last one with `"done": true`.
+pub const ACTION_PRELOAD: &str = "silt.preload";
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,7 +6,7 @@ use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::{ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::prelude::SessionContext;
-use object_store::ObjectStore;
+use silt_cache::CachedStore;
 use silt_store::TableLocation;
 use url::Url;
 
@@ -21,20 +21,23 @@ pub struct TableOptions {
 /// Register `location` as table `name`, reading through `store`.
 ///
 /// The store is registered under a URL of its own (`silt://t<N>`) so that
-/// tables in the same bucket may still use different credentials. A
-/// directory or prefix means every `*.parquet` object under it.
+/// tables in the same bucket may still use different credentials, and its
+/// objects appear under the store's namespace (`silt://t<N>/<namespace>/...`)
+/// so that object paths are unique across the server. A directory or prefix
+/// means every `*.parquet` object under it.
 pub async fn register_parquet_table(
     ctx: &SessionContext,
     name: &str,
     store_index: usize,
     location: &TableLocation,
-    store: Arc<dyn ObjectStore>,
+    store: Arc<CachedStore>,
     options: &TableOptions,
 ) -> Result<()> {
     let base = format!("silt://t{store_index}");
     let base_url = Url::parse(&base).map_err(|e| DataFusionError::External(Box::new(e)))?;
+    let namespace = store.namespace().to_string();
     ctx.runtime_env().register_object_store(&base_url, store);
-    let mut table_url = format!("{base}/{}", location.path);
+    let mut table_url = format!("{base}/{namespace}/{}", location.path);
     if location.is_prefix && !table_url.ends_with('/') {
         table_url.push('/');
     }

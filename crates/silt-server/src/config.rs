@@ -3,8 +3,13 @@
 //! ```toml
 //! listen = "127.0.0.1:50051"      # Flight SQL (gRPC)
 //! admin = "127.0.0.1:9090"        # HTTP: /health, /metrics
-//! cache_dir = "/var/cache/silt"
-//! memory_budget = "1GiB"          # pages of object bytes held in memory
+//! cache_dir = "/var/cache/silt"  # disk tier, spill files
+//! memory_budget = "1GiB"          # memory tier: pages of object bytes
+//! disk_budget = "100GiB"          # disk tier under cache_dir/pages
+//! metadata_budget = "256MiB"      # decoded footers and page indexes
+//! page_size = "1MiB"
+//! disk_policy = "weighted-lfu"    # lru | lfu | sieve | weighted-lfu
+//! direct_io = false               # read disk pages with O_DIRECT
 //! query_memory_limit = "2GiB"     # per query (DataFusion memory pool)
 //! query_timeout = "5m"
 //! auth_token = "secret"           # or SILT_AUTH_TOKEN
@@ -12,9 +17,19 @@
 //! [s3]                            # defaults for every s3:// table
 //! endpoint = "http://127.0.0.1:9000"
 //!
+//! [store]                         # object-store access (all tables)
+//! retries = 5                     # attempts per request, first included
+//! request_timeout = "30s"
+//! # testing only: simulate a slow or flaky store
+//! latency = "20ms"
+//! mbps = 100
+//! fail_rate = 0.0
+//! truncate_rate = 0.0
+//!
 //! [tables.hits_raw]
 //! url = "s3://bucket/hits/"
 //! binary_as_string = true
+//! validation = "always"           # or "ttl=30s", "immutable"
 //! [tables.hits_raw.s3]            # per-table override
 //! region = "eu-west-1"
 //!
@@ -28,7 +43,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
-use silt_store::S3Settings;
+use silt_cache::Freshness;
+use silt_cache::policy::PolicyKind;
+use silt_store::{FaultConfig, RetryPolicy, S3Settings};
 
 use crate::error::ServerError;
 
@@ -42,12 +59,25 @@ pub struct ServerConfig {
     pub admin: Option<SocketAddr>,
     /// Directory for the server's local state (spill files; later the disk tier).
     pub cache_dir: PathBuf,
-    /// Byte budget of the in-memory page cache.
+    /// Byte budget of the memory tier.
     #[serde(deserialize_with = "de_bytes")]
     pub memory_budget: u64,
-    /// Page size of the page cache.
+    /// Byte budget of the disk tier (page files under `cache_dir/pages`); 0 disables it.
+    #[serde(deserialize_with = "de_bytes")]
+    pub disk_budget: u64,
+    /// Byte budget of the metadata tier (decoded footers and page indexes).
+    #[serde(deserialize_with = "de_bytes")]
+    pub metadata_budget: u64,
+    /// Page size of the memory and disk tiers.
     #[serde(deserialize_with = "de_bytes")]
     pub page_size: u64,
+    /// Eviction policy of the disk tier.
+    #[serde(deserialize_with = "de_from_str")]
+    pub disk_policy: PolicyKind,
+    /// Read disk pages with O_DIRECT, so the OS page cache holds no second copy.
+    pub direct_io: bool,
+    /// Object-store access: retries, timeouts, injected faults.
+    pub store: StoreConfig,
     /// Memory one query may use before it fails (or spills).
     #[serde(deserialize_with = "de_bytes")]
     pub query_memory_limit: u64,
@@ -77,6 +107,63 @@ pub struct TableConfig {
     /// Per-table S3 overrides.
     #[serde(default)]
     pub s3: S3Settings,
+    /// How often the table's objects are revalidated: `always`, `ttl=30s`, `immutable`.
+    #[serde(default, deserialize_with = "de_from_str")]
+    pub validation: Freshness,
+}
+
+/// How the server talks to object stores.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreConfig {
+    /// Attempts per request, the first included.
+    pub retries: u32,
+    /// Deadline of one request attempt, body included.
+    #[serde(with = "humantime_serde_compat")]
+    pub request_timeout: Duration,
+    /// Testing: latency added to every request.
+    #[serde(with = "humantime_serde_compat")]
+    pub latency: Duration,
+    /// Testing: bandwidth of the link to the store in megabytes (10^6 B) per second.
+    pub mbps: Option<f64>,
+    /// Testing: fraction of GETs and HEADs that fail transiently.
+    pub fail_rate: f64,
+    /// Testing: fraction of GET bodies cut short.
+    pub truncate_rate: f64,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        let retry = RetryPolicy::default();
+        StoreConfig {
+            retries: retry.attempts,
+            request_timeout: retry.request_timeout,
+            latency: Duration::ZERO,
+            mbps: None,
+            fail_rate: 0.0,
+            truncate_rate: 0.0,
+        }
+    }
+}
+
+impl StoreConfig {
+    pub fn retry_policy(&self) -> RetryPolicy {
+        RetryPolicy {
+            attempts: self.retries.max(1),
+            request_timeout: self.request_timeout,
+            ..RetryPolicy::default()
+        }
+    }
+
+    pub fn faults(&self) -> FaultConfig {
+        FaultConfig {
+            latency: self.latency,
+            bytes_per_second: self.mbps.map(|m| (m * 1e6) as u64),
+            fail_rate: self.fail_rate,
+            truncate_rate: self.truncate_rate,
+            seed: 0x5117,
+        }
+    }
 }
 
 impl Default for ServerConfig {
@@ -86,7 +173,12 @@ impl Default for ServerConfig {
             admin: None,
             cache_dir: std::env::temp_dir().join("silt-cache"),
             memory_budget: 1 << 30,
+            disk_budget: 10 << 30,
+            metadata_budget: 256 << 20,
             page_size: 1 << 20,
+            disk_policy: PolicyKind::WeightedLfu,
+            direct_io: false,
+            store: StoreConfig::default(),
             query_memory_limit: 4 << 30,
             query_timeout: Duration::from_secs(300),
             auth_token: None,
@@ -140,6 +232,22 @@ impl ServerConfig {
                 "page_size must be between 1 byte and 256 MiB, got {}",
                 self.page_size
             )));
+        }
+        for (what, rate) in [
+            ("store.fail_rate", self.store.fail_rate),
+            ("store.truncate_rate", self.store.truncate_rate),
+        ] {
+            if !(0.0..=1.0).contains(&rate) {
+                return Err(ServerError::Config(format!(
+                    "{what} must be between 0 and 1, got {rate}"
+                )));
+            }
+        }
+        if self.store.mbps.is_some_and(|m| m <= 0.0 || !m.is_finite()) {
+            return Err(ServerError::Config("store.mbps must be positive".into()));
+        }
+        if self.store.request_timeout.is_zero() {
+            return Err(ServerError::Config("store.request_timeout must be positive".into()));
         }
         if self.query_timeout.is_zero() {
             return Err(ServerError::Config("query_timeout must be positive".into()));
@@ -197,6 +305,16 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
     Ok((value * mult as f64).round() as u64)
 }
 
+fn de_from_str<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: std::str::FromStr,
+    T::Err: std::fmt::Display,
+{
+    let s = String::deserialize(d)?;
+    s.parse().map_err(serde::de::Error::custom)
+}
+
 fn de_bytes<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
@@ -241,11 +359,16 @@ mod tests {
             listen = "127.0.0.1:1"
             memory_budget = "10MiB"
             query_timeout = "30s"
+            disk_policy = "sieve"
             [s3]
             endpoint = "http://127.0.0.1:9000"
+            [store]
+            latency = "20ms"
+            mbps = 100
             [tables.hits_raw]
             url = "s3://b/hits/"
             binary_as_string = true
+            validation = "ttl=30s"
             [tables.hits_raw.s3]
             region = "eu"
             [views]
@@ -259,6 +382,15 @@ mod tests {
         assert!(cfg.tables["hits_raw"].binary_as_string);
         assert_eq!(cfg.tables["hits_raw"].s3.region.as_deref(), Some("eu"));
         assert_eq!(cfg.views["hits"], "SELECT * FROM hits_raw");
+        assert_eq!(cfg.disk_policy, PolicyKind::Sieve);
+        assert_eq!(
+            cfg.tables["hits_raw"].validation,
+            Freshness::Ttl(Duration::from_secs(30))
+        );
+        assert_eq!(cfg.store.faults().bytes_per_second, Some(100_000_000));
+        assert_eq!(cfg.store.faults().latency, Duration::from_millis(20));
+        let bad = toml::from_str::<ServerConfig>("[tables.t]\nurl = \"file:///x/\"\nvalidation = \"sometimes\"");
+        assert!(bad.unwrap_err().to_string().contains("sometimes"));
     }
 
     #[test]

@@ -10,6 +10,7 @@ use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::TableReference;
 use datafusion::common::stats::Precision;
 use datafusion::execution::SendableRecordBatchStream;
+use datafusion::execution::cache::cache_manager::CacheManagerConfig;
 use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
 use datafusion::execution::memory_pool::{GreedyMemoryPool, TrackConsumersPool};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
@@ -20,10 +21,10 @@ use datafusion_proto::bytes::Serializeable;
 use object_store::memory::InMemory;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt};
-use silt_cache::{CachedStore, PageCache, PageCacheConfig};
+use silt_cache::{CacheTiers, CachedStore, DiskConfig, DiskMetrics, DiskTier, PageCache, PageCacheConfig, PageTier};
 use silt_proto::{ROW_MARKER_COLUMN, ScanRequest};
-use silt_scan::{PushdownScan, TableOptions, plan_pushdown, register_parquet_table};
-use silt_store::{MeteredStore, S3Settings, TableLocation};
+use silt_scan::{MetadataTier, PushdownScan, TableOptions, plan_pushdown, register_parquet_table};
+use silt_store::{FaultyStore, MeteredStore, RetryingStore, S3Settings, TableLocation};
 use tracing::{info, warn};
 
 use crate::config::{ServerConfig, TableConfig};
@@ -98,7 +99,11 @@ pub struct Engine {
     config: ServerConfig,
     metrics: Arc<ServerMetrics>,
     memory_store: Arc<InMemory>,
-    page_cache: Arc<PageCache>,
+    tiers: Arc<CacheTiers>,
+    disk: Option<Arc<DiskTier>>,
+    metadata: Arc<MetadataTier>,
+    /// Each registered table's cached store (for preload and per-table stats).
+    stores: RwLock<BTreeMap<String, Arc<CachedStore>>>,
     catalog: RwLock<BTreeMap<String, CatalogEntry>>,
     /// Tables whose URL names one object: checked with a HEAD before each
     /// query so a deleted object is an error, not an empty table.
@@ -117,7 +122,27 @@ impl Engine {
             path: spill_dir.display().to_string(),
             source,
         })?;
+        let page_cache = PageCache::new(
+            PageCacheConfig {
+                page_size: config.page_size,
+                capacity_bytes: config.memory_budget,
+            },
+            metrics.memory.clone(),
+        );
+        let disk = open_disk_tier(&config, &metrics)?;
+        let tiers = CacheTiers::new(
+            page_cache,
+            disk.clone().map(|d| d as Arc<dyn PageTier>),
+            config.page_size,
+        );
+        let metadata = Arc::new(MetadataTier::new(
+            usize::try_from(config.metadata_budget).unwrap_or(usize::MAX),
+            tiers.versions().clone(),
+            metrics.metadata.clone(),
+        ));
         let runtime = RuntimeEnvBuilder::new()
+            .with_cache_manager(CacheManagerConfig::default().with_file_metadata_cache(Some(metadata.clone())))
+            .with_metadata_cache_limit(usize::try_from(config.metadata_budget).unwrap_or(usize::MAX))
             .with_disk_manager_builder(
                 DiskManagerBuilder::default().with_mode(DiskManagerMode::Directories(vec![spill_dir])),
             )
@@ -135,13 +160,6 @@ impl Engine {
             .with_runtime_env(runtime)
             .with_default_features()
             .build();
-        let page_cache = PageCache::new(
-            PageCacheConfig {
-                page_size: config.page_size,
-                capacity_bytes: config.memory_budget,
-            },
-            metrics.page_cache.clone(),
-        );
         let mut catalog = BTreeMap::new();
         for (index, (name, table)) in config.tables.iter().enumerate() {
             catalog.insert(
@@ -171,7 +189,10 @@ impl Engine {
             config,
             metrics,
             memory_store: Arc::new(InMemory::new()),
-            page_cache,
+            tiers,
+            disk,
+            metadata,
+            stores: RwLock::new(BTreeMap::new()),
             catalog: RwLock::new(catalog),
             single_files: RwLock::new(BTreeMap::new()),
             last_retry: Mutex::new(None),
@@ -194,9 +215,24 @@ impl Engine {
         &self.config
     }
 
-    /// Bytes currently held by the page cache.
-    pub fn page_cache_bytes(&self) -> u64 {
-        self.page_cache.weighted_size()
+    /// The cache tiers shared by every table.
+    pub fn tiers(&self) -> &Arc<CacheTiers> {
+        &self.tiers
+    }
+
+    /// The disk tier, unless disabled (`disk_budget = 0`).
+    pub fn disk_tier(&self) -> Option<&Arc<DiskTier>> {
+        self.disk.as_ref()
+    }
+
+    /// The metadata tier.
+    pub fn metadata_tier(&self) -> &Arc<MetadataTier> {
+        &self.metadata
+    }
+
+    /// The cached store of each registered table.
+    pub fn table_stores(&self) -> BTreeMap<String, Arc<CachedStore>> {
+        self.stores.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// A snapshot of the catalog (tables and views, available or not).
@@ -265,20 +301,41 @@ impl Engine {
     async fn register_table(&self, index: usize, name: &str, config: &TableConfig) -> Result<(), String> {
         let location = TableLocation::parse(&config.url).map_err(|e| e.to_string())?;
         let s3 = config.s3.or(&self.config.s3.or(&S3Settings::from_env()));
-        let raw = location.open(&s3, &self.memory_store).map_err(|e| e.to_string())?;
+        let mut raw = location.open(&s3, &self.memory_store).map_err(|e| e.to_string())?;
+        let faults = self.config.store.faults();
+        if faults.is_active() {
+            raw = Arc::new(FaultyStore::new(raw, faults));
+        }
         let metered: Arc<dyn ObjectStore> = Arc::new(MeteredStore::new(raw, self.metrics.store.clone()));
+        let metered: Arc<dyn ObjectStore> = Arc::new(RetryingStore::new(metered, self.config.store.retry_policy()));
+        let cached = Arc::new(CachedStore::new(
+            metered,
+            self.tiers.clone(),
+            format!("t{index}"),
+            config.validation,
+        ));
         if !location.is_prefix {
-            let path = ObjectPath::from(location.path.as_str());
-            metered.head(&path).await.map_err(|e| match e {
+            // Checked through the cache, so the table's validation mode decides
+            // whether each query sends a HEAD.
+            let path = ObjectPath::from_iter(
+                cached
+                    .namespace()
+                    .parts()
+                    .chain(ObjectPath::from(location.path.as_str()).parts()),
+            );
+            cached.head(&path).await.map_err(|e| match e {
                 object_store::Error::NotFound { .. } => format!("object {} does not exist", config.url),
                 other => format!("cannot read {}: {other}", config.url),
             })?;
             self.single_files
                 .write()
                 .unwrap_or_else(|e| e.into_inner())
-                .insert(name.to_string(), (metered.clone(), path));
+                .insert(name.to_string(), (cached.clone() as Arc<dyn ObjectStore>, path));
         }
-        let cached = Arc::new(CachedStore::new(metered, self.page_cache.clone(), format!("t{index}")));
+        self.stores
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.to_string(), cached.clone());
         let options = TableOptions {
             binary_as_string: config.binary_as_string,
         };
@@ -472,6 +529,41 @@ impl Engine {
         let plan = planned.df.clone().create_physical_plan().await.ok()?;
         row_count_of(plan.as_ref())
     }
+}
+
+/// Opens the disk tier under `cache_dir/disk/p<page size>`: pages of another
+/// page size (from an earlier configuration) are keyed differently and are
+/// deleted rather than left to fill the disk outside the budget.
+fn open_disk_tier(config: &ServerConfig, metrics: &ServerMetrics) -> Result<Option<Arc<DiskTier>>, ServerError> {
+    if config.disk_budget == 0 {
+        return Ok(None);
+    }
+    let root = config.cache_dir.join("disk");
+    let name = format!("p{}", config.page_size);
+    let io_err = |path: &std::path::Path, source| ServerError::Io {
+        path: path.display().to_string(),
+        source,
+    };
+    std::fs::create_dir_all(&root).map_err(|e| io_err(&root, e))?;
+    for entry in std::fs::read_dir(&root).map_err(|e| io_err(&root, e))?.flatten() {
+        let stale = entry.file_name().to_string_lossy().starts_with('p') && entry.file_name() != name.as_str();
+        if stale {
+            warn!(dir = %entry.path().display(), "removing disk-tier pages of another page size");
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+    let dir = root.join(name);
+    let disk = DiskTier::open(
+        DiskConfig {
+            dir: dir.clone(),
+            budget_bytes: config.disk_budget,
+            direct_io: config.direct_io,
+            policy: config.disk_policy,
+        },
+        DiskMetrics::register(metrics.recorder()),
+    )
+    .map_err(|e| io_err(&dir, e))?;
+    Ok(Some(disk))
 }
 
 fn row_count_of(plan: &dyn datafusion::physical_plan::ExecutionPlan) -> Option<usize> {

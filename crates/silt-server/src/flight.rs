@@ -27,7 +27,7 @@ use datafusion::arrow::datatypes::Schema;
 use datafusion::arrow::ipc::writer::IpcWriteOptions;
 use futures::{Stream, StreamExt, TryStreamExt};
 use prost::Message;
-use silt_proto::{ACTION_STATS, ScanRequest};
+use silt_proto::{ACTION_PRELOAD, ACTION_STATS, ScanRequest};
 use tokio::time::Instant;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::{debug, warn};
@@ -399,6 +399,24 @@ impl FlightSqlService for SiltFlightService {
             let body = crate::stats::stats_json(&self.engine).to_string();
             let result = arrow_flight::Result { body: body.into() };
             return Ok(Response::new(Box::pin(futures::stream::once(async { Ok(result) }))));
+        }
+        if action.r#type == ACTION_PRELOAD {
+            let request: crate::preload::PreloadRequest = serde_json::from_slice(&action.body)
+                .map_err(|e| Status::invalid_argument(format!("malformed preload request: {e}")))?;
+            let (tx, rx) = tokio::sync::mpsc::channel(16);
+            let task = tokio::spawn(crate::preload::run(self.engine.clone(), request, tx));
+            let to_result = |p: &crate::preload::PreloadProgress| arrow_flight::Result {
+                body: serde_json::to_vec(p).unwrap_or_default().into(),
+            };
+            let progress = tokio_stream::wrappers::ReceiverStream::new(rx).map(move |p| Ok(to_result(&p)));
+            let last = futures::stream::once(async move {
+                match task.await {
+                    Ok(Ok(report)) => Ok(to_result(&report)),
+                    Ok(Err(e)) => Err(e.to_status()),
+                    Err(e) => Err(Status::internal(format!("preload failed: {e}"))),
+                }
+            });
+            return Ok(Response::new(Box::pin(progress.chain(last))));
         }
         Err(Status::invalid_argument(format!("unknown action '{}'", action.r#type)))
     }

@@ -12,6 +12,7 @@ pub mod error;
 pub mod flight;
 pub mod guard;
 pub mod metrics;
+pub mod preload;
 pub mod stats;
 
 use std::net::SocketAddr;

@@ -28,8 +28,10 @@ pub struct ServerMetrics {
     pub flight_rows_sent: Counter,
     /// Object-store requests and bytes (after the cache).
     pub store: StoreMetrics,
-    /// The in-memory page cache.
-    pub page_cache: CacheMetrics,
+    /// The memory tier (`tier="memory"`).
+    pub memory: CacheMetrics,
+    /// The metadata tier (`tier="metadata"`).
+    pub metadata: CacheMetrics,
 }
 
 impl ServerMetrics {
@@ -42,7 +44,8 @@ impl ServerMetrics {
         let flight_rows_sent = counter("silt_flight_rows_sent_total");
         let active_queries = recorder.register_gauge(&Key::from_static_name("silt_queries_active"), &METADATA);
         let store = StoreMetrics::register(&recorder);
-        let page_cache = CacheMetrics::register(&recorder, "page");
+        let memory = CacheMetrics::register(&recorder, "memory");
+        let metadata = CacheMetrics::register(&recorder, "metadata");
         // Touch every counter so it is rendered (as 0) before first use.
         for c in [
             &queries,
@@ -54,13 +57,18 @@ impl ServerMetrics {
             &store.head_requests,
             &store.list_requests,
             &store.errors,
-            &page_cache.hits,
-            &page_cache.misses,
+            &memory.hits,
+            &memory.misses,
+            &memory.evictions,
+            &metadata.hits,
+            &metadata.misses,
+            &metadata.evictions,
         ] {
             c.increment(0);
         }
         active_queries.set(0.0);
-        page_cache.bytes.set(0.0);
+        memory.bytes.set(0.0);
+        metadata.bytes.set(0.0);
         Arc::new(ServerMetrics {
             recorder,
             queries,
@@ -69,8 +77,14 @@ impl ServerMetrics {
             flight_bytes_sent,
             flight_rows_sent,
             store,
-            page_cache,
+            memory,
+            metadata,
         })
+    }
+
+    /// The recorder, for tiers that register their own metrics (the disk tier).
+    pub fn recorder(&self) -> &dyn Recorder {
+        &self.recorder
     }
 
     /// Prometheus text exposition of every metric.
@@ -104,10 +118,10 @@ mod tests {
     fn counters_render_and_parse() {
         let m = ServerMetrics::new();
         m.queries.increment(3);
-        m.page_cache.hits.increment(2);
+        m.memory.hits.increment(2);
         let snap = m.snapshot();
         assert_eq!(snap["silt_queries_total"], 3.0);
         assert_eq!(snap["silt_query_errors_total"], 0.0);
-        assert_eq!(snap["silt_cache_hits_total{tier=\"page\"}"], 2.0);
+        assert_eq!(snap["silt_cache_hits_total{tier=\"memory\"}"], 2.0);
     }
 }

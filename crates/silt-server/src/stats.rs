@@ -1,29 +1,100 @@
-//! Server statistics as JSON (the `silt.stats` Flight action and `/stats`).
+//! Server statistics as JSON (the `silt.stats` Flight action, `/stats`, and
+//! `silt stats`).
+//!
+//! Tier figures come from the same counters `/metrics` renders, so the two
+//! never disagree; sizes come from the tiers themselves.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 
 use serde_json::{Value, json};
 
 use crate::engine::Engine;
 
-/// Every metric, the page cache's size against its budget, and the catalog.
+/// Every metric, each tier's use against its budget, per-table hit ratios,
+/// and the catalog.
 pub fn stats_json(engine: &Engine) -> Value {
-    let metrics: serde_json::Map<String, Value> = engine
-        .metrics()
-        .snapshot()
-        .into_iter()
-        .map(|(k, v)| (k, json!(v)))
-        .collect();
-    let tables: serde_json::Map<String, Value> = engine
+    let snapshot = engine.metrics().snapshot();
+    let metrics: serde_json::Map<String, Value> = snapshot.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
+    let catalog: serde_json::Map<String, Value> = engine
         .catalog()
         .into_iter()
         .map(|(name, e)| (name, json!({"type": e.type_name(), "unavailable": e.unavailable})))
         .collect();
     json!({
         "metrics": metrics,
-        "page_cache": {
-            "bytes": engine.page_cache_bytes(),
-            "budget": engine.config().memory_budget,
-            "page_size": engine.config().page_size,
-        },
-        "tables": tables,
+        "tiers": tiers_json(engine, &snapshot),
+        "tables": tables_json(engine),
+        "catalog": catalog,
     })
+}
+
+fn counter(snapshot: &BTreeMap<String, f64>, name: &str, tier: &str) -> u64 {
+    snapshot
+        .get(&format!("{name}{{tier=\"{tier}\"}}"))
+        .copied()
+        .unwrap_or(0.0) as u64
+}
+
+fn tier_json(snapshot: &BTreeMap<String, f64>, tier: &str, used: u64, budget: u64) -> Value {
+    json!({
+        "hits": counter(snapshot, "silt_cache_hits_total", tier),
+        "misses": counter(snapshot, "silt_cache_misses_total", tier),
+        "evictions": counter(snapshot, "silt_cache_evictions_total", tier),
+        "bytes": used,
+        "budget": budget,
+    })
+}
+
+/// Per tier: hits, misses, evictions, bytes used and budget.
+fn tiers_json(engine: &Engine, snapshot: &BTreeMap<String, f64>) -> Value {
+    let config = engine.config();
+    let memory = engine.tiers().memory().weighted_size();
+    let mut tiers = serde_json::Map::new();
+    tiers.insert(
+        "metadata".into(),
+        tier_json(
+            snapshot,
+            "metadata",
+            engine.metadata_tier().used_bytes() as u64,
+            config.metadata_budget,
+        ),
+    );
+    tiers.insert(
+        "memory".into(),
+        tier_json(snapshot, "memory", memory, config.memory_budget),
+    );
+    if let Some(disk) = engine.disk_tier() {
+        let d = disk.stats();
+        let mut t = tier_json(snapshot, "disk", d.used_bytes, d.budget_bytes);
+        t["pages"] = json!(d.pages);
+        t["corrupt_pages"] = json!(d.corrupt_pages);
+        t["recovered_pages"] = json!(d.recovered_pages);
+        t["recovering"] = json!(!disk.recovery_done());
+        tiers.insert("disk".into(), t);
+    }
+    Value::Object(tiers)
+}
+
+/// Per table: page hits and misses and the hit ratio.
+fn tables_json(engine: &Engine) -> Value {
+    let tables: serde_json::Map<String, Value> = engine
+        .table_stores()
+        .into_iter()
+        .map(|(name, store)| {
+            let c = store.counters();
+            let hits = c.hits.load(Ordering::Relaxed);
+            let misses = c.misses.load(Ordering::Relaxed);
+            let ratio = if hits + misses == 0 {
+                Value::Null
+            } else {
+                json!(hits as f64 / (hits + misses) as f64)
+            };
+            (
+                name,
+                json!({"page_hits": hits, "page_misses": misses, "hit_ratio": ratio}),
+            )
+        })
+        .collect();
+    Value::Object(tables)
 }

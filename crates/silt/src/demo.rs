@@ -122,7 +122,8 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn ensure_data(dir: &Path, sf: f64) -> anyhow::Result<()> {
+/// Generates TPC-H at `sf` into `dir` unless every table is already there.
+pub(crate) async fn ensure_data(dir: &Path, sf: f64) -> anyhow::Result<()> {
     let missing = tpch::TABLES.iter().any(|t| !tpch::table_file(dir, t).exists());
     if !missing {
         return Ok(());

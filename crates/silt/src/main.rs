@@ -1,5 +1,8 @@
 //! `silt`: the Silt cache server and its tools.
 
+mod admin_cmds;
+mod bench;
+mod bench_cache;
 mod demo;
 mod output;
 mod query;
@@ -17,11 +20,17 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run a cache server (Flight SQL + admin HTTP).
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Run SQL against a Silt server, scans pushed down; no SQL opens a shell.
     Query(query::QueryArgs),
     /// Generate TPC-H SF 0.1, serve it in-process and run queries cold and warm.
     Demo(demo::DemoArgs),
+    /// Print a server's cache statistics per tier and per table.
+    Stats(admin_cmds::StatsArgs),
+    /// Warm a server's metadata and disk tiers (and memory) with a table's data.
+    Preload(admin_cmds::PreloadArgs),
+    /// Offline benchmarks; `bench replay` replays cache-access traces through the eviction policies.
+    Bench(bench::BenchArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -42,9 +51,12 @@ fn main() -> std::process::ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Serve(a) => serve::run(a).await,
+            Command::Serve(a) => serve::run(*a).await,
             Command::Query(a) => query::run(a).await,
             Command::Demo(a) => demo::run(a).await,
+            Command::Stats(a) => admin_cmds::stats(a).await,
+            Command::Preload(a) => admin_cmds::preload(a).await,
+            Command::Bench(a) => bench::run(a).await,
         }
     });
     match result {

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
+use silt_cache::policy::PolicyKind;
 use silt_server::ServerConfig;
 use silt_server::config::parse_bytes;
 
@@ -33,9 +34,42 @@ pub struct ServeArgs {
     /// Require `authorization: Bearer TOKEN` on every Flight call.
     #[arg(long, env = "SILT_AUTH_TOKEN", hide_env_values = true)]
     auth_token: Option<String>,
-    /// Memory for cached object pages, e.g. 2GiB.
+    /// Memory tier budget (cached object pages), e.g. 2GiB.
     #[arg(long, value_parser = parse_bytes)]
     memory_budget: Option<u64>,
+    /// Disk tier budget (page files under the cache dir), e.g. 100GiB; 0 disables the disk tier.
+    #[arg(long, value_parser = parse_bytes)]
+    disk_budget: Option<u64>,
+    /// Metadata tier budget (decoded Parquet footers and page indexes).
+    #[arg(long, value_parser = parse_bytes)]
+    metadata_budget: Option<u64>,
+    /// Page size of the memory and disk tiers [default: 1MiB].
+    #[arg(long, value_parser = parse_bytes)]
+    page_size: Option<u64>,
+    /// Eviction policy of the disk tier: lru, lfu, sieve, weighted-lfu [default: weighted-lfu].
+    #[arg(long)]
+    disk_policy: Option<PolicyKind>,
+    /// Read disk-tier pages with O_DIRECT so the OS page cache holds no second copy.
+    #[arg(long)]
+    direct_io: bool,
+    /// Attempts per object-store request, the first included [default: 5].
+    #[arg(long, value_name = "N")]
+    store_retries: Option<u32>,
+    /// Deadline of one object-store request attempt, body included [default: 30s].
+    #[arg(long, value_parser = humantime::parse_duration)]
+    store_timeout: Option<Duration>,
+    /// Testing: add this latency to every object-store request.
+    #[arg(long, value_name = "MS", help_heading = "Testing")]
+    store_latency_ms: Option<u64>,
+    /// Testing: cap the bandwidth to the object store (megabytes per second, shared by all requests).
+    #[arg(long, value_name = "MB/S", help_heading = "Testing")]
+    store_mbps: Option<f64>,
+    /// Testing: fail this fraction (0-1) of object-store GETs and HEADs transiently.
+    #[arg(long, value_name = "FRACTION", help_heading = "Testing")]
+    store_fail_rate: Option<f64>,
+    /// Testing: cut this fraction (0-1) of object-store GET bodies short.
+    #[arg(long, value_name = "FRACTION", help_heading = "Testing")]
+    store_truncate_rate: Option<f64>,
     /// Memory one query may use, e.g. 1GiB; a query over it fails alone.
     #[arg(long, value_parser = parse_bytes)]
     query_memory_limit: Option<u64>,
@@ -65,6 +99,39 @@ impl ServeArgs {
         }
         if let Some(v) = self.memory_budget {
             cfg.memory_budget = v;
+        }
+        if let Some(v) = self.disk_budget {
+            cfg.disk_budget = v;
+        }
+        if let Some(v) = self.metadata_budget {
+            cfg.metadata_budget = v;
+        }
+        if let Some(v) = self.page_size {
+            cfg.page_size = v;
+        }
+        if let Some(v) = self.disk_policy {
+            cfg.disk_policy = v;
+        }
+        if self.direct_io {
+            cfg.direct_io = true;
+        }
+        if let Some(v) = self.store_retries {
+            cfg.store.retries = v;
+        }
+        if let Some(v) = self.store_timeout {
+            cfg.store.request_timeout = v;
+        }
+        if let Some(v) = self.store_latency_ms {
+            cfg.store.latency = Duration::from_millis(v);
+        }
+        if let Some(v) = self.store_mbps {
+            cfg.store.mbps = Some(v);
+        }
+        if let Some(v) = self.store_fail_rate {
+            cfg.store.fail_rate = v;
+        }
+        if let Some(v) = self.store_truncate_rate {
+            cfg.store.truncate_rate = v;
         }
         if let Some(v) = self.query_memory_limit {
             cfg.query_memory_limit = v;

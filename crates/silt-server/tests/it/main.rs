@@ -6,3 +6,4 @@ mod benchmarks;
 mod common;
 mod flight_sql;
 mod safety;
+mod tiers;

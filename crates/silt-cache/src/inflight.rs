@@ -1,0 +1,103 @@
+//! Deduplication of concurrent misses: when several queries miss the same
+//! page at once, one of them fetches it and the others wait for its result.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use tokio::sync::watch;
+
+use crate::page_cache::PageKey;
+
+/// What a fetch of a page ended with, as seen by those waiting for it. Errors
+/// travel as text: the waiter reports the same failure the fetcher saw.
+pub(crate) type Outcome = Result<Bytes, Arc<str>>;
+
+/// A claim on a missing page.
+pub(crate) enum Claim {
+    /// Nobody is fetching this page: the caller must, then [`InFlight::finish`].
+    Fetch(watch::Sender<Option<Outcome>>),
+    /// Another request is fetching it: wait on this.
+    Wait(watch::Receiver<Option<Outcome>>),
+}
+
+/// Pages being fetched right now, shared by every store of a server.
+#[derive(Default)]
+pub(crate) struct InFlight {
+    pages: Mutex<HashMap<PageKey, watch::Receiver<Option<Outcome>>>>,
+}
+
+impl InFlight {
+    /// Claims `key`: the first caller fetches, later ones wait. A claim whose
+    /// fetcher went away (its query was cancelled) is taken over.
+    pub(crate) fn claim(&self, key: &PageKey) -> Claim {
+        let mut pages = self.pages.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(rx) = pages.get(key)
+            && rx.has_changed().is_ok()
+        {
+            return Claim::Wait(rx.clone());
+        }
+        let (tx, rx) = watch::channel(None);
+        pages.insert(key.clone(), rx);
+        Claim::Fetch(tx)
+    }
+
+    /// Publishes the outcome of a fetch to its waiters and forgets the claim.
+    pub(crate) fn finish(&self, key: &PageKey, tx: watch::Sender<Option<Outcome>>, outcome: Outcome) {
+        let _ = tx.send(Some(outcome));
+        let mut pages = self.pages.lock().unwrap_or_else(|e| e.into_inner());
+        if pages.get(key).is_some_and(|rx| rx.same_channel(&tx.subscribe())) {
+            pages.remove(key);
+        }
+    }
+
+    /// Waits for another request's fetch. `None` when that request went away
+    /// without finishing (the caller then fetches the page itself).
+    pub(crate) async fn wait(mut rx: watch::Receiver<Option<Outcome>>) -> Option<Outcome> {
+        rx.wait_for(|o| o.is_some()).await.ok().and_then(|o| o.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(page: u64) -> PageKey {
+        PageKey {
+            store: "s".into(),
+            path: "p".into(),
+            version: "v".into(),
+            page,
+        }
+    }
+
+    #[tokio::test]
+    async fn second_claim_waits_for_the_first() {
+        let f = InFlight::default();
+        let Claim::Fetch(tx) = f.claim(&key(1)) else {
+            panic!("first claim must fetch")
+        };
+        let Claim::Wait(rx) = f.claim(&key(1)) else {
+            panic!("second claim must wait")
+        };
+        let Claim::Fetch(_other) = f.claim(&key(2)) else {
+            panic!("other page must fetch")
+        };
+        f.finish(&key(1), tx, Ok(Bytes::from_static(b"x")));
+        assert_eq!(InFlight::wait(rx).await, Some(Ok(Bytes::from_static(b"x"))));
+        assert!(
+            matches!(f.claim(&key(1)), Claim::Fetch(_)),
+            "finished claims are forgotten"
+        );
+    }
+
+    #[tokio::test]
+    async fn abandoned_claim_is_taken_over() {
+        let f = InFlight::default();
+        let Claim::Fetch(tx) = f.claim(&key(1)) else { panic!() };
+        let Claim::Wait(rx) = f.claim(&key(1)) else { panic!() };
+        drop(tx);
+        assert_eq!(InFlight::wait(rx).await, None);
+        assert!(matches!(f.claim(&key(1)), Claim::Fetch(_)));
+    }
+}

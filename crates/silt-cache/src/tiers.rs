@@ -1,0 +1,125 @@
+//! The cache tiers one server shares among all its tables.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::Instant;
+
+use bytes::Bytes;
+use object_store::path::Path;
+
+use crate::inflight::InFlight;
+use crate::page_cache::{PageCache, PageKey};
+use crate::version::ObjectVersion;
+
+/// A tier below memory that keeps pages (the disk tier). A trait so the read
+/// path in [`crate::CachedStore`] does not depend on how pages are stored.
+/// Calls block on I/O; callers run them on blocking threads.
+pub trait PageTier: Send + Sync {
+    /// The page's verified bytes, or `None` on a miss.
+    fn get(&self, key: &PageKey) -> Option<Bytes>;
+    /// Keeps a page (best effort: a failed write is logged and counted).
+    fn put(&self, key: PageKey, data: &[u8]);
+    /// Drops the pages of `path` in `store` whose version is not `keep`.
+    fn drop_other_versions(&self, store: &str, path: &str, keep: &str) -> usize;
+}
+
+/// The version of every object the server has validated, keyed by the path
+/// the query engine sees (namespaced per table store, so unique per server).
+///
+/// The metadata tier checks it so a footer cached for one version is never
+/// used for another, even when size and modification time are equal.
+#[derive(Default)]
+pub struct VersionRegistry {
+    versions: RwLock<HashMap<Path, (ObjectVersion, Instant)>>,
+}
+
+impl VersionRegistry {
+    /// The last validated version of `path` and when it was validated.
+    pub fn get(&self, path: &Path) -> Option<(ObjectVersion, Instant)> {
+        self.versions
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(path)
+            .cloned()
+    }
+
+    /// Records a validation; returns the previous version when it differs.
+    pub(crate) fn record(&self, path: &Path, version: ObjectVersion) -> Option<ObjectVersion> {
+        let mut map = self.versions.write().unwrap_or_else(|e| e.into_inner());
+        let previous = map.insert(path.clone(), (version.clone(), Instant::now()));
+        previous.map(|(v, _)| v).filter(|v| v.tag != version.tag)
+    }
+
+    /// Forgets `path` (deleted upstream).
+    pub(crate) fn forget(&self, path: &Path) {
+        self.versions.write().unwrap_or_else(|e| e.into_inner()).remove(path);
+    }
+}
+
+/// Everything the stores of one server share: the memory and disk tiers,
+/// the fetches in flight, and the validated versions.
+pub struct CacheTiers {
+    pub(crate) memory: Arc<PageCache>,
+    pub(crate) disk: Option<Arc<dyn PageTier>>,
+    pub(crate) inflight: InFlight,
+    pub(crate) versions: Arc<VersionRegistry>,
+    /// Missing runs separated by at most this many bytes of cached pages are
+    /// fetched with one GET (re-reading the gap is cheaper than a request).
+    pub(crate) merge_gap: u64,
+}
+
+impl CacheTiers {
+    pub fn new(memory: Arc<PageCache>, disk: Option<Arc<dyn PageTier>>, merge_gap: u64) -> Arc<Self> {
+        Arc::new(CacheTiers {
+            memory,
+            disk,
+            inflight: InFlight::default(),
+            versions: Arc::default(),
+            merge_gap,
+        })
+    }
+
+    /// The versions validated so far (shared with the metadata tier).
+    pub fn versions(&self) -> &Arc<VersionRegistry> {
+        &self.versions
+    }
+
+    pub fn memory(&self) -> &Arc<PageCache> {
+        &self.memory
+    }
+
+    pub fn page_size(&self) -> u64 {
+        self.memory.page_size()
+    }
+
+    /// Drops every cached page of `path` in `store` that is not of version `keep`.
+    pub(crate) fn drop_other_versions(&self, store: &Arc<str>, path: &Arc<str>, keep: &Arc<str>) {
+        self.memory.drop_other_versions(store, path, keep);
+        if let Some(disk) = self.disk.clone() {
+            let (store, path, keep) = (store.clone(), path.clone(), keep.clone());
+            let drop = move || {
+                disk.drop_other_versions(&store, &path, &keep);
+            };
+            match tokio::runtime::Handle::try_current() {
+                Ok(h) => {
+                    h.spawn_blocking(drop);
+                }
+                Err(_) => drop(),
+            }
+        }
+    }
+}
+
+impl PageTier for crate::disk::DiskTier {
+    fn get(&self, key: &PageKey) -> Option<Bytes> {
+        crate::disk::DiskTier::get(self, key)
+    }
+
+    fn put(&self, key: PageKey, data: &[u8]) {
+        crate::disk::DiskTier::put(self, key, data)
+    }
+
+    fn drop_other_versions(&self, store: &str, path: &str, keep: &str) -> usize {
+        crate::disk::DiskTier::drop_other_versions(self, store, path, keep)
+    }
+}

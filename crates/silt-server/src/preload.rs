@@ -1,0 +1,162 @@
+//! Preload: warm the metadata and disk tiers (and optionally memory) with a
+//! table's footers and column chunks before queries need them.
+//!
+//! Runs as the `silt.preload` Flight action; the action's result stream
+//! carries progress, so `silt preload` can draw a bar with rate and ETA.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use datafusion::datasource::physical_plan::parquet::metadata::DFParquetMetadata;
+use futures::TryStreamExt;
+use object_store::path::Path;
+use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt};
+use serde::{Deserialize, Serialize};
+use silt_cache::CachedStore;
+use silt_store::TableLocation;
+use tokio::sync::mpsc;
+
+use crate::engine::{CatalogEntry, Engine, EntryKind};
+use crate::error::ServerError;
+
+/// What to preload (the action's JSON body).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub struct PreloadRequest {
+    pub table: String,
+    /// Top-level columns to load; all when absent.
+    #[serde(default)]
+    pub columns: Option<Vec<String>>,
+    /// Also admit the pages to the memory tier.
+    #[serde(default)]
+    pub memory: bool,
+}
+
+/// One progress report (each result message of the action).
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+pub struct PreloadProgress {
+    pub files_total: u64,
+    pub files_done: u64,
+    pub bytes_total: u64,
+    pub bytes_done: u64,
+    pub done: bool,
+}
+
+/// Column-chunk byte ranges of one object for the chosen columns.
+fn chunk_ranges(
+    metadata: &datafusion::parquet::file::metadata::ParquetMetaData,
+    columns: Option<&[String]>,
+) -> Vec<Range<u64>> {
+    let mut ranges = Vec::new();
+    for rg in metadata.row_groups() {
+        for col in rg.columns() {
+            let name = col.column_descr().path().parts().first().cloned().unwrap_or_default();
+            if columns.is_none_or(|cs| cs.contains(&name)) {
+                let (start, len) = col.byte_range();
+                ranges.push(start..start + len);
+            }
+        }
+    }
+    ranges
+}
+
+/// The table's store and the objects it reads.
+async fn objects_of(engine: &Engine, table: &str) -> Result<(Arc<CachedStore>, Vec<ObjectMeta>), ServerError> {
+    let entry = engine.catalog().get(table).cloned();
+    let url = match entry {
+        Some(CatalogEntry {
+            kind: EntryKind::Table { config, .. },
+            unavailable: None,
+            ..
+        }) => config.url,
+        Some(CatalogEntry {
+            unavailable: Some(cause),
+            ..
+        }) => {
+            return Err(ServerError::Unavailable {
+                name: table.into(),
+                cause,
+            });
+        }
+        Some(_) => {
+            return Err(ServerError::InvalidRequest(format!(
+                "'{table}' is a view; preload its tables"
+            )));
+        }
+        None => return Err(ServerError::InvalidRequest(format!("unknown table '{table}'"))),
+    };
+    let store = engine
+        .table_stores()
+        .get(table)
+        .cloned()
+        .ok_or_else(|| ServerError::InvalidRequest(format!("table '{table}' is not registered")))?;
+    let location = TableLocation::parse(&url).map_err(|e| ServerError::InvalidRequest(e.to_string()))?;
+    let path = Path::from_iter(
+        store
+            .namespace()
+            .parts()
+            .chain(Path::from(location.path.as_str()).parts()),
+    );
+    let read_err = |e: object_store::Error| ServerError::reading(&format!("{table}={url}"), e.into());
+    let objects = if location.is_prefix {
+        let mut all: Vec<ObjectMeta> = store.list(Some(&path)).try_collect().await.map_err(read_err)?;
+        all.retain(|m| m.location.as_ref().ends_with(".parquet"));
+        all
+    } else {
+        vec![store.head(&path).await.map_err(read_err)?]
+    };
+    Ok((store, objects))
+}
+
+/// Runs a preload, sending progress to `progress` as it goes.
+pub async fn run(
+    engine: Arc<Engine>,
+    request: PreloadRequest,
+    progress: mpsc::Sender<PreloadProgress>,
+) -> Result<PreloadProgress, ServerError> {
+    let (store, objects) = objects_of(&engine, &request.table).await?;
+    let metadata_cache = engine.metadata_tier().clone();
+    let mut report = PreloadProgress {
+        files_total: objects.len() as u64,
+        ..Default::default()
+    };
+    // Footers first (into the metadata tier), so the total is known up front.
+    let mut plan = Vec::with_capacity(objects.len());
+    for meta in &objects {
+        let parquet = DFParquetMetadata::new(store.as_ref() as &dyn ObjectStore, meta)
+            .with_file_metadata_cache(Some(metadata_cache.clone()))
+            .fetch_metadata()
+            .await
+            .map_err(|e| ServerError::reading(meta.location.as_ref(), e))?;
+        if let Some(cols) = &request.columns {
+            let schema = parquet.file_metadata().schema_descr();
+            if let Some(missing) = cols
+                .iter()
+                .find(|c| !schema.columns().iter().any(|d| d.path().parts().first() == Some(c)))
+            {
+                return Err(ServerError::InvalidRequest(format!(
+                    "table '{}' has no column '{missing}'",
+                    request.table
+                )));
+            }
+        }
+        let ranges = chunk_ranges(&parquet, request.columns.as_deref());
+        report.bytes_total += ranges.iter().map(|r| r.end - r.start).sum::<u64>();
+        plan.push((meta.location.clone(), ranges));
+    }
+    let _ = progress.send(report.clone()).await;
+    for (location, ranges) in plan {
+        for range in ranges {
+            let len = range.end - range.start;
+            store
+                .warm(&location, range, request.memory)
+                .await
+                .map_err(|e| ServerError::reading(location.as_ref(), e.into()))?;
+            report.bytes_done += len;
+            let _ = progress.try_send(report.clone());
+        }
+        report.files_done += 1;
+        let _ = progress.send(report.clone()).await;
+    }
+    report.done = true;
+    Ok(report)
+}

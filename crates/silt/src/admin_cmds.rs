@@ -1,0 +1,196 @@
+//! `silt stats` and `silt preload`: look at and warm a running server's cache.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::Value;
+use silt_client::SiltClient;
+
+/// Where the server is and how to authenticate.
+#[derive(Args, Debug)]
+pub struct ServerArgs {
+    /// Silt server, e.g. http://127.0.0.1:50051.
+    #[arg(long)]
+    server: String,
+    /// Bearer token for a server started with --auth-token.
+    #[arg(long, env = "SILT_AUTH_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+}
+
+impl ServerArgs {
+    async fn connect(&self) -> anyhow::Result<SiltClient> {
+        Ok(SiltClient::connect(&self.server)
+            .await
+            .with_context(|| format!("connecting to {}", self.server))?
+            .with_token(self.token.clone()))
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct StatsArgs {
+    #[command(flatten)]
+    server: ServerArgs,
+    /// Print the server's full statistics as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct PreloadArgs {
+    #[command(flatten)]
+    server: ServerArgs,
+    /// Table to preload.
+    table: String,
+    /// Only these top-level columns, comma separated (default: all).
+    #[arg(long, value_delimiter = ',')]
+    columns: Option<Vec<String>>,
+    /// Also load the pages into the memory tier (default: metadata and disk only).
+    #[arg(long)]
+    memory: bool,
+}
+
+pub async fn stats(args: StatsArgs) -> anyhow::Result<()> {
+    let client = args.server.connect().await?;
+    let text = client.stats_json().await?;
+    if args.json {
+        println!("{text}");
+        return Ok(());
+    }
+    let stats: Value = serde_json::from_str(&text).context("the server sent malformed statistics")?;
+    print!("{}", render_stats(&stats));
+    Ok(())
+}
+
+fn bytes(v: &Value) -> String {
+    v.as_u64()
+        .map(|b| indicatif::HumanBytes(b).to_string())
+        .unwrap_or_else(|| "-".into())
+}
+
+fn ratio(hits: u64, misses: u64) -> String {
+    if hits + misses == 0 {
+        "-".into()
+    } else {
+        format!("{:.1}%", 100.0 * hits as f64 / (hits + misses) as f64)
+    }
+}
+
+/// The human-readable form of `silt stats`.
+fn render_stats(stats: &Value) -> String {
+    let mut out = String::new();
+    out.push_str(&format!(
+        "{:<9} {:>10} {:>10} {:>8} {:>10} {:>12} {:>12}\n",
+        "tier", "hits", "misses", "hit %", "evictions", "used", "budget"
+    ));
+    for tier in ["metadata", "memory", "disk"] {
+        let Some(t) = stats["tiers"].get(tier) else { continue };
+        let hits = t["hits"].as_u64().unwrap_or(0);
+        let misses = t["misses"].as_u64().unwrap_or(0);
+        out.push_str(&format!(
+            "{:<9} {:>10} {:>10} {:>8} {:>10} {:>12} {:>12}\n",
+            tier,
+            hits,
+            misses,
+            ratio(hits, misses),
+            t["evictions"].as_u64().unwrap_or(0),
+            bytes(&t["bytes"]),
+            bytes(&t["budget"]),
+        ));
+    }
+    if let Some(d) = stats["tiers"].get("disk") {
+        out.push_str(&format!(
+            "disk: {} pages, {} corrupt pages dropped, {} recovered at start{}\n",
+            d["pages"],
+            d["corrupt_pages"],
+            d["recovered_pages"],
+            if d["recovering"].as_bool() == Some(true) {
+                " (recovery running)"
+            } else {
+                ""
+            }
+        ));
+    }
+    let m = &stats["metrics"];
+    let get = |k: &str| m.get(k).and_then(Value::as_f64).unwrap_or(0.0) as u64;
+    out.push_str(&format!(
+        "object store: {} GETs ({}), {} HEADs, {} LISTs, {} errors\n",
+        get("silt_object_store_get_requests_total"),
+        indicatif::HumanBytes(get("silt_object_store_get_bytes_total")),
+        get("silt_object_store_head_requests_total"),
+        get("silt_object_store_list_requests_total"),
+        get("silt_object_store_errors_total"),
+    ));
+    if let Some(tables) = stats["tables"].as_object().filter(|t| !t.is_empty()) {
+        out.push_str(&format!(
+            "\n{:<24} {:>12} {:>12} {:>8}\n",
+            "table", "page hits", "page misses", "hit %"
+        ));
+        for (name, t) in tables {
+            let hits = t["page_hits"].as_u64().unwrap_or(0);
+            let misses = t["page_misses"].as_u64().unwrap_or(0);
+            out.push_str(&format!(
+                "{name:<24} {hits:>12} {misses:>12} {:>8}\n",
+                ratio(hits, misses)
+            ));
+        }
+    }
+    out
+}
+
+pub async fn preload(args: PreloadArgs) -> anyhow::Result<()> {
+    let client = args.server.connect().await?;
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] [{bar:30}] {bytes}/{total_bytes} {binary_bytes_per_sec} ETA {eta} {msg}",
+        )
+        .expect("static template")
+        .progress_chars("=> "),
+    );
+    bar.enable_steady_tick(Duration::from_millis(200));
+    let last = client
+        .preload(&args.table, args.columns.clone(), args.memory, |p| {
+            bar.set_length(p["bytes_total"].as_u64().unwrap_or(0));
+            bar.set_position(p["bytes_done"].as_u64().unwrap_or(0));
+            bar.set_message(format!(
+                "files {}/{}",
+                p["files_done"].as_u64().unwrap_or(0),
+                p["files_total"].as_u64().unwrap_or(0)
+            ));
+        })
+        .await
+        .with_context(|| format!("preloading {}", args.table));
+    bar.finish_and_clear();
+    let last = last?;
+    eprintln!(
+        "preloaded {}: {} files, {} in {:.1?}",
+        args.table,
+        last["files_done"],
+        indicatif::HumanBytes(last["bytes_done"].as_u64().unwrap_or(0)),
+        bar.elapsed()
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_tiers_and_tables() {
+        let stats = serde_json::json!({
+            "tiers": {
+                "metadata": {"hits": 3, "misses": 1, "evictions": 0, "bytes": 2048, "budget": 1048576},
+                "memory": {"hits": 0, "misses": 0, "evictions": 0, "bytes": 0, "budget": 1024},
+            },
+            "metrics": {"silt_object_store_get_requests_total": 7.0},
+            "tables": {"lineitem": {"page_hits": 9, "page_misses": 1}},
+        });
+        let text = render_stats(&stats);
+        assert!(text.contains("metadata") && text.contains("75.0%"), "{text}");
+        assert!(text.contains("7 GETs"), "{text}");
+        assert!(text.contains("lineitem") && text.contains("90.0%"), "{text}");
+    }
+}
