@@ -2,6 +2,7 @@
 //! benchmarking Silt.
 
 pub mod compare;
+pub mod files;
 pub mod local_s3;
 pub mod tpch;
 pub mod traces;

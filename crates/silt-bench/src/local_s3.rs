@@ -71,6 +71,50 @@ impl LocalS3 {
         format!("http://{}", self.addr)
     }
 
+    /// Settings that reach this server: endpoint, the fixed credentials, HTTP allowed.
+    pub fn s3_settings(&self) -> silt_store::S3Settings {
+        silt_store::S3Settings {
+            endpoint: Some(self.endpoint()),
+            access_key_id: Some(ACCESS_KEY.into()),
+            secret_access_key: Some(SECRET_KEY.into()),
+            region: Some(REGION.into()),
+            allow_http: Some(true),
+            session_token: None,
+        }
+    }
+
+    /// Uploads every file below `src` into `bucket` (created if missing) with
+    /// S3 PUTs, keyed by its path relative to `src`, unless an object of the
+    /// same size is already there. Objects written through the S3 API have
+    /// their ETag stored by the server; files placed in the folder directly
+    /// get their MD5 recomputed on every request, which a benchmark must not
+    /// pay (tests that overwrite files on disk rely on exactly that).
+    /// Returns the bytes uploaded.
+    pub async fn upload_dir(&self, src: &Path, bucket: &str) -> Result<u64, Box<dyn std::error::Error + Send + Sync>> {
+        use object_store::ObjectStoreExt;
+        std::fs::create_dir_all(self.root.join(bucket))?;
+        let location = silt_store::TableLocation::parse(&format!("s3://{bucket}/"))?;
+        let store = location.open(
+            &self.s3_settings(),
+            &std::sync::Arc::new(object_store::memory::InMemory::new()),
+        )?;
+        let mut uploaded = 0;
+        for file in crate::files::files_below(src) {
+            let Ok(rel) = file.strip_prefix(src) else { continue };
+            let key = object_store::path::Path::from(rel.to_string_lossy().as_ref());
+            let bytes = std::fs::read(&file).map_err(|e| format!("reading {}: {e}", file.display()))?;
+            if store.head(&key).await.is_ok_and(|m| m.size == bytes.len() as u64) {
+                continue;
+            }
+            uploaded += bytes.len() as u64;
+            store
+                .put(&key, bytes.into())
+                .await
+                .map_err(|e| format!("uploading {key}: {e}"))?;
+        }
+        Ok(uploaded)
+    }
+
     /// The folder holding the buckets.
     pub fn root(&self) -> &Path {
         &self.root

@@ -1,19 +1,16 @@
 //! `CachedStore`: the one interface through which the server reads objects.
 
 use std::collections::HashMap;
-use std::fmt;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use async_trait::async_trait;
 use bytes::{Bytes, BytesMut};
 use futures::stream::{BoxStream, StreamExt};
 use object_store::path::Path;
 use object_store::{
-    Attributes, CopyOptions, GetOptions, GetRange, GetResult, GetResultPayload, ListResult, MultipartUpload,
-    ObjectMeta, ObjectStore, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, Result,
+    Attributes, GetOptions, GetRange, GetResult, GetResultPayload, ListResult, ObjectMeta, ObjectStore, Result,
 };
 
 use crate::freshness::Freshness;
@@ -333,58 +330,101 @@ impl CachedStore {
         }
     }
 
-    /// Read `range` of `location` (namespaced) at `version`, through the tiers.
-    async fn read_range(
+    /// Read `ranges` of `location` (namespaced) at `version`, through the
+    /// tiers. The pages of all ranges are loaded together, so ranges that
+    /// share pages or lie close together cost one GET, not one each.
+    async fn read_ranges(
         &self,
         location: &Path,
         version: &ObjectVersion,
-        range: Range<u64>,
+        ranges: &[Range<u64>],
         admit_memory: bool,
-    ) -> Result<Bytes> {
-        if range.start >= range.end {
-            return Ok(Bytes::new());
-        }
+    ) -> Result<Vec<Bytes>> {
+        let ps = self.tiers.page_size();
+        let mut wanted: Vec<u64> = ranges
+            .iter()
+            .filter(|r| r.start < r.end)
+            .flat_map(|r| r.start / ps..=(r.end - 1) / ps)
+            .collect();
+        wanted.sort_unstable();
+        wanted.dedup();
+        let pages = self.load_pages(location, version, &wanted, admit_memory).await?;
+        ranges
+            .iter()
+            .map(|range| {
+                if range.start >= range.end {
+                    return Ok(Bytes::new());
+                }
+                let mut out = BytesMut::with_capacity((range.end - range.start) as usize);
+                for page in range.start / ps..=(range.end - 1) / ps {
+                    let bytes = pages.get(&page).cloned().unwrap_or_default();
+                    let page_start = page * ps;
+                    let lo = range.start.saturating_sub(page_start) as usize;
+                    let hi = ((range.end - page_start) as usize).min(bytes.len());
+                    if lo > hi {
+                        return Err(object_store::Error::Generic {
+                            store: "silt-cache",
+                            source: format!(
+                                "range {range:?} is beyond the end of {location} ({} bytes)",
+                                version.size
+                            )
+                            .into(),
+                        });
+                    }
+                    out.extend_from_slice(&bytes[lo..hi]);
+                }
+                Ok(out.freeze())
+            })
+            .collect()
+    }
+
+    /// The bytes of pages `wanted` (sorted, distinct): from memory, disk, a
+    /// fetch in flight, or the store.
+    async fn load_pages(
+        &self,
+        location: &Path,
+        version: &ObjectVersion,
+        wanted: &[u64],
+        admit_memory: bool,
+    ) -> Result<HashMap<u64, Bytes>> {
         let inner_path = self.strip(location)?;
         let path: Arc<str> = Arc::from(inner_path.as_ref());
-        let ps = self.tiers.page_size();
-        let first = range.start / ps;
-        let last = (range.end - 1) / ps;
-        let keys: Vec<PageKey> = (first..=last).map(|p| self.key(&path, version, p)).collect();
-        let mut pages = self.lookup(&keys, admit_memory).await;
-        let hits = pages.iter().filter(|p| p.is_some()).count() as u64;
+        let keys: Vec<PageKey> = wanted.iter().map(|p| self.key(&path, version, *p)).collect();
+        let found = self.lookup(&keys, admit_memory).await;
+        let hits = found.iter().filter(|p| p.is_some()).count() as u64;
         self.counters.hits.fetch_add(hits, Ordering::Relaxed);
         self.counters
             .misses
-            .fetch_add(pages.len() as u64 - hits, Ordering::Relaxed);
+            .fetch_add(found.len() as u64 - hits, Ordering::Relaxed);
         self.tiers
             .memory
             .metrics
             .hit_bytes
-            .increment(pages.iter().flatten().map(|b| b.len() as u64).sum());
+            .increment(found.iter().flatten().map(|b| b.len() as u64).sum());
 
         // Claim the missing pages: fetch those nobody else is fetching, wait for the rest.
+        let mut pages = HashMap::with_capacity(wanted.len());
         let mut claimed = Vec::new();
         let mut waiting = Vec::new();
-        for (i, key) in keys.iter().enumerate() {
-            if pages[i].is_some() {
-                continue;
-            }
-            match self.tiers.inflight.claim(key) {
-                Claim::Fetch(tx) => claimed.push((first + i as u64, tx)),
-                Claim::Wait(rx) => waiting.push((i, rx)),
+        for ((page, key), hit) in wanted.iter().zip(&keys).zip(found) {
+            match hit {
+                Some(bytes) => {
+                    pages.insert(*page, bytes);
+                }
+                None => match self.tiers.inflight.claim(key) {
+                    Claim::Fetch(tx) => claimed.push((*page, tx)),
+                    Claim::Wait(rx) => waiting.push((*page, rx)),
+                },
             }
         }
         if !claimed.is_empty() {
-            for (page, bytes) in self
-                .fetch_claimed(&inner_path, &path, version, claimed, admit_memory)
-                .await?
-            {
-                pages[(page - first) as usize] = Some(bytes);
-            }
+            pages.extend(
+                self.fetch_claimed(&inner_path, &path, version, claimed, admit_memory)
+                    .await?,
+            );
         }
-        for (i, rx) in waiting {
-            let page = first + i as u64;
-            pages[i] = Some(match InFlight::wait(rx).await {
+        for (page, rx) in waiting {
+            let bytes = match InFlight::wait(rx).await {
                 Some(Ok(bytes)) => bytes,
                 Some(Err(msg)) => {
                     return Err(object_store::Error::Generic {
@@ -394,29 +434,10 @@ impl CachedStore {
                 }
                 // The request fetching it went away: fetch it here.
                 None => self.fetch_run(&inner_path, version, page..page + 1).await?,
-            });
+            };
+            pages.insert(page, bytes);
         }
-
-        // Assemble the requested range from the pages.
-        let mut out = BytesMut::with_capacity((range.end - range.start) as usize);
-        for (i, page) in pages.into_iter().enumerate() {
-            let page = page.unwrap_or_default();
-            let page_start = (first + i as u64) * ps;
-            let lo = range.start.saturating_sub(page_start) as usize;
-            let hi = ((range.end - page_start) as usize).min(page.len());
-            if lo > hi {
-                return Err(object_store::Error::Generic {
-                    store: "silt-cache",
-                    source: format!(
-                        "range {range:?} is beyond the end of {location} ({} bytes)",
-                        version.size
-                    )
-                    .into(),
-                });
-            }
-            out.extend_from_slice(&page[lo..hi]);
-        }
-        Ok(out.freeze())
+        Ok(pages)
     }
 
     /// Reads `range` of `location` (namespaced) into the disk tier, and into
@@ -424,7 +445,7 @@ impl CachedStore {
     pub async fn warm(&self, location: &Path, range: Range<u64>, memory: bool) -> Result<()> {
         let version = self.version_of(location).await?;
         let range = resolve(&GetRange::Bounded(range), version.size, location)?;
-        self.read_range(location, &version, range, memory).await.map(|_| ())
+        self.read_ranges(location, &version, &[range], memory).await.map(|_| ())
     }
 
     /// Lists through the store, or from a listing the table's freshness still trusts.
@@ -455,18 +476,6 @@ impl CachedStore {
     }
 }
 
-impl fmt::Debug for CachedStore {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "CachedStore({})", self.inner)
-    }
-}
-
-impl fmt::Display for CachedStore {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "CachedStore({})", self.inner)
-    }
-}
-
 fn resolve(range: &GetRange, size: u64, location: &Path) -> Result<Range<u64>> {
     let r = match range {
         GetRange::Bounded(r) => r.start..r.end.min(size),
@@ -482,16 +491,7 @@ fn resolve(range: &GetRange, size: u64, location: &Path) -> Result<Range<u64>> {
     Ok(r)
 }
 
-#[async_trait]
-impl ObjectStore for CachedStore {
-    async fn put_opts(&self, location: &Path, payload: PutPayload, opts: PutOptions) -> Result<PutResult> {
-        self.inner.put_opts(location, payload, opts).await
-    }
-
-    async fn put_multipart_opts(&self, location: &Path, opts: PutMultipartOptions) -> Result<Box<dyn MultipartUpload>> {
-        self.inner.put_multipart_opts(location, opts).await
-    }
-
+silt_store::read_path_store!(CachedStore, "CachedStore", {
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
         if options.head && options.if_match.is_none() && options.if_none_match.is_none() && options.version.is_none() {
             let meta = match self.tiers.versions.get(location) {
@@ -519,7 +519,11 @@ impl ObjectStore for CachedStore {
         };
         let version = self.version_of(location).await?;
         let range = resolve(&range, version.size, location)?;
-        let bytes = self.read_range(location, &version, range.clone(), true).await?;
+        let bytes = self
+            .read_ranges(location, &version, std::slice::from_ref(&range), true)
+            .await?
+            .pop()
+            .unwrap_or_default();
         Ok(GetResult {
             payload: GetResultPayload::Stream(futures::stream::once(async move { Ok(bytes) }).boxed()),
             meta: version.meta.clone(),
@@ -530,18 +534,11 @@ impl ObjectStore for CachedStore {
 
     async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
         let version = self.version_of(location).await?;
-        let reads = ranges.iter().map(|r| {
-            let version = &version;
-            async move {
-                let r = resolve(&GetRange::Bounded(r.clone()), version.size, location)?;
-                self.read_range(location, version, r, true).await
-            }
-        });
-        futures::future::try_join_all(reads).await
-    }
-
-    fn delete_stream(&self, locations: BoxStream<'static, Result<Path>>) -> BoxStream<'static, Result<Path>> {
-        self.inner.delete_stream(locations)
+        let ranges = ranges
+            .iter()
+            .map(|r| resolve(&GetRange::Bounded(r.clone()), version.size, location))
+            .collect::<Result<Vec<_>>>()?;
+        self.read_ranges(location, &version, &ranges, true).await
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
@@ -574,15 +571,7 @@ impl ObjectStore for CachedStore {
             objects,
         })
     }
-
-    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
-        self.inner.copy_opts(from, to, options).await
-    }
-
-    async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> Result<()> {
-        self.inner.rename_opts(from, to, options).await
-    }
-}
+});
 
 #[cfg(test)]
 mod tests {

@@ -302,7 +302,9 @@ impl Engine {
         let location = TableLocation::parse(&config.url).map_err(|e| e.to_string())?;
         let s3 = config.s3.or(&self.config.s3.or(&S3Settings::from_env()));
         let mut raw = location.open(&s3, &self.memory_store).map_err(|e| e.to_string())?;
-        let faults = self.config.store.faults();
+        let mut faults = self.config.store.faults();
+        // Each table's store draws its own fault sequence.
+        faults.seed ^= (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         if faults.is_active() {
             raw = Arc::new(FaultyStore::new(raw, faults));
         }

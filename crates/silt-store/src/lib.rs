@@ -17,6 +17,7 @@ pub mod faults;
 pub mod location;
 pub mod metered;
 pub mod retry;
+pub mod wrapper;
 
 pub use error::StoreError;
 pub use faults::{FaultConfig, FaultyStore};

@@ -1,16 +1,11 @@
 //! An `ObjectStore` wrapper that counts what reaches the real store.
 
-use std::fmt;
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use futures::stream::BoxStream;
 use metrics::{Counter, Key, Level, Metadata, Recorder};
 use object_store::path::Path;
-use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore, PutMultipartOptions,
-    PutOptions, PutPayload, PutResult, RenameOptions, Result,
-};
+use object_store::{GetOptions, GetResult, ListResult, ObjectMeta, ObjectStore, Result};
 
 static METADATA: Metadata<'static> = Metadata::new("silt_store", Level::INFO, None);
 
@@ -74,28 +69,7 @@ impl MeteredStore {
     }
 }
 
-impl fmt::Debug for MeteredStore {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "MeteredStore({})", self.inner)
-    }
-}
-
-impl fmt::Display for MeteredStore {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "MeteredStore({})", self.inner)
-    }
-}
-
-#[async_trait]
-impl ObjectStore for MeteredStore {
-    async fn put_opts(&self, location: &Path, payload: PutPayload, opts: PutOptions) -> Result<PutResult> {
-        self.inner.put_opts(location, payload, opts).await
-    }
-
-    async fn put_multipart_opts(&self, location: &Path, opts: PutMultipartOptions) -> Result<Box<dyn MultipartUpload>> {
-        self.inner.put_multipart_opts(location, opts).await
-    }
-
+crate::read_path_store!(MeteredStore, "MeteredStore", {
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
         if options.head {
             self.metrics.head_requests.increment(1);
@@ -105,10 +79,6 @@ impl ObjectStore for MeteredStore {
         let result = self.count(self.inner.get_opts(location, options).await)?;
         self.metrics.get_bytes.increment(result.range.end - result.range.start);
         Ok(result)
-    }
-
-    fn delete_stream(&self, locations: BoxStream<'static, Result<Path>>) -> BoxStream<'static, Result<Path>> {
-        self.inner.delete_stream(locations)
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
@@ -125,12 +95,4 @@ impl ObjectStore for MeteredStore {
         self.metrics.list_requests.increment(1);
         self.count(self.inner.list_with_delimiter(prefix).await)
     }
-
-    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
-        self.inner.copy_opts(from, to, options).await
-    }
-
-    async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> Result<()> {
-        self.inner.rename_opts(from, to, options).await
-    }
-}
+});

@@ -9,21 +9,16 @@
 //! for, and transient failures are retried. Permanent answers (not found,
 //! precondition failed, permission denied) are returned at once.
 
-use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use async_trait::async_trait;
 use bytes::Bytes;
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
-use object_store::{
-    CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, Result,
-};
+use object_store::{GetOptions, GetResult, GetResultPayload, ListResult, ObjectMeta, ObjectStore, Result};
 use tracing::debug;
 
 /// How reads are retried.
@@ -150,28 +145,7 @@ impl RetryingStore {
     }
 }
 
-impl fmt::Debug for RetryingStore {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "RetryingStore({})", self.inner)
-    }
-}
-
-impl fmt::Display for RetryingStore {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "RetryingStore({})", self.inner)
-    }
-}
-
-#[async_trait]
-impl ObjectStore for RetryingStore {
-    async fn put_opts(&self, location: &Path, payload: PutPayload, opts: PutOptions) -> Result<PutResult> {
-        self.inner.put_opts(location, payload, opts).await
-    }
-
-    async fn put_multipart_opts(&self, location: &Path, opts: PutMultipartOptions) -> Result<Box<dyn MultipartUpload>> {
-        self.inner.put_multipart_opts(location, opts).await
-    }
-
+crate::read_path_store!(RetryingStore, "RetryingStore", {
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
         if options.head {
             return self
@@ -180,10 +154,6 @@ impl ObjectStore for RetryingStore {
         }
         self.with_retries("GET", location, || self.get_once(location, options.clone()))
             .await
-    }
-
-    fn delete_stream(&self, locations: BoxStream<'static, Result<Path>>) -> BoxStream<'static, Result<Path>> {
-        self.inner.delete_stream(locations)
     }
 
     /// Listings are collected whole, so a listing that fails half way is
@@ -213,15 +183,7 @@ impl ObjectStore for RetryingStore {
         self.with_retries("LIST", &where_, || self.inner.list_with_delimiter(prefix))
             .await
     }
-
-    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
-        self.inner.copy_opts(from, to, options).await
-    }
-
-    async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> Result<()> {
-        self.inner.rename_opts(from, to, options).await
-    }
-}
+});
 
 #[cfg(test)]
 mod tests {

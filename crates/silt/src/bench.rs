@@ -47,6 +47,11 @@ struct ReplayArgs {
     /// Policy to replay (lru, lfu, sieve, weighted-lfu); repeat for several. Default: all.
     #[arg(long = "policy", value_name = "P")]
     policies: Vec<PolicyKind>,
+    /// Also replay one mixed workload: all the traces back to back, the whole
+    /// sequence repeated N times (a dashboard re-running its queries). Entry
+    /// ids name cached data, so the same id in two traces is the same entry.
+    #[arg(long, value_name = "N")]
+    mixed: Option<u32>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = ReplayFormat::Table)]
     format: ReplayFormat,
@@ -100,10 +105,21 @@ fn replay_traces(args: &ReplayArgs) -> anyhow::Result<()> {
         "--decode-ns-per-byte must be a non-negative number"
     );
 
-    let mut reports = Vec::new();
+    let mut workloads: Vec<(PathBuf, Vec<replay::Access>)> = Vec::new();
     for trace in &args.traces {
-        let accesses = read_trace(trace)?;
-        let summary = replay::summarize(&accesses);
+        workloads.push((trace.clone(), read_trace(trace)?));
+    }
+    if let Some(n) = args.mixed.filter(|n| *n > 0) {
+        let once: Vec<replay::Access> = workloads.iter().flat_map(|(_, a)| a.iter().copied()).collect();
+        let mixed = (0..n).flat_map(|_| once.iter().copied()).collect();
+        workloads.push((
+            PathBuf::from(format!("mixed: {} traces x {n}", args.traces.len())),
+            mixed,
+        ));
+    }
+    let mut reports = Vec::new();
+    for (trace, accesses) in &workloads {
+        let summary = replay::summarize(accesses);
         let capacity = match (args.capacity, args.capacity_fraction) {
             (Some(bytes), _) => bytes,
             (None, fraction) => (summary.footprint_bytes as f64 * fraction.unwrap_or(1.0)).round() as u64,
@@ -112,7 +128,7 @@ fn replay_traces(args: &ReplayArgs) -> anyhow::Result<()> {
             trace: trace.clone(),
             summary,
             capacity,
-            rows: replay::compare(&accesses, capacity, &policies, &cost),
+            rows: replay::compare(accesses, capacity, &policies, &cost),
         };
         match args.format {
             ReplayFormat::Table => print_table(&report),

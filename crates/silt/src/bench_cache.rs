@@ -18,12 +18,12 @@ use clap::Args;
 use datafusion::prelude::{ParquetReadOptions, SessionContext};
 use object_store::ObjectStore;
 use object_store::memory::InMemory;
-use silt_bench::local_s3::{ACCESS_KEY, LocalS3, REGION, SECRET_KEY};
+use silt_bench::local_s3::LocalS3;
 use silt_bench::tpch;
 use silt_client::script::run_script_last_query;
 use silt_server::ServerConfig;
 use silt_server::config::TableConfig;
-use silt_store::{FaultConfig, FaultyStore, MeteredStore, S3Settings, StoreMetrics, TableLocation};
+use silt_store::{FaultConfig, FaultyStore, MeteredStore, StoreMetrics, TableLocation};
 use url::Url;
 
 #[derive(Args, Debug)]
@@ -51,6 +51,18 @@ pub struct CacheBenchArgs {
     query_dir: PathBuf,
 }
 
+/// Median latency of `runs` executions of `sql` as one Flight SQL statement
+/// (the whole plan on the server).
+async fn measure_statement(client: &silt_client::SiltClient, sql: &str, runs: usize) -> anyhow::Result<Duration> {
+    let mut times = Vec::new();
+    for _ in 0..runs.max(1) {
+        let t = Instant::now();
+        client.sql(sql.trim().trim_end_matches(';')).await?;
+        times.push(t.elapsed());
+    }
+    Ok(median(times))
+}
+
 /// One side's figures for one query.
 #[derive(Debug, Clone, Copy, Default)]
 struct Side {
@@ -63,17 +75,6 @@ struct Side {
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v.get(v.len() / 2).copied().unwrap_or_default()
-}
-
-fn s3_settings(s3: &LocalS3) -> S3Settings {
-    S3Settings {
-        endpoint: Some(s3.endpoint()),
-        access_key_id: Some(ACCESS_KEY.into()),
-        secret_access_key: Some(SECRET_KEY.into()),
-        region: Some(REGION.into()),
-        allow_http: Some(true),
-        session_token: None,
-    }
 }
 
 /// Runs `sql` cold once and warm `runs` times, counting GETs with `gets`.
@@ -97,14 +98,88 @@ async fn measure(ctx: &SessionContext, sql: &str, runs: usize, gets: &dyn Fn() -
     })
 }
 
+/// A fresh DataFusion context reading the throttled store directly, and its GET counter.
+async fn direct_context(s3: &LocalS3, faults: &FaultConfig) -> anyhow::Result<(SessionContext, Arc<AtomicU64>)> {
+    let gets = Arc::new(AtomicU64::new(0));
+    let ctx = SessionContext::new();
+    let raw = TableLocation::parse("s3://tpch/")?.open(&s3.s3_settings(), &Arc::new(InMemory::new()))?;
+    let metrics = StoreMetrics {
+        get_requests: metrics::Counter::from_arc(gets.clone()),
+        ..StoreMetrics::noop()
+    };
+    let store: Arc<dyn ObjectStore> = Arc::new(MeteredStore::new(
+        Arc::new(FaultyStore::new(raw, faults.clone())),
+        metrics,
+    ));
+    ctx.register_object_store(&Url::parse("s3://tpch")?, store);
+    for t in tpch::TABLES {
+        ctx.register_parquet(t, &format!("s3://tpch/{t}/"), ParquetReadOptions::default())
+            .await?;
+    }
+    Ok((ctx, gets))
+}
+
+/// A Silt server with an empty cache over the same throttled store, and a
+/// client context with its tables.
+async fn silt_server(
+    s3: &LocalS3,
+    faults: &FaultConfig,
+    cache_dir: &std::path::Path,
+) -> anyhow::Result<(silt_server::ServerHandle, SessionContext)> {
+    let mut cfg = ServerConfig {
+        listen: "127.0.0.1:0".parse()?,
+        cache_dir: cache_dir.to_path_buf(),
+        s3: s3.s3_settings(),
+        ..Default::default()
+    };
+    cfg.store.latency = faults.latency;
+    cfg.store.mbps = faults.bytes_per_second.map(|b| b as f64 / 1e6);
+    for t in tpch::TABLES {
+        cfg.tables.insert(
+            t.into(),
+            TableConfig {
+                url: format!("s3://tpch/{t}/"),
+                ..Default::default()
+            },
+        );
+    }
+    let server = silt_server::start(cfg).await?;
+    let ctx = SessionContext::new();
+    silt_client::register_tables(&ctx, &server.flight_url()).await?;
+    Ok((server, ctx))
+}
+
+fn gets_of(server: &silt_server::ServerHandle) -> u64 {
+    server
+        .engine
+        .metrics()
+        .snapshot()
+        .get("silt_object_store_get_requests_total")
+        .copied()
+        .unwrap_or(0.0) as u64
+}
+
 pub async fn run(args: CacheBenchArgs) -> anyhow::Result<()> {
     let dir = args
         .data_dir
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("data/tpch-sf{}", args.sf)));
+    let src = dir.join("src");
+    crate::demo::ensure_data(&src, args.sf).await?;
     let root = dir.join("lake");
-    crate::demo::ensure_data(&root.join("tpch"), args.sf).await?;
+    std::fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
     let s3 = LocalS3::start(&root).await.context("starting the loopback S3 server")?;
+    // Through S3 PUTs, so the server stores ETags instead of hashing objects per request.
+    let uploaded = s3
+        .upload_dir(&src, "tpch")
+        .await
+        .map_err(|e| anyhow::anyhow!("uploading the data set: {e}"))?;
+    if uploaded > 0 {
+        println!(
+            "Uploaded {:.1} MiB to the loopback S3 server",
+            uploaded as f64 / (1u64 << 20) as f64
+        );
+    }
     let faults = FaultConfig {
         latency: Duration::from_millis(args.latency_ms),
         bytes_per_second: Some((args.mbps * 1e6) as u64),
@@ -121,65 +196,12 @@ pub async fn run(args: CacheBenchArgs) -> anyhow::Result<()> {
         })
         .collect::<anyhow::Result<_>>()?;
 
-    // DataFusion reading the throttled store directly.
-    let direct_gets = Arc::new(AtomicU64::new(0));
-    let direct = SessionContext::new();
-    let location = TableLocation::parse("s3://tpch/")?;
-    let raw = location.open(&s3_settings(&s3), &Arc::new(InMemory::new()))?;
-    let metrics = StoreMetrics {
-        get_requests: metrics::Counter::from_arc(direct_gets.clone()),
-        ..StoreMetrics::noop()
-    };
-    let store: Arc<dyn ObjectStore> = Arc::new(MeteredStore::new(
-        Arc::new(FaultyStore::new(raw, faults.clone())),
-        metrics,
-    ));
-    direct.register_object_store(&Url::parse("s3://tpch")?, store);
-    for t in tpch::TABLES {
-        direct
-            .register_parquet(t, &format!("s3://tpch/{t}/"), ParquetReadOptions::default())
-            .await?;
-    }
-
-    // Silt, same store, same throttling, empty cache.
-    let cache_dir = tempfile::tempdir().context("creating a cache dir")?;
-    let mut cfg = ServerConfig {
-        listen: "127.0.0.1:0".parse()?,
-        cache_dir: cache_dir.path().to_path_buf(),
-        s3: s3_settings(&s3),
-        ..Default::default()
-    };
-    cfg.store.latency = faults.latency;
-    cfg.store.mbps = Some(args.mbps);
-    for t in tpch::TABLES {
-        cfg.tables.insert(
-            t.into(),
-            TableConfig {
-                url: format!("s3://tpch/{t}/"),
-                ..Default::default()
-            },
-        );
-    }
-    let server = silt_server::start(cfg).await?;
-    let silt = SessionContext::new();
-    silt_client::register_tables(&silt, &server.flight_url()).await?;
-    let engine = server.engine.clone();
-    let silt_gets = move || {
-        engine
-            .metrics()
-            .snapshot()
-            .get("silt_object_store_get_requests_total")
-            .copied()
-            .unwrap_or(0.0) as u64
-    };
-    let direct_count = || direct_gets.load(Ordering::Relaxed);
-
     println!(
         "TPC-H SF {} on loopback S3 throttled to {} ms per request and {} MB/s; warm = median of {} runs\n",
         args.sf, args.latency_ms, args.mbps, args.warm_runs
     );
     println!(
-        "{:<5} {:>11} {:>11} {:>11} {:>11} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "{:<5} {:>11} {:>11} {:>11} {:>11} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7}",
         "query",
         "direct cold",
         "direct warm",
@@ -190,14 +212,23 @@ pub async fn run(args: CacheBenchArgs) -> anyhow::Result<()> {
         "GETs dir",
         "GETs silt",
         "GETs x",
-        "warm GETs"
+        "warm GETs",
+        "sql warm",
+        "sql x"
     );
     for (n, sql) in &queries {
-        let d = measure(&direct, sql, args.warm_runs, &direct_count).await?;
-        let s = measure(&silt, sql, args.warm_runs, &silt_gets).await?;
+        // Every query starts cold on both sides: a new context, a new server on an empty cache dir.
+        let (direct, direct_gets) = direct_context(&s3, &faults).await?;
+        let d = measure(&direct, sql, args.warm_runs, &|| direct_gets.load(Ordering::Relaxed)).await?;
+        let cache_dir = tempfile::tempdir().context("creating a cache dir")?;
+        let (server, silt) = silt_server(&s3, &faults, cache_dir.path()).await?;
+        let s = measure(&silt, sql, args.warm_runs, &|| gets_of(&server)).await?;
+        let statement_client = silt_client::SiltClient::connect(&server.flight_url()).await?;
+        let statement = measure_statement(&statement_client, sql, args.warm_runs).await?;
+        server.shutdown().await?;
         let ms = |d: Duration| format!("{:.0} ms", d.as_secs_f64() * 1e3);
         println!(
-            "Q{:<4} {:>11} {:>11} {:>11} {:>11} {:>10.2} {:>10.1} {:>10} {:>10} {:>10.1} {:>10}",
+            "Q{:<4} {:>11} {:>11} {:>11} {:>11} {:>10.2} {:>10.1} {:>10} {:>10} {:>10.1} {:>10} {:>10} {:>7.1}",
             n,
             ms(d.cold),
             ms(d.warm),
@@ -209,12 +240,14 @@ pub async fn run(args: CacheBenchArgs) -> anyhow::Result<()> {
             s.cold_gets,
             d.cold_gets as f64 / s.cold_gets.max(1) as f64,
             s.warm_gets,
+            ms(statement),
+            d.warm.as_secs_f64() / statement.as_secs_f64().max(1e-9),
         );
     }
     println!(
         "\ncold ratio = silt cold / direct cold (target <= 1.1); warm x = direct warm / silt warm (target >= 10 on Q1, Q6);\n\
-         GETs x = direct cold GETs / silt cold GETs (target >= 5); warm GETs = Silt's GETs per warm run."
+         GETs x = direct cold GETs / silt cold GETs (target >= 5); warm GETs = Silt's GETs per warm run;\n\
+         sql warm = the whole query as one Flight SQL statement run on the server (warm); sql x = direct warm / sql warm."
     );
-    server.shutdown().await?;
     Ok(())
 }

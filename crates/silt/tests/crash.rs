@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use datafusion::prelude::{ParquetReadOptions, SessionContext};
 use silt_bench::compare::{break_ties, check_same, is_ordered};
+use silt_bench::files::files_with_extension;
 use silt_bench::local_s3::{ACCESS_KEY, LocalS3, REGION, SECRET_KEY};
 use silt_bench::tpch;
 use silt_client::script::run_script_last_query;
@@ -72,19 +73,7 @@ fn query(n: u32) -> String {
 }
 
 fn page_count(dir: &Path) -> usize {
-    let mut n = 0;
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "page") {
-                n += 1;
-            }
-        }
-    }
-    n
+    files_with_extension(dir, "page").len()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use datafusion::prelude::{ParquetReadOptions, SessionContext};
-use silt_bench::local_s3::{ACCESS_KEY, LocalS3, REGION, SECRET_KEY};
+use silt_bench::local_s3::LocalS3;
 use silt_bench::tpch;
 use silt_server::config::TableConfig;
 use silt_server::{ServerConfig, ServerHandle};
@@ -49,14 +49,7 @@ pub fn hits_view_sql() -> String {
 }
 
 pub fn s3_settings(s3: &LocalS3) -> S3Settings {
-    S3Settings {
-        endpoint: Some(s3.endpoint()),
-        access_key_id: Some(ACCESS_KEY.into()),
-        secret_access_key: Some(SECRET_KEY.into()),
-        region: Some(REGION.into()),
-        allow_http: Some(true),
-        session_token: None,
-    }
+    s3.s3_settings()
 }
 
 /// A server config with every TPC-H table, `hits_raw` and the `hits` view,

@@ -12,6 +12,7 @@ use datafusion::arrow::array::{Int64Array, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::prelude::SessionContext;
+use silt_bench::files::{bytes_below, files_with_extension};
 use silt_bench::local_s3::LocalS3;
 use silt_cache::Freshness;
 use silt_client::script::run_script_last_query;
@@ -77,20 +78,7 @@ async fn check_tpch(silt: &SessionContext, base: &SessionContext, numbers: &[u32
 }
 
 fn page_files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "page") {
-                out.push(p);
-            }
-        }
-    }
-    out.sort();
-    out
+    files_with_extension(dir, "page")
 }
 
 const QUERIES: [u32; 4] = [1, 3, 6, 14];
@@ -264,25 +252,9 @@ fn dir_bytes(dir: &Path) -> u64 {
         .sum()
 }
 
-fn tree_bytes(dir: &Path) -> u64 {
-    let mut total = 0;
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                total += std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
-            }
-        }
-    }
-    total
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn budgets_at_a_tenth_of_the_data_hold_and_queries_stay_correct() {
-    let data = tree_bytes(&data_root().join("tpch"));
+    let data = bytes_below(&data_root().join("tpch"));
     let budget = data / 10;
     let s3 = LocalS3::start(data_root()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -334,7 +306,7 @@ async fn concurrent_clients_on_a_cold_table_fetch_each_page_once() {
     let s3 = LocalS3::start(data_root()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let server = start(&s3, dir.path(), |_| {}).await;
-    let lineitem_bytes = tree_bytes(&data_root().join("tpch/lineitem"));
+    let lineitem_bytes = bytes_below(&data_root().join("tpch/lineitem"));
     // Registration read every footer; what follows is lineitem's data.
     let before = metric(&server, "silt_object_store_get_bytes_total") as u64;
     let sql = "SELECT l_returnflag, sum(l_quantity) AS q, count(*) AS n FROM lineitem \
@@ -368,6 +340,8 @@ async fn transient_store_failures_are_retried_and_permanent_ones_named() {
     let s3 = LocalS3::start(data_root()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let server = start(&s3, dir.path(), |c| {
+        // Small pages: many requests, so many faults.
+        c.page_size = 8 << 10;
         c.store.fail_rate = 0.2;
         c.store.truncate_rate = 0.05;
         c.store.retries = 12;

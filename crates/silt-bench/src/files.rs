@@ -1,0 +1,38 @@
+//! Walking local folders: the files a cache directory or a data set holds.
+
+use std::path::{Path, PathBuf};
+
+/// Every regular file below `dir` (recursively), sorted; missing folders give none.
+pub fn files_below(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The files below `dir` whose extension is `ext` (without the dot).
+pub fn files_with_extension(dir: &Path, ext: &str) -> Vec<PathBuf> {
+    files_below(dir)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|x| x == ext))
+        .collect()
+}
+
+/// Total size in bytes of the files below `dir`.
+pub fn bytes_below(dir: &Path) -> u64 {
+    files_below(dir)
+        .iter()
+        .filter_map(|p| std::fs::metadata(p).ok())
+        .map(|m| m.len())
+        .sum()
+}
