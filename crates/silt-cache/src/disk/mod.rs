@@ -22,8 +22,9 @@
 //! while [`DiskTier::get`] already serves pages by reading their files
 //! directly.
 //!
-//! One process owns a directory at a time: `open` deletes temporary files it
-//! finds, which would break a second process writing into the same directory.
+//! One process owns a directory at a time, enforced by an exclusive `flock`
+//! on `LOCK`: `open` deletes temporary files it finds, which would break a
+//! second process writing into the same directory.
 
 mod format;
 mod index;

@@ -438,3 +438,17 @@ fn recovery_of_100k_pages_timing() {
         "open returned after {opened:?}, first get after {first_get:?}, recovery of {PAGES} pages took {recovered:?}"
     );
 }
+
+#[test]
+fn a_directory_is_owned_by_one_tier_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = open(dir.path(), 1 << 20);
+    let err = DiskTier::open(config(dir.path(), 1 << 20, PolicyKind::Lru, false), DiskMetrics::noop())
+        .err()
+        .expect("a second tier on the same directory must be refused");
+    assert!(err.to_string().contains("in use by another process"), "{err}");
+    first.wait_recovered();
+    drop(first);
+    let reopened = DiskTier::open(config(dir.path(), 1 << 20, PolicyKind::Lru, false), DiskMetrics::noop());
+    assert!(reopened.is_ok(), "the lock is released when the tier is dropped");
+}

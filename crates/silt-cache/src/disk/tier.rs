@@ -36,6 +36,10 @@ pub struct DiskTier {
     recovering: AtomicBool,
     recovered: Mutex<bool>,
     recovered_cv: Condvar,
+    /// Holds an exclusive `flock` on `<dir>/LOCK` for the tier's lifetime:
+    /// a second process on the same directory would delete this one's
+    /// temporary files and evict its pages behind its back.
+    _lock: fs::File,
 }
 
 impl DiskTier {
@@ -57,6 +61,7 @@ impl DiskTier {
             fs::create_dir_all(pages_dir.join(format!("{shard:02x}")))?;
         }
         fs::create_dir_all(&tmp_dir)?;
+        let lock = lock_dir(&config.dir)?;
         let mut leftovers = 0;
         for entry in fs::read_dir(&tmp_dir)? {
             let path = entry?.path();
@@ -78,6 +83,7 @@ impl DiskTier {
             recovering: AtomicBool::new(true),
             recovered: Mutex::new(false),
             recovered_cv: Condvar::new(),
+            _lock: lock,
         });
         Ok(tier)
     }
@@ -363,5 +369,42 @@ impl DiskTier {
         if delete {
             self.unlink(path);
         }
+    }
+}
+
+/// Takes the directory's lock, or fails with a clear error when another
+/// process (or another tier in this process) holds it.
+fn lock_dir(dir: &Path) -> std::io::Result<fs::File> {
+    use std::os::fd::AsRawFd;
+    let path = dir.join("LOCK");
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)?;
+    // A tier being dropped (its recovery thread finishing, a server shutting
+    // down in this process) releases the lock within moments: wait up to 2 s
+    // before calling the directory taken.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        // SAFETY: flock on a descriptor we own; no memory is shared with the call.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc == 0 {
+            return Ok(file);
+        }
+        let err = std::io::Error::last_os_error();
+        if err.kind() != ErrorKind::WouldBlock {
+            return Err(err);
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(std::io::Error::new(
+                ErrorKind::WouldBlock,
+                format!(
+                    "the disk cache in {} is in use by another process (another silt serve on the same --cache-dir?)",
+                    dir.display()
+                ),
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }
