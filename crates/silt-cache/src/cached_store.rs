@@ -16,7 +16,7 @@ use object_store::{
 use crate::freshness::Freshness;
 use crate::inflight::{Claim, InFlight};
 use crate::page_cache::PageKey;
-use crate::tiers::CacheTiers;
+use crate::tiers::{CacheTiers, Validation};
 use crate::version::ObjectVersion;
 
 /// Page reads of one table, for its hit ratio in `silt stats`.
@@ -98,8 +98,9 @@ impl CachedStore {
         }
     }
 
-    /// The namespaced path of one of the store's own paths.
-    fn qualify(&self, location: &Path) -> Path {
+    /// The namespaced path of one of the store's own paths (what the query
+    /// engine sees for `location`).
+    pub fn qualify(&self, location: &Path) -> Path {
         Path::from_iter(self.namespace.parts().chain(location.parts()))
     }
 
@@ -112,12 +113,10 @@ impl CachedStore {
     /// version of the object are dropped from every tier.
     fn remember(&self, meta: &ObjectMeta) {
         let v = ObjectVersion::from_meta(meta);
-        let first_sight = self.tiers.versions.get(&meta.location).is_none();
-        let replaced = self.tiers.versions.record(&meta.location, v.clone());
-        if replaced.is_some() || first_sight {
-            // On first sight, pages recovered from disk for older versions go too.
+        let seen = self.tiers.versions.record(&meta.location, v.clone());
+        if seen != Validation::Unchanged {
             let path: Arc<str> = Arc::from(self.strip(&meta.location).map(|p| p.to_string()).unwrap_or_default());
-            self.tiers.drop_other_versions(&self.store_id, &path, &v.tag);
+            self.tiers.drop_other_versions(&self.store_id, &path, &v.tag, seen);
         }
     }
 
@@ -170,8 +169,9 @@ impl CachedStore {
         let memory = &self.tiers.memory;
         let mut found: Vec<Option<Bytes>> = keys.iter().map(|k| memory.get(k)).collect();
         for hit in &found {
-            if hit.is_some() {
+            if let Some(page) = hit {
                 memory.metrics.hits.increment(1);
+                memory.metrics.hit_bytes.increment(page.len() as u64);
             } else {
                 memory.metrics.misses.increment(1);
             }
@@ -396,11 +396,6 @@ impl CachedStore {
         self.counters
             .misses
             .fetch_add(found.len() as u64 - hits, Ordering::Relaxed);
-        self.tiers
-            .memory
-            .metrics
-            .hit_bytes
-            .increment(found.iter().flatten().map(|b| b.len() as u64).sum());
 
         // Claim the missing pages: fetch those nobody else is fetching, wait for the rest.
         let mut pages = HashMap::with_capacity(wanted.len());
@@ -524,12 +519,12 @@ silt_store::read_path_store!(CachedStore, "CachedStore", {
             .await?
             .pop()
             .unwrap_or_default();
-        Ok(GetResult {
-            payload: GetResultPayload::Stream(futures::stream::once(async move { Ok(bytes) }).boxed()),
-            meta: version.meta.clone(),
+        Ok(silt_store::wrapper::buffered_result(
+            version.meta,
             range,
-            attributes: Attributes::default(),
-        })
+            Attributes::default(),
+            bytes,
+        ))
     }
 
     async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {

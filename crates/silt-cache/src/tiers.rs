@@ -23,6 +23,17 @@ pub trait PageTier: Send + Sync {
     fn drop_other_versions(&self, store: &str, path: &str, keep: &str) -> usize;
 }
 
+/// What a validation found, compared with the one before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Validation {
+    /// First validation of the object since the server started.
+    FirstSight,
+    /// Same version as last time.
+    Unchanged,
+    /// A new version: the object was overwritten upstream.
+    Changed,
+}
+
 /// The version of every object the server has validated, keyed by the path
 /// the query engine sees (namespaced per table store, so unique per server).
 ///
@@ -43,11 +54,15 @@ impl VersionRegistry {
             .cloned()
     }
 
-    /// Records a validation; returns the previous version when it differs.
-    pub(crate) fn record(&self, path: &Path, version: ObjectVersion) -> Option<ObjectVersion> {
+    /// Records a validation and says how it relates to the previous one.
+    pub(crate) fn record(&self, path: &Path, version: ObjectVersion) -> Validation {
         let mut map = self.versions.write().unwrap_or_else(|e| e.into_inner());
-        let previous = map.insert(path.clone(), (version.clone(), Instant::now()));
-        previous.map(|(v, _)| v).filter(|v| v.tag != version.tag)
+        let tag = version.tag.clone();
+        match map.insert(path.clone(), (version, Instant::now())) {
+            None => Validation::FirstSight,
+            Some((previous, _)) if previous.tag == tag => Validation::Unchanged,
+            Some(_) => Validation::Changed,
+        }
     }
 
     /// Forgets `path` (deleted upstream).
@@ -92,9 +107,14 @@ impl CacheTiers {
         self.memory.page_size()
     }
 
-    /// Drops every cached page of `path` in `store` that is not of version `keep`.
-    pub(crate) fn drop_other_versions(&self, store: &Arc<str>, path: &Arc<str>, keep: &Arc<str>) {
-        self.memory.drop_other_versions(store, path, keep);
+    /// Drops every cached page of `path` in `store` that is not of version
+    /// `keep`. On first sight only the disk can hold other versions (pages
+    /// recovered from an earlier run); memory is filled only after a
+    /// validation, so it is searched only when a version changed.
+    pub(crate) fn drop_other_versions(&self, store: &Arc<str>, path: &Arc<str>, keep: &Arc<str>, seen: Validation) {
+        if seen == Validation::Changed {
+            self.memory.drop_other_versions(store, path, keep);
+        }
         if let Some(disk) = self.disk.clone() {
             let (store, path, keep) = (store.clone(), path.clone(), keep.clone());
             let drop = move || {

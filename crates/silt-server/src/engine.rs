@@ -319,12 +319,7 @@ impl Engine {
         if !location.is_prefix {
             // Checked through the cache, so the table's validation mode decides
             // whether each query sends a HEAD.
-            let path = ObjectPath::from_iter(
-                cached
-                    .namespace()
-                    .parts()
-                    .chain(ObjectPath::from(location.path.as_str()).parts()),
-            );
+            let path = cached.qualify(&ObjectPath::from(location.path.as_str()));
             cached.head(&path).await.map_err(|e| match e {
                 object_store::Error::NotFound { .. } => format!("object {} does not exist", config.url),
                 other => format!("cannot read {}: {other}", config.url),

@@ -90,12 +90,7 @@ async fn objects_of(engine: &Engine, table: &str) -> Result<(Arc<CachedStore>, V
         .cloned()
         .ok_or_else(|| ServerError::InvalidRequest(format!("table '{table}' is not registered")))?;
     let location = TableLocation::parse(&url).map_err(|e| ServerError::InvalidRequest(e.to_string()))?;
-    let path = Path::from_iter(
-        store
-            .namespace()
-            .parts()
-            .chain(Path::from(location.path.as_str()).parts()),
-    );
+    let path = store.qualify(&Path::from(location.path.as_str()));
     let read_err = |e: object_store::Error| ServerError::reading(&format!("{table}={url}"), e.into());
     let objects = if location.is_prefix {
         let mut all: Vec<ObjectMeta> = store.list(Some(&path)).try_collect().await.map_err(read_err)?;

@@ -18,7 +18,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use object_store::path::Path;
-use object_store::{GetOptions, GetResult, GetResultPayload, ListResult, ObjectMeta, ObjectStore, Result};
+use object_store::{GetOptions, GetResult, ListResult, ObjectMeta, ObjectStore, Result};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
@@ -128,12 +128,7 @@ crate::read_path_store!(FaultyStore, "FaultyStore", {
         if self.config.truncate_rate > 0.0 && !body.is_empty() && self.draw() < self.config.truncate_rate {
             body.truncate(body.len() / 2);
         }
-        Ok(GetResult {
-            payload: GetResultPayload::Stream(futures::stream::once(async move { Ok(body) }).boxed()),
-            meta,
-            range,
-            attributes,
-        })
+        Ok(crate::wrapper::buffered_result(meta, range, attributes, body))
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {

@@ -18,7 +18,7 @@ use bytes::Bytes;
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
-use object_store::{GetOptions, GetResult, GetResultPayload, ListResult, ObjectMeta, ObjectStore, Result};
+use object_store::{GetOptions, GetResult, ListResult, ObjectMeta, ObjectStore, Result};
 use tracing::debug;
 
 /// How reads are retried.
@@ -136,12 +136,7 @@ impl RetryingStore {
                 .into(),
             });
         }
-        Ok(GetResult {
-            payload: GetResultPayload::Stream(futures::stream::once(async move { Ok(body) }).boxed()),
-            meta,
-            range,
-            attributes,
-        })
+        Ok(crate::wrapper::buffered_result(meta, range, attributes, body))
     }
 }
 

@@ -1,5 +1,22 @@
 //! The boilerplate every `ObjectStore` wrapper of Silt's read path shares.
 
+use bytes::Bytes;
+use futures::StreamExt;
+use object_store::{Attributes, GetResult, GetResultPayload, ObjectMeta};
+use std::ops::Range;
+
+/// A `GetResult` whose body has already been read: wrappers that must see the
+/// whole body (to check its length, cut it, or serve it from a cache) hand it
+/// on as a one-chunk stream.
+pub fn buffered_result(meta: ObjectMeta, range: Range<u64>, attributes: Attributes, body: Bytes) -> GetResult {
+    GetResult {
+        payload: GetResultPayload::Stream(futures::stream::once(async move { Ok(body) }).boxed()),
+        meta,
+        range,
+        attributes,
+    }
+}
+
 #[doc(hidden)]
 pub mod __private {
     pub use async_trait::async_trait;
