@@ -19,13 +19,17 @@ use crate::page_cache::PageKey;
 use crate::tiers::{CacheTiers, Validation};
 use crate::version::ObjectVersion;
 
-/// Page reads of one table, for its hit ratio in `silt stats`.
+/// Reads of one table, for its hit ratio in `silt stats`.
 #[derive(Debug, Default)]
 pub struct TableCounters {
-    /// Pages found in memory or on disk.
+    /// Pages found in the page buffer or on disk.
     pub hits: AtomicU64,
     /// Pages fetched from the object store (or from another query's fetch).
     pub misses: AtomicU64,
+    /// Column batches found in the memory tier (counted by the scan).
+    pub batch_hits: AtomicU64,
+    /// Column batches decoded because the memory tier lacked them.
+    pub batch_misses: AtomicU64,
 }
 
 /// A cached listing: when it was made and what it returned.
@@ -104,6 +108,12 @@ impl CachedStore {
         Path::from_iter(self.namespace.parts().chain(location.parts()))
     }
 
+    /// The store id and the store's own path of a namespaced path: with a
+    /// version, what keys the object's entries in every tier.
+    pub fn object_id(&self, location: &Path) -> Result<(Arc<str>, Arc<str>)> {
+        Ok((self.store_id.clone(), Arc::from(self.strip(location)?.to_string())))
+    }
+
     fn qualify_meta(&self, mut meta: ObjectMeta) -> ObjectMeta {
         meta.location = self.qualify(&meta.location);
         meta
@@ -166,7 +176,7 @@ impl CachedStore {
 
     /// Looks pages up in memory, then on disk; `None` where both miss.
     async fn lookup(&self, keys: &[PageKey], admit_memory: bool) -> Vec<Option<Bytes>> {
-        let memory = &self.tiers.memory;
+        let memory = &self.tiers.pages;
         let mut found: Vec<Option<Bytes>> = keys.iter().map(|k| memory.get(k)).collect();
         for hit in &found {
             if let Some(page) = hit {
@@ -221,7 +231,7 @@ impl CachedStore {
     async fn admit(&self, pages: Vec<(PageKey, Bytes)>, memory: bool) {
         if memory || self.tiers.disk.is_none() {
             for (k, b) in &pages {
-                self.tiers.memory.insert(k.clone(), b.clone());
+                self.tiers.pages.insert(k.clone(), b.clone());
             }
         }
         if let Some(disk) = self.tiers.disk.clone() {
@@ -256,7 +266,7 @@ impl CachedStore {
                 .into(),
             });
         }
-        self.tiers.memory.metrics.miss_bytes.increment(body.len() as u64);
+        self.tiers.pages.metrics.miss_bytes.increment(body.len() as u64);
         Ok(body)
     }
 
@@ -571,7 +581,7 @@ silt_store::read_path_store!(CachedStore, "CachedStore", {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{CacheMetrics, PageCache, PageCacheConfig};
+    use crate::{BatchCache, CacheMetrics, PageCache, PageCacheConfig};
     use futures::TryStreamExt;
     use object_store::ObjectStoreExt;
     use object_store::memory::InMemory;
@@ -585,7 +595,7 @@ mod tests {
             },
             CacheMetrics::noop(),
         );
-        CacheTiers::new(cache, None, merge_gap)
+        CacheTiers::new(BatchCache::new(1 << 20, CacheMetrics::noop()), cache, None, merge_gap)
     }
 
     fn setup(page: u64, freshness: Freshness) -> (Arc<InMemory>, CachedStore) {

@@ -7,6 +7,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use object_store::path::Path;
 
+use crate::batch_cache::BatchCache;
 use crate::inflight::InFlight;
 use crate::page_cache::{PageCache, PageKey};
 use crate::version::ObjectVersion;
@@ -71,10 +72,12 @@ impl VersionRegistry {
     }
 }
 
-/// Everything the stores of one server share: the memory and disk tiers,
-/// the fetches in flight, and the validated versions.
+/// Everything the stores of one server share: the memory tier (decoded
+/// column batches), the page buffer and disk tier (object bytes), the
+/// fetches in flight, and the validated versions.
 pub struct CacheTiers {
-    pub(crate) memory: Arc<PageCache>,
+    pub(crate) batches: Arc<BatchCache>,
+    pub(crate) pages: Arc<PageCache>,
     pub(crate) disk: Option<Arc<dyn PageTier>>,
     pub(crate) inflight: InFlight,
     pub(crate) versions: Arc<VersionRegistry>,
@@ -84,9 +87,15 @@ pub struct CacheTiers {
 }
 
 impl CacheTiers {
-    pub fn new(memory: Arc<PageCache>, disk: Option<Arc<dyn PageTier>>, merge_gap: u64) -> Arc<Self> {
+    pub fn new(
+        batches: Arc<BatchCache>,
+        pages: Arc<PageCache>,
+        disk: Option<Arc<dyn PageTier>>,
+        merge_gap: u64,
+    ) -> Arc<Self> {
         Arc::new(CacheTiers {
-            memory,
+            batches,
+            pages,
             disk,
             inflight: InFlight::default(),
             versions: Arc::default(),
@@ -99,21 +108,29 @@ impl CacheTiers {
         &self.versions
     }
 
-    pub fn memory(&self) -> &Arc<PageCache> {
-        &self.memory
+    /// The memory tier: decoded column batches.
+    pub fn batches(&self) -> &Arc<BatchCache> {
+        &self.batches
+    }
+
+    /// The page buffer: recently read object bytes in memory, in front of
+    /// the disk tier.
+    pub fn pages(&self) -> &Arc<PageCache> {
+        &self.pages
     }
 
     pub fn page_size(&self) -> u64 {
-        self.memory.page_size()
+        self.pages.page_size()
     }
 
-    /// Drops every cached page of `path` in `store` that is not of version
-    /// `keep`. On first sight only the disk can hold other versions (pages
-    /// recovered from an earlier run); memory is filled only after a
+    /// Drops every cached page and batch of `path` in `store` that is not of
+    /// version `keep`. On first sight only the disk can hold other versions
+    /// (pages recovered from an earlier run); memory is filled only after a
     /// validation, so it is searched only when a version changed.
     pub(crate) fn drop_other_versions(&self, store: &Arc<str>, path: &Arc<str>, keep: &Arc<str>, seen: Validation) {
         if seen == Validation::Changed {
-            self.memory.drop_other_versions(store, path, keep);
+            self.pages.drop_other_versions(store, path, keep);
+            self.batches.drop_other_versions(store, path, keep);
         }
         if let Some(disk) = self.disk.clone() {
             let (store, path, keep) = (store.clone(), path.clone(), keep.clone());

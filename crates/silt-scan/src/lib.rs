@@ -2,15 +2,24 @@
 //!
 //! * [`table`]: registering a table's Parquet files (through the cache) with
 //!   the server's DataFusion context.
+//! * [`cached_table`], [`cached_scan`], [`column_loader`], [`scan_filter`]:
+//!   the scan of a table's row groups over the memory tier of decoded
+//!   column batches, with statistics pruning and late materialization.
 //! * [`metadata_tier`]: the shared cache of decoded footers and page
 //!   indexes, checked against validated object versions.
 //! * [`pushdown`]: turning a pushed-down scan (table, projection, filters,
 //!   limit) into a DataFusion plan over those files.
 
+pub mod cached_scan;
+pub mod cached_table;
+pub mod column_loader;
+pub mod file_reader;
 pub mod metadata_tier;
 pub mod pushdown;
+pub mod scan_filter;
 pub mod table;
 
+pub use cached_table::CachedParquetTable;
 pub use metadata_tier::MetadataTier;
 pub use pushdown::{PushdownScan, plan_pushdown};
 pub use table::{TableOptions, register_parquet_table};

@@ -6,7 +6,10 @@ use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::{ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::prelude::SessionContext;
-use silt_cache::CachedStore;
+use silt_cache::{BatchCache, CachedStore};
+
+use crate::cached_scan::ScanSources;
+use crate::cached_table::CachedParquetTable;
 use silt_store::TableLocation;
 use url::Url;
 
@@ -24,19 +27,21 @@ pub struct TableOptions {
 /// tables in the same bucket may still use different credentials, and its
 /// objects appear under the store's namespace (`silt://t<N>/<namespace>/...`)
 /// so that object paths are unique across the server. A directory or prefix
-/// means every `*.parquet` object under it.
+/// means every `*.parquet` object under it. Scans keep decoded column
+/// batches in `batches` (the memory tier).
 pub async fn register_parquet_table(
     ctx: &SessionContext,
     name: &str,
     store_index: usize,
     location: &TableLocation,
     store: Arc<CachedStore>,
+    batches: Arc<BatchCache>,
     options: &TableOptions,
 ) -> Result<()> {
     let base = format!("silt://t{store_index}");
     let base_url = Url::parse(&base).map_err(|e| DataFusionError::External(Box::new(e)))?;
     let namespace = store.namespace().to_string();
-    ctx.runtime_env().register_object_store(&base_url, store);
+    ctx.runtime_env().register_object_store(&base_url, store.clone());
     let mut table_url = format!("{base}/{namespace}/{}", location.path);
     if location.is_prefix && !table_url.ends_with('/') {
         table_url.push('/');
@@ -57,7 +62,12 @@ pub async fn register_parquet_table(
     let config = ListingTableConfig::new(table_path)
         .with_listing_options(listing)
         .with_schema(schema);
-    let table = ListingTable::try_new(config)?;
-    ctx.register_table(name, Arc::new(table))?;
+    let listing = ListingTable::try_new(config)?;
+    let sources = ScanSources {
+        store,
+        batches,
+        metadata_cache: ctx.runtime_env().cache_manager.get_file_metadata_cache(),
+    };
+    ctx.register_table(name, Arc::new(CachedParquetTable::new(listing, sources)))?;
     Ok(())
 }

@@ -4,7 +4,8 @@
 //! listen = "127.0.0.1:50051"      # Flight SQL (gRPC)
 //! admin = "127.0.0.1:9090"        # HTTP: /health, /metrics
 //! cache_dir = "/var/cache/silt"  # disk tier, spill files
-//! memory_budget = "1GiB"          # memory tier: pages of object bytes
+//! memory_budget = "1GiB"          # memory tier: decoded column batches
+//! page_memory_budget = "256MiB"   # page buffer: object bytes in memory
 //! disk_budget = "100GiB"          # disk tier under cache_dir/pages
 //! metadata_budget = "256MiB"      # decoded footers and page indexes
 //! page_size = "1MiB"
@@ -59,16 +60,21 @@ pub struct ServerConfig {
     pub admin: Option<SocketAddr>,
     /// Directory for the server's local state (spill files; later the disk tier).
     pub cache_dir: PathBuf,
-    /// Byte budget of the memory tier.
+    /// Byte budget of the memory tier (decoded column batches, counted by
+    /// their real buffer sizes).
     #[serde(deserialize_with = "de_bytes")]
     pub memory_budget: u64,
+    /// Byte budget of the page buffer: object bytes held in memory in front
+    /// of the disk tier (footers, pages read by several queries at once).
+    #[serde(deserialize_with = "de_bytes")]
+    pub page_memory_budget: u64,
     /// Byte budget of the disk tier (page files under `cache_dir/pages`); 0 disables it.
     #[serde(deserialize_with = "de_bytes")]
     pub disk_budget: u64,
     /// Byte budget of the metadata tier (decoded footers and page indexes).
     #[serde(deserialize_with = "de_bytes")]
     pub metadata_budget: u64,
-    /// Page size of the memory and disk tiers.
+    /// Page size of the page buffer and disk tier.
     #[serde(deserialize_with = "de_bytes")]
     pub page_size: u64,
     /// Eviction policy of the disk tier.
@@ -173,6 +179,7 @@ impl Default for ServerConfig {
             admin: None,
             cache_dir: std::env::temp_dir().join("silt-cache"),
             memory_budget: 1 << 30,
+            page_memory_budget: 256 << 20,
             disk_budget: 10 << 30,
             metadata_budget: 256 << 20,
             page_size: 1 << 20,

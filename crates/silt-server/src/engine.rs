@@ -21,7 +21,9 @@ use datafusion_proto::bytes::Serializeable;
 use object_store::memory::InMemory;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt};
-use silt_cache::{CacheTiers, CachedStore, DiskConfig, DiskMetrics, DiskTier, PageCache, PageCacheConfig, PageTier};
+use silt_cache::{
+    BatchCache, CacheTiers, CachedStore, DiskConfig, DiskMetrics, DiskTier, PageCache, PageCacheConfig, PageTier,
+};
 use silt_proto::{ROW_MARKER_COLUMN, ScanRequest};
 use silt_scan::{MetadataTier, PushdownScan, TableOptions, plan_pushdown, register_parquet_table};
 use silt_store::{FaultyStore, MeteredStore, RetryingStore, S3Settings, TableLocation};
@@ -125,12 +127,13 @@ impl Engine {
         let page_cache = PageCache::new(
             PageCacheConfig {
                 page_size: config.page_size,
-                capacity_bytes: config.memory_budget,
+                capacity_bytes: config.page_memory_budget,
             },
-            metrics.memory.clone(),
+            metrics.pages.clone(),
         );
         let disk = open_disk_tier(&config, &metrics)?;
         let tiers = CacheTiers::new(
+            BatchCache::new(config.memory_budget, metrics.memory.clone()),
             page_cache,
             disk.clone().map(|d| d as Arc<dyn PageTier>),
             config.page_size,
@@ -337,9 +340,17 @@ impl Engine {
             binary_as_string: config.binary_as_string,
         };
         let _ = self.base.deregister_table(name);
-        register_parquet_table(&self.base, name, index, &location, cached, &options)
-            .await
-            .map_err(|e| e.to_string())
+        register_parquet_table(
+            &self.base,
+            name,
+            index,
+            &location,
+            cached,
+            self.tiers.batches().clone(),
+            &options,
+        )
+        .await
+        .map_err(|e| e.to_string())
     }
 
     async fn register_view(&self, name: &str, sql: &str) -> Result<(), String> {

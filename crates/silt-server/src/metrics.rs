@@ -28,8 +28,10 @@ pub struct ServerMetrics {
     pub flight_rows_sent: Counter,
     /// Object-store requests and bytes (after the cache).
     pub store: StoreMetrics,
-    /// The memory tier (`tier="memory"`).
+    /// The memory tier of decoded column batches (`tier="memory"`).
     pub memory: CacheMetrics,
+    /// The page buffer of object bytes in memory (`tier="pages"`).
+    pub pages: CacheMetrics,
     /// The metadata tier (`tier="metadata"`).
     pub metadata: CacheMetrics,
 }
@@ -45,6 +47,7 @@ impl ServerMetrics {
         let active_queries = recorder.register_gauge(&Key::from_static_name("silt_queries_active"), &METADATA);
         let store = StoreMetrics::register(&recorder);
         let memory = CacheMetrics::register(&recorder, "memory");
+        let pages = CacheMetrics::register(&recorder, "pages");
         let metadata = CacheMetrics::register(&recorder, "metadata");
         // Touch every counter so it is rendered (as 0) before first use.
         for c in [
@@ -60,6 +63,9 @@ impl ServerMetrics {
             &memory.hits,
             &memory.misses,
             &memory.evictions,
+            &pages.hits,
+            &pages.misses,
+            &pages.evictions,
             &metadata.hits,
             &metadata.misses,
             &metadata.evictions,
@@ -68,6 +74,7 @@ impl ServerMetrics {
         }
         active_queries.set(0.0);
         memory.bytes.set(0.0);
+        pages.bytes.set(0.0);
         metadata.bytes.set(0.0);
         Arc::new(ServerMetrics {
             recorder,
@@ -78,6 +85,7 @@ impl ServerMetrics {
             flight_rows_sent,
             store,
             memory,
+            pages,
             metadata,
         })
     }

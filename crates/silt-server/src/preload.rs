@@ -1,5 +1,7 @@
 //! Preload: warm the metadata and disk tiers (and optionally memory) with a
-//! table's footers and column chunks before queries need them.
+//! table's footers and column chunks before queries need them. With
+//! `memory`, the columns are then scanned once, which decodes them into the
+//! memory tier (the scan admits every batch it decodes).
 //!
 //! Runs as the `silt.preload` Flight action; the action's result stream
 //! carries progress, so `silt preload` can draw a bar with rate and ETA.
@@ -13,6 +15,7 @@ use object_store::path::Path;
 use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt};
 use serde::{Deserialize, Serialize};
 use silt_cache::CachedStore;
+use silt_proto::{Projection, ScanRequest};
 use silt_store::TableLocation;
 use tokio::sync::mpsc;
 
@@ -26,7 +29,7 @@ pub struct PreloadRequest {
     /// Top-level columns to load; all when absent.
     #[serde(default)]
     pub columns: Option<Vec<String>>,
-    /// Also admit the pages to the memory tier.
+    /// Also decode the columns into the memory tier.
     #[serde(default)]
     pub memory: bool,
 }
@@ -143,7 +146,7 @@ pub async fn run(
         for range in ranges {
             let len = range.end - range.start;
             store
-                .warm(&location, range, request.memory)
+                .warm(&location, range, false)
                 .await
                 .map_err(|e| ServerError::reading(location.as_ref(), e.into()))?;
             report.bytes_done += len;
@@ -152,6 +155,27 @@ pub async fn run(
         report.files_done += 1;
         let _ = progress.send(report.clone()).await;
     }
+    if request.memory {
+        decode_into_memory(&engine, &request).await?;
+    }
     report.done = true;
     Ok(report)
+}
+
+/// Scans the preloaded columns once, discarding the rows: every batch the
+/// scan decodes is admitted to the memory tier.
+async fn decode_into_memory(engine: &Engine, request: &PreloadRequest) -> Result<(), ServerError> {
+    let scan = ScanRequest {
+        table: request.table.clone(),
+        projection: request.columns.clone().map(|columns| Projection { columns }),
+        ..Default::default()
+    };
+    let mut stream = engine.plan_scan(&scan).await?.execute().await?;
+    while stream
+        .try_next()
+        .await
+        .map_err(|e| ServerError::reading(&request.table, e))?
+        .is_some()
+    {}
+    Ok(())
 }

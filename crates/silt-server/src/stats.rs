@@ -49,7 +49,7 @@ fn tier_json(snapshot: &BTreeMap<String, f64>, tier: &str, used: u64, budget: u6
 /// Per tier: hits, misses, evictions, bytes used and budget.
 fn tiers_json(engine: &Engine, snapshot: &BTreeMap<String, f64>) -> Value {
     let config = engine.config();
-    let memory = engine.tiers().memory().weighted_size();
+    let tiers_ = engine.tiers();
     let mut tiers = serde_json::Map::new();
     tiers.insert(
         "metadata".into(),
@@ -62,7 +62,21 @@ fn tiers_json(engine: &Engine, snapshot: &BTreeMap<String, f64>) -> Value {
     );
     tiers.insert(
         "memory".into(),
-        tier_json(snapshot, "memory", memory, config.memory_budget),
+        tier_json(
+            snapshot,
+            "memory",
+            tiers_.batches().weighted_size(),
+            config.memory_budget,
+        ),
+    );
+    tiers.insert(
+        "pages".into(),
+        tier_json(
+            snapshot,
+            "pages",
+            tiers_.pages().weighted_size(),
+            config.page_memory_budget,
+        ),
     );
     if let Some(disk) = engine.disk_tier() {
         let d = disk.stats();
@@ -76,7 +90,9 @@ fn tiers_json(engine: &Engine, snapshot: &BTreeMap<String, f64>) -> Value {
     Value::Object(tiers)
 }
 
-/// Per table: page hits and misses and the hit ratio.
+/// Per table: memory-tier (column batch) and page lookups, and the hit
+/// ratio: the share of lookups a tier answered without the object store
+/// (a memory miss is followed by page lookups, so it is not counted twice).
 fn tables_json(engine: &Engine) -> Value {
     let tables: serde_json::Map<String, Value> = engine
         .table_stores()
@@ -85,14 +101,23 @@ fn tables_json(engine: &Engine) -> Value {
             let c = store.counters();
             let hits = c.hits.load(Ordering::Relaxed);
             let misses = c.misses.load(Ordering::Relaxed);
-            let ratio = if hits + misses == 0 {
+            let batch_hits = c.batch_hits.load(Ordering::Relaxed);
+            let batch_misses = c.batch_misses.load(Ordering::Relaxed);
+            let served = hits + batch_hits;
+            let ratio = if served + misses == 0 {
                 Value::Null
             } else {
-                json!(hits as f64 / (hits + misses) as f64)
+                json!(served as f64 / (served + misses) as f64)
             };
             (
                 name,
-                json!({"page_hits": hits, "page_misses": misses, "hit_ratio": ratio}),
+                json!({
+                    "memory_hits": batch_hits,
+                    "memory_misses": batch_misses,
+                    "page_hits": hits,
+                    "page_misses": misses,
+                    "hit_ratio": ratio,
+                }),
             )
         })
         .collect();

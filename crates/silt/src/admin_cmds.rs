@@ -46,7 +46,7 @@ pub struct PreloadArgs {
     /// Only these top-level columns, comma separated (default: all).
     #[arg(long, value_delimiter = ',')]
     columns: Option<Vec<String>>,
-    /// Also load the pages into the memory tier (default: metadata and disk only).
+    /// Also decode the columns into the memory tier (default: metadata and disk only).
     #[arg(long)]
     memory: bool,
 }
@@ -84,7 +84,7 @@ fn render_stats(stats: &Value) -> String {
         "{:<9} {:>10} {:>10} {:>8} {:>10} {:>12} {:>12}\n",
         "tier", "hits", "misses", "hit %", "evictions", "used", "budget"
     ));
-    for tier in ["metadata", "memory", "disk"] {
+    for tier in ["metadata", "memory", "pages", "disk"] {
         let Some(t) = stats["tiers"].get(tier) else { continue };
         let hits = t["hits"].as_u64().unwrap_or(0);
         let misses = t["misses"].as_u64().unwrap_or(0);
@@ -124,15 +124,16 @@ fn render_stats(stats: &Value) -> String {
     ));
     if let Some(tables) = stats["tables"].as_object().filter(|t| !t.is_empty()) {
         out.push_str(&format!(
-            "\n{:<24} {:>12} {:>12} {:>8}\n",
-            "table", "page hits", "page misses", "hit %"
+            "\n{:<24} {:>12} {:>12} {:>12} {:>12} {:>8}\n",
+            "table", "memory hits", "memory miss", "page hits", "page misses", "hit %"
         ));
         for (name, t) in tables {
-            let hits = t["page_hits"].as_u64().unwrap_or(0);
-            let misses = t["page_misses"].as_u64().unwrap_or(0);
+            let count = |k: &str| t[k].as_u64().unwrap_or(0);
+            let (batch_hits, batch_misses) = (count("memory_hits"), count("memory_misses"));
+            let (hits, misses) = (count("page_hits"), count("page_misses"));
             out.push_str(&format!(
-                "{name:<24} {hits:>12} {misses:>12} {:>8}\n",
-                ratio(hits, misses)
+                "{name:<24} {batch_hits:>12} {batch_misses:>12} {hits:>12} {misses:>12} {:>8}\n",
+                ratio(batch_hits + hits, misses)
             ));
         }
     }
@@ -186,7 +187,7 @@ mod tests {
                 "memory": {"hits": 0, "misses": 0, "evictions": 0, "bytes": 0, "budget": 1024},
             },
             "metrics": {"silt_object_store_get_requests_total": 7.0},
-            "tables": {"lineitem": {"page_hits": 9, "page_misses": 1}},
+            "tables": {"lineitem": {"memory_hits": 5, "memory_misses": 2, "page_hits": 4, "page_misses": 1}},
         });
         let text = render_stats(&stats);
         assert!(text.contains("metadata") && text.contains("75.0%"), "{text}");

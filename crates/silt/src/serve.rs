@@ -34,16 +34,19 @@ pub struct ServeArgs {
     /// Require `authorization: Bearer TOKEN` on every Flight call.
     #[arg(long, env = "SILT_AUTH_TOKEN", hide_env_values = true)]
     auth_token: Option<String>,
-    /// Memory tier budget (cached object pages), e.g. 2GiB.
+    /// Memory tier budget (decoded column batches), e.g. 2GiB [default: 1GiB].
     #[arg(long, value_parser = parse_bytes)]
     memory_budget: Option<u64>,
+    /// Page buffer budget (object bytes in memory, in front of the disk tier) [default: 256MiB].
+    #[arg(long, value_parser = parse_bytes)]
+    page_memory_budget: Option<u64>,
     /// Disk tier budget (page files under the cache dir), e.g. 100GiB; 0 disables the disk tier.
     #[arg(long, value_parser = parse_bytes)]
     disk_budget: Option<u64>,
     /// Metadata tier budget (decoded Parquet footers and page indexes).
     #[arg(long, value_parser = parse_bytes)]
     metadata_budget: Option<u64>,
-    /// Page size of the memory and disk tiers [default: 1MiB].
+    /// Page size of the page buffer and disk tier [default: 1MiB].
     #[arg(long, value_parser = parse_bytes)]
     page_size: Option<u64>,
     /// Eviction policy of the disk tier: lru, lfu, sieve, weighted-lfu [default: weighted-lfu].
@@ -99,6 +102,9 @@ impl ServeArgs {
         }
         if let Some(v) = self.memory_budget {
             cfg.memory_budget = v;
+        }
+        if let Some(v) = self.page_memory_budget {
+            cfg.page_memory_budget = v;
         }
         if let Some(v) = self.disk_budget {
             cfg.disk_budget = v;

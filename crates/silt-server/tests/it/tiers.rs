@@ -94,10 +94,17 @@ async fn warm_queries_and_restarts_make_no_data_gets() {
     check_tpch(&ctx, &base, &QUERIES).await;
     let cold = gets(&a);
     assert!(cold > 0.0);
+    let memory_misses = metric(&a, "silt_cache_misses_total{tier=\"memory\"}");
+    assert!(memory_misses > 0.0, "the cold run decoded nothing");
     check_tpch(&ctx, &base, &QUERIES).await;
     assert_eq!(gets(&a), cold, "a warm query fetched data");
     assert!(metric(&a, "silt_cache_hits_total{tier=\"metadata\"}") > 0.0);
     assert!(metric(&a, "silt_cache_hits_total{tier=\"memory\"}") > 0.0);
+    assert_eq!(
+        metric(&a, "silt_cache_misses_total{tier=\"memory\"}"),
+        memory_misses,
+        "a warm query decoded a column batch the memory tier should have held"
+    );
     assert!(metric(&a, "silt_cache_bytes{tier=\"disk\"}") > 0.0);
     a.shutdown().await.unwrap();
 
@@ -260,6 +267,7 @@ async fn budgets_at_a_tenth_of_the_data_hold_and_queries_stay_correct() {
     let dir = tempfile::tempdir().unwrap();
     let server = start(&s3, dir.path(), |c| {
         c.memory_budget = budget;
+        c.page_memory_budget = budget;
         c.disk_budget = budget;
     })
     .await;
@@ -269,9 +277,10 @@ async fn budgets_at_a_tenth_of_the_data_hold_and_queries_stay_correct() {
         let stop = stop.clone();
         let disk_dir = dir.path().join("disk");
         tokio::task::spawn_blocking(move || {
-            let (mut max_mem, mut max_disk, mut max_files, mut samples) = (0u64, 0u64, 0u64, 0u64);
+            let (mut max_mem, mut max_pages, mut max_disk, mut max_files, mut samples) = (0, 0, 0, 0, 0u64);
             while !stop.load(Ordering::Relaxed) {
-                max_mem = max_mem.max(engine.tiers().memory().weighted_size());
+                max_mem = max_mem.max(engine.tiers().batches().weighted_size());
+                max_pages = max_pages.max(engine.tiers().pages().weighted_size());
                 if let Some(d) = engine.disk_tier() {
                     max_disk = max_disk.max(d.used_bytes());
                 }
@@ -279,15 +288,20 @@ async fn budgets_at_a_tenth_of_the_data_hold_and_queries_stay_correct() {
                 samples += 1;
                 std::thread::sleep(Duration::from_millis(2));
             }
-            (max_mem, max_disk, max_files, samples)
+            (max_mem, max_pages, max_disk, max_files, samples)
         })
     };
     let base = baseline_ctx().await;
     check_tpch(&client(&server).await, &base, &(1..=22).collect::<Vec<_>>()).await;
     stop.store(true, Ordering::Relaxed);
-    let (max_mem, max_disk, max_files, samples) = sampler.await.unwrap();
+    let (max_mem, max_pages, max_disk, max_files, samples) = sampler.await.unwrap();
     assert!(samples > 10);
+    assert!(max_mem > 0, "the memory tier was never used");
     assert!(max_mem <= budget, "memory tier held {max_mem} bytes, budget {budget}");
+    assert!(
+        max_pages <= budget,
+        "page buffer held {max_pages} bytes, budget {budget}"
+    );
     assert!(
         max_disk <= budget,
         "disk tier accounted {max_disk} bytes, budget {budget}"
@@ -395,6 +409,8 @@ async fn preload_warms_the_tiers_so_the_first_query_fetches_nothing() {
     assert!(last["bytes_done"].as_u64().unwrap() > 0);
     assert_eq!(last["bytes_done"], last["bytes_total"]);
     let before = gets(&server);
+    let decoded = metric(&server, "silt_cache_misses_total{tier=\"memory\"}");
+    assert!(decoded > 0.0, "preload --memory decoded nothing");
     let ctx = client(&server).await;
     let sql = "SELECT sum(l_quantity) FROM lineitem WHERE l_shipdate < DATE '1995-01-01'";
     let got = ctx.sql(sql).await.unwrap().collect().await.unwrap();
@@ -407,6 +423,11 @@ async fn preload_warms_the_tiers_so_the_first_query_fetches_nothing() {
     )
     .unwrap();
     assert_eq!(gets(&server), before, "the preloaded query fetched data");
+    assert_eq!(
+        metric(&server, "silt_cache_misses_total{tier=\"memory\"}"),
+        decoded,
+        "the preloaded query decoded columns preload --memory should have decoded"
+    );
 
     let err = c
         .preload("lineitem", Some(vec!["nope".into()]), false, |_| {})
@@ -417,7 +438,7 @@ async fn preload_warms_the_tiers_so_the_first_query_fetches_nothing() {
     assert!(err.to_string().contains("unknown table 'missing'"), "{err}");
 
     let stats: serde_json::Value = serde_json::from_str(&c.stats_json().await.unwrap()).unwrap();
-    for tier in ["metadata", "memory", "disk"] {
+    for tier in ["metadata", "memory", "pages", "disk"] {
         assert!(stats["tiers"][tier]["bytes"].as_u64().unwrap() > 0, "{tier}: {stats}");
     }
     assert!(

@@ -1,0 +1,320 @@
+//! `CachedScanExec`: the server's scan of a Parquet table over the tiers.
+//!
+//! Work is a list of (file, row group); partition `p` of `n` takes every
+//! `n`-th row group that statistics do not prune. For each row group it
+//! 1. loads the filter's columns (memory tier, else decode and admit),
+//! 2. evaluates the filter per batch of [`silt_cache::BATCH_ROWS`] rows,
+//! 3. only if some row survives, loads the projected columns and keeps the
+//!    surviving rows.
+//!
+//! So a row group the filter rejects never has its projected columns read
+//! or decoded (late materialization at row-group granularity).
+
+use std::fmt;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{ArrayRef, BooleanArray, RecordBatch, RecordBatchOptions};
+use datafusion::arrow::compute::filter;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::{Statistics, exec_err, internal_err};
+use datafusion::datasource::physical_plan::parquet::ParquetFileMetrics;
+use datafusion::datasource::physical_plan::parquet::metadata::DFParquetMetadata;
+use datafusion::error::Result;
+use datafusion::execution::cache::cache_manager::FileMetadataCache;
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
+use datafusion::physical_plan::statistics::StatisticsArgs;
+use datafusion::physical_plan::stream::RecordBatchReceiverStream;
+use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties};
+use object_store::ObjectMeta;
+use silt_cache::{CachedStore, ObjectVersion};
+use tokio::sync::mpsc::Sender;
+
+use crate::column_loader::{ColumnLoader, FileContext, batch_lengths};
+use crate::scan_filter::ScanFilter;
+
+/// Everything a scan reads through, shared by all partitions.
+#[derive(Clone)]
+pub struct ScanSources {
+    pub store: Arc<CachedStore>,
+    pub batches: Arc<silt_cache::BatchCache>,
+    pub metadata_cache: Arc<FileMetadataCache>,
+}
+
+/// What to scan: files, columns, filter, limit.
+pub struct ScanSpec {
+    pub files: Vec<ObjectMeta>,
+    pub table_schema: SchemaRef,
+    /// Table column indices to return.
+    pub projection: Vec<usize>,
+    pub filter: Option<ScanFilter>,
+    pub limit: Option<usize>,
+    /// Statistics of the files, already projected.
+    pub statistics: Statistics,
+}
+
+/// Reads a Parquet table through the memory, page and disk tiers.
+pub struct CachedScanExec {
+    spec: Arc<ScanSpec>,
+    sources: ScanSources,
+    schema: SchemaRef,
+    properties: Arc<PlanProperties>,
+    metrics: ExecutionPlanMetricsSet,
+}
+
+impl fmt::Debug for CachedScanExec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CachedScanExec")
+            .field("files", &self.spec.files.len())
+            .field("projection", &self.spec.projection)
+            .finish()
+    }
+}
+
+impl CachedScanExec {
+    pub fn new(spec: ScanSpec, sources: ScanSources, partitions: usize) -> Result<Self> {
+        let schema = Arc::new(spec.table_schema.project(&spec.projection)?);
+        let properties = Arc::new(PlanProperties::new(
+            EquivalenceProperties::new(schema.clone()),
+            Partitioning::UnknownPartitioning(partitions.max(1)),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        ));
+        Ok(CachedScanExec {
+            spec: Arc::new(spec),
+            sources,
+            schema,
+            properties,
+            metrics: ExecutionPlanMetricsSet::new(),
+        })
+    }
+}
+
+impl DisplayAs for CachedScanExec {
+    fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        let names: Vec<&str> = self.schema.fields().iter().map(|f| f.name().as_str()).collect();
+        match t {
+            DisplayFormatType::Default | DisplayFormatType::Verbose => {
+                write!(
+                    f,
+                    "CachedScanExec: files={} projection=[{}]",
+                    self.spec.files.len(),
+                    names.join(", ")
+                )?;
+                if let Some(filter) = &self.spec.filter {
+                    write!(f, " filter={}", filter.text())?;
+                }
+                if let Some(l) = self.spec.limit {
+                    write!(f, " limit={l}")?;
+                }
+                Ok(())
+            }
+            DisplayFormatType::TreeRender => write!(f, "files={}", self.spec.files.len()),
+        }
+    }
+}
+
+impl ExecutionPlan for CachedScanExec {
+    fn name(&self) -> &'static str {
+        "CachedScanExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![]
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn with_new_children(self: Arc<Self>, children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
+        if children.is_empty() {
+            Ok(self)
+        } else {
+            exec_err!("CachedScanExec has no children")
+        }
+    }
+
+    fn execute(&self, partition: usize, _context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
+        let partitions = self.properties.partitioning.partition_count();
+        if partition >= partitions {
+            return exec_err!("CachedScanExec has {partitions} partitions, asked for {partition}");
+        }
+        let run = PartitionRun {
+            spec: self.spec.clone(),
+            sources: self.sources.clone(),
+            schema: self.schema.clone(),
+            loader: ColumnLoader {
+                store: self.sources.store.clone(),
+                batches: self.sources.batches.clone(),
+                table_schema: self.spec.table_schema.clone(),
+            },
+            metrics: self.metrics.clone(),
+            partition,
+            partitions,
+        };
+        let mut builder = RecordBatchReceiverStream::builder(self.schema.clone(), 2);
+        let tx = builder.tx();
+        builder.spawn(async move {
+            if let Err(e) = run.run(&tx).await {
+                // The receiver may be gone (query cancelled); nothing to do then.
+                let _ = tx.send(Err(e)).await;
+            }
+            Ok(())
+        });
+        Ok(builder.build())
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+
+    fn statistics_from_inputs(
+        &self,
+        _input_stats: &[Arc<Statistics>],
+        _args: &StatisticsArgs,
+    ) -> Result<Arc<Statistics>> {
+        Ok(Arc::new(self.spec.statistics.clone()))
+    }
+}
+
+/// One partition's work.
+struct PartitionRun {
+    spec: Arc<ScanSpec>,
+    sources: ScanSources,
+    schema: SchemaRef,
+    loader: ColumnLoader,
+    metrics: ExecutionPlanMetricsSet,
+    partition: usize,
+    partitions: usize,
+}
+
+impl PartitionRun {
+    async fn run(&self, tx: &Sender<Result<RecordBatch>>) -> Result<()> {
+        let mut remaining = self.spec.limit.unwrap_or(usize::MAX);
+        let mut index = 0usize;
+        for meta in &self.spec.files {
+            let file = self.open(meta).await?;
+            let file_metrics = ParquetFileMetrics::new(self.partition, meta.location.as_ref(), &self.metrics);
+            let groups = match &self.spec.filter {
+                Some(f) => f.row_groups(&self.spec.table_schema, file.reader.metadata(), &file_metrics),
+                None => (0..file.reader.metadata().num_row_groups()).collect(),
+            };
+            for rg in groups {
+                index += 1;
+                if (index - 1) % self.partitions != self.partition {
+                    continue;
+                }
+                for batch in self.row_group(&file, rg).await? {
+                    if remaining == 0 {
+                        return Ok(());
+                    }
+                    let batch = if batch.num_rows() > remaining {
+                        batch.slice(0, remaining)
+                    } else {
+                        batch
+                    };
+                    remaining -= batch.num_rows();
+                    if tx.send(Ok(batch)).await.is_err() {
+                        return Ok(()); // the consumer went away
+                    }
+                }
+                if remaining == 0 {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The footer (metadata tier) and cache-key parts of one file.
+    async fn open(&self, meta: &ObjectMeta) -> Result<FileContext> {
+        let store = self.sources.store.clone();
+        let metadata = DFParquetMetadata::new(store.as_ref(), meta)
+            .with_file_metadata_cache(Some(self.sources.metadata_cache.clone()))
+            .fetch_metadata()
+            .await?;
+        let (store_id, path) = store.object_id(&meta.location)?;
+        let version = ObjectVersion::from_meta(meta).tag;
+        FileContext::try_new(
+            meta.clone(),
+            (store_id, path, version),
+            metadata,
+            &self.spec.table_schema,
+        )
+    }
+
+    /// The output batches of one row group.
+    async fn row_group(&self, file: &FileContext, rg: usize) -> Result<Vec<RecordBatch>> {
+        let lengths: Vec<usize> = batch_lengths(file.rows(rg)).collect();
+        let mut needed: Vec<usize> = self.spec.projection.clone();
+        if let Some(f) = &self.spec.filter {
+            needed.extend_from_slice(f.columns());
+        }
+        self.loader.prefetch(file, rg, &needed).await?;
+        let (masks, filter_columns) = match &self.spec.filter {
+            None => (None, Vec::new()),
+            Some(f) => {
+                let loaded = self.loader.load(file, rg, f.columns()).await?;
+                let masks = lengths
+                    .iter()
+                    .enumerate()
+                    .map(|(b, &n)| f.evaluate(loaded.iter().map(|c| c[b].clone()).collect(), n))
+                    .collect::<Result<Vec<BooleanArray>>>()?;
+                if masks.iter().all(|m| m.true_count() == 0) {
+                    return Ok(Vec::new());
+                }
+                (Some(masks), f.columns().iter().copied().zip(loaded).collect())
+            }
+        };
+        // Projected columns the filter did not already load.
+        let missing: Vec<usize> = self
+            .spec
+            .projection
+            .iter()
+            .copied()
+            .filter(|c| !filter_columns.iter().any(|(fc, _)| fc == c))
+            .collect();
+        let mut columns: Vec<(usize, Vec<ArrayRef>)> = filter_columns;
+        columns.extend(missing.iter().copied().zip(self.loader.load(file, rg, &missing).await?));
+        let mut out = Vec::with_capacity(lengths.len());
+        for (b, &n) in lengths.iter().enumerate() {
+            let mask = masks.as_ref().map(|m| &m[b]);
+            let rows = mask.map_or(n, |m| m.true_count());
+            if rows == 0 {
+                continue;
+            }
+            let arrays = self
+                .spec
+                .projection
+                .iter()
+                .map(|c| {
+                    let Some((_, batches)) = columns.iter().find(|(fc, _)| fc == c) else {
+                        return internal_err!("column {c} was not loaded");
+                    };
+                    match mask {
+                        Some(m) if rows < n => Ok(filter(&batches[b], m)?),
+                        _ => Ok(batches[b].clone()),
+                    }
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let options = RecordBatchOptions::new().with_row_count(Some(rows));
+            out.push(RecordBatch::try_new_with_options(
+                self.schema.clone(),
+                arrays,
+                &options,
+            )?);
+        }
+        Ok(out)
+    }
+}

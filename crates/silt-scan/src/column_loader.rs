@@ -1,0 +1,234 @@
+//! Columns of one row group, as batches of [`BATCH_ROWS`] rows: from the
+//! memory tier when it holds them, else decoded from Parquet (bytes read
+//! through the page and disk tiers) and admitted.
+
+use std::sync::Arc;
+
+use crate::file_reader::CachedFileReader;
+use datafusion::arrow::array::{ArrayRef, new_null_array};
+use datafusion::arrow::compute::{CastOptions, cast_with_options};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::error::{DataFusionError, Result};
+use datafusion::parquet::arrow::ProjectionMask;
+use datafusion::parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
+use datafusion::parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
+use datafusion::parquet::file::metadata::ParquetMetaData;
+use futures::TryStreamExt;
+use object_store::{ObjectMeta, ObjectStore};
+use silt_cache::{BATCH_ROWS, BatchCache, BatchKey, CachedColumn, CachedStore};
+use std::sync::atomic::Ordering;
+
+/// What the scan knows about one file (one object version) it reads.
+#[derive(Debug, Clone)]
+pub struct FileContext {
+    /// The object as the query engine sees it (namespaced path).
+    pub meta: ObjectMeta,
+    /// Cache-key parts: store, path within the store, version.
+    pub store_id: Arc<str>,
+    pub path: Arc<str>,
+    pub version: Arc<str>,
+    /// Decoded footer, with the Arrow schema the reader produces.
+    pub reader: ArrowReaderMetadata,
+    /// For each table column, its root column index in the file (`None`
+    /// when the file lacks it: read as nulls).
+    pub file_columns: Vec<Option<usize>>,
+}
+
+impl FileContext {
+    /// Builds the context of a file whose footer is `metadata`. The reader
+    /// is asked to produce the table's types directly where Parquet can
+    /// (string views, binary read as strings); anything else is cast.
+    pub fn try_new(
+        meta: ObjectMeta,
+        key: (Arc<str>, Arc<str>, Arc<str>),
+        metadata: Arc<ParquetMetaData>,
+        table_schema: &Schema,
+    ) -> Result<Self> {
+        let plain = ArrowReaderMetadata::try_new(metadata.clone(), ArrowReaderOptions::new())?;
+        let hinted: Vec<Arc<Field>> = plain
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| match table_schema.field_with_name(f.name()) {
+                Ok(t) if t.data_type() != f.data_type() => {
+                    Arc::new(f.as_ref().clone().with_data_type(t.data_type().clone()))
+                }
+                _ => f.clone(),
+            })
+            .collect();
+        let reader = ArrowReaderMetadata::try_new(
+            metadata,
+            ArrowReaderOptions::new().with_schema(Arc::new(Schema::new(hinted))),
+        )
+        .unwrap_or(plain);
+        let file_columns = table_schema
+            .fields()
+            .iter()
+            .map(|f| reader.schema().index_of(f.name()).ok())
+            .collect();
+        let (store_id, path, version) = key;
+        Ok(FileContext {
+            meta,
+            store_id,
+            path,
+            version,
+            reader,
+            file_columns,
+        })
+    }
+
+    /// Rows of row group `rg`.
+    pub fn rows(&self, rg: usize) -> usize {
+        usize::try_from(self.reader.metadata().row_group(rg).num_rows()).unwrap_or(0)
+    }
+
+    fn key(&self, rg: usize, column: usize, batch: usize) -> BatchKey {
+        BatchKey {
+            store: self.store_id.clone(),
+            path: self.path.clone(),
+            version: self.version.clone(),
+            row_group: rg as u32,
+            column: column as u32,
+            batch: batch as u32,
+        }
+    }
+}
+
+/// Reads columns of row groups for one scan.
+pub struct ColumnLoader {
+    pub store: Arc<CachedStore>,
+    pub batches: Arc<BatchCache>,
+    pub table_schema: SchemaRef,
+}
+
+/// Sizes of the batches of a row group of `rows` rows.
+pub fn batch_lengths(rows: usize) -> impl Iterator<Item = usize> {
+    (0..rows.div_ceil(BATCH_ROWS)).map(move |b| BATCH_ROWS.min(rows - b * BATCH_ROWS))
+}
+
+impl ColumnLoader {
+    /// Columns `columns` (table indices) of row group `rg`, each as its
+    /// batches, in the order asked.
+    pub async fn load(&self, file: &FileContext, rg: usize, columns: &[usize]) -> Result<Vec<Vec<ArrayRef>>> {
+        let lengths: Vec<usize> = batch_lengths(file.rows(rg)).collect();
+        let mut out: Vec<Option<Vec<ArrayRef>>> = vec![None; columns.len()];
+        let mut to_decode = Vec::new();
+        for (slot, &c) in columns.iter().enumerate() {
+            let data_type = self.table_schema.field(c).data_type();
+            if file.file_columns[c].is_none() {
+                out[slot] = Some(lengths.iter().map(|&n| new_null_array(data_type, n)).collect());
+                continue;
+            }
+            let cached: Option<Vec<ArrayRef>> = (0..lengths.len())
+                .map(|b| self.batches.get(&file.key(rg, c, b)).map(|e| e.to_arrow()))
+                .collect();
+            let counters = self.store.counters();
+            match cached {
+                Some(arrays) => {
+                    counters.batch_hits.fetch_add(arrays.len() as u64, Ordering::Relaxed);
+                    out[slot] = Some(arrays);
+                }
+                None => {
+                    counters.batch_misses.fetch_add(lengths.len() as u64, Ordering::Relaxed);
+                    to_decode.push(slot);
+                }
+            }
+        }
+        if !to_decode.is_empty() {
+            let wanted: Vec<usize> = to_decode.iter().map(|&s| columns[s]).collect();
+            let decoded = self.decode(file, rg, &wanted).await?;
+            for (slot, arrays) in to_decode.into_iter().zip(decoded) {
+                out[slot] = Some(arrays);
+            }
+        }
+        Ok(out.into_iter().map(Option::unwrap_or_default).collect())
+    }
+
+    /// Reads, in one set of requests, the column chunks of `columns` in row
+    /// group `rg` that the memory tier lacks. The scan decodes filter columns
+    /// first and projected columns only if rows survive; fetching all their
+    /// bytes up front keeps that to one round trip to the object store (the
+    /// bytes land in the page buffer and disk tier, where decoding finds them).
+    pub async fn prefetch(&self, file: &FileContext, rg: usize, columns: &[usize]) -> Result<()> {
+        let row_group = file.reader.metadata().row_group(rg);
+        let ranges: Vec<std::ops::Range<u64>> = columns
+            .iter()
+            .filter(|&&c| !self.batches.contains(&file.key(rg, c, 0)))
+            .filter_map(|&c| file.file_columns[c])
+            .flat_map(|root| {
+                let descr = file.reader.metadata().file_metadata().schema_descr();
+                row_group
+                    .columns()
+                    .iter()
+                    .enumerate()
+                    .filter(move |(leaf, _)| descr.get_column_root_idx(*leaf) == root)
+                    .map(|(_, chunk)| {
+                        let (start, len) = chunk.byte_range();
+                        start..start + len
+                    })
+            })
+            .collect();
+        if !ranges.is_empty() {
+            self.store
+                .get_ranges(&file.meta.location, &ranges)
+                .await
+                .map_err(|e| read_error(file, rg, e))?;
+        }
+        Ok(())
+    }
+
+    /// Decodes `columns` (all present in the file) of row group `rg` and
+    /// admits each batch to the memory tier.
+    async fn decode(&self, file: &FileContext, rg: usize, columns: &[usize]) -> Result<Vec<Vec<ArrayRef>>> {
+        let roots: Vec<usize> = columns.iter().filter_map(|&c| file.file_columns[c]).collect();
+        let mask = ProjectionMask::roots(file.reader.metadata().file_metadata().schema_descr(), roots);
+        let reader = CachedFileReader {
+            store: self.store.clone(),
+            location: file.meta.location.clone(),
+            metadata: file.reader.metadata().clone(),
+        };
+        let stream = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, file.reader.clone())
+            .with_projection(mask)
+            .with_row_groups(vec![rg])
+            .with_batch_size(BATCH_ROWS)
+            .build()
+            .map_err(|e| read_error(file, rg, e))?;
+        let batches: Vec<_> = stream.try_collect().await.map_err(|e| read_error(file, rg, e))?;
+        let mut out = vec![Vec::with_capacity(batches.len()); columns.len()];
+        for (b, batch) in batches.iter().enumerate() {
+            for (slot, &c) in columns.iter().enumerate() {
+                let field = self.table_schema.field(c);
+                let array = batch.column_by_name(field.name()).ok_or_else(|| {
+                    DataFusionError::Internal(format!("column {} missing from decoded batch", field.name()))
+                })?;
+                let array = conform(array, field.data_type()).map_err(|e| {
+                    DataFusionError::Execution(format!(
+                        "column {} of {} (row group {rg}): {e}",
+                        field.name(),
+                        file.meta.location
+                    ))
+                })?;
+                self.batches
+                    .insert(file.key(rg, c, b), CachedColumn::Arrow(array.clone()));
+                out[slot].push(array);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// `array` as `data_type` (the table's type for the column).
+fn conform(array: &ArrayRef, data_type: &DataType) -> Result<ArrayRef> {
+    if array.data_type() == data_type {
+        return Ok(array.clone());
+    }
+    let options = CastOptions {
+        safe: false,
+        ..Default::default()
+    };
+    Ok(cast_with_options(array, data_type, &options)?)
+}
+
+fn read_error(file: &FileContext, rg: usize, e: impl std::fmt::Display) -> DataFusionError {
+    DataFusionError::Execution(format!("reading {} (row group {rg}): {e}", file.meta.location))
+}
