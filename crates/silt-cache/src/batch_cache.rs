@@ -10,7 +10,6 @@
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef};
-use moka::notification::RemovalCause;
 use moka::sync::Cache;
 
 use crate::page_cache::CacheMetrics;
@@ -71,19 +70,7 @@ pub struct BatchCache {
 impl BatchCache {
     /// A tier holding at most `capacity` bytes of decoded columns.
     pub fn new(capacity: u64, metrics: CacheMetrics) -> Arc<Self> {
-        let bytes_gauge = metrics.bytes.clone();
-        let evictions = metrics.evictions.clone();
-        let entries = Cache::builder()
-            .weigher(|_k: &BatchKey, v: &CachedColumn| u32::try_from(v.heap_size()).unwrap_or(u32::MAX))
-            .max_capacity(capacity)
-            .support_invalidation_closures()
-            .eviction_listener(move |_k, v: CachedColumn, cause| {
-                bytes_gauge.decrement(v.heap_size() as f64);
-                if cause == RemovalCause::Size {
-                    evictions.increment(1);
-                }
-            })
-            .build();
+        let entries = metrics.sized_cache(capacity, CachedColumn::heap_size);
         Arc::new(BatchCache {
             entries,
             capacity,
@@ -94,13 +81,7 @@ impl BatchCache {
     /// The column batch for `key`, counting a hit or a miss.
     pub fn get(&self, key: &BatchKey) -> Option<CachedColumn> {
         let found = self.entries.get(key);
-        match &found {
-            Some(c) => {
-                self.metrics.hits.increment(1);
-                self.metrics.hit_bytes.increment(c.heap_size() as u64);
-            }
-            None => self.metrics.misses.increment(1),
-        }
+        self.metrics.record_lookup(found.as_ref().map(CachedColumn::heap_size));
         found
     }
 

@@ -179,12 +179,7 @@ impl CachedStore {
         let memory = &self.tiers.pages;
         let mut found: Vec<Option<Bytes>> = keys.iter().map(|k| memory.get(k)).collect();
         for hit in &found {
-            if let Some(page) = hit {
-                memory.metrics.hits.increment(1);
-                memory.metrics.hit_bytes.increment(page.len() as u64);
-            } else {
-                memory.metrics.misses.increment(1);
-            }
+            memory.metrics.record_lookup(hit.as_ref().map(Bytes::len));
         }
         let Some(disk) = self.tiers.disk.clone() else {
             return found;

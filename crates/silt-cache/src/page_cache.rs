@@ -50,6 +50,40 @@ impl CacheMetrics {
         }
     }
 
+    /// Counts one lookup: a hit of `Some(bytes)`, or a miss.
+    pub fn record_lookup(&self, hit_bytes: Option<usize>) {
+        match hit_bytes {
+            Some(bytes) => {
+                self.hits.increment(1);
+                self.hit_bytes.increment(bytes as u64);
+            }
+            None => self.misses.increment(1),
+        }
+    }
+
+    /// A moka cache of at most `capacity` bytes, entries weighed by `size`,
+    /// that keeps this tier's `bytes` gauge and eviction counter (the caller
+    /// adds an entry's size to the gauge when it inserts).
+    pub(crate) fn sized_cache<K, V>(&self, capacity: u64, size: fn(&V) -> usize) -> Cache<K, V>
+    where
+        K: std::hash::Hash + Eq + Send + Sync + 'static,
+        V: Clone + Send + Sync + 'static,
+    {
+        let bytes_gauge = self.bytes.clone();
+        let evictions = self.evictions.clone();
+        Cache::builder()
+            .weigher(move |_k: &K, v: &V| u32::try_from(size(v)).unwrap_or(u32::MAX))
+            .max_capacity(capacity)
+            .support_invalidation_closures()
+            .eviction_listener(move |_k, v: V, cause| {
+                bytes_gauge.decrement(size(&v) as f64);
+                if cause == moka::notification::RemovalCause::Size {
+                    evictions.increment(1);
+                }
+            })
+            .build()
+    }
+
     pub fn noop() -> Self {
         CacheMetrics {
             evictions: Counter::noop(),
@@ -85,19 +119,7 @@ pub struct PageCache {
 
 impl PageCache {
     pub fn new(config: PageCacheConfig, metrics: CacheMetrics) -> Arc<Self> {
-        let bytes_gauge = metrics.bytes.clone();
-        let evictions = metrics.evictions.clone();
-        let pages = Cache::builder()
-            .weigher(|_k: &PageKey, v: &Bytes| u32::try_from(v.len()).unwrap_or(u32::MAX))
-            .max_capacity(config.capacity_bytes)
-            .support_invalidation_closures()
-            .eviction_listener(move |_k, v: Bytes, cause| {
-                bytes_gauge.decrement(v.len() as f64);
-                if cause == moka::notification::RemovalCause::Size {
-                    evictions.increment(1);
-                }
-            })
-            .build();
+        let pages = metrics.sized_cache(config.capacity_bytes, Bytes::len);
         Arc::new(PageCache { pages, config, metrics })
     }
 

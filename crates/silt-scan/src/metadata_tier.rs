@@ -72,13 +72,7 @@ impl Cache<Path, CachedFileMetadataEntry> for MetadataTier {
             }
             current
         });
-        match &found {
-            Some(e) => {
-                self.metrics.hits.increment(1);
-                self.metrics.hit_bytes.increment(e.size() as u64);
-            }
-            None => self.metrics.misses.increment(1),
-        }
+        self.metrics.record_lookup(found.as_ref().map(|e| e.size()));
         found
     }
 

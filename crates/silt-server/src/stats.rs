@@ -49,7 +49,7 @@ fn tier_json(snapshot: &BTreeMap<String, f64>, tier: &str, used: u64, budget: u6
 /// Per tier: hits, misses, evictions, bytes used and budget.
 fn tiers_json(engine: &Engine, snapshot: &BTreeMap<String, f64>) -> Value {
     let config = engine.config();
-    let tiers_ = engine.tiers();
+    let cache = engine.tiers();
     let mut tiers = serde_json::Map::new();
     tiers.insert(
         "metadata".into(),
@@ -65,7 +65,7 @@ fn tiers_json(engine: &Engine, snapshot: &BTreeMap<String, f64>) -> Value {
         tier_json(
             snapshot,
             "memory",
-            tiers_.batches().weighted_size(),
+            cache.batches().weighted_size(),
             config.memory_budget,
         ),
     );
@@ -74,7 +74,7 @@ fn tiers_json(engine: &Engine, snapshot: &BTreeMap<String, f64>) -> Value {
         tier_json(
             snapshot,
             "pages",
-            tiers_.pages().weighted_size(),
+            cache.pages().weighted_size(),
             config.page_memory_budget,
         ),
     );
