@@ -1,0 +1,50 @@
+//! Choosing and applying an encoding for a column batch.
+
+use arrow::array::ArrayRef;
+use arrow::datatypes::DataType;
+
+use crate::LiquidArrayRef;
+use crate::bytes::BytesEncoder;
+
+/// Whether batches of `data_type` have a liquid form. Other types stay Arrow
+/// in the memory tier.
+pub fn is_supported(data_type: &DataType) -> bool {
+    crate::integer::is_supported(data_type)
+        || crate::float::is_supported(data_type)
+        || crate::boolean::is_supported(data_type)
+        || crate::bytes::is_supported(data_type)
+}
+
+/// Encodes the batches of one column chunk (one row group's column).
+///
+/// Holds what batches of the same chunk share: string columns train one FSST
+/// symbol table on the first batch and reuse it for the rest, so the table's
+/// cost is paid once per chunk, not per 8192 rows.
+#[derive(Debug)]
+pub struct ColumnEncoder {
+    data_type: DataType,
+    bytes: Option<BytesEncoder>,
+}
+
+impl ColumnEncoder {
+    /// An encoder for batches of `data_type`.
+    pub fn new(data_type: &DataType) -> Self {
+        ColumnEncoder {
+            data_type: data_type.clone(),
+            bytes: crate::bytes::is_supported(data_type).then(BytesEncoder::new),
+        }
+    }
+
+    /// The liquid form of `array`, with the encoding chosen from its data, or
+    /// `None` when its type has no liquid form. `array.data_type()` must be
+    /// the encoder's type.
+    pub fn encode(&mut self, array: &ArrayRef) -> Option<LiquidArrayRef> {
+        debug_assert_eq!(array.data_type(), &self.data_type);
+        if let Some(bytes) = self.bytes.as_mut() {
+            return bytes.encode(array);
+        }
+        crate::integer::encode(array)
+            .or_else(|| crate::float::encode(array))
+            .or_else(|| crate::boolean::encode(array))
+    }
+}
