@@ -12,9 +12,7 @@ use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, UInt32Array};
 use arrow::buffer::{BooleanBuffer, NullBuffer};
 use arrow::datatypes::DataType;
 
-use crate::integer::{
-    Evaluate, compact_bits, compact_nulls, constant_bits, evaluate, nulls_heap_size, op_holds,
-};
+use crate::integer::{Evaluate, compact_bits, compact_nulls, constant_bits, evaluate, nulls_heap_size, op_holds};
 use crate::{CmpOp, LiquidArray, LiquidArrayRef, LiquidPredicate};
 
 /// Whether `data_type` is handled by this module.
@@ -80,8 +78,8 @@ impl LiquidArray for BitmapArray {
 
     /// Arrow's kernel on the (zero-copy) bitmap only reads the selected bits.
     fn filter(&self, selection: &BooleanArray) -> ArrayRef {
-        let out = arrow::compute::filter(&self.arrow(), selection)
-            .expect("invariant: the selection has the batch's length");
+        let out =
+            arrow::compute::filter(&self.arrow(), selection).expect("invariant: the selection has the batch's length");
         Arc::new(out)
     }
 

@@ -23,9 +23,8 @@ use arrow::datatypes::{ArrowNativeType, DataType};
 
 use crate::bitpack::{BLOCK, BitPacked, PackWord, bit_width};
 use crate::integer::{
-    BitWriter, Evaluate, PlainArray, by_word, compact_nulls, evaluate, gather_primitive,
-    index_rows, native_literal, native_values, nulls_heap_size, op_holds, primitive_array,
-    selection_mask,
+    BitWriter, Evaluate, PlainArray, by_word, compact_nulls, evaluate, gather_primitive, index_rows, native_literal,
+    native_values, nulls_heap_size, op_holds, primitive_array, selection_mask,
 };
 use crate::{CmpOp, LiquidArray, LiquidArrayRef, LiquidPredicate};
 
@@ -97,8 +96,7 @@ alp_float!(f32, [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10]);
 alp_float!(
     f64,
     [
-        1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
-        1e16, 1e17, 1e18
+        1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18
     ]
 );
 
@@ -129,13 +127,13 @@ fn try_alp<F: AlpFloat>(array: &ArrayRef) -> Option<LiquidArrayRef> {
     if exceptions.len() * MAX_EXCEPTION_RATIO > valid_values.len() {
         return None;
     }
-    let (min, max) = digits.iter().flatten().fold((i64::MAX, i64::MIN), |(lo, hi), &d| {
-        (lo.min(d), hi.max(d))
-    });
+    let (min, max) = digits
+        .iter()
+        .flatten()
+        .fold((i64::MAX, i64::MIN), |(lo, hi), &d| (lo.min(d), hi.max(d)));
     let max_offset = (i128::from(max) - i128::from(min)) as u64;
     let width = bit_width(max_offset);
-    let packed_bits = values.len() * usize::from(width)
-        + exceptions.len() * 8 * (4 + std::mem::size_of::<F>());
+    let packed_bits = values.len() * usize::from(width) + exceptions.len() * 8 * (4 + std::mem::size_of::<F>());
     if packed_bits >= values.len() * 8 * std::mem::size_of::<F>() {
         return None;
     }
@@ -175,7 +173,11 @@ fn choose_exponents<F: AlpFloat>(values: &[F]) -> Option<(usize, usize)> {
                 None => exceptions += 1,
             }
         }
-        let width = if lo > hi { 0 } else { bit_width((i128::from(hi) - i128::from(lo)) as u64) };
+        let width = if lo > hi {
+            0
+        } else {
+            bit_width((i128::from(hi) - i128::from(lo)) as u64)
+        };
         sample.len() * usize::from(width) + exceptions * exception_bits
     };
     (0..F::POWERS.len())

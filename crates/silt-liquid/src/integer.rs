@@ -18,8 +18,8 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayDataBuilder, ArrayRef, BooleanArray, BooleanBufferBuilder, MutableArrayData,
-    Scalar, UInt32Array, make_array,
+    Array, ArrayDataBuilder, ArrayRef, BooleanArray, BooleanBufferBuilder, MutableArrayData, Scalar, UInt32Array,
+    make_array,
 };
 use arrow::buffer::{BooleanBuffer, Buffer, NullBuffer};
 use arrow::compute::kernels::cmp;
@@ -265,29 +265,19 @@ impl<N: IntNative, W: PackWord> LiquidArray for ForArray<N, W> {
             values.extend(block.iter().map(|o| reference.add_offset(o.widen())));
         });
         let len = values.len();
-        primitive_array(
-            &self.data_type,
-            Buffer::from_vec(values),
-            len,
-            self.nulls.clone(),
-        )
+        primitive_array(&self.data_type, Buffer::from_vec(values), len, self.nulls.clone())
     }
 
     fn filter(&self, selection: &BooleanArray) -> ArrayRef {
         let mask = selection_mask(selection);
         let rows = mask.set_indices().map(Some);
-        gather_primitive(&self.data_type, self.nulls.as_ref(), rows, |i| {
-            self.value(i)
-        })
+        gather_primitive(&self.data_type, self.nulls.as_ref(), rows, |i| self.value(i))
     }
 
     fn take(&self, indices: &UInt32Array) -> ArrayRef {
-        gather_primitive(
-            &self.data_type,
-            self.nulls.as_ref(),
-            index_rows(indices),
-            |i| self.value(i),
-        )
+        gather_primitive(&self.data_type, self.nulls.as_ref(), index_rows(indices), |i| {
+            self.value(i)
+        })
     }
 
     fn evaluate(&self, predicate: &LiquidPredicate) -> Option<BooleanArray> {
@@ -459,12 +449,7 @@ pub(crate) fn gather_primitive<N: ArrowNativeType>(
 
 /// A primitive array of `data_type` (any type with that native width,
 /// time zone and decimal scale kept) over `values`.
-pub(crate) fn primitive_array(
-    data_type: &DataType,
-    values: Buffer,
-    len: usize,
-    nulls: Option<NullBuffer>,
-) -> ArrayRef {
+pub(crate) fn primitive_array(data_type: &DataType, values: Buffer, len: usize, nulls: Option<NullBuffer>) -> ArrayRef {
     let nulls = nulls.filter(|n| n.null_count() > 0);
     let data = ArrayDataBuilder::new(data_type.clone())
         .len(len)
@@ -477,10 +462,7 @@ pub(crate) fn primitive_array(
 
 /// A length-1 literal of `data_type` as its native: `None` when it is not
 /// usable (other type or length), `Some(None)` when it is null.
-pub(crate) fn native_literal<N: ArrowNativeType>(
-    data_type: &DataType,
-    literal: &ArrayRef,
-) -> Option<Option<N>> {
+pub(crate) fn native_literal<N: ArrowNativeType>(data_type: &DataType, literal: &ArrayRef) -> Option<Option<N>> {
     if literal.len() != 1 || literal.data_type() != data_type {
         return None;
     }
@@ -491,10 +473,7 @@ pub(crate) fn native_literal<N: ArrowNativeType>(
 }
 
 /// The natives of a list of `data_type` without nulls; `None` otherwise.
-pub(crate) fn native_values<N: ArrowNativeType>(
-    data_type: &DataType,
-    values: &ArrayRef,
-) -> Option<Vec<N>> {
+pub(crate) fn native_values<N: ArrowNativeType>(data_type: &DataType, values: &ArrayRef) -> Option<Vec<N>> {
     if values.data_type() != data_type || values.null_count() > 0 {
         return None;
     }
@@ -609,8 +588,7 @@ impl LiquidArray for PlainArray {
     }
 
     fn filter(&self, selection: &BooleanArray) -> ArrayRef {
-        arrow::compute::filter(&self.array, selection)
-            .expect("invariant: the selection has the batch's length")
+        arrow::compute::filter(&self.array, selection).expect("invariant: the selection has the batch's length")
     }
 
     fn take(&self, indices: &UInt32Array) -> ArrayRef {

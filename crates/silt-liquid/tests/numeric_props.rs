@@ -7,9 +7,8 @@
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayRef, ArrowPrimitiveType, BooleanArray, Datum, Decimal128Array, Float64Array,
-    Int8Array, Int16Array, Int64Array, PrimitiveArray, Scalar, TimestampNanosecondArray,
-    UInt32Array,
+    Array, ArrayRef, ArrowPrimitiveType, BooleanArray, Datum, Decimal128Array, Float64Array, Int8Array, Int16Array,
+    Int64Array, PrimitiveArray, Scalar, TimestampNanosecondArray, UInt32Array,
 };
 use arrow::compute::kernels::cmp;
 use arrow::compute::{and_kleene, filter, is_not_null, is_null, not, or_kleene, take};
@@ -67,12 +66,7 @@ fn wrong_literal(array: &ArrayRef) -> ArrayRef {
 }
 
 /// Checks round trip, filter, take and every predicate against Arrow.
-fn check_all(
-    array: ArrayRef,
-    mut literals: Vec<ArrayRef>,
-    list: ArrayRef,
-    seed: u64,
-) -> Result<(), TestCaseError> {
+fn check_all(array: ArrayRef, mut literals: Vec<ArrayRef>, list: ArrayRef, seed: u64) -> Result<(), TestCaseError> {
     let len = array.len();
     let liquid = encode(&array);
     prop_assert_eq!(liquid.data_type(), array.data_type());
@@ -98,7 +92,7 @@ fn check_all(
     let indices: UInt32Array = (0..(mix(seed, 1) % (2 * len as u64 + 3)))
         .map(|j| {
             let h = mix(seed ^ 0xABCD, j);
-            (len > 0 && h % 7 != 0).then(|| (h % len as u64) as u32)
+            (len > 0 && !h.is_multiple_of(7)).then(|| (h % len as u64) as u32)
         })
         .collect();
     prop_assert_eq!(&liquid.take(&indices), &take(&array, &indices, None).unwrap());
@@ -111,7 +105,10 @@ fn check_all(
     for literal in &literals {
         for (op, kernel) in OPS {
             let expected = kernel(&array, &scalar(literal)).unwrap();
-            let predicate = LiquidPredicate::Compare { op, literal: literal.clone() };
+            let predicate = LiquidPredicate::Compare {
+                op,
+                literal: literal.clone(),
+            };
             prop_assert_eq!(liquid.evaluate(&predicate), Some(expected), "{:?} {:?}", op, literal);
         }
     }
@@ -122,17 +119,26 @@ fn check_all(
             &cmp::lt_eq(&array, &scalar(high)).unwrap(),
         )
         .unwrap();
-        let predicate = LiquidPredicate::Between { low: low.clone(), high: high.clone() };
+        let predicate = LiquidPredicate::Between {
+            low: low.clone(),
+            high: high.clone(),
+        };
         prop_assert_eq!(liquid.evaluate(&predicate), Some(expected), "{:?} {:?}", low, high);
     }
     for values in [list.clone(), list.slice(0, 0), list.slice(0, list.len().min(1))] {
         for negated in [false, true] {
             let expected = expected_in_list(&array, &values, negated);
-            let predicate = LiquidPredicate::InList { values: values.clone(), negated };
+            let predicate = LiquidPredicate::InList {
+                values: values.clone(),
+                negated,
+            };
             prop_assert_eq!(liquid.evaluate(&predicate), Some(expected), "{:?}", values);
         }
     }
-    prop_assert_eq!(liquid.evaluate(&LiquidPredicate::IsNull), Some(is_null(&array).unwrap()));
+    prop_assert_eq!(
+        liquid.evaluate(&LiquidPredicate::IsNull),
+        Some(is_null(&array).unwrap())
+    );
     prop_assert_eq!(
         liquid.evaluate(&LiquidPredicate::IsNotNull),
         Some(is_not_null(&array).unwrap())
@@ -143,7 +149,10 @@ fn check_all(
         case_insensitive: false,
     };
     prop_assert!(liquid.evaluate(&like).is_none());
-    let wrong = LiquidPredicate::Compare { op: CmpOp::Eq, literal: wrong_literal(&array) };
+    let wrong = LiquidPredicate::Compare {
+        op: CmpOp::Eq,
+        literal: wrong_literal(&array),
+    };
     prop_assert!(liquid.evaluate(&wrong).is_none());
     Ok(())
 }
@@ -330,10 +339,8 @@ fn heap_size_counts_the_null_buffer() {
 
 #[test]
 fn decimals_beyond_u64_offsets_are_not_encoded() {
-    let array: ArrayRef = Arc::new(
-        Decimal128Array::from(vec![i128::MIN / 2, i128::MAX / 2])
-            .with_data_type(DataType::Decimal128(38, 0)),
-    );
+    let array: ArrayRef =
+        Arc::new(Decimal128Array::from(vec![i128::MIN / 2, i128::MAX / 2]).with_data_type(DataType::Decimal128(38, 0)));
     assert!(silt_liquid::integer::encode(&array).is_none());
 }
 
@@ -360,5 +367,8 @@ fn float16_is_not_supported() {
     assert!(!silt_liquid::float::is_supported(&DataType::Float16));
     assert!(silt_liquid::float::is_supported(&DataType::Float64));
     assert!(silt_liquid::boolean::is_supported(&DataType::Boolean));
-    assert!(silt_liquid::integer::is_supported(&DataType::Timestamp(TimeUnit::Second, Some("UTC".into()))));
+    assert!(silt_liquid::integer::is_supported(&DataType::Timestamp(
+        TimeUnit::Second,
+        Some("UTC".into())
+    )));
 }
