@@ -114,30 +114,28 @@ fn try_alp<F: AlpFloat>(array: &ArrayRef) -> Option<LiquidArrayRef> {
     let data = array.to_data();
     let values = &data.buffer::<F>(0)[..array.len()];
     let nulls = compact_nulls(array.nulls());
-    let valid = |i: &usize| nulls.as_ref().is_none_or(|n| n.is_valid(*i));
-    let valid_values: Vec<F> = (0..values.len()).filter(valid).map(|i| values[i]).collect();
-    let (e, f) = choose_exponents(&valid_values)?;
+    let (e, f) = choose_exponents(&sample(values, nulls.as_ref()))?;
+    let valid = |i: usize| nulls.as_ref().is_none_or(|n| n.is_valid(i));
+    // `None`: null or exception.
     let digits: Vec<Option<i64>> = (0..values.len())
-        .map(|i| valid(&i).then(|| values[i].alp_encode(e, f)).flatten())
+        .map(|i| valid(i).then(|| values[i].alp_encode(e, f)).flatten())
         .collect();
-    let exceptions: Vec<(u32, F)> = (0..values.len())
-        .filter(|&i| digits[i].is_none() && valid(&i))
+    let (positions, exceptions): (Vec<u32>, Vec<F>) = (0..values.len())
+        .filter(|&i| digits[i].is_none() && valid(i))
         .map(|i| (i as u32, values[i]))
-        .collect();
-    if exceptions.len() * MAX_EXCEPTION_RATIO > valid_values.len() {
+        .unzip();
+    let valid_count = values.len() - nulls.as_ref().map_or(0, NullBuffer::null_count);
+    if exceptions.len() * MAX_EXCEPTION_RATIO > valid_count {
         return None;
     }
     let (min, max) = digits
         .iter()
         .flatten()
         .fold((i64::MAX, i64::MIN), |(lo, hi), &d| (lo.min(d), hi.max(d)));
-    let max_offset = (i128::from(max) - i128::from(min)) as u64;
-    let width = bit_width(max_offset);
-    let packed_bits = values.len() * usize::from(width) + exceptions.len() * 8 * (4 + std::mem::size_of::<F>());
-    if packed_bits >= values.len() * 8 * std::mem::size_of::<F>() {
+    let width = bit_width((i128::from(max) - i128::from(min)) as u64);
+    if alp_bits::<F>(values.len(), width, exceptions.len()) >= values.len() * 8 * std::mem::size_of::<F>() {
         return None;
     }
-    let (positions, exceptions) = exceptions.into_iter().unzip();
     let parts = AlpParts {
         data_type: array.data_type().clone(),
         nulls,
@@ -156,18 +154,30 @@ fn try_alp<F: AlpFloat>(array: &ArrayRef) -> Option<LiquidArrayRef> {
     }))
 }
 
+/// Estimated size in bits of `len` ALP digits of `width` bits plus `exceptions`.
+fn alp_bits<F>(len: usize, width: u8, exceptions: usize) -> usize {
+    len * usize::from(width) + exceptions * 8 * (std::mem::size_of::<u32>() + std::mem::size_of::<F>())
+}
+
+/// Up to about [`SAMPLE`] valid values, spread over the batch.
+fn sample<F: AlpFloat>(values: &[F], nulls: Option<&NullBuffer>) -> Vec<F> {
+    let step = values.len().div_ceil(SAMPLE).max(1);
+    (0..values.len())
+        .step_by(step)
+        .filter(|&i| nulls.is_none_or(|n| n.is_valid(i)))
+        .map(|i| values[i])
+        .collect()
+}
+
 /// The `(e, f)` that store a sample of the values in the fewest bits
 /// (exceptions counted at their full cost); `None` for no values.
-fn choose_exponents<F: AlpFloat>(values: &[F]) -> Option<(usize, usize)> {
-    let step = values.len().div_ceil(SAMPLE).max(1);
-    let sample: Vec<F> = values.iter().step_by(step).copied().collect();
+fn choose_exponents<F: AlpFloat>(sample: &[F]) -> Option<(usize, usize)> {
     if sample.is_empty() {
         return None;
     }
-    let exception_bits = 8 * (4 + std::mem::size_of::<F>());
     let cost = |e: usize, f: usize| {
         let (mut lo, mut hi, mut exceptions) = (i64::MAX, i64::MIN, 0);
-        for v in &sample {
+        for v in sample {
             match v.alp_encode(e, f) {
                 Some(d) => (lo, hi) = (lo.min(d), hi.max(d)),
                 None => exceptions += 1,
@@ -178,7 +188,7 @@ fn choose_exponents<F: AlpFloat>(values: &[F]) -> Option<(usize, usize)> {
         } else {
             bit_width((i128::from(hi) - i128::from(lo)) as u64)
         };
-        sample.len() * usize::from(width) + exceptions * exception_bits
+        alp_bits::<F>(sample.len(), width, exceptions)
     };
     (0..F::POWERS.len())
         .flat_map(|e| (0..=e).map(move |f| (e, f)))
@@ -286,16 +296,19 @@ impl<F: AlpFloat, W: PackWord> LiquidArray for AlpArray<F, W> {
     fn filter(&self, selection: &BooleanArray) -> ArrayRef {
         let mask = selection_mask(selection);
         let rows = mask.set_indices().map(Some);
-        gather_primitive(&self.parts.data_type, self.parts.nulls.as_ref(), rows, |i| {
-            self.value(i)
-        })
+        gather_primitive(
+            &self.parts.data_type,
+            self.parts.nulls.as_ref(),
+            mask.count_set_bits(),
+            rows,
+            |i| self.value(i),
+        )
     }
 
     fn take(&self, indices: &UInt32Array) -> ArrayRef {
         let rows = index_rows(indices);
-        gather_primitive(&self.parts.data_type, self.parts.nulls.as_ref(), rows, |i| {
-            self.value(i)
-        })
+        let nulls = self.parts.nulls.as_ref();
+        gather_primitive(&self.parts.data_type, nulls, indices.len(), rows, |i| self.value(i))
     }
 
     fn evaluate(&self, predicate: &LiquidPredicate) -> Option<BooleanArray> {

@@ -139,7 +139,8 @@ fn encode_native<N: IntNative>(array: &ArrayRef) -> Option<LiquidArrayRef> {
     let values = &data.buffer::<N>(0)[..array.len()];
     let nulls = compact_nulls(array.nulls());
     let (min, max) = min_max(values, nulls.as_ref()).unwrap_or_default();
-    let max_offset = u64::try_from(max.to_i128() - min.to_i128()).ok()?;
+    let range = max.to_i128().checked_sub(min.to_i128())?;
+    let max_offset = u64::try_from(range).ok()?;
     let width = bit_width(max_offset);
     if usize::from(width) >= 8 * std::mem::size_of::<N>() {
         return Some(Arc::new(PlainArray::new(array, "plain")));
@@ -271,11 +272,14 @@ impl<N: IntNative, W: PackWord> LiquidArray for ForArray<N, W> {
     fn filter(&self, selection: &BooleanArray) -> ArrayRef {
         let mask = selection_mask(selection);
         let rows = mask.set_indices().map(Some);
-        gather_primitive(&self.data_type, self.nulls.as_ref(), rows, |i| self.value(i))
+        gather_primitive(&self.data_type, self.nulls.as_ref(), mask.count_set_bits(), rows, |i| {
+            self.value(i)
+        })
     }
 
     fn take(&self, indices: &UInt32Array) -> ArrayRef {
-        gather_primitive(&self.data_type, self.nulls.as_ref(), index_rows(indices), |i| {
+        let rows = index_rows(indices);
+        gather_primitive(&self.data_type, self.nulls.as_ref(), indices.len(), rows, |i| {
             self.value(i)
         })
     }
@@ -433,11 +437,12 @@ pub(crate) fn index_rows(indices: &UInt32Array) -> impl Iterator<Item = Option<u
 pub(crate) fn gather_primitive<N: ArrowNativeType>(
     data_type: &DataType,
     nulls: Option<&NullBuffer>,
+    capacity: usize,
     rows: impl Iterator<Item = Option<usize>>,
     value: impl Fn(usize) -> N,
 ) -> ArrayRef {
-    let mut values = Vec::with_capacity(rows.size_hint().0);
-    let mut validity = BooleanBufferBuilder::new(rows.size_hint().0);
+    let mut values = Vec::with_capacity(capacity);
+    let mut validity = BooleanBufferBuilder::new(capacity);
     for row in rows {
         values.push(row.map_or(N::default(), &value));
         validity.append(row.is_some_and(|i| nulls.is_none_or(|n| n.is_valid(i))));

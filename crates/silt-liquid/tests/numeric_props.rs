@@ -340,8 +340,12 @@ fn heap_size_counts_the_null_buffer() {
 #[test]
 fn decimals_beyond_u64_offsets_are_not_encoded() {
     let array: ArrayRef =
-        Arc::new(Decimal128Array::from(vec![i128::MIN / 2, i128::MAX / 2]).with_data_type(DataType::Decimal128(38, 0)));
+        Arc::new(Decimal128Array::from(vec![i128::MIN, 0, i128::MAX]).with_data_type(DataType::Decimal128(38, 0)));
     assert!(silt_liquid::integer::encode(&array).is_none());
+    let just_fits: ArrayRef = Arc::new(Decimal128Array::from(vec![-5, i128::from(u64::MAX) - 5]));
+    let liquid = silt_liquid::integer::encode(&just_fits).expect("offsets fit in u64");
+    assert_eq!(liquid.encoding(), "for-bitpack");
+    assert_eq!(&liquid.to_arrow(), &just_fits);
 }
 
 #[test]
