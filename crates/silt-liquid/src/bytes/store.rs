@@ -99,8 +99,9 @@ impl Store {
         let raw_len: usize = values.iter().map(|v| v.len()).sum();
         if let Some(codec) = codec {
             let fsst = Self::fsst(values, codec);
-            let budget = raw_len - raw_len / MIN_SAVING_DIVISOR;
-            if fsst.heap_size() < budget {
+            // Offsets cost about the same in both forms; compare the rest.
+            let fsst_cost = fsst.heap_size() - fsst.offsets().heap_size();
+            if fsst_cost < raw_len - raw_len / MIN_SAVING_DIVISOR {
                 return fsst;
             }
         }
