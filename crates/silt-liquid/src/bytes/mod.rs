@@ -170,18 +170,15 @@ impl Gathered {
         (self.ends.len() - 1) as u32
     }
 
-    fn entries(&self) -> Vec<&[u8]> {
-        let starts = std::iter::once(0).chain(self.ends.iter().copied());
-        starts.zip(&self.ends).map(|(s, &e)| &self.data[s..e]).collect()
-    }
-
     /// The output array of `data_type`.
     fn into_array(self, data_type: &DataType) -> ArrayRef {
-        let entries = self.entries();
+        let Gathered { data, ends, keys } = self;
+        let starts = std::iter::once(0).chain(ends.iter().copied());
+        let entries: Vec<&[u8]> = starts.zip(&ends).map(|(s, &e)| &data[s..e]).collect();
         if let DataType::Dictionary(..) = data_type {
-            return build_dictionary(data_type, &entries, self.keys.clone());
+            return build_dictionary(data_type, &entries, keys);
         }
-        let rows: Vec<Option<&[u8]>> = self.keys.iter().map(|k| k.map(|k| entries[k as usize])).collect();
+        let rows: Vec<Option<&[u8]>> = keys.iter().map(|k| k.map(|k| entries[k as usize])).collect();
         build_flat(data_type, &rows)
     }
 }
@@ -227,9 +224,7 @@ impl LiquidBytesArray {
         let values = match &self.layout {
             Layout::Dict { values, .. } | Layout::Flat(values) => values,
         };
-        values.for_each(|_, v| {
-            g.push(|out| out.extend_from_slice(v));
-        });
+        values.append_all(&mut g.data, &mut g.ends);
         g.keys = match &self.layout {
             Layout::Dict { keys, .. } => keys.unpack().into_iter().map(Some).collect(),
             Layout::Flat(_) => (0..self.len as u32).map(Some).collect(),

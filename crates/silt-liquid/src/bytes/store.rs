@@ -161,6 +161,17 @@ impl Store {
         }
     }
 
+    /// Appends every value to `out` (one pass over the offsets), recording
+    /// where each ends in `ends`.
+    pub(crate) fn append_all(&self, out: &mut Vec<u8>, ends: &mut Vec<usize>) {
+        let offsets = self.offsets().unpack();
+        ends.reserve(offsets.len().saturating_sub(1));
+        for w in offsets.windows(2) {
+            self.append_range(w[0] as usize..w[1] as usize, out);
+            ends.push(out.len());
+        }
+    }
+
     /// Calls `f(i, value)` for every value in order (one pass, one scratch buffer).
     pub(crate) fn for_each(&self, mut f: impl FnMut(usize, &[u8])) {
         let offsets = self.offsets().unpack();
