@@ -75,8 +75,33 @@ impl LikeMatcher {
             Shape::Exact => value.len() == n && self.eq(value),
             Shape::Prefix => self.eq(&value[..n]),
             Shape::Suffix => self.eq(&value[value.len() - n..]),
-            Shape::Contains => n == 0 || value.windows(n).any(|w| self.eq(w)),
+            Shape::Contains => self.contains(value),
         }
+    }
+
+    /// Substring search: scan for the needle's first byte, compare the rest
+    /// only there (most positions fail on the first byte).
+    fn contains(&self, value: &[u8]) -> bool {
+        let Some(&first) = self.needle.first() else {
+            return true;
+        };
+        let last_start = value.len() - self.needle.len();
+        let first_matches = |b: &u8| match self.ascii_case_insensitive {
+            true => b.eq_ignore_ascii_case(&first),
+            false => *b == first,
+        };
+        let mut start = 0;
+        while let Some(p) = value[start..=last_start].iter().position(first_matches) {
+            let at = start + p;
+            if self.eq(&value[at..at + self.needle.len()]) {
+                return true;
+            }
+            if at == last_start {
+                return false;
+            }
+            start = at + 1;
+        }
+        false
     }
 
     fn eq(&self, part: &[u8]) -> bool {
@@ -99,6 +124,7 @@ mod tests {
         assert!(m("ab%", "abcd") && !m("ab%", "xab"));
         assert!(m("%cd", "abcd") && !m("%cd", "cdx"));
         assert!(m("%bc%", "abcd") && !m("%bc%", "acbd"));
+        assert!(m("%aab%", "aaab") && m("%ab%", "ab") && !m("%ab%", "a") && !m("%ba%", "aab"));
         assert!(m("%", "") && m("%%", "x"));
         assert!(LikeMatcher::parse("a_c", false).is_none());
         assert!(LikeMatcher::parse("a%c", false).is_none());
