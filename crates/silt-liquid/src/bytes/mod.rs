@@ -18,7 +18,12 @@
 //! literals have the dictionary's *value* type (the caller casts literals to
 //! the type Arrow compares in); a literal of the dictionary type itself is
 //! accepted too. Results equal Arrow's kernels on the array cast to its value
-//! type.
+//! type. Decoding gives the input's dictionary type with only the entries the
+//! returned rows use; rows whose key pointed at a null value come back with a
+//! null key (logically the same array).
+//!
+//! Each FSST array holds the chunk's ~2.3 KiB decoding table through an `Arc`
+//! and counts it in full in `heap_size` (see `store::SymbolTable`).
 
 mod access;
 mod pattern;
@@ -66,9 +71,8 @@ impl BytesEncoder {
         Some(Arc::new(self.encode_bytes(array)?))
     }
 
-    /// [`BytesEncoder::encode`] with the concrete type, for tests and benches
-    /// that look at the chosen form.
-    pub fn encode_bytes(&mut self, array: &dyn Array) -> Option<LiquidBytesArray> {
+    /// [`BytesEncoder::encode`] with the concrete type.
+    fn encode_bytes(&mut self, array: &dyn Array) -> Option<LiquidBytesArray> {
         if !is_supported(array.data_type()) {
             return None;
         }
