@@ -1,0 +1,434 @@
+//! Liquid string and binary arrays (LiquidCache §4.1.1, §4.2).
+//!
+//! A batch is stored in one of four forms, chosen from its data:
+//!
+//! - `dict-fsst`: the distinct values once, FSST compressed with the column
+//!   chunk's symbol table, and one bit-packed key per row. Predicates run once
+//!   per distinct value and are mapped through the keys.
+//! - `dict`: the same with raw dictionary values, when FSST does not pay.
+//! - `fsst`: no dictionary (high cardinality), every value FSST compressed.
+//! - `plain`: no dictionary, raw values.
+//!
+//! Every value is addressable on its own (bit-packed offsets), so `filter`
+//! and `take` decode only the rows (and, with a dictionary, only the
+//! dictionary entries) they return.
+//!
+//! Dictionary-typed columns always keep the dictionary form, so decoding
+//! back to the input's key type can never overflow it. Their predicates'
+//! literals have the dictionary's *value* type (the caller casts literals to
+//! the type Arrow compares in); a literal of the dictionary type itself is
+//! accepted too. Results equal Arrow's kernels on the array cast to its value
+//! type. Decoding gives the input's dictionary type with only the entries the
+//! returned rows use; rows whose key pointed at a null value come back with a
+//! null key (logically the same array).
+//!
+//! Each FSST array holds the chunk's ~2.3 KiB decoding table through an `Arc`
+//! and counts it in full in `heap_size` (see `store::SymbolTable`).
+
+mod access;
+mod pattern;
+mod store;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, BooleanArray, UInt32Array};
+use arrow::buffer::{BooleanBuffer, NullBuffer};
+use arrow::compute::and_kleene;
+use arrow::datatypes::DataType;
+
+use crate::bitpack::BitPacked;
+use crate::{CmpOp, LiquidArray, LiquidArrayRef, LiquidPredicate, selection_to_indices};
+use access::{build_dictionary, build_flat, is_utf8, is_value_type, own_nulls, row_values, value_type};
+use pattern::LikeMatcher;
+use store::{Codec, Store};
+
+/// Whether `data_type` is handled by this module: the six byte types, and
+/// dictionaries of them with any integer key.
+pub fn is_supported(data_type: &DataType) -> bool {
+    match data_type {
+        DataType::Dictionary(key, value) => key.is_dictionary_key_type() && is_value_type(value),
+        other => is_value_type(other),
+    }
+}
+
+/// Per column chunk state for string and binary batches: the FSST codec,
+/// trained on the first batch with data and reused for the rest, so the
+/// training cost and the table's memory are paid once per chunk.
+#[derive(Debug, Default)]
+pub struct BytesEncoder {
+    codec: Option<Codec>,
+}
+
+impl BytesEncoder {
+    /// A fresh encoder for one column chunk.
+    pub fn new() -> Self {
+        BytesEncoder::default()
+    }
+
+    /// The liquid form of `array`, or `None` when its type is not handled here.
+    pub fn encode(&mut self, array: &ArrayRef) -> Option<LiquidArrayRef> {
+        Some(Arc::new(self.encode_bytes(array)?))
+    }
+
+    /// [`BytesEncoder::encode`] with the concrete type.
+    fn encode_bytes(&mut self, array: &dyn Array) -> Option<LiquidBytesArray> {
+        if !is_supported(array.data_type()) {
+            return None;
+        }
+        let rows = row_values(array)?;
+        let nulls = own_nulls(array);
+        let dict = Distinct::of(&rows, nulls.as_ref());
+        let codec = self.codec_for(&dict.values);
+        let keep_dict = matches!(array.data_type(), DataType::Dictionary(..)) || dict.pays(rows.len(), nulls.as_ref());
+        let layout = if keep_dict {
+            Layout::Dict {
+                keys: BitPacked::pack_min_width(&dict.keys),
+                values: Store::best(&dict.values, codec),
+            }
+        } else {
+            Layout::Flat(Store::best(&rows, codec))
+        };
+        Some(LiquidBytesArray {
+            data_type: array.data_type().clone(),
+            len: rows.len(),
+            nulls,
+            layout,
+        })
+    }
+
+    /// The chunk's codec, trained on `sample` (distinct values) if this is the
+    /// first batch with any bytes.
+    fn codec_for(&mut self, sample: &Vec<&[u8]>) -> Option<&Codec> {
+        if self.codec.is_none() && sample.iter().any(|v| !v.is_empty()) {
+            self.codec = Some(Codec::train(sample));
+        }
+        self.codec.as_ref()
+    }
+}
+
+/// The distinct non-null values of a batch, in order of first occurrence,
+/// and each row's index into them (0 for null rows).
+struct Distinct<'a> {
+    values: Vec<&'a [u8]>,
+    keys: Vec<u32>,
+}
+
+impl<'a> Distinct<'a> {
+    fn of(rows: &[&'a [u8]], nulls: Option<&NullBuffer>) -> Self {
+        let mut ids: HashMap<&[u8], u32> = HashMap::new();
+        let mut values = Vec::new();
+        let keys = rows
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| match nulls.is_some_and(|n| n.is_null(i)) {
+                true => 0,
+                false => *ids.entry(v).or_insert_with(|| {
+                    values.push(v);
+                    (values.len() - 1) as u32
+                }),
+            })
+            .collect();
+        Distinct { values, keys }
+    }
+
+    /// A dictionary pays when values repeat: at most half as many distinct
+    /// values as non-null rows.
+    fn pays(&self, len: usize, nulls: Option<&NullBuffer>) -> bool {
+        let valid = len - nulls.map_or(0, NullBuffer::null_count);
+        self.values.len() * 2 <= valid && u32::try_from(len).is_ok()
+    }
+}
+
+/// How the values of a batch are stored.
+#[derive(Debug)]
+enum Layout {
+    /// Distinct values once; `keys[row]` indexes them (any value on null rows).
+    Dict { keys: BitPacked<u32>, values: Store },
+    /// One stored value per row (empty on null rows).
+    Flat(Store),
+}
+
+/// A liquid string or binary batch (see the module documentation).
+#[derive(Debug)]
+pub struct LiquidBytesArray {
+    data_type: DataType,
+    len: usize,
+    nulls: Option<NullBuffer>,
+    layout: Layout,
+}
+
+/// Decoded entries and, per output row, the entry it shows (`None` = null).
+#[derive(Default)]
+struct Gathered {
+    data: Vec<u8>,
+    ends: Vec<usize>,
+    keys: Vec<Option<u32>>,
+}
+
+impl Gathered {
+    /// Appends an entry with `decode` and returns its id.
+    fn push(&mut self, decode: impl FnOnce(&mut Vec<u8>)) -> u32 {
+        decode(&mut self.data);
+        self.ends.push(self.data.len());
+        (self.ends.len() - 1) as u32
+    }
+
+    /// The output array of `data_type`.
+    fn into_array(self, data_type: &DataType) -> ArrayRef {
+        let Gathered { data, ends, keys } = self;
+        let starts = std::iter::once(0).chain(ends.iter().copied());
+        let entries: Vec<&[u8]> = starts.zip(&ends).map(|(s, &e)| &data[s..e]).collect();
+        if let DataType::Dictionary(..) = data_type {
+            return build_dictionary(data_type, &entries, keys);
+        }
+        let rows: Vec<Option<&[u8]>> = keys.iter().map(|k| k.map(|k| entries[k as usize])).collect();
+        build_flat(data_type, &rows)
+    }
+}
+
+impl LiquidBytesArray {
+    fn is_valid(&self, row: usize) -> bool {
+        self.nulls.as_ref().is_none_or(|n| n.is_valid(row))
+    }
+
+    /// Decodes the given rows (`None` = null row): with a dictionary, each
+    /// referenced entry once, in order of first use.
+    fn gather(&self, rows: impl Iterator<Item = Option<usize>>) -> Gathered {
+        let mut g = Gathered::default();
+        match &self.layout {
+            Layout::Dict { keys, values } => {
+                let mut remap = vec![u32::MAX; values.len()];
+                for row in rows {
+                    let key = row.filter(|&r| self.is_valid(r)).map(|r| {
+                        let old = keys.get(r) as usize;
+                        if remap[old] == u32::MAX {
+                            remap[old] = g.push(|out| values.append(old, out));
+                        }
+                        remap[old]
+                    });
+                    g.keys.push(key);
+                }
+            }
+            Layout::Flat(values) => {
+                for row in rows {
+                    let key = row
+                        .filter(|&r| self.is_valid(r))
+                        .map(|r| g.push(|out| values.append(r, out)));
+                    g.keys.push(key);
+                }
+            }
+        }
+        g
+    }
+
+    /// Decodes every row in one pass (no per-row random access).
+    fn gather_all(&self) -> Gathered {
+        let mut g = Gathered::default();
+        let values = match &self.layout {
+            Layout::Dict { values, .. } | Layout::Flat(values) => values,
+        };
+        values.append_all(&mut g.data, &mut g.ends);
+        g.keys = match &self.layout {
+            Layout::Dict { keys, .. } => keys.unpack().into_iter().map(Some).collect(),
+            Layout::Flat(_) => (0..self.len as u32).map(Some).collect(),
+        };
+        if let Some(nulls) = &self.nulls {
+            for (key, valid) in g.keys.iter_mut().zip(nulls.iter()) {
+                if !valid {
+                    *key = None;
+                }
+            }
+        }
+        g
+    }
+
+    /// `f` applied to every non-null row's value, as a boolean array with the
+    /// batch's nulls. With a dictionary `f` runs once per distinct value.
+    fn eval_values(&self, mut f: impl FnMut(&[u8]) -> bool) -> BooleanArray {
+        let bits = match &self.layout {
+            Layout::Dict { keys, values } => {
+                let mut matches = Vec::with_capacity(values.len());
+                values.for_each(|_, v| matches.push(f(v)));
+                map_keys(keys, &matches)
+            }
+            Layout::Flat(values) => {
+                let mut bits = vec![false; self.len];
+                values.for_each(|i, v| bits[i] = self.is_valid(i) && f(v));
+                BooleanBuffer::from(bits)
+            }
+        };
+        BooleanArray::new(bits, self.nulls.clone())
+    }
+
+    /// Whether `f` holds for every non-null row's value.
+    fn all_values(&self, mut f: impl FnMut(&[u8]) -> bool) -> bool {
+        let mut all = true;
+        let values = match &self.layout {
+            Layout::Dict { values, .. } | Layout::Flat(values) => values,
+        };
+        values.for_each(|i, v| {
+            if !self.is_flat_null(i) {
+                all &= f(v);
+            }
+        });
+        all
+    }
+
+    /// Whether stored value `i` belongs to a null row (only flat layouts store those).
+    fn is_flat_null(&self, i: usize) -> bool {
+        matches!(self.layout, Layout::Flat(_)) && !self.is_valid(i)
+    }
+
+    /// The bytes of a length-1 literal of the value type (or of this type):
+    /// `Some(None)` for a null literal, `None` when the literal does not fit.
+    fn literal<'a>(&self, literal: &'a ArrayRef) -> Option<Option<&'a [u8]>> {
+        let values = self.literals(literal)?;
+        if values.len() != 1 {
+            return None;
+        }
+        Some(
+            literal
+                .logical_nulls()
+                .is_none_or(|n| n.is_valid(0))
+                .then_some(values[0]),
+        )
+    }
+
+    /// The rows of `array` when its type is this array's value type (or this type).
+    fn literals<'a>(&self, array: &'a ArrayRef) -> Option<Vec<&'a [u8]>> {
+        let t = array.data_type();
+        (t == value_type(&self.data_type) || t == &self.data_type)
+            .then(|| row_values(array.as_ref()))
+            .flatten()
+    }
+
+    fn compare(&self, op: CmpOp, literal: &ArrayRef) -> Option<BooleanArray> {
+        let Some(lit) = self.literal(literal)? else {
+            return Some(BooleanArray::new_null(self.len));
+        };
+        Some(self.eval_values(|v| op_holds(op, v.cmp(lit))))
+    }
+
+    fn in_list(&self, list: &ArrayRef, negated: bool) -> Option<BooleanArray> {
+        let values = self.literals(list)?;
+        if list.logical_null_count() > 0 {
+            return None;
+        }
+        let set: HashSet<&[u8]> = values.into_iter().collect();
+        Some(self.eval_values(|v| set.contains(v) != negated))
+    }
+
+    fn like(&self, pattern: &str, negated: bool, case_insensitive: bool) -> Option<BooleanArray> {
+        if !is_utf8(&self.data_type) {
+            return None;
+        }
+        let matcher = LikeMatcher::parse(pattern, case_insensitive)?;
+        if matcher.is_case_insensitive() && !self.all_values(|v| v.is_ascii()) {
+            // Arrow folds case with Unicode rules on non-ASCII data.
+            return None;
+        }
+        Some(self.eval_values(|v| matcher.matches(v) != negated))
+    }
+
+    fn validity(&self) -> BooleanBuffer {
+        match &self.nulls {
+            Some(n) => n.inner().clone(),
+            None => BooleanBuffer::new_set(self.len),
+        }
+    }
+}
+
+/// `matches[keys[row]]` for every row; all-false or all-true dictionaries
+/// answer without reading the keys.
+fn map_keys(keys: &BitPacked<u32>, matches: &[bool]) -> BooleanBuffer {
+    if !matches.contains(&true) {
+        return BooleanBuffer::new_unset(keys.len());
+    }
+    if !matches.contains(&false) {
+        return BooleanBuffer::new_set(keys.len());
+    }
+    let mut bits = Vec::with_capacity(keys.len());
+    keys.for_each_block(|_, block| {
+        bits.extend(block.iter().map(|&k| matches.get(k as usize).copied().unwrap_or(false)))
+    });
+    BooleanBuffer::from(bits)
+}
+
+fn op_holds(op: CmpOp, ord: std::cmp::Ordering) -> bool {
+    match op {
+        CmpOp::Eq => ord.is_eq(),
+        CmpOp::NotEq => ord.is_ne(),
+        CmpOp::Lt => ord.is_lt(),
+        CmpOp::LtEq => ord.is_le(),
+        CmpOp::Gt => ord.is_gt(),
+        CmpOp::GtEq => ord.is_ge(),
+    }
+}
+
+impl LiquidArray for LiquidBytesArray {
+    fn data_type(&self) -> &DataType {
+        &self.data_type
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn null_count(&self) -> usize {
+        self.nulls.as_ref().map_or(0, NullBuffer::null_count)
+    }
+
+    /// Keys, offsets, value bytes, null bitmap and the symbol table (see
+    /// `Store::heap_size`); not the struct itself or its `DataType`.
+    fn heap_size(&self) -> usize {
+        let nulls = self.nulls.as_ref().map_or(0, |n| n.buffer().capacity());
+        nulls
+            + match &self.layout {
+                Layout::Dict { keys, values } => keys.heap_size() + values.heap_size(),
+                Layout::Flat(values) => values.heap_size(),
+            }
+    }
+
+    fn encoding(&self) -> &'static str {
+        match &self.layout {
+            Layout::Dict { values, .. } if values.is_fsst() => "dict-fsst",
+            Layout::Dict { .. } => "dict",
+            Layout::Flat(values) if values.is_fsst() => "fsst",
+            Layout::Flat(_) => "plain",
+        }
+    }
+
+    fn to_arrow(&self) -> ArrayRef {
+        self.gather_all().into_array(&self.data_type)
+    }
+
+    fn filter(&self, selection: &BooleanArray) -> ArrayRef {
+        let rows = selection_to_indices(selection);
+        self.take(&rows)
+    }
+
+    fn take(&self, indices: &UInt32Array) -> ArrayRef {
+        let rows = indices.iter().map(|i| i.map(|i| i as usize));
+        self.gather(rows).into_array(&self.data_type)
+    }
+
+    fn evaluate(&self, predicate: &LiquidPredicate) -> Option<BooleanArray> {
+        match predicate {
+            LiquidPredicate::Compare { op, literal } => self.compare(*op, literal),
+            LiquidPredicate::Between { low, high } => {
+                let low = self.compare(CmpOp::GtEq, low)?;
+                let high = self.compare(CmpOp::LtEq, high)?;
+                and_kleene(&low, &high).ok()
+            }
+            LiquidPredicate::InList { values, negated } => self.in_list(values, *negated),
+            LiquidPredicate::IsNull => Some(BooleanArray::new(!&self.validity(), None)),
+            LiquidPredicate::IsNotNull => Some(BooleanArray::new(self.validity(), None)),
+            LiquidPredicate::Like {
+                pattern,
+                negated,
+                case_insensitive,
+            } => self.like(pattern, *negated, *case_insensitive),
+        }
+    }
+}

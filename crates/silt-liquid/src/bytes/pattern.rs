@@ -1,0 +1,135 @@
+//! The LIKE shapes a liquid byte array evaluates itself.
+//!
+//! Arrow evaluates `abc`, `abc%`, `%abc` and `%abc%` (no `_`, no `\`) with
+//! plain byte comparisons and everything else with a regex; only the former
+//! are mirrored here, so the results agree byte for byte. Other shapes make
+//! [`LikeMatcher::parse`] return `None` and the caller decodes instead.
+
+/// Where the needle must occur in a value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// `abc`: the whole value.
+    Exact,
+    /// `abc%`: a prefix.
+    Prefix,
+    /// `%abc`: a suffix.
+    Suffix,
+    /// `%abc%`: anywhere.
+    Contains,
+}
+
+/// A parsed LIKE pattern of one of the supported shapes.
+#[derive(Debug, Clone)]
+pub(crate) struct LikeMatcher {
+    needle: Vec<u8>,
+    shape: Shape,
+    /// ILIKE: ASCII case folding. Only exact when both the pattern and every
+    /// value are ASCII (Arrow then folds ASCII only); the caller checks the
+    /// values, [`LikeMatcher::parse`] the pattern.
+    ascii_case_insensitive: bool,
+}
+
+impl LikeMatcher {
+    /// Parses `pattern`, or `None` when its shape is not supported (wildcards
+    /// or escapes inside the needle, or a non-ASCII ILIKE pattern).
+    pub(crate) fn parse(pattern: &str, case_insensitive: bool) -> Option<Self> {
+        if case_insensitive && !pattern.is_ascii() {
+            return None;
+        }
+        let (lead, rest) = match pattern.strip_prefix('%') {
+            Some(rest) => (true, rest),
+            None => (false, pattern),
+        };
+        let (trail, needle) = match rest.strip_suffix('%') {
+            Some(needle) => (true, needle),
+            None => (false, rest),
+        };
+        if needle.bytes().any(|b| matches!(b, b'%' | b'_' | b'\\')) {
+            return None;
+        }
+        let shape = match (lead, trail) {
+            (false, false) => Shape::Exact,
+            (false, true) => Shape::Prefix,
+            (true, false) => Shape::Suffix,
+            (true, true) => Shape::Contains,
+        };
+        Some(LikeMatcher {
+            needle: needle.as_bytes().to_vec(),
+            shape,
+            ascii_case_insensitive: case_insensitive,
+        })
+    }
+
+    /// Whether this is an ILIKE matcher (valid only over ASCII values).
+    pub(crate) fn is_case_insensitive(&self) -> bool {
+        self.ascii_case_insensitive
+    }
+
+    /// Whether `value` matches the pattern.
+    pub(crate) fn matches(&self, value: &[u8]) -> bool {
+        let n = self.needle.len();
+        if value.len() < n {
+            return false;
+        }
+        match self.shape {
+            Shape::Exact => value.len() == n && self.eq(value),
+            Shape::Prefix => self.eq(&value[..n]),
+            Shape::Suffix => self.eq(&value[value.len() - n..]),
+            Shape::Contains => self.contains(value),
+        }
+    }
+
+    /// Substring search: scan for the needle's first byte, compare the rest
+    /// only there (most positions fail on the first byte).
+    fn contains(&self, value: &[u8]) -> bool {
+        let Some(&first) = self.needle.first() else {
+            return true;
+        };
+        let last_start = value.len() - self.needle.len();
+        let first_matches = |b: &u8| match self.ascii_case_insensitive {
+            true => b.eq_ignore_ascii_case(&first),
+            false => *b == first,
+        };
+        let mut start = 0;
+        while let Some(p) = value[start..=last_start].iter().position(first_matches) {
+            let at = start + p;
+            if self.eq(&value[at..at + self.needle.len()]) {
+                return true;
+            }
+            if at == last_start {
+                return false;
+            }
+            start = at + 1;
+        }
+        false
+    }
+
+    fn eq(&self, part: &[u8]) -> bool {
+        if self.ascii_case_insensitive {
+            part.eq_ignore_ascii_case(&self.needle)
+        } else {
+            part == self.needle.as_slice()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shapes() {
+        let m = |p: &str, v: &str| LikeMatcher::parse(p, false).unwrap().matches(v.as_bytes());
+        assert!(m("abc", "abc") && !m("abc", "abcd"));
+        assert!(m("ab%", "abcd") && !m("ab%", "xab"));
+        assert!(m("%cd", "abcd") && !m("%cd", "cdx"));
+        assert!(m("%bc%", "abcd") && !m("%bc%", "acbd"));
+        assert!(m("%aab%", "aaab") && m("%ab%", "ab") && !m("%ab%", "a") && !m("%ba%", "aab"));
+        assert!(m("%", "") && m("%%", "x"));
+        assert!(LikeMatcher::parse("a_c", false).is_none());
+        assert!(LikeMatcher::parse("a%c", false).is_none());
+        assert!(LikeMatcher::parse("a\\%", false).is_none());
+        assert!(LikeMatcher::parse("é%", true).is_none());
+        assert!(LikeMatcher::parse("AB%", true).unwrap().matches(b"abc"));
+    }
+}

@@ -1,0 +1,432 @@
+//! Property tests: every liquid byte array operation equals the Arrow kernel
+//! on the decoded array, for every supported type, through one encoder per
+//! column chunk (shared FSST table).
+
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, BooleanArray, DictionaryArray, Scalar, StringArray, UInt32Array, make_array};
+use arrow::compute::kernels::cmp;
+use arrow::compute::kernels::comparison::{ilike, like, nilike, nlike};
+use arrow::compute::{and_kleene, cast, filter, is_not_null, is_null, not, or_kleene, take};
+use arrow::datatypes::{DataType, Int32Type};
+use proptest::prelude::*;
+use silt_liquid::bytes::BytesEncoder;
+use silt_liquid::{CmpOp, LiquidArray, LiquidPredicate};
+
+const VALUE_TYPES: [DataType; 6] = [
+    DataType::Utf8,
+    DataType::LargeUtf8,
+    DataType::Utf8View,
+    DataType::Binary,
+    DataType::LargeBinary,
+    DataType::BinaryView,
+];
+
+const KEY_TYPES: [DataType; 4] = [DataType::Int8, DataType::UInt16, DataType::Int32, DataType::UInt64];
+
+/// A tiny deterministic generator, seeded by proptest, for selections,
+/// indices and literal choices (cheaper than nested strategies).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+type Batch = Vec<Option<String>>;
+
+fn string() -> impl Strategy<Value = String> {
+    prop_oneof![
+        4 => "[a-c]{0,3}",
+        3 => "(https?://)?(www\\.)?[a-e]{1,4}\\.(com|org)/[a-z0-9/]{0,12}",
+        2 => "[aé😀\u{301}ß%_\\\\xK\u{212A}ſ]{0,10}",
+        1 => Just(String::new()),
+        1 => "[a-z]{1,6}".prop_map(|s| s.repeat(1100 / s.len() + 1)),
+    ]
+}
+
+/// A batch: low cardinality (drawn from a small pool) or high (free strings),
+/// with nulls, 0..3000 rows (crossing the 1024-value block boundary).
+fn batch() -> impl Strategy<Value = Batch> {
+    let len = prop_oneof![0usize..40, 1000usize..1100, 0usize..3000];
+    let low = (prop::collection::vec(string(), 1..12), len.clone(), any::<u64>()).prop_map(|(pool, len, seed)| {
+        let mut rng = Rng(seed);
+        (0..len)
+            .map(|_| (rng.below(8) != 0).then(|| pool[rng.below(pool.len())].clone()))
+            .collect()
+    });
+    let high = prop::collection::vec(prop::option::weighted(0.9, string()), 0..1500);
+    prop_oneof![low, high]
+}
+
+fn value_array(batch: &[Option<String>], value_type: &DataType) -> ArrayRef {
+    cast(&StringArray::from(batch.to_vec()), value_type).unwrap()
+}
+
+/// A dictionary with an unused entry and a null value (some null rows point
+/// at it, others have null keys), or `None` when the key type is too small.
+fn dict_array(batch: &[Option<String>], key: &DataType, value_type: &DataType) -> Option<ArrayRef> {
+    let mut distinct: Vec<Option<String>> = Vec::new();
+    let mut keys = Vec::new();
+    for (i, row) in batch.iter().enumerate() {
+        keys.push(match row {
+            None if i % 2 == 0 => None,
+            None => Some(u32::MAX),
+            Some(s) => Some(match distinct.iter().position(|d| d.as_deref() == Some(s.as_str())) {
+                Some(p) => p as u32,
+                None => {
+                    distinct.push(Some(s.clone()));
+                    distinct.len() as u32 - 1
+                }
+            }),
+        });
+    }
+    distinct.push(Some("unused entry".into()));
+    distinct.push(None);
+    let null_entry = distinct.len() as u32 - 1;
+    let keys: UInt32Array = keys.into_iter().map(|k| k.map(|k| k.min(null_entry))).collect();
+    let keys = cast(&keys, &DataType::Int32).ok()?;
+    let keys = keys.as_any().downcast_ref::<arrow::array::Int32Array>()?.clone();
+    let dict = DictionaryArray::<Int32Type>::try_new(keys, value_array(&distinct, value_type)).ok()?;
+    let target = DataType::Dictionary(Box::new(key.clone()), Box::new(value_type.clone()));
+    cast(&dict, &target).ok().filter(|a| a.data_type() == &target)
+}
+
+/// Every type under test for one value type: the value type and a dictionary of it.
+fn inputs(batch: &[Option<String>], key: &DataType, value_type: &DataType) -> Vec<ArrayRef> {
+    let mut out = vec![value_array(batch, value_type)];
+    out.extend(dict_array(batch, key, value_type));
+    out
+}
+
+/// Equal types and equal logical values. Dictionaries compare by value: a
+/// null *value* in the input dictionary comes back as a null key, which
+/// Arrow's physical equality would tell apart.
+fn assert_same(got: &ArrayRef, expected: &ArrayRef, what: &str) {
+    assert_eq!(got.data_type(), expected.data_type(), "{what}: type");
+    if let DataType::Dictionary(_, vt) = expected.data_type() {
+        let (got, expected) = (cast(got, vt).unwrap(), cast(expected, vt).unwrap());
+        assert_eq!(&got, &expected, "{what}");
+    } else {
+        assert_eq!(got, expected, "{what}");
+    }
+}
+
+fn check_round_trip(liquid: &dyn LiquidArray, input: &ArrayRef) {
+    let out = liquid.to_arrow();
+    assert_same(&out, input, &format!("round trip ({})", liquid.encoding()));
+    assert_eq!(liquid.len(), input.len());
+    assert_eq!(liquid.null_count(), input.logical_null_count());
+    assert!(liquid.heap_size() > 0 || input.is_empty() || liquid.encoding() == "dict");
+}
+
+fn check_filter_take(liquid: &dyn LiquidArray, input: &ArrayRef, rng: &mut Rng) {
+    let n = input.len();
+    let density = rng.below(4);
+    let selection: BooleanArray = (0..n)
+        .map(|_| (rng.below(10) != 0).then(|| rng.below(4) < density))
+        .collect();
+    let expected = filter(input, &selection).unwrap();
+    assert_same(
+        &liquid.filter(&selection),
+        &expected,
+        &format!("filter ({})", liquid.encoding()),
+    );
+    let indices: UInt32Array = (0..rng.below(n + 5).min(n * 2))
+        .map(|_| (rng.below(8) != 0).then(|| rng.below(n) as u32))
+        .collect();
+    let expected = take(input, &indices, None).unwrap();
+    assert_same(
+        &liquid.take(&indices),
+        &expected,
+        &format!("take ({})", liquid.encoding()),
+    );
+}
+
+fn literal(value: Option<&str>, value_type: &DataType) -> ArrayRef {
+    cast(&StringArray::from(vec![value]), value_type).unwrap()
+}
+
+/// Literals from the batch plus absent ones and a null.
+fn literal_texts(batch: &[Option<String>], rng: &mut Rng) -> Vec<Option<String>> {
+    let mut out = vec![None, Some(String::new()), Some("zz absent".into()), Some("b".into())];
+    for _ in 0..3 {
+        if let Some(Some(s)) = batch.get(rng.below(batch.len())) {
+            out.push(Some(s.clone()));
+            out.push(Some(format!("{s}\u{0}")));
+        }
+    }
+    out
+}
+
+fn check_eq(got: Option<BooleanArray>, expected: BooleanArray, what: &str) {
+    let got = got.unwrap_or_else(|| panic!("{what}: evaluate returned None"));
+    assert_eq!(got, expected, "{what}");
+}
+
+fn check_compare(liquid: &dyn LiquidArray, decoded: &ArrayRef, lits: &[Option<String>], vt: &DataType) {
+    type Kernel =
+        fn(&dyn arrow::array::Datum, &dyn arrow::array::Datum) -> Result<BooleanArray, arrow::error::ArrowError>;
+    let ops: [(CmpOp, Kernel); 6] = [
+        (CmpOp::Eq, cmp::eq),
+        (CmpOp::NotEq, cmp::neq),
+        (CmpOp::Lt, cmp::lt),
+        (CmpOp::LtEq, cmp::lt_eq),
+        (CmpOp::Gt, cmp::gt),
+        (CmpOp::GtEq, cmp::gt_eq),
+    ];
+    for text in lits {
+        let lit = literal(text.as_deref(), vt);
+        for (op, kernel) in ops {
+            let expected = kernel(decoded, &Scalar::new(lit.clone())).unwrap();
+            let got = liquid.evaluate(&LiquidPredicate::Compare {
+                op,
+                literal: lit.clone(),
+            });
+            check_eq(got, expected, &format!("{op:?} {text:?} ({})", liquid.encoding()));
+        }
+    }
+    let (low, high) = (
+        literal(lits[1].as_deref(), vt),
+        literal(lits.last().unwrap().as_deref(), vt),
+    );
+    let expected = and_kleene(
+        &cmp::gt_eq(decoded, &Scalar::new(low.clone())).unwrap(),
+        &cmp::lt_eq(decoded, &Scalar::new(high.clone())).unwrap(),
+    )
+    .unwrap();
+    check_eq(
+        liquid.evaluate(&LiquidPredicate::Between { low, high }),
+        expected,
+        "between",
+    );
+}
+
+fn check_in_list(liquid: &dyn LiquidArray, decoded: &ArrayRef, lits: &[Option<String>], vt: &DataType) {
+    let list: Vec<&str> = lits.iter().flatten().map(String::as_str).skip(1).collect();
+    for len in [0, 1, list.len()] {
+        let values = cast(&StringArray::from(list[..len].to_vec()), vt).unwrap();
+        let mut expected = BooleanArray::new(
+            arrow::buffer::BooleanBuffer::new_unset(decoded.len()),
+            decoded.logical_nulls(),
+        );
+        for v in &list[..len] {
+            let eq = cmp::eq(decoded, &Scalar::new(literal(Some(v), vt))).unwrap();
+            expected = or_kleene(&expected, &eq).unwrap();
+        }
+        for negated in [false, true] {
+            let want = if negated {
+                not(&expected).unwrap()
+            } else {
+                expected.clone()
+            };
+            let got = liquid.evaluate(&LiquidPredicate::InList {
+                values: values.clone(),
+                negated,
+            });
+            check_eq(got, want, &format!("in list {negated} {:?}", &list[..len]));
+        }
+    }
+}
+
+fn check_nulls(liquid: &dyn LiquidArray, decoded: &ArrayRef) {
+    check_eq(
+        liquid.evaluate(&LiquidPredicate::IsNull),
+        is_null(decoded).unwrap(),
+        "is null",
+    );
+    check_eq(
+        liquid.evaluate(&LiquidPredicate::IsNotNull),
+        is_not_null(decoded).unwrap(),
+        "is not null",
+    );
+}
+
+/// The shapes the encoding promises to evaluate (mirrors Arrow's fast paths).
+fn supported_shape(pattern: &str) -> bool {
+    let rest = pattern.strip_prefix('%').unwrap_or(pattern);
+    let needle = rest.strip_suffix('%').unwrap_or(rest);
+    !needle.contains(['%', '_', '\\'])
+}
+
+/// Patterns of the four shapes from substrings of batch values, plus unsupported ones.
+fn patterns(batch: &[Option<String>], rng: &mut Rng) -> Vec<String> {
+    let mut out = vec![
+        "a_c".to_string(),
+        "%a%b%".into(),
+        "a\\%".into(),
+        "%".into(),
+        "zz%".into(),
+    ];
+    for _ in 0..3 {
+        let Some(Some(s)) = batch.get(rng.below(batch.len())) else {
+            continue;
+        };
+        let chars: Vec<char> = s.chars().filter(|c| !matches!(c, '%' | '_' | '\\')).collect();
+        let a = rng.below(chars.len() + 1);
+        let b = a + rng.below(chars.len() - a + 1).min(12);
+        let sub: String = chars[a..b].iter().collect();
+        let whole: String = chars.iter().collect();
+        out.extend([
+            whole,
+            format!("{sub}%"),
+            format!("%{sub}"),
+            format!("%{sub}%"),
+            sub.to_uppercase() + "%",
+        ]);
+    }
+    out
+}
+
+fn check_like(liquid: &dyn LiquidArray, decoded: &ArrayRef, pats: &[String], vt: &DataType) {
+    let utf8 = matches!(vt, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View);
+    for p in pats {
+        for (negated, ci) in [(false, false), (true, false), (false, true), (true, true)] {
+            let pred = LiquidPredicate::Like {
+                pattern: p.clone(),
+                negated,
+                case_insensitive: ci,
+            };
+            let got = liquid.evaluate(&pred);
+            if !utf8 {
+                assert!(got.is_none(), "LIKE on binary must decline");
+                continue;
+            }
+            let Some(got) = got else {
+                let ascii_data = decoded_is_ascii(decoded);
+                assert!(
+                    !supported_shape(p) || (ci && !(p.is_ascii() && ascii_data)),
+                    "declined supported pattern {p:?} ci={ci}"
+                );
+                continue;
+            };
+            let pattern = Scalar::new(literal(Some(p), vt));
+            let kernel = match (negated, ci) {
+                (false, false) => like,
+                (true, false) => nlike,
+                (false, true) => ilike,
+                (true, true) => nilike,
+            };
+            let expected = kernel(decoded, &pattern).unwrap();
+            assert_eq!(
+                got,
+                expected,
+                "like {p:?} negated={negated} ci={ci} ({})",
+                liquid.encoding()
+            );
+        }
+    }
+}
+
+fn decoded_is_ascii(decoded: &ArrayRef) -> bool {
+    let strings = cast(decoded, &DataType::Utf8).unwrap();
+    let strings = strings.as_any().downcast_ref::<StringArray>().unwrap();
+    strings.iter().flatten().all(|s| s.is_ascii())
+}
+
+/// Checks every operation of `liquid` against Arrow on `input`.
+fn check_array(liquid: &dyn LiquidArray, input: &ArrayRef, batch: &[Option<String>], vt: &DataType, rng: &mut Rng) {
+    check_round_trip(liquid, input);
+    check_filter_take(liquid, input, rng);
+    let decoded = cast(input, vt).unwrap();
+    let lits = literal_texts(batch, rng);
+    check_compare(liquid, &decoded, &lits, vt);
+    check_in_list(liquid, &decoded, &lits, vt);
+    check_nulls(liquid, &decoded);
+    check_like(liquid, &decoded, &patterns(batch, rng), vt);
+}
+
+/// Encodes `batches` as one column chunk of each type and checks everything.
+fn check_chunk(batches: &[Batch], key: &DataType, seed: u64) {
+    for vt in &VALUE_TYPES {
+        let mut encoders: Vec<BytesEncoder> = Vec::new();
+        for batch in batches {
+            let mut rng = Rng(seed);
+            for (t, input) in inputs(batch, key, vt).into_iter().enumerate() {
+                if encoders.len() <= t {
+                    encoders.push(BytesEncoder::new());
+                }
+                let cut = rng.below(input.len() / 4 + 1);
+                // The whole batch, then a slice of it (offset buffers and bitmaps).
+                for input in [input.clone(), input.slice(cut, input.len() - cut)] {
+                    let liquid = encoders[t].encode(&input).expect("supported type");
+                    check_array(&*liquid, &input, batch, vt, &mut rng);
+                }
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+
+    #[test]
+    fn liquid_bytes_equal_arrow(
+        batches in prop::collection::vec(batch(), 1..4),
+        key in 0..KEY_TYPES.len(),
+        seed in any::<u64>(),
+    ) {
+        check_chunk(&batches, &KEY_TYPES[key], seed);
+    }
+}
+
+fn url(i: usize) -> String {
+    format!("https://www.example{}.com/path/{}/index.html", i % 7, i % 50)
+}
+
+#[test]
+fn low_cardinality_picks_dict_fsst_and_distinct_does_not_pick_dict() {
+    let mut encoder = BytesEncoder::new();
+    let low: ArrayRef = Arc::new(StringArray::from_iter_values((0..4096).map(url)));
+    let liquid = encoder.encode(&low).unwrap();
+    assert_eq!(liquid.encoding(), "dict-fsst");
+    assert_eq!(&liquid.to_arrow(), &low);
+
+    let distinct: ArrayRef = Arc::new(StringArray::from_iter_values(
+        (0..4096).map(|i| format!("{}{i}", url(i))),
+    ));
+    let liquid = encoder.encode(&distinct).unwrap();
+    assert!(!liquid.encoding().starts_with("dict"), "{}", liquid.encoding());
+    assert_eq!(liquid.encoding(), "fsst");
+    assert_eq!(&liquid.to_arrow(), &distinct);
+    let arrow_size = distinct.get_buffer_memory_size();
+    assert!(
+        liquid.heap_size() < arrow_size,
+        "{} >= {arrow_size}",
+        liquid.heap_size()
+    );
+}
+
+#[test]
+fn unsupported_types_and_literals_decline() {
+    assert!(!silt_liquid::bytes::is_supported(&DataType::Int32));
+    assert!(silt_liquid::bytes::is_supported(&DataType::Dictionary(
+        Box::new(DataType::UInt8),
+        Box::new(DataType::BinaryView)
+    )));
+    let mut encoder = BytesEncoder::new();
+    let ints: ArrayRef = Arc::new(arrow::array::Int32Array::from(vec![1, 2]));
+    assert!(encoder.encode(&ints).is_none());
+    let strings: ArrayRef = Arc::new(StringArray::from(vec!["a", "b"]));
+    let liquid = encoder.encode(&strings).unwrap();
+    let wrong = LiquidPredicate::Compare {
+        op: CmpOp::Eq,
+        literal: ints.clone(),
+    };
+    assert!(liquid.evaluate(&wrong).is_none());
+    let two = LiquidPredicate::Compare {
+        op: CmpOp::Eq,
+        literal: strings.clone(),
+    };
+    assert!(liquid.evaluate(&two).is_none());
+    let _ = make_array(strings.to_data());
+}
