@@ -12,7 +12,7 @@ use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, UInt32Array};
 use arrow::buffer::{BooleanBuffer, NullBuffer};
 use arrow::datatypes::DataType;
 
-use crate::integer::{Evaluate, compact_bits, compact_nulls, constant_bits, evaluate, nulls_heap_size, op_holds};
+use crate::integer::{Evaluate, compact_bits, compact_nulls, constant_bits, evaluate, nulls_heap_size};
 use crate::{CmpOp, LiquidArray, LiquidArrayRef, LiquidPredicate};
 
 /// Whether `data_type` is handled by this module.
@@ -110,7 +110,7 @@ impl Evaluate for BitmapArray {
     }
 
     fn compare_bits(&self, op: CmpOp, literal: bool) -> BooleanBuffer {
-        self.truth_table(|v| op_holds(op, v.cmp(&literal)))
+        self.truth_table(|v| op.holds(v.cmp(&literal)))
     }
 
     fn between_bits(&self, low: bool, high: bool) -> BooleanBuffer {

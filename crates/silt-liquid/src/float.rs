@@ -24,7 +24,7 @@ use arrow::datatypes::{ArrowNativeType, DataType};
 use crate::bitpack::{BLOCK, BitPacked, PackWord, bit_width};
 use crate::integer::{
     BitWriter, Evaluate, PlainArray, by_word, compact_nulls, evaluate, gather_primitive, index_rows, native_literal,
-    native_values, nulls_heap_size, op_holds, primitive_array, selection_mask,
+    native_values, nulls_heap_size, primitive_array, selection_mask,
 };
 use crate::{CmpOp, LiquidArray, LiquidArrayRef, LiquidPredicate};
 
@@ -332,7 +332,7 @@ impl<F: AlpFloat, W: PackWord> Evaluate for AlpArray<F, W> {
     }
 
     fn compare_bits(&self, op: CmpOp, literal: F) -> BooleanBuffer {
-        self.value_bits(|v| op_holds(op, v.total_cmp(&literal)))
+        self.value_bits(|v| op.holds(v.total_cmp(&literal)))
     }
 
     fn between_bits(&self, low: F, high: F) -> BooleanBuffer {

@@ -14,7 +14,6 @@
 //! encodings share: null handling, gathering rows for `filter`/`take`,
 //! the predicate skeleton ([`Evaluate`], [`evaluate`]) and [`PlainArray`].
 
-use std::cmp::Ordering;
 use std::sync::Arc;
 
 use arrow::array::{
@@ -369,18 +368,6 @@ pub(crate) fn constant_bits(len: usize, value: bool) -> BooleanBuffer {
         BooleanBuffer::new_set(len)
     } else {
         BooleanBuffer::new_unset(len)
-    }
-}
-
-/// Whether `op` holds for a comparison that came out `ord`.
-pub(crate) fn op_holds(op: CmpOp, ord: Ordering) -> bool {
-    match op {
-        CmpOp::Eq => ord.is_eq(),
-        CmpOp::NotEq => ord.is_ne(),
-        CmpOp::Lt => ord.is_lt(),
-        CmpOp::LtEq => ord.is_le(),
-        CmpOp::Gt => ord.is_gt(),
-        CmpOp::GtEq => ord.is_ge(),
     }
 }
 

@@ -23,6 +23,21 @@ pub enum CmpOp {
     GtEq,
 }
 
+impl CmpOp {
+    /// Whether the operator holds for a comparison that came out `ord`
+    /// (element compared with the literal).
+    pub fn holds(self, ord: std::cmp::Ordering) -> bool {
+        match self {
+            CmpOp::Eq => ord.is_eq(),
+            CmpOp::NotEq => ord.is_ne(),
+            CmpOp::Lt => ord.is_lt(),
+            CmpOp::LtEq => ord.is_le(),
+            CmpOp::Gt => ord.is_gt(),
+            CmpOp::GtEq => ord.is_ge(),
+        }
+    }
+}
+
 /// A predicate over one column.
 ///
 /// Literals are Arrow arrays of length 1 with exactly the column's data type

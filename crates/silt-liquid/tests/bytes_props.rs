@@ -10,6 +10,8 @@ use arrow::compute::kernels::comparison::{ilike, like, nilike, nlike};
 use arrow::compute::{and_kleene, cast, filter, is_not_null, is_null, not, or_kleene, take};
 use arrow::datatypes::{DataType, Int32Type};
 use proptest::prelude::*;
+mod common;
+
 use silt_liquid::bytes::BytesEncoder;
 use silt_liquid::{CmpOp, LiquidArray, LiquidPredicate};
 
@@ -174,19 +176,9 @@ fn check_eq(got: Option<BooleanArray>, expected: BooleanArray, what: &str) {
 }
 
 fn check_compare(liquid: &dyn LiquidArray, decoded: &ArrayRef, lits: &[Option<String>], vt: &DataType) {
-    type Kernel =
-        fn(&dyn arrow::array::Datum, &dyn arrow::array::Datum) -> Result<BooleanArray, arrow::error::ArrowError>;
-    let ops: [(CmpOp, Kernel); 6] = [
-        (CmpOp::Eq, cmp::eq),
-        (CmpOp::NotEq, cmp::neq),
-        (CmpOp::Lt, cmp::lt),
-        (CmpOp::LtEq, cmp::lt_eq),
-        (CmpOp::Gt, cmp::gt),
-        (CmpOp::GtEq, cmp::gt_eq),
-    ];
     for text in lits {
         let lit = literal(text.as_deref(), vt);
-        for (op, kernel) in ops {
+        for (op, kernel) in common::OPS {
             let expected = kernel(decoded, &Scalar::new(lit.clone())).unwrap();
             let got = liquid.evaluate(&LiquidPredicate::Compare {
                 op,

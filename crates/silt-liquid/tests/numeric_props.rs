@@ -7,26 +7,17 @@
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayRef, ArrowPrimitiveType, BooleanArray, Datum, Decimal128Array, Float64Array, Int8Array, Int16Array,
+    Array, ArrayRef, ArrowPrimitiveType, BooleanArray, Decimal128Array, Float64Array, Int8Array, Int16Array,
     Int64Array, PrimitiveArray, Scalar, TimestampNanosecondArray, UInt32Array,
 };
 use arrow::compute::kernels::cmp;
 use arrow::compute::{and_kleene, filter, is_not_null, is_null, not, or_kleene, take};
 use arrow::datatypes::*;
-use arrow::error::ArrowError;
 use proptest::prelude::*;
 use silt_liquid::{CmpOp, ColumnEncoder, LiquidArrayRef, LiquidPredicate};
 
-type Kernel = fn(&dyn Datum, &dyn Datum) -> Result<BooleanArray, ArrowError>;
-
-const OPS: [(CmpOp, Kernel); 6] = [
-    (CmpOp::Eq, cmp::eq),
-    (CmpOp::NotEq, cmp::neq),
-    (CmpOp::Lt, cmp::lt),
-    (CmpOp::LtEq, cmp::lt_eq),
-    (CmpOp::Gt, cmp::gt),
-    (CmpOp::GtEq, cmp::gt_eq),
-];
+mod common;
+use common::OPS;
 
 fn encode(array: &ArrayRef) -> LiquidArrayRef {
     assert!(silt_liquid::is_supported(array.data_type()));

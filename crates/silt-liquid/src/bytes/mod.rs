@@ -307,7 +307,7 @@ impl LiquidBytesArray {
         let Some(lit) = self.literal(literal)? else {
             return Some(BooleanArray::new_null(self.len));
         };
-        Some(self.eval_values(|v| op_holds(op, v.cmp(lit))))
+        Some(self.eval_values(|v| op.holds(v.cmp(lit))))
     }
 
     fn in_list(&self, list: &ArrayRef, negated: bool) -> Option<BooleanArray> {
@@ -353,17 +353,6 @@ fn map_keys(keys: &BitPacked<u32>, matches: &[bool]) -> BooleanBuffer {
         bits.extend(block.iter().map(|&k| matches.get(k as usize).copied().unwrap_or(false)))
     });
     BooleanBuffer::from(bits)
-}
-
-fn op_holds(op: CmpOp, ord: std::cmp::Ordering) -> bool {
-    match op {
-        CmpOp::Eq => ord.is_eq(),
-        CmpOp::NotEq => ord.is_ne(),
-        CmpOp::Lt => ord.is_lt(),
-        CmpOp::LtEq => ord.is_le(),
-        CmpOp::Gt => ord.is_gt(),
-        CmpOp::GtEq => ord.is_ge(),
-    }
 }
 
 impl LiquidArray for LiquidBytesArray {
