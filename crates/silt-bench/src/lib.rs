@@ -3,6 +3,8 @@
 
 pub mod compare;
 pub mod files;
+pub mod hits;
 pub mod local_s3;
+pub mod lookup;
 pub mod tpch;
 pub mod traces;

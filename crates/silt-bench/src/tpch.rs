@@ -3,7 +3,8 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use arrow::array::RecordBatchReader;
+use arrow::array::{RecordBatch, RecordBatchReader};
+use arrow::datatypes::SchemaRef;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
@@ -41,6 +42,8 @@ pub enum GenError {
         #[source]
         source: arrow::error::ArrowError,
     },
+    #[error("seed data {path}: {reason}")]
+    Seed { path: PathBuf, reason: String },
 }
 
 /// How the Parquet files are laid out.
@@ -99,6 +102,24 @@ pub fn generate(dir: &Path, sf: f64, layout: ParquetLayout) -> Result<Vec<&'stat
 }
 
 fn write_table(table: &'static str, sf: f64, path: &Path, layout: ParquetLayout) -> Result<(), GenError> {
+    let reader = reader(table, sf);
+    let schema = reader.schema();
+    write_parquet(
+        path,
+        schema,
+        reader.map(|b| b.map_err(|source| GenError::Arrow { table, source })),
+        layout,
+    )
+}
+
+/// Writes `batches` as one Parquet file at `path`, through a temporary name
+/// and a rename, so an interrupted run never leaves a truncated file behind.
+pub fn write_parquet(
+    path: &Path,
+    schema: SchemaRef,
+    batches: impl Iterator<Item = Result<RecordBatch, GenError>>,
+    layout: ParquetLayout,
+) -> Result<(), GenError> {
     let io = |source| GenError::Io {
         path: path.to_path_buf(),
         source,
@@ -111,16 +132,14 @@ fn write_table(table: &'static str, sf: f64, path: &Path, layout: ParquetLayout)
         std::fs::create_dir_all(parent).map_err(io)?;
     }
     let tmp = path.with_extension("parquet.tmp");
-    let reader = reader(table, sf);
     let props = WriterProperties::builder()
         .set_max_row_group_row_count(Some(layout.row_group_rows))
         .set_compression(layout.compression)
         .build();
     let file = File::create(&tmp).map_err(io)?;
-    let mut writer = ArrowWriter::try_new(file, reader.schema(), Some(props)).map_err(pq)?;
-    for batch in reader {
-        let batch = batch.map_err(|source| GenError::Arrow { table, source })?;
-        writer.write(&batch).map_err(pq)?;
+    let mut writer = ArrowWriter::try_new(file, schema, Some(props)).map_err(pq)?;
+    for batch in batches {
+        writer.write(&batch?).map_err(pq)?;
     }
     writer.close().map_err(pq)?;
     std::fs::rename(&tmp, path).map_err(io)?;

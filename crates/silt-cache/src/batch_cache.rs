@@ -7,12 +7,17 @@
 //! [`BATCH_ROWS`] rows of one row group of one object version, so a query
 //! touching two columns of a wide table keeps only those two in memory.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
 
-use arrow::array::{Array, ArrayRef};
+use arrow::array::{Array, ArrayRef, BooleanArray};
+use arrow::error::ArrowError;
+use moka::ops::compute::Op;
 use moka::sync::Cache;
+use silt_liquid::LiquidArrayRef;
 
 use crate::page_cache::CacheMetrics;
+use crate::transcoder::Transcoder;
 
 /// Rows per cached batch (the unit of the memory tier and of the scan).
 pub const BATCH_ROWS: usize = 8192;
@@ -34,12 +39,19 @@ pub struct BatchKey {
     pub batch: u32,
 }
 
-/// One cached column batch. An enum so the liquid form (issue 4) can join
-/// Arrow without changing the tier's interface.
+/// One cached column batch: decoded Arrow as admitted, or its liquid form
+/// once the transcoder has converted it. Queries use whichever is there.
 #[derive(Debug, Clone)]
 pub enum CachedColumn {
     /// Plain decoded Arrow.
     Arrow(ArrayRef),
+    /// The liquid encoding (compressed, filterable without decoding).
+    Liquid {
+        /// The encoded batch.
+        array: LiquidArrayRef,
+        /// Heap bytes of the Arrow form it replaced (for the compression ratio).
+        arrow_bytes: usize,
+    },
 }
 
 impl CachedColumn {
@@ -47,13 +59,75 @@ impl CachedColumn {
     pub fn heap_size(&self) -> usize {
         match self {
             CachedColumn::Arrow(a) => a.get_array_memory_size(),
+            CachedColumn::Liquid { array, .. } => array.heap_size(),
         }
     }
 
-    /// The column as Arrow.
+    /// The column as Arrow (decoding the liquid form).
     pub fn to_arrow(&self) -> ArrayRef {
         match self {
             CachedColumn::Arrow(a) => a.clone(),
+            CachedColumn::Liquid { array, .. } => array.to_arrow(),
+        }
+    }
+
+    /// Only the rows `selection` selects, as Arrow: the liquid form decodes
+    /// just those rows.
+    pub fn filter(&self, selection: &BooleanArray) -> Result<ArrayRef, ArrowError> {
+        match self {
+            CachedColumn::Arrow(a) => arrow::compute::filter(a, selection),
+            CachedColumn::Liquid { array, .. } => Ok(array.filter(selection)),
+        }
+    }
+
+    /// Which form the entry is in: `"arrow"` or `"liquid"`.
+    pub fn form(&self) -> &'static str {
+        match self {
+            CachedColumn::Arrow(_) => "arrow",
+            CachedColumn::Liquid { .. } => "liquid",
+        }
+    }
+}
+
+/// A column of a store's table: (store, column index).
+type ColumnId = (Arc<str>, u32);
+
+/// Memory held by one column of one store in one form.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ColumnUsage {
+    /// The store (one per table).
+    pub store: Arc<str>,
+    /// Column index in the table.
+    pub column: u32,
+    /// Column name, once a scan has named it.
+    pub name: Option<Arc<str>>,
+    /// `"arrow"` or `"liquid"`.
+    pub form: &'static str,
+    /// Column batches held.
+    pub batches: u64,
+    /// Heap bytes held.
+    pub bytes: u64,
+    /// Heap bytes the same batches take as Arrow.
+    pub arrow_bytes: u64,
+}
+
+/// The form the memory tier keeps columns in (`--memory-form`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MemoryForm {
+    /// Decoded Arrow only (the "arrow-pushdown" design).
+    Arrow,
+    /// Arrow at admission, transcoded to liquid in the background.
+    #[default]
+    Liquid,
+}
+
+impl std::str::FromStr for MemoryForm {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "arrow" => Ok(MemoryForm::Arrow),
+            "liquid" => Ok(MemoryForm::Liquid),
+            other => Err(format!("unknown memory form {other:?}: expected arrow or liquid")),
         }
     }
 }
@@ -65,17 +139,38 @@ pub struct BatchCache {
     entries: Cache<BatchKey, CachedColumn>,
     capacity: u64,
     pub(crate) metrics: CacheMetrics,
+    /// Present when the form is liquid.
+    transcoder: Option<Transcoder>,
+    /// Column names per (store, column index), for stats.
+    column_names: RwLock<HashMap<ColumnId, Arc<str>>>,
 }
 
 impl BatchCache {
-    /// A tier holding at most `capacity` bytes of decoded columns.
+    /// A tier holding at most `capacity` bytes of decoded Arrow columns.
     pub fn new(capacity: u64, metrics: CacheMetrics) -> Arc<Self> {
+        Self::with_form(capacity, metrics, MemoryForm::Arrow)
+    }
+
+    /// A tier holding at most `capacity` bytes, keeping columns in `form`
+    /// (liquid starts a background transcoder that lives as long as the tier).
+    pub fn with_form(capacity: u64, metrics: CacheMetrics, form: MemoryForm) -> Arc<Self> {
         let entries = metrics.sized_cache(capacity, CachedColumn::heap_size);
-        Arc::new(BatchCache {
+        Arc::new_cyclic(|me| BatchCache {
             entries,
             capacity,
             metrics,
+            transcoder: (form == MemoryForm::Liquid).then(|| Transcoder::start(me.clone())),
+            column_names: RwLock::default(),
         })
+    }
+
+    /// The form columns are kept in.
+    pub fn form(&self) -> MemoryForm {
+        if self.transcoder.is_some() {
+            MemoryForm::Liquid
+        } else {
+            MemoryForm::Arrow
+        }
     }
 
     /// The column batch for `key`, counting a hit or a miss.
@@ -99,7 +194,104 @@ impl BatchCache {
             return;
         }
         self.metrics.bytes.increment(size as f64);
-        self.entries.insert(key, column);
+        let transcode = match (&column, &self.transcoder) {
+            (CachedColumn::Arrow(a), Some(t)) if silt_liquid::is_supported(a.data_type()) => Some(t),
+            _ => None,
+        };
+        self.entries.insert(key.clone(), column);
+        // Transcoding starts at admission, not only under memory pressure.
+        if let Some(t) = transcode {
+            t.submit(key);
+        }
+    }
+
+    /// The entry for `key` without counting a lookup (the transcoder's read).
+    pub(crate) fn peek(&self, key: &BatchKey) -> Option<CachedColumn> {
+        self.entries.get(key)
+    }
+
+    /// Replaces the Arrow entry `arrow` at `key` by `liquid`, unless the entry
+    /// changed meanwhile (evicted, invalidated, readmitted): a transcode never
+    /// resurrects or overwrites newer data.
+    pub(crate) fn replace_with_liquid(&self, key: &BatchKey, arrow: &ArrayRef, liquid: CachedColumn) {
+        let size = liquid.heap_size();
+        let result = self
+            .entries
+            .entry_by_ref(key)
+            .and_compute_with(|current| match current {
+                Some(e) if matches!(e.value(), CachedColumn::Arrow(a) if Arc::ptr_eq(a, arrow)) => Op::Put(liquid),
+                _ => Op::Nop,
+            });
+        if matches!(result, moka::ops::compute::CompResult::ReplacedWith(_)) {
+            // The eviction listener took the Arrow size off the gauge.
+            self.metrics.bytes.increment(size as f64);
+        }
+    }
+
+    /// Column batches admitted but not yet transcoded (0 for the Arrow form).
+    pub fn transcode_backlog(&self) -> usize {
+        self.transcoder.as_ref().map_or(0, Transcoder::backlog)
+    }
+
+    /// Blocks until the transcoder's backlog is empty or `timeout` passes;
+    /// whether it emptied. For tests and benchmarks that want every entry in
+    /// its final form.
+    pub fn wait_transcoded(&self, timeout: std::time::Duration) -> bool {
+        let deadline = std::time::Instant::now() + timeout;
+        while self.transcode_backlog() > 0 {
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        true
+    }
+
+    /// Names `column` of `store`'s table for [`Self::usage_by_column`] (the
+    /// keys hold only indices). The scan calls it for the columns it loads.
+    pub fn label_column(&self, store: &Arc<str>, column: u32, name: &str) {
+        let key = (store.clone(), column);
+        if self
+            .column_names
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(&key)
+        {
+            return;
+        }
+        self.column_names
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, Arc::from(name));
+    }
+
+    /// What the tier holds per (store, column, form): batches, bytes, and
+    /// the bytes the same batches take as Arrow (equal for the Arrow form),
+    /// sorted by store and column. Walks every entry: for stats, not for
+    /// query paths.
+    pub fn usage_by_column(&self) -> Vec<ColumnUsage> {
+        let mut usage: HashMap<(Arc<str>, u32, &'static str), ColumnUsage> = HashMap::new();
+        let names = self.column_names.read().unwrap_or_else(|e| e.into_inner());
+        for (k, v) in self.entries.iter() {
+            let u = usage
+                .entry((k.store.clone(), k.column, v.form()))
+                .or_insert_with(|| ColumnUsage {
+                    store: k.store.clone(),
+                    column: k.column,
+                    name: names.get(&(k.store.clone(), k.column)).cloned(),
+                    form: v.form(),
+                    ..Default::default()
+                });
+            u.batches += 1;
+            u.bytes += v.heap_size() as u64;
+            u.arrow_bytes += match &v {
+                CachedColumn::Arrow(_) => v.heap_size() as u64,
+                CachedColumn::Liquid { arrow_bytes, .. } => *arrow_bytes as u64,
+            };
+        }
+        let mut out: Vec<ColumnUsage> = usage.into_values().collect();
+        out.sort_by(|a, b| (&a.store, a.column, a.form).cmp(&(&b.store, b.column, b.form)));
+        out
     }
 
     /// Drops the batches of `path` in `store` of any version but `keep`.
@@ -177,5 +369,80 @@ mod tests {
         cache.insert(key(0, "v1"), column(1000));
         assert!(cache.get(&key(0, "v1")).is_none());
         assert_eq!(cache.weighted_size(), 0);
+    }
+}
+
+#[cfg(test)]
+mod liquid_tests {
+    use super::*;
+    use arrow::array::Int64Array;
+    use std::time::Duration;
+
+    fn key() -> BatchKey {
+        BatchKey {
+            store: "t0".into(),
+            path: "a.parquet".into(),
+            version: "v1".into(),
+            row_group: 0,
+            column: 0,
+            batch: 0,
+        }
+    }
+
+    fn prices() -> ArrayRef {
+        Arc::new(Int64Array::from_iter(
+            (0..BATCH_ROWS as i64).map(|i| (i % 7 != 0).then_some(1000 + i % 500)),
+        ))
+    }
+
+    #[test]
+    fn admitted_arrow_becomes_liquid_in_the_background_with_the_same_values() {
+        let cache = BatchCache::with_form(1 << 30, CacheMetrics::noop(), MemoryForm::Liquid);
+        let array = prices();
+        cache.insert(key(), CachedColumn::Arrow(array.clone()));
+        assert!(cache.wait_transcoded(Duration::from_secs(30)));
+        let entry = cache.get(&key()).unwrap();
+        assert_eq!(entry.form(), "liquid");
+        assert_eq!(entry.to_arrow().as_ref(), array.as_ref());
+        assert!(
+            entry.heap_size() < array.get_array_memory_size() / 2,
+            "{}",
+            entry.heap_size()
+        );
+        cache.label_column(&"t0".into(), 0, "price");
+        let usage = cache.usage_by_column();
+        assert_eq!(usage.len(), 1);
+        assert_eq!(
+            (usage[0].name.as_deref(), usage[0].form, usage[0].batches),
+            (Some("price"), "liquid", 1)
+        );
+        assert_eq!(usage[0].bytes as usize, entry.heap_size());
+        assert_eq!(usage[0].arrow_bytes as usize, array.get_array_memory_size());
+    }
+
+    #[test]
+    fn the_arrow_form_never_transcodes() {
+        let cache = BatchCache::with_form(1 << 30, CacheMetrics::noop(), MemoryForm::Arrow);
+        cache.insert(key(), CachedColumn::Arrow(prices()));
+        assert_eq!(cache.transcode_backlog(), 0);
+        assert_eq!(cache.get(&key()).unwrap().form(), "arrow");
+    }
+
+    #[test]
+    fn a_transcode_does_not_overwrite_a_newer_entry() {
+        let cache = BatchCache::with_form(1 << 30, CacheMetrics::noop(), MemoryForm::Arrow);
+        let old = prices();
+        let liquid = silt_liquid::ColumnEncoder::new(old.data_type()).encode(&old).unwrap();
+        let newer: ArrayRef = Arc::new(Int64Array::from(vec![1, 2, 3]));
+        cache.insert(key(), CachedColumn::Arrow(newer.clone()));
+        cache.replace_with_liquid(
+            &key(),
+            &old,
+            CachedColumn::Liquid {
+                array: liquid,
+                arrow_bytes: 0,
+            },
+        );
+        assert_eq!(cache.get(&key()).unwrap().to_arrow().as_ref(), newer.as_ref());
     }
 }

@@ -86,6 +86,11 @@ impl CachedStore {
         &self.counters
     }
 
+    /// The id that keys this store's entries in the shared tiers.
+    pub fn store_id(&self) -> &Arc<str> {
+        &self.store_id
+    }
+
     /// The path prefix under which this store's objects appear.
     pub fn namespace(&self) -> &Path {
         &self.namespace

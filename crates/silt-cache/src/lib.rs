@@ -20,9 +20,10 @@ mod inflight;
 mod page_cache;
 pub mod policy;
 mod tiers;
+mod transcoder;
 mod version;
 
-pub use batch_cache::{BATCH_ROWS, BatchCache, BatchKey, CachedColumn};
+pub use batch_cache::{BATCH_ROWS, BatchCache, BatchKey, CachedColumn, ColumnUsage, MemoryForm};
 pub use cached_store::{CachedStore, TableCounters};
 pub use disk::{DiskConfig, DiskMetrics, DiskStats, DiskTier};
 pub use freshness::Freshness;

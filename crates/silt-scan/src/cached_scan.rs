@@ -13,8 +13,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{ArrayRef, BooleanArray, RecordBatch, RecordBatchOptions};
-use datafusion::arrow::compute::filter;
+use datafusion::arrow::array::{BooleanArray, RecordBatch, RecordBatchOptions};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{Statistics, exec_err, internal_err};
@@ -30,7 +29,7 @@ use datafusion::physical_plan::statistics::StatisticsArgs;
 use datafusion::physical_plan::stream::RecordBatchReceiverStream;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties};
 use object_store::ObjectMeta;
-use silt_cache::{CachedStore, ObjectVersion};
+use silt_cache::{CachedColumn, CachedStore, ObjectVersion};
 use tokio::sync::mpsc::Sender;
 
 use crate::column_loader::{ColumnLoader, FileContext, batch_lengths};
@@ -204,16 +203,23 @@ impl PartitionRun {
         let mut remaining = self.spec.limit.unwrap_or(usize::MAX);
         let mut index = 0usize;
         for meta in &self.spec.files {
-            let file = self.open(meta).await?;
+            let file = Arc::new(self.open(meta).await?);
             let file_metrics = ParquetFileMetrics::new(self.partition, meta.location.as_ref(), &self.metrics);
             let groups = match &self.spec.filter {
                 Some(f) => f.row_groups(&self.spec.table_schema, file.reader.metadata(), &file_metrics),
                 None => (0..file.reader.metadata().num_row_groups()).collect(),
             };
-            for rg in groups {
-                index += 1;
-                if (index - 1) % self.partitions != self.partition {
-                    continue;
+            // Row groups are dealt round-robin over the partitions.
+            let mine: Vec<usize> = groups
+                .into_iter()
+                .filter(|_| {
+                    index += 1;
+                    (index - 1) % self.partitions == self.partition
+                })
+                .collect();
+            for (i, &rg) in mine.iter().enumerate() {
+                if let Some(&next) = mine.get(i + 1) {
+                    self.read_ahead(&file, next);
                 }
                 for batch in self.row_group(&file, rg).await? {
                     if remaining == 0 {
@@ -237,6 +243,29 @@ impl PartitionRun {
         Ok(())
     }
 
+    /// Table columns a row group's scan reads: projected and filter columns.
+    fn needed_columns(&self) -> Vec<usize> {
+        let mut needed: Vec<usize> = self.spec.projection.clone();
+        if let Some(f) = &self.spec.filter {
+            needed.extend_from_slice(f.columns());
+        }
+        needed
+    }
+
+    /// Starts fetching the bytes of row group `rg` in the background, so a
+    /// cold scan overlaps the next row group's round trip to the object store
+    /// with decoding this one (DataFusion's own reader fetches, then decodes).
+    /// At most one row group ahead per partition; the bytes land in the page
+    /// buffer and disk tier, and the row group's own prefetch then finds them
+    /// there or joins the request in flight. Errors are left to that prefetch.
+    fn read_ahead(&self, file: &Arc<FileContext>, rg: usize) {
+        let loader = self.loader.clone();
+        let file = file.clone();
+        let needed = self.needed_columns();
+        tokio::spawn(async move {
+            let _ = loader.prefetch(&file, rg, &needed).await;
+        });
+    }
     /// The footer (metadata tier) and cache-key parts of one file.
     async fn open(&self, meta: &ObjectMeta) -> Result<FileContext> {
         let store = self.sources.store.clone();
@@ -257,11 +286,7 @@ impl PartitionRun {
     /// The output batches of one row group.
     async fn row_group(&self, file: &FileContext, rg: usize) -> Result<Vec<RecordBatch>> {
         let lengths: Vec<usize> = batch_lengths(file.rows(rg)).collect();
-        let mut needed: Vec<usize> = self.spec.projection.clone();
-        if let Some(f) = &self.spec.filter {
-            needed.extend_from_slice(f.columns());
-        }
-        self.loader.prefetch(file, rg, &needed).await?;
+        self.loader.prefetch(file, rg, &self.needed_columns()).await?;
         let (masks, filter_columns) = match &self.spec.filter {
             None => (None, Vec::new()),
             Some(f) => {
@@ -269,7 +294,10 @@ impl PartitionRun {
                 let masks = lengths
                     .iter()
                     .enumerate()
-                    .map(|(b, &n)| f.evaluate(loaded.iter().map(|c| c[b].clone()).collect(), n))
+                    .map(|(b, &n)| {
+                        let columns: Vec<CachedColumn> = loaded.iter().map(|c| c[b].clone()).collect();
+                        f.evaluate(&columns, n)
+                    })
                     .collect::<Result<Vec<BooleanArray>>>()?;
                 if masks.iter().all(|m| m.true_count() == 0) {
                     return Ok(Vec::new());
@@ -285,7 +313,7 @@ impl PartitionRun {
             .copied()
             .filter(|c| !filter_columns.iter().any(|(fc, _)| fc == c))
             .collect();
-        let mut columns: Vec<(usize, Vec<ArrayRef>)> = filter_columns;
+        let mut columns: Vec<(usize, Vec<CachedColumn>)> = filter_columns;
         columns.extend(missing.iter().copied().zip(self.loader.load(file, rg, &missing).await?));
         let mut out = Vec::with_capacity(lengths.len());
         for (b, &n) in lengths.iter().enumerate() {
@@ -302,9 +330,10 @@ impl PartitionRun {
                     let Some((_, batches)) = columns.iter().find(|(fc, _)| fc == c) else {
                         return internal_err!("column {c} was not loaded");
                     };
+                    // Only surviving rows are decoded (selective decoding of the liquid form).
                     match mask {
-                        Some(m) if rows < n => Ok(filter(&batches[b], m)?),
-                        _ => Ok(batches[b].clone()),
+                        Some(m) if rows < n => Ok(batches[b].filter(m)?),
+                        _ => Ok(batches[b].to_arrow()),
                     }
                 })
                 .collect::<Result<Vec<_>>>()?;

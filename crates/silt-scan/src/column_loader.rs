@@ -95,6 +95,7 @@ impl FileContext {
 }
 
 /// Reads columns of row groups for one scan.
+#[derive(Clone)]
 pub struct ColumnLoader {
     pub store: Arc<CachedStore>,
     pub batches: Arc<BatchCache>,
@@ -108,19 +109,27 @@ pub fn batch_lengths(rows: usize) -> impl Iterator<Item = usize> {
 
 impl ColumnLoader {
     /// Columns `columns` (table indices) of row group `rg`, each as its
-    /// batches, in the order asked.
-    pub async fn load(&self, file: &FileContext, rg: usize, columns: &[usize]) -> Result<Vec<Vec<ArrayRef>>> {
+    /// batches, in the order asked, in whichever form the memory tier holds
+    /// them (fresh decodes are Arrow).
+    pub async fn load(&self, file: &FileContext, rg: usize, columns: &[usize]) -> Result<Vec<Vec<CachedColumn>>> {
         let lengths: Vec<usize> = batch_lengths(file.rows(rg)).collect();
-        let mut out: Vec<Option<Vec<ArrayRef>>> = vec![None; columns.len()];
+        let mut out: Vec<Option<Vec<CachedColumn>>> = vec![None; columns.len()];
         let mut to_decode = Vec::new();
         for (slot, &c) in columns.iter().enumerate() {
-            let data_type = self.table_schema.field(c).data_type();
+            let field = self.table_schema.field(c);
+            self.batches.label_column(&file.store_id, c as u32, field.name());
+            let data_type = field.data_type();
             if file.file_columns[c].is_none() {
-                out[slot] = Some(lengths.iter().map(|&n| new_null_array(data_type, n)).collect());
+                out[slot] = Some(
+                    lengths
+                        .iter()
+                        .map(|&n| CachedColumn::Arrow(new_null_array(data_type, n)))
+                        .collect(),
+                );
                 continue;
             }
-            let cached: Option<Vec<ArrayRef>> = (0..lengths.len())
-                .map(|b| self.batches.get(&file.key(rg, c, b)).map(|e| e.to_arrow()))
+            let cached: Option<Vec<CachedColumn>> = (0..lengths.len())
+                .map(|b| self.batches.get(&file.key(rg, c, b)))
                 .collect();
             let counters = self.store.counters();
             match cached {
@@ -179,7 +188,7 @@ impl ColumnLoader {
 
     /// Decodes `columns` (all present in the file) of row group `rg` and
     /// admits each batch to the memory tier.
-    async fn decode(&self, file: &FileContext, rg: usize, columns: &[usize]) -> Result<Vec<Vec<ArrayRef>>> {
+    async fn decode(&self, file: &FileContext, rg: usize, columns: &[usize]) -> Result<Vec<Vec<CachedColumn>>> {
         let roots: Vec<usize> = columns.iter().filter_map(|&c| file.file_columns[c]).collect();
         let mask = ProjectionMask::roots(file.reader.metadata().file_metadata().schema_descr(), roots);
         let reader = CachedFileReader {
@@ -208,9 +217,9 @@ impl ColumnLoader {
                         file.meta.location
                     ))
                 })?;
-                self.batches
-                    .insert(file.key(rg, c, b), CachedColumn::Arrow(array.clone()));
-                out[slot].push(array);
+                let column = CachedColumn::Arrow(array);
+                self.batches.insert(file.key(rg, c, b), column.clone());
+                out[slot].push(column);
             }
         }
         Ok(out)

@@ -1,30 +1,49 @@
-//! A scan's filters, compiled once per scan: the columns they read, a
-//! predicate over just those columns (evaluated per batch), and a pruning
-//! predicate over the table schema (evaluated per row group on statistics).
+//! A scan's filters, compiled once per scan: the columns they read, the
+//! conjuncts over just those columns (evaluated per batch, on liquid columns
+//! without decoding where the encoding can), and a pruning predicate over the
+//! table schema (evaluated per row group on statistics).
 
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, RecordBatch, RecordBatchOptions};
+use datafusion::arrow::buffer::BooleanBuffer;
 use datafusion::arrow::datatypes::{Schema, SchemaRef};
 use datafusion::catalog::Session;
 use datafusion::common::{DFSchema, Result};
 use datafusion::datasource::physical_plan::parquet::{ParquetAccessPlan, ParquetFileMetrics, RowGroupAccessPlanFilter};
 use datafusion::logical_expr::Expr;
 use datafusion::logical_expr::expr_rewriter::unnormalize_col;
-use datafusion::logical_expr::utils::conjunction;
+use datafusion::logical_expr::utils::{conjunction, split_conjunction};
 use datafusion::parquet::file::metadata::ParquetMetaData;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_optimizer::pruning::{PruningPredicate, PruningPredicateBuilder};
+use silt_cache::CachedColumn;
+use silt_liquid::LiquidPredicate;
+
+use crate::liquid_predicate;
+
+/// One conjunct of the filter.
+#[derive(Debug)]
+struct Conjunct {
+    /// Positions in [`ScanFilter::columns`] of the columns it reads.
+    slots: Vec<usize>,
+    /// Those columns' schema.
+    schema: SchemaRef,
+    /// The conjunct, bound to `schema`.
+    expr: Arc<dyn PhysicalExpr>,
+    /// The conjunct as a predicate on encoded values of `slots[0]`, when
+    /// the liquid encoding may evaluate it.
+    liquid: Option<LiquidPredicate>,
+}
 
 /// The filters of one scan.
 #[derive(Debug)]
 pub struct ScanFilter {
     /// Table column indices the predicate reads, ascending.
     columns: Vec<usize>,
-    /// The schema of those columns, in that order.
-    schema: SchemaRef,
-    /// The conjunction of the filters, bound to `schema`.
-    predicate: Arc<dyn PhysicalExpr>,
+    /// The conjuncts, in evaluation order: liquid-evaluable ones first,
+    /// cheapest kinds first; the rest after.
+    conjuncts: Vec<Conjunct>,
     /// The same conjunction for row-group pruning, when statistics can help.
     pruning: Option<Arc<PruningPredicate>>,
     /// The filters as text, for `EXPLAIN`.
@@ -37,15 +56,12 @@ impl ScanFilter {
         let Some(expr) = conjunction(filters.iter().cloned().map(unnormalize_col)) else {
             return Ok(None);
         };
-        let mut columns: Vec<usize> = expr
-            .column_refs()
+        let columns = column_indices(&expr, table_schema)?;
+        let mut conjuncts = split_conjunction(&expr)
             .into_iter()
-            .map(|c| table_schema.index_of(&c.name))
-            .collect::<std::result::Result<_, _>>()?;
-        columns.sort_unstable();
-        columns.dedup();
-        let schema = Arc::new(table_schema.project(&columns)?);
-        let predicate = state.create_physical_expr(expr.clone(), &DFSchema::try_from(schema.as_ref().clone())?)?;
+            .map(|c| Conjunct::try_new(state, table_schema, &columns, c))
+            .collect::<Result<Vec<_>>>()?;
+        conjuncts.sort_by_key(|c| c.liquid.as_ref().map_or(u8::MAX, liquid_predicate::rank));
         let full = state.create_physical_expr(expr.clone(), &DFSchema::try_from(table_schema.as_ref().clone())?)?;
         // A predicate statistics cannot decide (e.g. a UDF) just prunes nothing.
         let pruning = PruningPredicateBuilder::new()
@@ -53,8 +69,7 @@ impl ScanFilter {
             .build(full);
         Ok(Some(ScanFilter {
             columns,
-            schema,
-            predicate,
+            conjuncts,
             pruning,
             text: expr.to_string(),
         }))
@@ -91,21 +106,123 @@ impl ScanFilter {
     }
 
     /// Which rows of one batch pass, given the predicate's columns (in the
-    /// order of [`Self::columns`]). Null counts as false, as in SQL.
-    pub fn evaluate(&self, columns: Vec<ArrayRef>, num_rows: usize) -> Result<BooleanArray> {
-        let options = RecordBatchOptions::new().with_row_count(Some(num_rows));
-        let batch = RecordBatch::try_new_with_options(self.schema.clone(), columns, &options)?;
-        let value = self.predicate.evaluate(&batch)?.into_array(num_rows)?;
-        let mask = value.as_any().downcast_ref::<BooleanArray>().cloned().ok_or_else(|| {
+    /// order of [`Self::columns`]) as the memory tier holds them. Null counts
+    /// as false, as in SQL.
+    ///
+    /// Conjuncts run in order, each only on the rows earlier ones kept (late
+    /// materialization): a liquid column evaluates a translatable conjunct on
+    /// its encoded values; any other conjunct gets its columns decoded for
+    /// just the surviving rows and is evaluated by DataFusion.
+    pub fn evaluate(&self, columns: &[CachedColumn], num_rows: usize) -> Result<BooleanArray> {
+        let mut mask: Option<BooleanArray> = None;
+        for c in &self.conjuncts {
+            if mask.as_ref().is_some_and(|m| m.true_count() == 0) {
+                break;
+            }
+            let encoded = match (&c.liquid, c.slots.first().map(|&s| &columns[s])) {
+                (Some(p), Some(CachedColumn::Liquid { array, .. })) => array.evaluate(p),
+                _ => None,
+            };
+            let passed = match encoded {
+                Some(result) => and(mask.as_ref(), &without_nulls(result))?,
+                None => c.evaluate_on(columns, mask.as_ref(), num_rows, &self.text)?,
+            };
+            mask = Some(passed);
+        }
+        Ok(mask.unwrap_or_else(|| BooleanArray::from(BooleanBuffer::new_set(num_rows))))
+    }
+}
+
+impl Conjunct {
+    fn try_new(state: &dyn Session, table_schema: &SchemaRef, columns: &[usize], expr: &Expr) -> Result<Self> {
+        let own = column_indices(expr, table_schema)?;
+        let slots = own
+            .iter()
+            .map(|c| columns.iter().position(|x| x == c).unwrap_or_default())
+            .collect();
+        let schema = Arc::new(table_schema.project(&own)?);
+        let bound = state.create_physical_expr(expr.clone(), &DFSchema::try_from(schema.as_ref().clone())?)?;
+        let liquid = match liquid_predicate::to_liquid(&bound, &schema) {
+            Some((0, p)) if own.len() == 1 => Some(p),
+            _ => None,
+        };
+        Ok(Conjunct {
+            slots,
+            schema,
+            expr: bound,
+            liquid,
+        })
+    }
+
+    /// Evaluates the conjunct with DataFusion on the rows `mask` keeps (all
+    /// rows without one), decoding only those rows, and returns the rows of
+    /// the whole batch that pass both.
+    fn evaluate_on(
+        &self,
+        columns: &[CachedColumn],
+        mask: Option<&BooleanArray>,
+        num_rows: usize,
+        text: &str,
+    ) -> Result<BooleanArray> {
+        let arrays: Vec<ArrayRef> = self
+            .slots
+            .iter()
+            .map(|&s| match mask {
+                Some(m) => columns[s].filter(m),
+                None => Ok(columns[s].to_arrow()),
+            })
+            .collect::<std::result::Result<_, _>>()?;
+        let rows = mask.map_or(num_rows, BooleanArray::true_count);
+        let options = RecordBatchOptions::new().with_row_count(Some(rows));
+        let batch = RecordBatch::try_new_with_options(self.schema.clone(), arrays, &options)?;
+        let value = self.expr.evaluate(&batch)?.into_array(rows)?;
+        let result = value.as_any().downcast_ref::<BooleanArray>().cloned().ok_or_else(|| {
             datafusion::error::DataFusionError::Internal(format!(
-                "filter {} returned {}, not booleans",
-                self.text,
+                "filter {text} returned {}, not booleans",
                 value.data_type()
             ))
         })?;
-        Ok(match mask.nulls() {
-            Some(_) => datafusion::arrow::compute::prep_null_mask_filter(&mask),
-            None => mask,
+        let result = without_nulls(result);
+        Ok(match mask {
+            None => result,
+            Some(m) => scatter(m, &result, num_rows),
         })
     }
+}
+
+/// Table column indices `expr` reads, ascending.
+fn column_indices(expr: &Expr, table_schema: &SchemaRef) -> Result<Vec<usize>> {
+    let mut columns: Vec<usize> = expr
+        .column_refs()
+        .into_iter()
+        .map(|c| table_schema.index_of(&c.name))
+        .collect::<std::result::Result<_, _>>()?;
+    columns.sort_unstable();
+    columns.dedup();
+    Ok(columns)
+}
+
+/// Nulls as false.
+fn without_nulls(mask: BooleanArray) -> BooleanArray {
+    match mask.nulls() {
+        Some(_) => datafusion::arrow::compute::prep_null_mask_filter(&mask),
+        None => mask,
+    }
+}
+
+fn and(mask: Option<&BooleanArray>, result: &BooleanArray) -> Result<BooleanArray> {
+    Ok(match mask {
+        Some(m) => datafusion::arrow::compute::and(m, result)?,
+        None => result.clone(),
+    })
+}
+
+/// The whole-batch mask of rows `mask` keeps whose entry in `result` (one per
+/// kept row, in order) is true.
+fn scatter(mask: &BooleanArray, result: &BooleanArray, num_rows: usize) -> BooleanArray {
+    let mut out = vec![false; num_rows];
+    for (j, i) in mask.values().set_indices().enumerate() {
+        out[i] = result.value(j);
+    }
+    BooleanArray::from(out)
 }

@@ -5,6 +5,7 @@
 //! admin = "127.0.0.1:9090"        # HTTP: /health, /metrics
 //! cache_dir = "/var/cache/silt"  # disk tier, spill files
 //! memory_budget = "1GiB"          # memory tier: decoded column batches
+//! memory_form = "liquid"          # liquid | arrow
 //! page_memory_budget = "256MiB"   # page buffer: object bytes in memory
 //! disk_budget = "100GiB"          # disk tier under cache_dir/pages
 //! metadata_budget = "256MiB"      # decoded footers and page indexes
@@ -45,6 +46,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use silt_cache::Freshness;
+use silt_cache::MemoryForm;
 use silt_cache::policy::PolicyKind;
 use silt_store::{FaultConfig, RetryPolicy, S3Settings};
 
@@ -64,6 +66,10 @@ pub struct ServerConfig {
     /// their real buffer sizes).
     #[serde(deserialize_with = "de_bytes")]
     pub memory_budget: u64,
+    /// Form of the memory tier's columns: `liquid` (transcoded in the
+    /// background, filterable without decoding) or `arrow` (decoded only).
+    #[serde(deserialize_with = "de_from_str")]
+    pub memory_form: MemoryForm,
     /// Byte budget of the page buffer: object bytes held in memory in front
     /// of the disk tier (footers, pages read by several queries at once).
     #[serde(deserialize_with = "de_bytes")]
@@ -179,6 +185,7 @@ impl Default for ServerConfig {
             admin: None,
             cache_dir: std::env::temp_dir().join("silt-cache"),
             memory_budget: 1 << 30,
+            memory_form: MemoryForm::Liquid,
             page_memory_budget: 256 << 20,
             disk_budget: 10 << 30,
             metadata_budget: 256 << 20,

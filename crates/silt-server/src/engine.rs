@@ -133,7 +133,7 @@ impl Engine {
         );
         let disk = open_disk_tier(&config, &metrics)?;
         let tiers = CacheTiers::new(
-            BatchCache::new(config.memory_budget, metrics.memory.clone()),
+            BatchCache::with_form(config.memory_budget, metrics.memory.clone(), config.memory_form),
             page_cache,
             disk.clone().map(|d| d as Arc<dyn PageTier>),
             config.page_size,

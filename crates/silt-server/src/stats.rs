@@ -5,6 +5,7 @@
 //! never disagree; sizes come from the tiers themselves.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use serde_json::{Value, json};
@@ -60,15 +61,45 @@ fn tiers_json(engine: &Engine, snapshot: &BTreeMap<String, f64>) -> Value {
             config.metadata_budget,
         ),
     );
-    tiers.insert(
-        "memory".into(),
-        tier_json(
-            snapshot,
-            "memory",
-            cache.batches().weighted_size(),
-            config.memory_budget,
-        ),
+    let mut memory = tier_json(
+        snapshot,
+        "memory",
+        cache.batches().weighted_size(),
+        config.memory_budget,
     );
+    memory["form"] = json!(format!("{:?}", cache.batches().form()).to_lowercase());
+    memory["transcode_backlog"] = json!(cache.batches().transcode_backlog());
+    let usage = cache.batches().usage_by_column();
+    let mut forms = serde_json::Map::new();
+    for form in ["arrow", "liquid"] {
+        let (bytes, arrow_bytes) = usage
+            .iter()
+            .filter(|u| u.form == form)
+            .fold((0, 0), |(b, a), u| (b + u.bytes, a + u.arrow_bytes));
+        forms.insert(form.into(), form_json(bytes, arrow_bytes));
+    }
+    memory["forms"] = Value::Object(forms);
+    let table_of: BTreeMap<Arc<str>, String> = engine
+        .table_stores()
+        .into_iter()
+        .map(|(name, store)| (store.store_id().clone(), name))
+        .collect();
+    memory["columns"] = usage
+        .iter()
+        .map(|u| {
+            let mut c = form_json(u.bytes, u.arrow_bytes);
+            c["table"] = json!(table_of.get(&u.store));
+            c["column"] = json!(
+                u.name
+                    .as_deref()
+                    .map_or_else(|| format!("#{}", u.column), str::to_string)
+            );
+            c["form"] = json!(u.form);
+            c["batches"] = json!(u.batches);
+            c
+        })
+        .collect();
+    tiers.insert("memory".into(), memory);
     tiers.insert(
         "pages".into(),
         tier_json(
@@ -93,6 +124,16 @@ fn tiers_json(engine: &Engine, snapshot: &BTreeMap<String, f64>) -> Value {
 /// Per table: memory-tier (column batch) and page lookups, and the hit
 /// ratio: the share of lookups a tier answered without the object store
 /// (a memory miss is followed by page lookups, so it is not counted twice).
+/// Bytes held, what they take as Arrow, and the ratio of the two.
+fn form_json(bytes: u64, arrow_bytes: u64) -> Value {
+    let ratio = if bytes == 0 {
+        Value::Null
+    } else {
+        json!(arrow_bytes as f64 / bytes as f64)
+    };
+    json!({"bytes": bytes, "arrow_bytes": arrow_bytes, "compression": ratio})
+}
+
 fn tables_json(engine: &Engine) -> Value {
     let tables: serde_json::Map<String, Value> = engine
         .table_stores()

@@ -99,6 +99,40 @@ fn render_stats(stats: &Value) -> String {
             bytes(&t["budget"]),
         ));
     }
+    if let Some(m) = stats["tiers"].get("memory").filter(|m| m.get("forms").is_some()) {
+        let form = |f: &str, k: &str| m["forms"][f][k].as_u64().unwrap_or(0);
+        out.push_str(&format!(
+            "memory: form {}, arrow {}, liquid {} (was {} as Arrow: {}x smaller), {} batches waiting to transcode\n",
+            m["form"].as_str().unwrap_or("?"),
+            indicatif::HumanBytes(form("arrow", "bytes")),
+            indicatif::HumanBytes(form("liquid", "bytes")),
+            indicatif::HumanBytes(form("liquid", "arrow_bytes")),
+            m["forms"]["liquid"]["compression"]
+                .as_f64()
+                .map_or("-".to_string(), |r| format!("{r:.1}")),
+            m["transcode_backlog"],
+        ));
+        if let Some(columns) = m["columns"].as_array().filter(|c| !c.is_empty()) {
+            out.push_str(&format!(
+                "{:<16} {:<24} {:<7} {:>8} {:>12} {:>12} {:>8}\n",
+                "table", "column", "form", "batches", "bytes", "as arrow", "ratio"
+            ));
+            for c in columns {
+                out.push_str(&format!(
+                    "{:<16} {:<24} {:<7} {:>8} {:>12} {:>12} {:>8}\n",
+                    c["table"].as_str().unwrap_or("?"),
+                    c["column"].as_str().unwrap_or("?"),
+                    c["form"].as_str().unwrap_or("?"),
+                    c["batches"],
+                    bytes(&c["bytes"]),
+                    bytes(&c["arrow_bytes"]),
+                    c["compression"]
+                        .as_f64()
+                        .map_or("-".to_string(), |r| format!("{r:.1}x")),
+                ));
+            }
+        }
+    }
     if let Some(d) = stats["tiers"].get("disk") {
         out.push_str(&format!(
             "disk: {} pages, {} corrupt pages dropped, {} recovered at start{}\n",
@@ -184,7 +218,12 @@ mod tests {
         let stats = serde_json::json!({
             "tiers": {
                 "metadata": {"hits": 3, "misses": 1, "evictions": 0, "bytes": 2048, "budget": 1048576},
-                "memory": {"hits": 0, "misses": 0, "evictions": 0, "bytes": 0, "budget": 1024},
+                "memory": {"hits": 0, "misses": 0, "evictions": 0, "bytes": 300, "budget": 1024,
+                    "form": "liquid", "transcode_backlog": 0,
+                    "forms": {"arrow": {"bytes": 0, "arrow_bytes": 0, "compression": null},
+                              "liquid": {"bytes": 300, "arrow_bytes": 1200, "compression": 4.0}},
+                    "columns": [{"table": "lineitem", "column": "l_shipdate", "form": "liquid", "batches": 2,
+                                 "bytes": 300, "arrow_bytes": 1200, "compression": 4.0}]},
             },
             "metrics": {"silt_object_store_get_requests_total": 7.0},
             "tables": {"lineitem": {"memory_hits": 5, "memory_misses": 2, "page_hits": 4, "page_misses": 1}},
@@ -193,5 +232,6 @@ mod tests {
         assert!(text.contains("metadata") && text.contains("75.0%"), "{text}");
         assert!(text.contains("7 GETs"), "{text}");
         assert!(text.contains("lineitem") && text.contains("90.0%"), "{text}");
+        assert!(text.contains("l_shipdate") && text.contains("4.0x"), "{text}");
     }
 }

@@ -29,6 +29,8 @@ enum BenchCommand {
     Replay(ReplayArgs),
     /// TPC-H through Silt versus DataFusion reading a throttled object store directly.
     Cache(crate::bench_cache::CacheBenchArgs),
+    /// Generate benchmark data: TPC-H, hits-like ClickBench data, the point-lookup table.
+    Gen(crate::bench_gen::GenArgs),
 }
 
 #[derive(Args, Debug)]
@@ -84,6 +86,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.command {
         BenchCommand::Replay(a) => replay_traces(&a),
         BenchCommand::Cache(a) => crate::bench_cache::run(a).await,
+        BenchCommand::Gen(a) => crate::bench_gen::run(a).await,
     }
 }
 

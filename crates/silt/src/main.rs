@@ -3,6 +3,7 @@
 mod admin_cmds;
 mod bench;
 mod bench_cache;
+mod bench_gen;
 mod demo;
 mod output;
 mod query;

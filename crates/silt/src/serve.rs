@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
+use silt_cache::MemoryForm;
 use silt_cache::policy::PolicyKind;
 use silt_server::ServerConfig;
 use silt_server::config::parse_bytes;
@@ -37,6 +38,9 @@ pub struct ServeArgs {
     /// Memory tier budget (decoded column batches), e.g. 2GiB [default: 1GiB].
     #[arg(long, value_parser = parse_bytes)]
     memory_budget: Option<u64>,
+    /// Form of the memory tier's columns: liquid (compressed, filters run on it) or arrow [default: liquid].
+    #[arg(long)]
+    memory_form: Option<MemoryForm>,
     /// Page buffer budget (object bytes in memory, in front of the disk tier) [default: 256MiB].
     #[arg(long, value_parser = parse_bytes)]
     page_memory_budget: Option<u64>,
@@ -102,6 +106,9 @@ impl ServeArgs {
         }
         if let Some(v) = self.memory_budget {
             cfg.memory_budget = v;
+        }
+        if let Some(v) = self.memory_form {
+            cfg.memory_form = v;
         }
         if let Some(v) = self.page_memory_budget {
             cfg.page_memory_budget = v;

@@ -1,6 +1,10 @@
 //! Differential tests: every TPC-H and ClickBench query through Silt (scans
 //! pushed to the server over Flight, data from S3 on loopback) must equal
-//! plain DataFusion reading the same files.
+//! plain DataFusion reading the same files. Each query runs twice through
+//! Silt: cold (columns decoded from Parquet, admitted as Arrow) and, once the
+//! transcoder has drained, warm with the memory tier in the liquid form.
+
+use std::time::Duration;
 
 use silt_client::script::run_script_last_query;
 
@@ -21,11 +25,20 @@ async fn run_suite(dir: &str, files: Vec<String>) {
         let expected = run_script_last_query(&base, &sql)
             .await
             .unwrap_or_else(|e| panic!("baseline failed on {file} with ties broken: {e}"));
-        match run_script_last_query(&silt, &sql).await {
-            Err(e) => failures.push(format!("{file}: Silt failed: {e}")),
-            Ok(got) => {
-                if let Err(diff) = check_same(file, &got, &expected, is_ordered(&sql)) {
-                    failures.push(diff);
+        for run in ["cold", "liquid"] {
+            if run == "liquid" {
+                let batches = fx.server.engine.tiers().batches().clone();
+                let drained = tokio::task::spawn_blocking(move || batches.wait_transcoded(Duration::from_secs(120)))
+                    .await
+                    .unwrap();
+                assert!(drained, "the transcoder did not drain within 2 minutes");
+            }
+            match run_script_last_query(&silt, &sql).await {
+                Err(e) => failures.push(format!("{file} ({run}): Silt failed: {e}")),
+                Ok(got) => {
+                    if let Err(diff) = check_same(&format!("{file} ({run})"), &got, &expected, is_ordered(&sql)) {
+                        failures.push(diff);
+                    }
                 }
             }
         }
@@ -41,6 +54,12 @@ async fn run_suite(dir: &str, files: Vec<String>) {
     assert!(fx.metric("silt_object_store_get_requests_total") > 0.0);
     assert!(fx.metric("silt_flight_bytes_sent_total") > 0.0);
     assert_eq!(fx.metric("silt_query_errors_total"), 0.0);
+    // The warm runs really read liquid columns.
+    let usage = fx.server.engine.tiers().batches().usage_by_column();
+    assert!(
+        usage.iter().any(|u| u.form == "liquid" && u.bytes > 0),
+        "no column batch was transcoded to liquid: {usage:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,0 +1,128 @@
+//! The background transcoder: turns admitted Arrow column batches into the
+//! liquid form, with a bounded share of one core.
+//!
+//! Queries never wait for it: the scan admits Arrow and uses whichever form
+//! an entry has when it reads it. The worker is one OS thread blocked on a
+//! channel (no polling: an idle server spends no CPU here); after each batch
+//! it sleeps in proportion to the time it worked, so it uses at most
+//! [`CPU_SHARE`] of a core even under a flood of admissions. When its queue is
+//! full, further admissions simply stay Arrow. A panic in an encoder is caught
+//! and logged: that batch stays Arrow and the worker carries on.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use silt_liquid::ColumnEncoder;
+
+use crate::batch_cache::{BatchCache, BatchKey, CachedColumn};
+
+/// Fraction of one core the transcoder may use (on the 2-core machines we
+/// target, a quarter of the CPU: queries keep the rest).
+pub const CPU_SHARE: f64 = 0.5;
+
+/// Column batches waiting at most; beyond this, admissions stay Arrow.
+const QUEUE: usize = 1 << 16;
+
+/// Column chunks whose encoders (FSST symbol tables) are kept between
+/// batches; more chunks in flight than this just train a new table.
+const ENCODERS: usize = 256;
+
+/// Handle held by the memory tier; dropping it stops the worker.
+pub(crate) struct Transcoder {
+    tx: SyncSender<BatchKey>,
+    backlog: Arc<AtomicUsize>,
+}
+
+impl Transcoder {
+    /// Starts the worker for `cache`.
+    pub(crate) fn start(cache: Weak<BatchCache>) -> Self {
+        let (tx, rx) = sync_channel(QUEUE);
+        let backlog = Arc::new(AtomicUsize::new(0));
+        let worker_backlog = backlog.clone();
+        let spawned = std::thread::Builder::new()
+            .name("silt-transcoder".into())
+            .spawn(move || run(cache, rx, worker_backlog));
+        if let Err(e) = spawned {
+            // Without a worker every entry stays Arrow: slower, still correct.
+            tracing::warn!("cannot start the liquid transcoder: {e}");
+        }
+        Transcoder { tx, backlog }
+    }
+
+    /// Queues `key` (just admitted as Arrow) for transcoding.
+    pub(crate) fn submit(&self, key: BatchKey) {
+        self.backlog.fetch_add(1, Ordering::Relaxed);
+        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = self.tx.try_send(key) {
+            self.backlog.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Batches queued and not yet done.
+    pub(crate) fn backlog(&self) -> usize {
+        self.backlog.load(Ordering::Relaxed)
+    }
+}
+
+/// The column chunk a batch belongs to (its key without the batch index).
+type ChunkKey = (Arc<str>, Arc<str>, Arc<str>, u32, u32);
+
+fn run(cache: Weak<BatchCache>, rx: Receiver<BatchKey>, backlog: Arc<AtomicUsize>) {
+    let mut encoders: HashMap<ChunkKey, ColumnEncoder> = HashMap::new();
+    while let Ok(key) = rx.recv() {
+        let started = Instant::now();
+        let Some(cache) = cache.upgrade() else {
+            return;
+        };
+        let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| transcode(&cache, &key, &mut encoders)));
+        if done.is_err() {
+            tracing::error!(path = %key.path, column = key.column, "transcoding a column batch panicked; it stays Arrow");
+            encoders.clear();
+        }
+        drop(cache);
+        backlog.fetch_sub(1, Ordering::Relaxed);
+        let worked = started.elapsed();
+        std::thread::sleep(
+            worked
+                .mul_f64((1.0 - CPU_SHARE) / CPU_SHARE)
+                .min(Duration::from_millis(100)),
+        );
+    }
+}
+
+/// Transcodes one entry if it is still the Arrow batch that was admitted,
+/// keeping the liquid form only when it is no larger.
+fn transcode(cache: &BatchCache, key: &BatchKey, encoders: &mut HashMap<ChunkKey, ColumnEncoder>) {
+    let Some(CachedColumn::Arrow(array)) = cache.peek(key) else {
+        return; // evicted, invalidated or already liquid
+    };
+    let chunk = (
+        key.store.clone(),
+        key.path.clone(),
+        key.version.clone(),
+        key.row_group,
+        key.column,
+    );
+    if encoders.len() >= ENCODERS && !encoders.contains_key(&chunk) {
+        encoders.clear();
+    }
+    let encoder = encoders
+        .entry(chunk)
+        .or_insert_with(|| ColumnEncoder::new(array.data_type()));
+    let Some(liquid) = encoder.encode(&array) else {
+        return;
+    };
+    let arrow_bytes = arrow::array::Array::get_array_memory_size(array.as_ref());
+    if liquid.heap_size() <= arrow_bytes {
+        cache.replace_with_liquid(
+            key,
+            &array,
+            CachedColumn::Liquid {
+                array: liquid,
+                arrow_bytes,
+            },
+        );
+    }
+}

@@ -1,0 +1,145 @@
+//! `silt bench gen`: the data sets the benchmarks run on, written as Parquet
+//! with a chosen layout.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::Context;
+use clap::{Args, Subcommand, ValueEnum};
+use datafusion::parquet::basic::{Compression, ZstdLevel};
+use silt_bench::{hits, lookup, tpch};
+
+#[derive(Args, Debug)]
+pub struct GenArgs {
+    #[command(subcommand)]
+    data: GenData,
+}
+
+#[derive(Subcommand, Debug)]
+enum GenData {
+    /// TPC-H (tpchgen): one folder per table under --out.
+    Tpch {
+        /// Scale factor.
+        #[arg(long, default_value_t = 1.0)]
+        sf: f64,
+        /// Output folder.
+        #[arg(long, default_value = "data/tpch")]
+        out: PathBuf,
+        #[command(flatten)]
+        layout: LayoutArgs,
+    },
+    /// Hits-like ClickBench data grown from real rows, with the real data set's selectivities.
+    Hits {
+        /// Rows to generate.
+        #[arg(long, default_value_t = 5_000_000)]
+        rows: u64,
+        /// Output file.
+        #[arg(long, default_value = "data/hits/hits.parquet")]
+        out: PathBuf,
+        /// The real ClickBench rows to grow from.
+        #[arg(long, default_value = "../shared/data/nano_hits.parquet")]
+        seed_file: PathBuf,
+        /// Random seed (same seed, same file).
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        #[command(flatten)]
+        layout: LayoutArgs,
+    },
+    /// The point-lookup table: unique sorted `id`, 12 columns, a 1 KiB binary payload.
+    Lookup {
+        /// Rows to generate.
+        #[arg(long, default_value_t = 1_000_000)]
+        rows: u64,
+        /// Output file.
+        #[arg(long, default_value = "data/lookup/lookup.parquet")]
+        out: PathBuf,
+        #[command(flatten)]
+        layout: LayoutArgs,
+    },
+}
+
+#[derive(Args, Debug, Clone)]
+struct LayoutArgs {
+    /// Rows per row group.
+    #[arg(long, default_value_t = 128 * 1024)]
+    row_group_rows: usize,
+    /// Compression of every column.
+    #[arg(long, value_enum, default_value_t = Codec::Zstd)]
+    compression: Codec,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Codec {
+    Zstd,
+    Snappy,
+    Lz4,
+    None,
+}
+
+impl LayoutArgs {
+    fn layout(&self) -> anyhow::Result<tpch::ParquetLayout> {
+        anyhow::ensure!(self.row_group_rows > 0, "--row-group-rows must be positive");
+        Ok(tpch::ParquetLayout {
+            row_group_rows: self.row_group_rows,
+            compression: match self.compression {
+                Codec::Zstd => Compression::ZSTD(ZstdLevel::default()),
+                Codec::Snappy => Compression::SNAPPY,
+                Codec::Lz4 => Compression::LZ4_RAW,
+                Codec::None => Compression::UNCOMPRESSED,
+            },
+        })
+    }
+}
+
+pub async fn run(args: GenArgs) -> anyhow::Result<()> {
+    let start = Instant::now();
+    tokio::task::spawn_blocking(move || generate(args.data))
+        .await
+        .context("generator task")??;
+    eprintln!("done in {:.1}s", start.elapsed().as_secs_f64());
+    Ok(())
+}
+
+fn generate(data: GenData) -> anyhow::Result<()> {
+    match data {
+        GenData::Tpch { sf, out, layout } => {
+            let written = tpch::generate(&out, sf, layout.layout()?)?;
+            println!(
+                "TPC-H SF {sf} in {}: wrote {} tables ({} already there)",
+                out.display(),
+                written.len(),
+                tpch::TABLES.len() - written.len()
+            );
+        }
+        GenData::Hits {
+            rows,
+            out,
+            seed_file,
+            seed,
+            layout,
+        } => {
+            let sel = hits::generate(&seed_file, &out, rows, seed, layout.layout()?)?;
+            println!("{rows} hits-like rows in {}\n", out.display());
+            println!("{:<84} {:>10} {:>10} {:>10}", "filter", "rows", "share", "target");
+            for s in sel {
+                let target = if s.target > 0.0 {
+                    format!("{:.3}%", s.target * 100.0)
+                } else {
+                    "a handful".into()
+                };
+                println!(
+                    "{:<84} {:>10} {:>9.3}% {:>10}",
+                    s.filter,
+                    s.matched,
+                    s.matched as f64 / s.rows.max(1) as f64 * 100.0,
+                    target
+                );
+            }
+        }
+        GenData::Lookup { rows, out, layout } => {
+            lookup::generate(&out, rows, layout.layout()?)?;
+            println!("{rows} lookup rows in {}", out.display());
+        }
+    }
+    Ok(())
+}
