@@ -199,6 +199,9 @@ impl BatchCache {
             _ => None,
         };
         self.entries.insert(key.clone(), column);
+        // Apply moka's eviction now, not at its next maintenance, so the
+        // tier is over budget only while an insert is in progress.
+        self.entries.run_pending_tasks();
         // Transcoding starts at admission, not only under memory pressure.
         if let Some(t) = transcode {
             t.submit(key);
@@ -225,6 +228,7 @@ impl BatchCache {
         if matches!(result, moka::ops::compute::CompResult::ReplacedWith(_)) {
             // The eviction listener took the Arrow size off the gauge.
             self.metrics.bytes.increment(size as f64);
+            self.entries.run_pending_tasks();
         }
     }
 
