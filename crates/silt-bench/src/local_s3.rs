@@ -19,6 +19,19 @@ pub const ACCESS_KEY: &str = "silt-test-access";
 pub const SECRET_KEY: &str = "silt-test-secret";
 pub const REGION: &str = "us-east-1";
 
+/// Settings that reach a loopback server at `endpoint` (one started by
+/// [`LocalS3::start`], possibly in another process): the fixed credentials, HTTP allowed.
+pub fn s3_settings_for(endpoint: &str) -> silt_store::S3Settings {
+    silt_store::S3Settings {
+        endpoint: Some(endpoint.to_string()),
+        access_key_id: Some(ACCESS_KEY.into()),
+        secret_access_key: Some(SECRET_KEY.into()),
+        region: Some(REGION.into()),
+        allow_http: Some(true),
+        session_token: None,
+    }
+}
+
 /// A running loopback S3 server. Stops when dropped.
 pub struct LocalS3 {
     addr: SocketAddr,
@@ -73,14 +86,7 @@ impl LocalS3 {
 
     /// Settings that reach this server: endpoint, the fixed credentials, HTTP allowed.
     pub fn s3_settings(&self) -> silt_store::S3Settings {
-        silt_store::S3Settings {
-            endpoint: Some(self.endpoint()),
-            access_key_id: Some(ACCESS_KEY.into()),
-            secret_access_key: Some(SECRET_KEY.into()),
-            region: Some(REGION.into()),
-            allow_http: Some(true),
-            session_token: None,
-        }
+        s3_settings_for(&self.endpoint())
     }
 
     /// Uploads every file below `src` into `bucket` (created if missing) with

@@ -31,6 +31,15 @@ enum BenchCommand {
     Cache(crate::bench_cache::CacheBenchArgs),
     /// Generate benchmark data: TPC-H, hits-like ClickBench data, the point-lookup table.
     Gen(crate::bench_gen::GenArgs),
+    /// ClickBench queries on hits-like data in every mode: results.json, report.md, plots.
+    Clickbench(crate::harness::ClickbenchArgs),
+    /// TPC-H queries in every mode: results.json, report.md, plots.
+    Tpch(crate::harness::TpchArgs),
+    /// The whole harness on tiny data (run by the test suite so it never rots).
+    Smoke(crate::harness::SmokeArgs),
+    /// A loopback S3 server in its own process (started by the harness).
+    #[command(hide = true)]
+    ObjectStore(crate::harness::ObjectStoreArgs),
 }
 
 #[derive(Args, Debug)]
@@ -87,6 +96,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchCommand::Replay(a) => replay_traces(&a),
         BenchCommand::Cache(a) => crate::bench_cache::run(a).await,
         BenchCommand::Gen(a) => crate::bench_gen::run(a).await,
+        BenchCommand::Clickbench(a) => crate::harness::clickbench(a).await,
+        BenchCommand::Tpch(a) => crate::harness::tpch(a).await,
+        BenchCommand::Smoke(a) => crate::harness::smoke(a).await,
+        BenchCommand::ObjectStore(a) => crate::harness::object_store(a).await,
     }
 }
 

@@ -5,6 +5,7 @@ mod bench;
 mod bench_cache;
 mod bench_gen;
 mod demo;
+mod harness;
 mod output;
 mod query;
 mod serve;
@@ -30,7 +31,7 @@ enum Command {
     Stats(admin_cmds::StatsArgs),
     /// Warm a server's metadata and disk tiers (and memory) with a table's data.
     Preload(admin_cmds::PreloadArgs),
-    /// Offline benchmarks; `bench replay` replays cache-access traces through the eviction policies.
+    /// Benchmarks: the harness (clickbench, tpch, smoke), cache, replay, data generators.
     Bench(bench::BenchArgs),
 }
 

@@ -62,10 +62,19 @@ fn spawn_server(s3: &LocalS3, cache_dir: &Path) -> (Child, String) {
     (child, url)
 }
 
+/// A client context with the server's tables. The server announces its
+/// address once it is bound; on a loaded machine the first calls can still
+/// fail, so registration is retried for a while before the test gives up.
 async fn client(url: &str) -> SessionContext {
-    let ctx = SessionContext::new();
-    silt_client::register_tables(&ctx, url).await.expect("register tables");
-    ctx
+    let started = Instant::now();
+    loop {
+        let ctx = SessionContext::new();
+        match silt_client::register_tables(&ctx, url).await {
+            Ok(_) => return ctx,
+            Err(e) if started.elapsed() > Duration::from_secs(30) => panic!("register tables: {e}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
 }
 
 fn query(n: u32) -> String {

@@ -1,0 +1,210 @@
+//! `report.md`: the run's tables, readable without the JSON.
+//!
+//! One table per figure (query x mode), then the ratios the issues' targets
+//! are stated in, each against a baseline measured in the same run.
+
+use std::fmt::Write;
+
+use crate::results::{BenchResults, QueryResult};
+
+/// The whole report.
+pub fn render(results: &BenchResults, plots: &[String]) -> String {
+    let mut out = String::new();
+    let d = &results.data;
+    let c = &results.config;
+    let _ = writeln!(out, "# {} — {}\n", results.suite, results.name);
+    let _ = writeln!(
+        out,
+        "Data: {} ({} rows, {} files, {:.1} MiB Parquet). Object store throttled to {} ms per request and {} MB/s. \
+         Warm = median of {} runs after one warm-up run (min–max in results.json). Build: {}; {} cores, {:.0} GiB.\n",
+        d.description,
+        d.rows,
+        d.files,
+        mib(d.parquet_bytes),
+        c.store_latency_ms,
+        c.store_mbps,
+        c.warm_runs,
+        results.machine.build,
+        results.machine.cores,
+        results.machine.memory_bytes as f64 / (1u64 << 30) as f64
+    );
+    let _ = writeln!(out, "{}", MODE_LEGEND);
+    section(&mut out, results, "Warm latency (ms, median)", |r| {
+        r.warm_ms.as_ref().map(|w| format!("{:.1}", w.median))
+    });
+    section(&mut out, results, "Cold latency (ms, empty cache)", |r| {
+        r.cold_ms.map(|v| format!("{v:.1}"))
+    });
+    section(&mut out, results, "Cache-server CPU per warm query (ms, mean)", |r| {
+        r.server_cpu_s.map(|c| format!("{:.1}", c.warm_mean * 1e3))
+    });
+    section(&mut out, results, "Client CPU per warm query (ms, mean)", |r| {
+        r.client_cpu_s.map(|c| format!("{:.1}", c.warm_mean * 1e3))
+    });
+    section(&mut out, results, "Bytes to the client per warm query", |r| {
+        r.bytes_to_client.map(|b| human_bytes(b.warm_median))
+    });
+    section(&mut out, results, "Object-store GETs, cold run", |r| {
+        r.object_store.map(|s| s.cold_requests.to_string())
+    });
+    section(&mut out, results, "Cache memory tier after the query", |r| {
+        r.memory.map(|m| human_bytes(m.memory_tier_bytes))
+    });
+    section(&mut out, results, "Process RSS after the query", |r| {
+        r.memory.map(|m| human_bytes(m.rss_bytes))
+    });
+    ratios(&mut out, results);
+    problems(&mut out, results);
+    if !plots.is_empty() {
+        let _ = writeln!(out, "## Plots\n");
+        for p in plots {
+            let _ = writeln!(out, "- [{p}]({p})");
+        }
+    }
+    out
+}
+
+const MODE_LEGEND: &str = "Modes: `direct` = DataFusion reads the throttled store itself; `file-server` = the cache \
+serves Parquet bytes (S3 API), the client decodes and filters; `parquet-pushdown` = the cache holds Parquet bytes and \
+filters by decoding them (no memory tier); `arrow-pushdown` = the cache holds decoded Arrow; `liquid` = Silt's default; \
+`duckdb` = DuckDB reading the same files from local disk (unthrottled: an outside reference only).\n";
+
+fn find<'a>(results: &'a BenchResults, mode: &str, query: &str) -> Option<&'a QueryResult> {
+    results.results.iter().find(|r| r.mode == mode && r.query == query)
+}
+
+/// A query x mode table of `cell`; failed runs show their status.
+fn section(out: &mut String, results: &BenchResults, title: &str, cell: impl Fn(&QueryResult) -> Option<String>) {
+    let modes = &results.config.modes;
+    let _ = writeln!(out, "## {title}\n");
+    let _ = writeln!(out, "| query | {} |", modes.join(" | "));
+    let _ = writeln!(out, "|---|{}", "---:|".repeat(modes.len()));
+    for q in &results.queries {
+        let cells: Vec<String> = modes
+            .iter()
+            .map(|m| match find(results, m, &q.id) {
+                None => "—".into(),
+                Some(r) if r.status != "ok" => r.status.clone(),
+                Some(r) => cell(r).unwrap_or_else(|| "—".into()),
+            })
+            .collect();
+        let _ = writeln!(out, "| {} | {} |", q.id, cells.join(" | "));
+    }
+    let _ = writeln!(out);
+}
+
+/// `a / b` of `metric` for two modes on one query.
+fn ratio(
+    results: &BenchResults,
+    q: &str,
+    a: &str,
+    b: &str,
+    metric: &dyn Fn(&QueryResult) -> Option<f64>,
+) -> Option<f64> {
+    let ok = |m: &str| find(results, m, q).filter(|r| r.status == "ok").and_then(metric);
+    let (x, y) = (ok(a)?, ok(b)?);
+    (y > 0.0).then(|| x / y)
+}
+
+/// (heading, mode a, mode b, metric): a column of `a / b`.
+type RatioColumn<'a> = (&'a str, &'a str, &'a str, &'a dyn Fn(&QueryResult) -> Option<f64>);
+
+/// The ratios the targets are stated in, where both modes ran.
+fn ratios(out: &mut String, results: &BenchResults) {
+    let warm = |r: &QueryResult| r.warm_ms.as_ref().map(|w| w.median);
+    let cold = |r: &QueryResult| r.cold_ms;
+    let cpu = |r: &QueryResult| r.server_cpu_s.map(|c| c.warm_mean);
+    let columns: [RatioColumn; 6] = [
+        ("liquid CPU / parquet-pushdown CPU", "liquid", "parquet-pushdown", &cpu),
+        ("liquid CPU / arrow-pushdown CPU", "liquid", "arrow-pushdown", &cpu),
+        ("liquid warm / arrow-pushdown warm", "liquid", "arrow-pushdown", &warm),
+        ("direct warm / liquid warm (speed-up)", "direct", "liquid", &warm),
+        ("liquid cold / direct cold", "liquid", "direct", &cold),
+        ("file-server warm / liquid warm", "file-server", "liquid", &warm),
+    ];
+    let present: Vec<_> = columns
+        .iter()
+        .filter(|(_, a, b, _)| {
+            results.config.modes.iter().any(|m| m == a) && results.config.modes.iter().any(|m| m == b)
+        })
+        .collect();
+    if present.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "## Ratios (same run)\n");
+    let names: Vec<&str> = present.iter().map(|c| c.0).collect();
+    let _ = writeln!(out, "| query | {} |", names.join(" | "));
+    let _ = writeln!(out, "|---|{}", "---:|".repeat(present.len()));
+    for q in &results.queries {
+        let cells: Vec<String> = present
+            .iter()
+            .map(|(_, a, b, m)| ratio(results, &q.id, a, b, *m).map_or("—".into(), |r| format!("{r:.2}")))
+            .collect();
+        let _ = writeln!(out, "| {} | {} |", q.id, cells.join(" | "));
+    }
+    let _ = writeln!(out);
+}
+
+/// Errors, skipped modes and wrong answers, so none hides in the tables.
+fn problems(out: &mut String, results: &BenchResults) {
+    let bad: Vec<&QueryResult> = results
+        .results
+        .iter()
+        .filter(|r| r.status != "ok" || r.matches_reference == Some(false))
+        .collect();
+    let _ = writeln!(out, "## Correctness and failures\n");
+    let compared = results.results.iter().filter(|r| r.matches_reference.is_some()).count();
+    let _ = writeln!(
+        out,
+        "{compared} results compared with plain DataFusion on the local files; {} differ or failed.\n",
+        bad.len()
+    );
+    for r in bad {
+        let what = match (&r.error, r.matches_reference) {
+            (Some(e), _) => e.clone(),
+            (None, Some(false)) => "rows differ from plain DataFusion".into(),
+            _ => r.status.clone(),
+        };
+        let _ = writeln!(
+            out,
+            "- {} / {}: {}: {}",
+            r.mode,
+            r.query,
+            r.status,
+            what.replace('\n', " ")
+        );
+    }
+    let _ = writeln!(out);
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1u64 << 20) as f64
+}
+
+/// 1.2 MiB, 340 KiB, 12 B.
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut unit = 0;
+    while v >= 1024.0 && unit < UNITS.len() - 1 {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.1} {}", UNITS[unit])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn human_bytes_picks_a_unit() {
+        assert_eq!(human_bytes(12), "12 B");
+        assert_eq!(human_bytes(1536), "1.5 KiB");
+        assert_eq!(human_bytes(5 << 20), "5.0 MiB");
+    }
+}

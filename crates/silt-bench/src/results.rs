@@ -1,0 +1,287 @@
+//! `results.json`: what one `silt bench clickbench|tpch|smoke` run measured.
+//!
+//! The schema is documented field by field in `docs/bench-results.md`; these
+//! types are its single definition (the report and the plots read them back).
+//! Every figure is a raw measurement of this run; ratios are computed by the
+//! report, against baselines measured in the same run.
+
+use serde::{Deserialize, Serialize};
+
+/// Bumped on any incompatible change of the file.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// One run of a suite over several modes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BenchResults {
+    pub schema_version: u32,
+    /// The run's name: its folder under `bench-results/`.
+    pub name: String,
+    /// `clickbench`, `tpch` or `smoke`.
+    pub suite: String,
+    /// Seconds since the Unix epoch when the run started.
+    pub started_unix: u64,
+    pub machine: Machine,
+    pub config: RunConfig,
+    pub data: DataSet,
+    pub queries: Vec<QuerySpec>,
+    /// One per (mode, query), modes in the order they ran.
+    pub results: Vec<QueryResult>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Machine {
+    pub cores: usize,
+    pub memory_bytes: u64,
+    /// `release` or `debug`: debug timings are not comparable with anything.
+    pub build: String,
+}
+
+/// The knobs of the run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunConfig {
+    pub modes: Vec<String>,
+    /// Latency added to every object-store request (direct mode and the cache servers' misses).
+    pub store_latency_ms: u64,
+    /// Bandwidth cap of the link to the object store, MB/s.
+    pub store_mbps: f64,
+    /// Timed warm runs per query (after one untimed warm-up run).
+    pub warm_runs: usize,
+    /// Memory-tier budget of the cache servers, bytes.
+    pub memory_budget: u64,
+}
+
+/// The data the queries read.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DataSet {
+    pub description: String,
+    /// Rows of the main table (hits) or the TPC-H scale factor's lineitem rows.
+    pub rows: u64,
+    pub files: usize,
+    /// Parquet bytes of all files.
+    pub parquet_bytes: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct QuerySpec {
+    /// e.g. `q10` (ClickBench, 0-based as in its queries folder) or `q06` (TPC-H).
+    pub id: String,
+    /// The text every mode ran (ties of LIMIT queries broken on every output column).
+    pub sql: String,
+}
+
+/// How one mode did on one query.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct QueryResult {
+    pub mode: String,
+    pub query: String,
+    /// `ok`, `error` (see `error`), or `skipped` (the mode cannot run here; see `error`).
+    pub status: String,
+    pub error: Option<String>,
+    /// Rows returned.
+    pub rows: Option<u64>,
+    /// Whether the rows equal plain DataFusion's on the local files; `null` when not compared (duckdb).
+    pub matches_reference: Option<bool>,
+    /// First run on an empty cache (for direct and duckdb: a fresh context).
+    pub cold_ms: Option<f64>,
+    pub warm_ms: Option<Spread>,
+    /// CPU seconds of the cache server process; `null` for modes without one.
+    pub server_cpu_s: Option<CpuPhases>,
+    /// CPU seconds of the client process (the harness itself; duckdb: its Python process).
+    pub client_cpu_s: Option<CpuPhases>,
+    /// Bytes that reached the client: Flight IPC bytes from a pushdown server, object bytes otherwise.
+    pub bytes_to_client: Option<PhasesU64>,
+    /// Requests and bytes the object store served, cold and per warm run.
+    pub object_store: Option<StoreTraffic>,
+    /// Cache memory and server RSS after the warm runs.
+    pub memory: Option<MemoryUse>,
+}
+
+/// Median, min and max of the warm runs, and the runs themselves.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Spread {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+    pub runs: Vec<f64>,
+}
+
+impl Spread {
+    /// `None` for no runs.
+    pub fn of(runs: Vec<f64>) -> Option<Spread> {
+        let mut sorted = runs.clone();
+        sorted.sort_by(f64::total_cmp);
+        Some(Spread {
+            median: median_sorted(&sorted)?,
+            min: *sorted.first()?,
+            max: *sorted.last()?,
+            runs,
+        })
+    }
+}
+
+fn median_sorted(sorted: &[f64]) -> Option<f64> {
+    let n = sorted.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(sorted[n / 2]),
+        _ => Some((sorted[n / 2 - 1] + sorted[n / 2]) / 2.0),
+    }
+}
+
+/// The mean of `values` (`None` when empty).
+pub fn mean(values: &[f64]) -> Option<f64> {
+    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+}
+
+/// The median of `values` (`None` when empty).
+pub fn median(values: &[f64]) -> Option<f64> {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    median_sorted(&sorted)
+}
+
+/// CPU seconds of the cold run and per warm run. The warm figure is the
+/// mean over the warm runs (total CPU / runs): `/proc` counts CPU in 10 ms
+/// ticks, too coarse for one fast query, so a median of single runs would
+/// be mostly rounding.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct CpuPhases {
+    pub cold: f64,
+    pub warm_mean: f64,
+}
+
+/// A count for the cold run and the median of the warm runs.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct PhasesU64 {
+    pub cold: u64,
+    pub warm_median: u64,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct StoreTraffic {
+    pub cold_requests: u64,
+    pub cold_bytes: u64,
+    pub warm_requests: u64,
+    pub warm_bytes: u64,
+}
+
+/// Bytes held, read from the server's statistics and `/proc`.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct MemoryUse {
+    pub memory_tier_bytes: u64,
+    pub page_buffer_bytes: u64,
+    pub metadata_bytes: u64,
+    pub disk_tier_bytes: u64,
+    /// Resident memory of the process that held the data (server; duckdb: its process).
+    pub rss_bytes: u64,
+}
+
+impl BenchResults {
+    /// What is missing for the file to be complete: every (mode, query) pair
+    /// present, and each `ok` one carrying every figure its mode produces.
+    /// Empty when complete. `silt bench smoke` fails on a non-empty answer.
+    pub fn missing(&self) -> Vec<String> {
+        let mut missing = Vec::new();
+        for mode in &self.config.modes {
+            for q in &self.queries {
+                let Some(r) = self.results.iter().find(|r| &r.mode == mode && r.query == q.id) else {
+                    missing.push(format!("{mode}/{}: no result", q.id));
+                    continue;
+                };
+                missing.extend(r.missing_figures().into_iter().map(|f| format!("{mode}/{}: {f}", q.id)));
+            }
+        }
+        missing
+    }
+}
+
+impl QueryResult {
+    /// The figures an `ok` result of this mode must carry and does not.
+    fn missing_figures(&self) -> Vec<&'static str> {
+        let mut missing = Vec::new();
+        match self.status.as_str() {
+            "ok" => {}
+            "error" | "skipped" => {
+                if self.error.is_none() {
+                    missing.push("status without an error message");
+                }
+                return missing;
+            }
+            _ => return vec!["unknown status"],
+        }
+        let has_server = !matches!(self.mode.as_str(), "direct" | "duckdb");
+        let checks: [(bool, &'static str); 8] = [
+            (self.rows.is_some(), "rows"),
+            (self.cold_ms.is_some(), "cold_ms"),
+            (self.warm_ms.is_some(), "warm_ms"),
+            (self.client_cpu_s.is_some(), "client_cpu_s"),
+            (!has_server || self.server_cpu_s.is_some(), "server_cpu_s"),
+            (
+                self.mode == "duckdb" || self.bytes_to_client.is_some(),
+                "bytes_to_client",
+            ),
+            (self.mode == "duckdb" || self.object_store.is_some(), "object_store"),
+            (self.memory.is_some() || self.mode == "direct", "memory"),
+        ];
+        missing.extend(checks.iter().filter(|(ok, _)| !ok).map(|(_, name)| *name));
+        missing
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spread_and_median() {
+        let s = Spread::of(vec![3.0, 1.0, 2.0, 10.0]).unwrap();
+        assert_eq!((s.median, s.min, s.max), (2.5, 1.0, 10.0));
+        assert_eq!(s.runs, vec![3.0, 1.0, 2.0, 10.0]);
+        assert!(Spread::of(vec![]).is_none());
+        assert_eq!(median(&[5.0, 1.0, 3.0]), Some(3.0));
+    }
+
+    #[test]
+    fn missing_names_absent_pairs_and_figures() {
+        let results = BenchResults {
+            schema_version: SCHEMA_VERSION,
+            name: "t".into(),
+            suite: "smoke".into(),
+            started_unix: 0,
+            machine: Machine {
+                cores: 2,
+                memory_bytes: 1,
+                build: "debug".into(),
+            },
+            config: RunConfig {
+                modes: vec!["liquid".into(), "direct".into()],
+                store_latency_ms: 0,
+                store_mbps: 1.0,
+                warm_runs: 1,
+                memory_budget: 1,
+            },
+            data: DataSet {
+                description: String::new(),
+                rows: 0,
+                files: 0,
+                parquet_bytes: 0,
+            },
+            queries: vec![QuerySpec {
+                id: "q1".into(),
+                sql: String::new(),
+            }],
+            results: vec![QueryResult {
+                mode: "liquid".into(),
+                query: "q1".into(),
+                status: "ok".into(),
+                rows: Some(1),
+                cold_ms: Some(1.0),
+                ..Default::default()
+            }],
+        };
+        let missing = results.missing();
+        assert!(missing.contains(&"direct/q1: no result".to_string()), "{missing:?}");
+        assert!(missing.contains(&"liquid/q1: server_cpu_s".to_string()), "{missing:?}");
+        assert!(!missing.iter().any(|m| m.contains("cold_ms")), "{missing:?}");
+    }
+}

@@ -1,0 +1,378 @@
+//! `silt bench clickbench|tpch|smoke`: the benchmark harness.
+//!
+//! One run measures every query in every mode (the cache designs a user
+//! could deploy, see [`modes::Mode`]) side by side on the same data and the
+//! same throttled loopback object store, each cache server a separate
+//! process, and writes `bench-results/<name>/results.json` (schema:
+//! `docs/bench-results.md`), `report.md` and SVG plots. Correctness is
+//! checked on every run: each mode's rows are compared with plain DataFusion
+//! reading the local files.
+
+mod child;
+mod duckdb;
+mod modes;
+mod runner;
+mod server;
+mod suite;
+
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::Context;
+use clap::Args;
+use datafusion::prelude::SessionContext;
+use silt_bench::results::{BenchResults, Machine, QueryResult, QuerySpec, RunConfig, SCHEMA_VERSION};
+use silt_server::config::parse_bytes;
+
+pub use child::OBJECT_STORE_READY;
+use modes::{Mode, StoreSetup};
+use suite::Suite;
+
+/// Options every suite shares.
+#[derive(Args, Debug, Clone)]
+pub struct CommonArgs {
+    /// Modes to run, comma separated, or `all`:
+    /// direct, file-server, parquet-pushdown, arrow-pushdown, liquid, duckdb.
+    #[arg(long, value_delimiter = ',', default_value = "all")]
+    modes: Vec<String>,
+    /// Timed warm runs per query and mode (after one untimed warm-up); the median is reported.
+    #[arg(long, default_value_t = 5)]
+    warm_runs: usize,
+    /// Latency added to every object-store request, milliseconds.
+    #[arg(long, default_value_t = 20)]
+    latency_ms: u64,
+    /// Bandwidth of the link to the object store, MB/s.
+    #[arg(long, default_value_t = 100.0)]
+    mbps: f64,
+    /// Memory-tier budget of the arrow-pushdown and liquid servers.
+    #[arg(long, default_value = "8GiB", value_parser = parse_bytes)]
+    memory_budget: u64,
+    /// Validation of the servers' tables: always, ttl=DURATION or immutable.
+    #[arg(long, default_value = "always")]
+    validation: String,
+    /// Folder of the results; the run writes into `<out>/<name>/`.
+    #[arg(long, default_value = "bench-results")]
+    out: PathBuf,
+    /// The run's name [default: the suite and its size, e.g. clickbench-5000000].
+    #[arg(long)]
+    name: Option<String>,
+    /// The shared folder (ClickBench and TPC-H query texts, the nano_hits seed).
+    #[arg(long, default_value = "../shared")]
+    shared: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct ClickbenchArgs {
+    /// Rows of hits-like data (generated once from the nano_hits seed).
+    #[arg(long, default_value_t = 5_000_000)]
+    rows: u64,
+    /// ClickBench queries by 0-based number [default: the filter queries 10,19,20,21,22,23,31].
+    #[arg(long, value_delimiter = ',', default_value = "10,19,20,21,22,23,31")]
+    queries: Vec<u32>,
+    /// Where the data lives [default: data/hits-<rows>].
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct TpchArgs {
+    /// TPC-H scale factor.
+    #[arg(long, default_value_t = 1.0)]
+    sf: f64,
+    /// TPC-H queries by number [default: all 22].
+    #[arg(long, value_delimiter = ',')]
+    queries: Option<Vec<u32>>,
+    /// Where the data lives [default: data/tpch-sf<sf>].
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct SmokeArgs {
+    /// Folder of the results; the run writes into `<out>/smoke/`.
+    #[arg(long, default_value = "bench-results")]
+    out: PathBuf,
+    /// The shared folder.
+    #[arg(long, default_value = "../shared")]
+    shared: PathBuf,
+}
+
+/// `silt bench object-store` (hidden; the harness starts it): a loopback S3
+/// server in its own process, so the client's CPU figures do not include it.
+#[derive(Args, Debug)]
+pub struct ObjectStoreArgs {
+    /// Folder holding the buckets.
+    #[arg(long)]
+    root: PathBuf,
+    /// Upload a local folder into a bucket first: DIR=BUCKET. Repeatable.
+    #[arg(long = "upload", value_name = "DIR=BUCKET")]
+    uploads: Vec<String>,
+}
+
+pub async fn clickbench(args: ClickbenchArgs) -> anyhow::Result<()> {
+    let data_dir = args
+        .data_dir
+        .unwrap_or_else(|| PathBuf::from(format!("data/hits-{}", args.rows)));
+    let suite = suite::clickbench(&args.common.shared, &data_dir, args.rows, &args.queries)?;
+    let name = args
+        .common
+        .name
+        .clone()
+        .unwrap_or_else(|| format!("clickbench-{}", args.rows));
+    run_and_report(&suite, &args.common, &name, &data_dir).await.map(|_| ())
+}
+
+pub async fn tpch(args: TpchArgs) -> anyhow::Result<()> {
+    let data_dir = args
+        .data_dir
+        .unwrap_or_else(|| PathBuf::from(format!("data/tpch-sf{}", args.sf)));
+    let ids = args.queries.unwrap_or_else(|| (1..=22).collect());
+    let suite = suite::tpch(&args.common.shared, &data_dir, args.sf, &ids)?;
+    let name = args
+        .common
+        .name
+        .clone()
+        .unwrap_or_else(|| format!("tpch-sf{}", args.sf));
+    run_and_report(&suite, &args.common, &name, &data_dir).await.map(|_| ())
+}
+
+/// The whole pipeline on tiny data: every mode, a few ClickBench queries,
+/// one warm run, no throttling. Fails unless results.json is complete, every
+/// answer matches plain DataFusion and every plot was written; never on a timing.
+pub async fn smoke(args: SmokeArgs) -> anyhow::Result<()> {
+    let work = tempfile::tempdir().context("creating a scratch folder")?;
+    let suite = suite::clickbench(&args.shared, work.path(), 30_000, &[0, 10, 19, 22, 31])?;
+    let common = CommonArgs {
+        modes: vec!["all".into()],
+        warm_runs: 1,
+        latency_ms: 0,
+        mbps: 10_000.0,
+        memory_budget: 256 << 20,
+        validation: "always".into(),
+        out: args.out,
+        name: Some("smoke".into()),
+        shared: args.shared,
+    };
+    let (results, dir) = run_and_report(&suite, &common, "smoke", work.path()).await?;
+    let mut problems = results.missing();
+    for r in &results.results {
+        if r.matches_reference == Some(false) {
+            problems.push(format!("{}/{}: rows differ from plain DataFusion", r.mode, r.query));
+        }
+        if r.status == "error" {
+            problems.push(format!(
+                "{}/{}: {}",
+                r.mode,
+                r.query,
+                r.error.as_deref().unwrap_or("error")
+            ));
+        }
+    }
+    for file in ["results.json", "report.md"].iter().chain(PLOTS.iter()) {
+        if std::fs::metadata(dir.join(file)).map_or(true, |m| m.len() == 0) {
+            problems.push(format!("{} was not written", dir.join(file).display()));
+        }
+    }
+    anyhow::ensure!(problems.is_empty(), "bench smoke failed:\n  {}", problems.join("\n  "));
+    println!(
+        "bench smoke: results.json complete, answers match, plots written in {}",
+        dir.display()
+    );
+    Ok(())
+}
+
+/// The plot files every run writes.
+const PLOTS: [&str; 5] = [
+    "latency_warm.svg",
+    "latency_cold.svg",
+    "server_cpu.svg",
+    "bytes_to_client.svg",
+    "memory.svg",
+];
+
+fn parse_modes(names: &[String]) -> anyhow::Result<Vec<Mode>> {
+    use clap::ValueEnum;
+    if names.iter().any(|n| n == "all") {
+        return Ok(Mode::ALL.to_vec());
+    }
+    names
+        .iter()
+        .map(|n| Mode::from_str(n, true).map_err(|_| anyhow::anyhow!("unknown mode '{n}'; modes: {}", mode_names())))
+        .collect()
+}
+
+fn mode_names() -> String {
+    Mode::ALL.iter().map(|m| m.name()).collect::<Vec<_>>().join(", ")
+}
+
+/// Plain DataFusion on the local files: each query's columns (to break LIMIT
+/// ties) and its expected rows.
+async fn reference(suite: &Suite) -> anyhow::Result<(SessionContext, Vec<QuerySpec>)> {
+    let ctx = SessionContext::new();
+    for stmt in suite.ddl(|t| suite.local_path(t).display().to_string()) {
+        ctx.sql(&stmt)
+            .await?
+            .collect()
+            .await
+            .with_context(|| format!("running `{stmt}`"))?;
+    }
+    let mut queries = Vec::new();
+    for q in &suite.queries {
+        let probe = silt_client::script::run_script_last_query(&ctx, &q.sql)
+            .await
+            .with_context(|| format!("plain DataFusion failed on {}", q.id))?;
+        let columns = probe.first().map_or(0, |b| b.num_columns());
+        queries.push(suite::with_ties_broken(q, columns));
+    }
+    Ok((ctx, queries))
+}
+
+async fn run_and_report(
+    suite: &Suite,
+    common: &CommonArgs,
+    name: &str,
+    data_dir: &Path,
+) -> anyhow::Result<(BenchResults, PathBuf)> {
+    let modes = parse_modes(&common.modes)?;
+    let started_unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let work = data_dir.join("work");
+    std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
+    let mut buckets: Vec<(PathBuf, String)> = suite
+        .tables
+        .iter()
+        .map(|t| (suite.src.join(&t.bucket), t.bucket.clone()))
+        .collect();
+    buckets.dedup();
+    let uploads: Vec<(&Path, &str)> = buckets.iter().map(|(p, b)| (p.as_path(), b.as_str())).collect();
+    println!("Starting the loopback object store (uploading the data once) ...");
+    let (_store, endpoint) = child::object_store(&data_dir.join("lake"), &uploads)?;
+    let mut s3 = silt_bench::local_s3::s3_settings_for(&endpoint);
+    s3.allow_http = Some(true);
+    let setup = StoreSetup {
+        s3,
+        latency_ms: common.latency_ms,
+        mbps: common.mbps,
+        memory_budget: common.memory_budget,
+        validation: common.validation.clone(),
+    };
+    let (reference_ctx, queries) = reference(suite).await?;
+    let mut results: Vec<QueryResult> = Vec::new();
+    for mode in modes.iter().filter(|m| **m != Mode::Duckdb) {
+        for q in &queries {
+            let expected = silt_client::script::run_script_last_query(&reference_ctx, &q.sql)
+                .await
+                .with_context(|| format!("plain DataFusion failed on {}", q.id))?;
+            let r = runner::run_query(*mode, suite, &setup, &work, q, &expected, common.warm_runs).await;
+            print_progress(&r);
+            results.push(r);
+        }
+    }
+    if modes.contains(&Mode::Duckdb) {
+        for r in duckdb::run(suite, &queries, common.warm_runs) {
+            print_progress(&r);
+            results.push(r);
+        }
+    }
+    let results = BenchResults {
+        schema_version: SCHEMA_VERSION,
+        name: name.to_string(),
+        suite: suite.kind.clone(),
+        started_unix,
+        machine: machine(),
+        config: RunConfig {
+            modes: modes.iter().map(|m| m.name().to_string()).collect(),
+            store_latency_ms: common.latency_ms,
+            store_mbps: common.mbps,
+            warm_runs: common.warm_runs,
+            memory_budget: common.memory_budget,
+        },
+        data: suite.data.clone(),
+        queries,
+        results,
+    };
+    let dir = common.out.join(name);
+    write_outputs(&results, &dir)?;
+    Ok((results, dir))
+}
+
+fn print_progress(r: &QueryResult) {
+    match (&r.status[..], &r.warm_ms, r.cold_ms) {
+        ("ok", Some(w), Some(c)) => println!(
+            "  {:<17} {:<5} cold {:>9.1} ms  warm {:>9.1} ms{}",
+            r.mode,
+            r.query,
+            c,
+            w.median,
+            if r.matches_reference == Some(false) {
+                "  ROWS DIFFER"
+            } else {
+                ""
+            }
+        ),
+        _ => println!(
+            "  {:<17} {:<5} {}: {}",
+            r.mode,
+            r.query,
+            r.status,
+            r.error.as_deref().unwrap_or("").lines().next().unwrap_or("")
+        ),
+    }
+}
+
+/// results.json, the plots and report.md into `dir`.
+fn write_outputs(results: &BenchResults, dir: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let json = serde_json::to_string_pretty(results).context("encoding results")?;
+    std::fs::write(dir.join("results.json"), json).with_context(|| format!("writing {}", dir.display()))?;
+    let plots = silt_bench::plots::write_all(results, dir).map_err(|e| anyhow::anyhow!("plotting: {e}"))?;
+    let names: Vec<String> = plots
+        .iter()
+        .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .collect();
+    let report = silt_bench::report::render(results, &names);
+    std::fs::write(dir.join("report.md"), &report).with_context(|| format!("writing {}", dir.display()))?;
+    println!(
+        "\nWrote {}/{{results.json, report.md, {}}}",
+        dir.display(),
+        names.join(", ")
+    );
+    Ok(())
+}
+
+fn machine() -> Machine {
+    let memory_bytes = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(0, |kib| kib * 1024);
+    Machine {
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        memory_bytes,
+        build: if cfg!(debug_assertions) { "debug" } else { "release" }.into(),
+    }
+}
+
+/// Serves `root` over S3 on loopback until killed (see [`ObjectStoreArgs`]).
+pub async fn object_store(args: ObjectStoreArgs) -> anyhow::Result<()> {
+    let s3 = silt_bench::local_s3::LocalS3::start(&args.root)
+        .await
+        .with_context(|| format!("serving {}", args.root.display()))?;
+    for spec in &args.uploads {
+        let (dir, bucket) = spec
+            .rsplit_once('=')
+            .with_context(|| format!("--upload wants DIR=BUCKET, got '{spec}'"))?;
+        s3.upload_dir(Path::new(dir), bucket)
+            .await
+            .map_err(|e| anyhow::anyhow!("uploading {dir} into {bucket}: {e}"))?;
+    }
+    eprintln!("{OBJECT_STORE_READY}{}", s3.endpoint());
+    tokio::signal::ctrl_c().await.context("waiting for a signal")?;
+    Ok(())
+}

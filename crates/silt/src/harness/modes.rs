@@ -1,0 +1,301 @@
+//! The cache designs a user could deploy, each run the same way: a client
+//! DataFusion context (and for all but `direct` a cache server process),
+//! probed before and after every query.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use anyhow::Context;
+use datafusion::arrow::array::RecordBatch;
+use datafusion::prelude::SessionContext;
+use object_store::ObjectStore;
+use object_store::aws::AmazonS3Builder;
+use object_store::memory::InMemory;
+use silt_bench::procfs;
+use silt_store::{FaultConfig, FaultyStore, MeteredStore, S3Settings, StoreMetrics, TableLocation};
+use url::Url;
+
+use super::server::{ServerProcess, ServerSpec, metric, tier_bytes};
+use super::suite::Suite;
+
+/// A design under test. `duckdb` runs outside this enum (its own process per suite).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Mode {
+    /// DataFusion reads the throttled object store itself: no cache.
+    Direct,
+    /// The cache serves Parquet bytes over its S3 API; the client decodes and filters.
+    FileServer,
+    /// The cache holds Parquet bytes (page buffer + disk) and filters by decoding them.
+    ParquetPushdown,
+    /// The cache holds decoded Arrow batches and filters on them.
+    ArrowPushdown,
+    /// Silt's default: liquid batches, filters on encoded data.
+    Liquid,
+    /// DuckDB's Python package on the local files (an outside reference).
+    Duckdb,
+}
+
+impl Mode {
+    pub const ALL: [Mode; 6] = [
+        Mode::Direct,
+        Mode::FileServer,
+        Mode::ParquetPushdown,
+        Mode::ArrowPushdown,
+        Mode::Liquid,
+        Mode::Duckdb,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Direct => "direct",
+            Mode::FileServer => "file-server",
+            Mode::ParquetPushdown => "parquet-pushdown",
+            Mode::ArrowPushdown => "arrow-pushdown",
+            Mode::Liquid => "liquid",
+            Mode::Duckdb => "duckdb",
+        }
+    }
+
+    /// The server this mode runs, if any: (memory form, memory tier on).
+    fn server(self) -> Option<(&'static str, bool)> {
+        match self {
+            Mode::Direct | Mode::Duckdb => None,
+            Mode::FileServer => Some(("arrow", false)),
+            Mode::ParquetPushdown => Some(("arrow", false)),
+            Mode::ArrowPushdown => Some(("arrow", true)),
+            Mode::Liquid => Some(("liquid", true)),
+        }
+    }
+}
+
+/// Where the loopback object store is and how it is throttled.
+#[derive(Debug, Clone)]
+pub struct StoreSetup {
+    pub s3: S3Settings,
+    pub latency_ms: u64,
+    pub mbps: f64,
+    pub memory_budget: u64,
+    pub validation: String,
+}
+
+/// Counters of an object store the client itself reads.
+#[derive(Default)]
+struct ClientStoreCounters {
+    requests: Arc<AtomicU64>,
+    bytes: Arc<AtomicU64>,
+}
+
+impl ClientStoreCounters {
+    fn wrap(&self, inner: Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> {
+        let metrics = StoreMetrics {
+            get_requests: metrics::Counter::from_arc(self.requests.clone()),
+            get_bytes: metrics::Counter::from_arc(self.bytes.clone()),
+            ..StoreMetrics::noop()
+        };
+        Arc::new(MeteredStore::new(inner, metrics))
+    }
+
+    fn read(&self) -> (u64, u64) {
+        (
+            self.requests.load(Ordering::Relaxed),
+            self.bytes.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// Figures read before and after a query; a query's cost is the difference.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Probe {
+    pub server_cpu: Option<f64>,
+    pub client_cpu: f64,
+    pub to_client: u64,
+    pub store_requests: u64,
+    pub store_bytes: u64,
+}
+
+impl Probe {
+    pub fn since(&self, before: &Probe) -> Probe {
+        Probe {
+            server_cpu: self.server_cpu.zip(before.server_cpu).map(|(a, b)| a - b),
+            client_cpu: self.client_cpu - before.client_cpu,
+            to_client: self.to_client - before.to_client,
+            store_requests: self.store_requests - before.store_requests,
+            store_bytes: self.store_bytes - before.store_bytes,
+        }
+    }
+}
+
+/// One mode's client (and server), ready to run queries.
+pub struct Session {
+    pub mode: Mode,
+    pub ctx: SessionContext,
+    server: Option<ServerProcess>,
+    counters: ClientStoreCounters,
+}
+
+/// Registers the suite's buckets (`s3://{bucket}`) on `ctx` as `store`.
+fn register_store(ctx: &SessionContext, bucket: &str, store: Arc<dyn ObjectStore>) -> anyhow::Result<()> {
+    ctx.register_object_store(&Url::parse(&format!("s3://{bucket}"))?, store);
+    Ok(())
+}
+
+/// Runs each statement of `ddl` on `ctx`.
+async fn run_ddl(ctx: &SessionContext, ddl: &[String]) -> anyhow::Result<()> {
+    for stmt in ddl {
+        ctx.sql(stmt)
+            .await
+            .with_context(|| format!("running `{stmt}`"))?
+            .collect()
+            .await
+            .with_context(|| format!("running `{stmt}`"))?;
+    }
+    Ok(())
+}
+
+impl Session {
+    /// Starts `mode` over `suite` with an empty cache.
+    pub async fn start(
+        mode: Mode,
+        suite: &Suite,
+        setup: &StoreSetup,
+        work: &std::path::Path,
+    ) -> anyhow::Result<Session> {
+        let ctx = SessionContext::new();
+        let counters = ClientStoreCounters::default();
+        let server = match mode.server() {
+            None => None,
+            Some((form, memory)) => {
+                let spec = ServerSpec {
+                    memory_form: form,
+                    memory_budget: if memory { setup.memory_budget } else { 0 },
+                    store_endpoint: setup.s3.endpoint.clone().unwrap_or_default(),
+                    store_latency_ms: setup.latency_ms,
+                    store_mbps: setup.mbps,
+                    validation: setup.validation.clone(),
+                };
+                Some(ServerProcess::start(&spec, suite, work).await?)
+            }
+        };
+        match (mode, &server) {
+            (Mode::Direct, _) => {
+                let faults = FaultConfig {
+                    latency: Duration::from_millis(setup.latency_ms),
+                    bytes_per_second: Some((setup.mbps * 1e6) as u64),
+                    ..Default::default()
+                };
+                for bucket in buckets(suite) {
+                    let raw = TableLocation::parse(&format!("s3://{bucket}/"))?
+                        .open(&setup.s3, &Arc::new(InMemory::new()))?;
+                    let store = counters.wrap(Arc::new(FaultyStore::new(raw, faults.clone())));
+                    register_store(&ctx, &bucket, store)?;
+                }
+                run_ddl(&ctx, &suite.ddl(|t| format!("s3://{}/{}", t.bucket, t.prefix))).await?;
+            }
+            (Mode::FileServer, Some(server)) => {
+                // Bucket = table name on Silt's S3 API; keys are relative to the table's prefix.
+                for t in &suite.tables {
+                    let store = AmazonS3Builder::new()
+                        .with_endpoint(format!("{}/s3", server.admin_url))
+                        .with_bucket_name(&t.name)
+                        .with_region(silt_bench::local_s3::REGION)
+                        .with_allow_http(true)
+                        .with_virtual_hosted_style_request(false)
+                        .with_skip_signature(true)
+                        .build()
+                        .with_context(|| format!("opening Silt's S3 API for {}", t.name))?;
+                    register_store(&ctx, &t.name, counters.wrap(Arc::new(store)))?;
+                }
+                let single_file = |t: &super::suite::TableSpec| !t.prefix.ends_with('/');
+                run_ddl(
+                    &ctx,
+                    &suite.ddl(|t| {
+                        if single_file(t) {
+                            format!("s3://{}/{}", t.name, t.prefix)
+                        } else {
+                            format!("s3://{}/", t.name)
+                        }
+                    }),
+                )
+                .await?;
+            }
+            (_, Some(server)) => {
+                silt_client::register_tables(&ctx, &server.flight_url)
+                    .await
+                    .with_context(|| format!("registering the tables of {}", server.flight_url))?;
+            }
+            (_, None) => anyhow::bail!("mode {} needs a server", mode.name()),
+        }
+        Ok(Session {
+            mode,
+            ctx,
+            server,
+            counters,
+        })
+    }
+
+    /// Runs `sql` (a script: its last statement is the query) and returns the rows.
+    pub async fn run(&self, sql: &str) -> anyhow::Result<Vec<RecordBatch>> {
+        Ok(silt_client::script::run_script_last_query(&self.ctx, sql).await?)
+    }
+
+    /// The figures now.
+    pub async fn probe(&mut self) -> anyhow::Result<Probe> {
+        let client_cpu = procfs::own_usage()?.cpu_seconds;
+        let (client_requests, client_bytes) = self.counters.read();
+        let Some(server) = self.server.as_mut() else {
+            return Ok(Probe {
+                server_cpu: None,
+                client_cpu,
+                to_client: client_bytes,
+                store_requests: client_requests,
+                store_bytes: client_bytes,
+            });
+        };
+        let server_cpu = server.usage()?.cpu_seconds;
+        let stats = server.stats().await?;
+        let to_client = match self.mode {
+            Mode::FileServer => client_bytes,
+            _ => metric(&stats, "silt_flight_bytes_sent_total"),
+        };
+        Ok(Probe {
+            server_cpu: Some(server_cpu),
+            client_cpu,
+            to_client,
+            store_requests: metric(&stats, "silt_object_store_get_requests_total"),
+            store_bytes: metric(&stats, "silt_object_store_get_bytes_total"),
+        })
+    }
+
+    /// Waits for background work (transcoding) to finish.
+    pub async fn settle(&self) -> anyhow::Result<()> {
+        match &self.server {
+            Some(s) => s.wait_transcoded(Duration::from_secs(300)).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Cache memory by tier and the server's RSS (None without a server).
+    pub async fn memory(&mut self) -> anyhow::Result<Option<silt_bench::results::MemoryUse>> {
+        let Some(server) = self.server.as_mut() else {
+            return Ok(None);
+        };
+        let rss = server.usage()?.rss_bytes;
+        let stats = server.stats().await?;
+        Ok(Some(silt_bench::results::MemoryUse {
+            memory_tier_bytes: tier_bytes(&stats, "memory"),
+            page_buffer_bytes: tier_bytes(&stats, "pages"),
+            metadata_bytes: tier_bytes(&stats, "metadata"),
+            disk_tier_bytes: tier_bytes(&stats, "disk"),
+            rss_bytes: rss,
+        }))
+    }
+}
+
+/// The suite's buckets, each once.
+fn buckets(suite: &Suite) -> Vec<String> {
+    let mut b: Vec<String> = suite.tables.iter().map(|t| t.bucket.clone()).collect();
+    b.sort();
+    b.dedup();
+    b
+}

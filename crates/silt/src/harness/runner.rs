@@ -1,0 +1,125 @@
+//! Runs every (mode, query) pair and measures it: a fresh cache per query,
+//! one cold run, one untimed warm-up, background work drained, then the
+//! timed warm runs.
+
+use std::path::Path;
+use std::time::Instant;
+
+use datafusion::arrow::array::RecordBatch;
+use silt_bench::compare::{check_same, is_ordered};
+use silt_bench::results::{CpuPhases, PhasesU64, QueryResult, QuerySpec, Spread, StoreTraffic, mean, median};
+
+use super::modes::{Mode, Probe, Session, StoreSetup};
+use super::suite::Suite;
+
+/// One timed run: wall time and what it cost.
+struct Measured {
+    ms: f64,
+    cost: Probe,
+    batches: Vec<RecordBatch>,
+}
+
+async fn measured_run(session: &mut Session, sql: &str) -> anyhow::Result<Measured> {
+    let before = session.probe().await?;
+    let start = Instant::now();
+    let batches = session.run(sql).await?;
+    let ms = start.elapsed().as_secs_f64() * 1e3;
+    let cost = session.probe().await?.since(&before);
+    Ok(Measured { ms, cost, batches })
+}
+
+fn row_count(batches: &[RecordBatch]) -> u64 {
+    batches.iter().map(|b| b.num_rows() as u64).sum()
+}
+
+/// Measures `query` in `mode` on a fresh server; errors become an `error` result.
+pub async fn run_query(
+    mode: Mode,
+    suite: &Suite,
+    setup: &StoreSetup,
+    work: &Path,
+    query: &QuerySpec,
+    reference: &[RecordBatch],
+    warm_runs: usize,
+) -> QueryResult {
+    let mut result = QueryResult {
+        mode: mode.name().into(),
+        query: query.id.clone(),
+        ..Default::default()
+    };
+    match measure(mode, suite, setup, work, query, reference, warm_runs, &mut result).await {
+        Ok(()) => result.status = "ok".into(),
+        Err(e) => {
+            result.status = "error".into();
+            result.error = Some(concise(&e));
+        }
+    }
+    result
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn measure(
+    mode: Mode,
+    suite: &Suite,
+    setup: &StoreSetup,
+    work: &Path,
+    query: &QuerySpec,
+    reference: &[RecordBatch],
+    warm_runs: usize,
+    result: &mut QueryResult,
+) -> anyhow::Result<()> {
+    let mut session = Session::start(mode, suite, setup, work).await?;
+    let cold = measured_run(&mut session, &query.sql).await?;
+    result.rows = Some(row_count(&cold.batches));
+    result.matches_reference = Some(
+        check_same(&query.id, &cold.batches, reference, is_ordered(&query.sql))
+            .map_err(|diff| tracing::warn!(mode = mode.name(), "{diff}"))
+            .is_ok(),
+    );
+    result.cold_ms = Some(cold.ms);
+    // Warm-up (admits what the cold run read past), then let the transcoder finish.
+    session.run(&query.sql).await?;
+    session.settle().await?;
+    let mut warm = Vec::new();
+    for _ in 0..warm_runs.max(1) {
+        warm.push(measured_run(&mut session, &query.sql).await?);
+    }
+    let med = |f: &dyn Fn(&Measured) -> f64| median(&warm.iter().map(f).collect::<Vec<_>>()).unwrap_or(0.0);
+    result.warm_ms = Spread::of(warm.iter().map(|m| m.ms).collect());
+    let avg = |f: &dyn Fn(&Measured) -> f64| mean(&warm.iter().map(f).collect::<Vec<_>>()).unwrap_or(0.0);
+    result.client_cpu_s = Some(CpuPhases {
+        cold: cold.cost.client_cpu,
+        warm_mean: avg(&|m| m.cost.client_cpu),
+    });
+    result.server_cpu_s = cold.cost.server_cpu.map(|c| CpuPhases {
+        cold: c,
+        warm_mean: avg(&|m| m.cost.server_cpu.unwrap_or(0.0)),
+    });
+    result.bytes_to_client = Some(PhasesU64 {
+        cold: cold.cost.to_client,
+        warm_median: med(&|m| m.cost.to_client as f64) as u64,
+    });
+    result.object_store = Some(StoreTraffic {
+        cold_requests: cold.cost.store_requests,
+        cold_bytes: cold.cost.store_bytes,
+        warm_requests: med(&|m| m.cost.store_requests as f64) as u64,
+        warm_bytes: med(&|m| m.cost.store_bytes as f64) as u64,
+    });
+    result.memory = session.memory().await?;
+    Ok(())
+}
+
+/// The error's chain without the repetitions object_store's nested errors
+/// produce (each level often quotes the one below it in full).
+pub fn concise(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain().map(|c| c.to_string()) {
+        if !out.contains(cause.as_str()) {
+            if !out.is_empty() {
+                out.push_str(": ");
+            }
+            out.push_str(&cause);
+        }
+    }
+    out
+}
