@@ -208,3 +208,65 @@ mod tests {
         assert_eq!(human_bytes(5 << 20), "5.0 MiB");
     }
 }
+
+/// The lookup benchmark's report.
+pub fn render_lookup(results: &crate::results::LookupResults, plots: &[String]) -> String {
+    let mut out = String::new();
+    let c = &results.config;
+    let _ = writeln!(out, "# lookup — {}\n", results.name);
+    let _ = writeln!(
+        out,
+        "`{}` with random ids; {} clients in a closed loop, {} s per mode after {} warm-up lookups per client. \
+         Data: {} ({:.1} MiB Parquet). Object store throttled to {} ms per request and {} MB/s. Build: {}; {} cores.\n",
+        c.sql,
+        c.clients,
+        c.seconds,
+        c.warmup_lookups,
+        results.data.description,
+        mib(results.data.parquet_bytes),
+        c.store_latency_ms,
+        c.store_mbps,
+        results.machine.build,
+        results.machine.cores
+    );
+    let _ = writeln!(
+        out,
+        "| mode | lookups | wrong | p50 ms | p90 ms | p99 ms | max ms | lookups/s | server CPU ms/lookup | client CPU ms/lookup |"
+    );
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for r in &results.results {
+        if r.status != "ok" {
+            let _ = writeln!(
+                out,
+                "| {} | {}: {} | | | | | | | | |",
+                r.mode,
+                r.status,
+                r.error.as_deref().unwrap_or("").replace('|', "/")
+            );
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.0} | {} | {:.3} |",
+            r.mode,
+            r.lookups,
+            r.wrong_answers,
+            r.p50_ms,
+            r.p90_ms,
+            r.p99_ms,
+            r.max_ms,
+            r.lookups_per_s,
+            r.server_cpu_s_per_lookup
+                .map_or("—".into(), |s| format!("{:.3}", s * 1e3)),
+            r.client_cpu_s_per_lookup * 1e3
+        );
+    }
+    let _ = writeln!(out);
+    if !plots.is_empty() {
+        let _ = writeln!(out, "## Plots\n");
+        for p in plots {
+            let _ = writeln!(out, "- [{p}]({p})");
+        }
+    }
+    out
+}

@@ -285,3 +285,77 @@ mod tests {
         assert!(!missing.iter().any(|m| m.contains("cold_ms")), "{missing:?}");
     }
 }
+
+/// `silt bench lookup`'s `results.json`: point lookups in a closed loop.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LookupResults {
+    pub schema_version: u32,
+    pub name: String,
+    /// Always `lookup`.
+    pub suite: String,
+    pub started_unix: u64,
+    pub machine: Machine,
+    pub config: LookupConfig,
+    pub data: DataSet,
+    /// One per mode.
+    pub results: Vec<LookupResult>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LookupConfig {
+    pub modes: Vec<String>,
+    /// Concurrent clients, each waiting for its answer before asking again.
+    pub clients: usize,
+    /// Seconds each mode is measured (after its warm-up).
+    pub seconds: f64,
+    /// Untimed lookups per client before measuring.
+    pub warmup_lookups: usize,
+    pub store_latency_ms: u64,
+    pub store_mbps: f64,
+    /// The query, `?` standing for the random id.
+    pub sql: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct LookupResult {
+    pub mode: String,
+    /// `ok`, `error` or `skipped`, as for queries.
+    pub status: String,
+    pub error: Option<String>,
+    /// Lookups answered in the measured window (all clients).
+    pub lookups: u64,
+    /// Answers that were not exactly the row asked for (must be 0).
+    pub wrong_answers: u64,
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+    pub lookups_per_s: f64,
+    /// Server CPU seconds per lookup (`null` without a server).
+    pub server_cpu_s_per_lookup: Option<f64>,
+    /// Client CPU seconds per lookup.
+    pub client_cpu_s_per_lookup: f64,
+}
+
+/// The `q`-quantile (0..=1) of `sorted` by nearest rank (0 when empty).
+pub fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+#[cfg(test)]
+mod lookup_tests {
+    use super::quantile;
+
+    #[test]
+    fn quantiles_by_nearest_rank() {
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(quantile(&v, 0.5), 50.0);
+        assert_eq!(quantile(&v, 0.99), 99.0);
+        assert_eq!(quantile(&v, 1.0), 100.0);
+        assert_eq!(quantile(&[], 0.5), 0.0);
+    }
+}

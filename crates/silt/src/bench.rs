@@ -35,6 +35,8 @@ enum BenchCommand {
     Clickbench(crate::harness::ClickbenchArgs),
     /// TPC-H queries in every mode: results.json, report.md, plots.
     Tpch(crate::harness::TpchArgs),
+    /// Point lookups (`WHERE id = ?`) with concurrent clients: p50/p99 latency, lookups/s.
+    Lookup(crate::harness::LookupArgs),
     /// The whole harness on tiny data (run by the test suite so it never rots).
     Smoke(crate::harness::SmokeArgs),
     /// A loopback S3 server in its own process (started by the harness).
@@ -98,6 +100,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchCommand::Gen(a) => crate::bench_gen::run(a).await,
         BenchCommand::Clickbench(a) => crate::harness::clickbench(a).await,
         BenchCommand::Tpch(a) => crate::harness::tpch(a).await,
+        BenchCommand::Lookup(a) => crate::harness::lookup(a).await,
         BenchCommand::Smoke(a) => crate::harness::smoke(a).await,
         BenchCommand::ObjectStore(a) => crate::harness::object_store(a).await,
     }

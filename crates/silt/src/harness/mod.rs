@@ -10,6 +10,7 @@
 
 mod child;
 mod duckdb;
+mod lookup;
 mod modes;
 mod runner;
 mod server;
@@ -25,6 +26,7 @@ use silt_bench::results::{BenchResults, Machine, QueryResult, QuerySpec, RunConf
 use silt_server::config::parse_bytes;
 
 pub use child::OBJECT_STORE_READY;
+pub use lookup::{LookupArgs, lookup};
 use modes::{Mode, StoreSetup};
 use suite::Suite;
 
@@ -194,7 +196,7 @@ const PLOTS: [&str; 5] = [
     "memory.svg",
 ];
 
-fn parse_modes(names: &[String]) -> anyhow::Result<Vec<Mode>> {
+pub(crate) fn parse_modes(names: &[String]) -> anyhow::Result<Vec<Mode>> {
     use clap::ValueEnum;
     if names.iter().any(|n| n == "all") {
         return Ok(Mode::ALL.to_vec());
@@ -238,27 +240,20 @@ async fn run_and_report(
     data_dir: &Path,
 ) -> anyhow::Result<(BenchResults, PathBuf)> {
     let modes = parse_modes(&common.modes)?;
-    let started_unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let started_unix = unix_now();
     let work = data_dir.join("work");
     std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
-    let mut buckets: Vec<(PathBuf, String)> = suite
-        .tables
-        .iter()
-        .map(|t| (suite.src.join(&t.bucket), t.bucket.clone()))
-        .collect();
-    buckets.dedup();
-    let uploads: Vec<(&Path, &str)> = buckets.iter().map(|(p, b)| (p.as_path(), b.as_str())).collect();
-    println!("Starting the loopback object store (uploading the data once) ...");
-    let (_store, endpoint) = child::object_store(&data_dir.join("lake"), &uploads)?;
-    let mut s3 = silt_bench::local_s3::s3_settings_for(&endpoint);
-    s3.allow_http = Some(true);
-    let setup = StoreSetup {
-        s3,
-        latency_ms: common.latency_ms,
-        mbps: common.mbps,
-        memory_budget: common.memory_budget,
-        validation: common.validation.clone(),
-    };
+    let (_store, setup) = start_store(
+        suite,
+        data_dir,
+        StoreSetup {
+            s3: Default::default(),
+            latency_ms: common.latency_ms,
+            mbps: common.mbps,
+            memory_budget: common.memory_budget,
+            validation: common.validation.clone(),
+        },
+    )?;
     let (reference_ctx, queries) = reference(suite).await?;
     let mut results: Vec<QueryResult> = Vec::new();
     for mode in modes.iter().filter(|m| **m != Mode::Duckdb) {
@@ -297,6 +292,26 @@ async fn run_and_report(
     let dir = common.out.join(name);
     write_outputs(&results, &dir)?;
     Ok((results, dir))
+}
+
+/// Starts the loopback object store with the suite's buckets uploaded, and
+/// completes `setup` with its address.
+pub(crate) fn start_store(
+    suite: &Suite,
+    data_dir: &Path,
+    setup: StoreSetup,
+) -> anyhow::Result<(child::ChildGuard, StoreSetup)> {
+    let mut buckets: Vec<(PathBuf, String)> = suite
+        .tables
+        .iter()
+        .map(|t| (suite.src.join(&t.bucket), t.bucket.clone()))
+        .collect();
+    buckets.dedup();
+    let uploads: Vec<(&Path, &str)> = buckets.iter().map(|(p, b)| (p.as_path(), b.as_str())).collect();
+    println!("Starting the loopback object store (uploading the data once) ...");
+    let (store, endpoint) = child::object_store(&data_dir.join("lake"), &uploads)?;
+    let s3 = silt_bench::local_s3::s3_settings_for(&endpoint);
+    Ok((store, StoreSetup { s3, ..setup }))
 }
 
 fn print_progress(r: &QueryResult) {
@@ -343,7 +358,12 @@ fn write_outputs(results: &BenchResults, dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn machine() -> Machine {
+/// Seconds since the Unix epoch.
+pub(crate) fn unix_now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+pub(crate) fn machine() -> Machine {
     let memory_bytes = std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|m| {

@@ -234,6 +234,11 @@ impl Session {
         })
     }
 
+    /// The Flight SQL address of this mode's server, if it has one.
+    pub fn flight_url(&self) -> Option<&str> {
+        self.server.as_ref().map(|s| s.flight_url.as_str())
+    }
+
     /// Runs `sql` (a script: its last statement is the query) and returns the rows.
     pub async fn run(&self, sql: &str) -> anyhow::Result<Vec<RecordBatch>> {
         Ok(silt_client::script::run_script_last_query(&self.ctx, sql).await?)
