@@ -292,6 +292,42 @@ fn memory_chart<'a>(results: &BenchResults, title: &'a str) -> GroupedBars<'a> {
     }
 }
 
+/// The lookup benchmark's plots: latency percentiles and throughput per mode.
+pub fn write_lookup(results: &crate::results::LookupResults, dir: &Path) -> PlotResult<Vec<PathBuf>> {
+    let ok: Vec<&crate::results::LookupResult> = results.results.iter().filter(|r| r.status == "ok").collect();
+    let groups: Vec<String> = ok.iter().map(|r| r.mode.clone()).collect();
+    let what = format!("{}, {} clients", results.data.description, results.config.clients);
+    let latency_title = format!("point-lookup latency ({what})");
+    let latency = GroupedBars {
+        title: &latency_title,
+        x_desc: "mode",
+        y_desc: "milliseconds (log scale)",
+        groups: groups.clone(),
+        series: vec![
+            ("p50".into(), ok.iter().map(|r| Some(r.p50_ms)).collect()),
+            ("p90".into(), ok.iter().map(|r| Some(r.p90_ms)).collect()),
+            ("p99".into(), ok.iter().map(|r| Some(r.p99_ms)).collect()),
+        ],
+        log_y: true,
+    };
+    let throughput_title = format!("point-lookup throughput ({what})");
+    let throughput = GroupedBars {
+        title: &throughput_title,
+        x_desc: "mode",
+        y_desc: "lookups per second (log scale)",
+        groups,
+        series: vec![("lookups/s".into(), ok.iter().map(|r| Some(r.lookups_per_s)).collect())],
+        log_y: true,
+    };
+    let mut written = Vec::new();
+    for (file, chart) in [("lookup_latency.svg", latency), ("lookup_throughput.svg", throughput)] {
+        let path = dir.join(file);
+        chart.write_svg(&path)?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -327,40 +363,4 @@ mod tests {
         }
         assert!(svg.matches("<rect").count() >= 3 + 2, "bars and legend swatches");
     }
-}
-
-/// The lookup benchmark's plots: latency percentiles and throughput per mode.
-pub fn write_lookup(results: &crate::results::LookupResults, dir: &Path) -> PlotResult<Vec<PathBuf>> {
-    let ok: Vec<&crate::results::LookupResult> = results.results.iter().filter(|r| r.status == "ok").collect();
-    let groups: Vec<String> = ok.iter().map(|r| r.mode.clone()).collect();
-    let what = format!("{}, {} clients", results.data.description, results.config.clients);
-    let latency_title = format!("point-lookup latency ({what})");
-    let latency = GroupedBars {
-        title: &latency_title,
-        x_desc: "mode",
-        y_desc: "milliseconds (log scale)",
-        groups: groups.clone(),
-        series: vec![
-            ("p50".into(), ok.iter().map(|r| Some(r.p50_ms)).collect()),
-            ("p90".into(), ok.iter().map(|r| Some(r.p90_ms)).collect()),
-            ("p99".into(), ok.iter().map(|r| Some(r.p99_ms)).collect()),
-        ],
-        log_y: true,
-    };
-    let throughput_title = format!("point-lookup throughput ({what})");
-    let throughput = GroupedBars {
-        title: &throughput_title,
-        x_desc: "mode",
-        y_desc: "lookups per second (log scale)",
-        groups,
-        series: vec![("lookups/s".into(), ok.iter().map(|r| Some(r.lookups_per_s)).collect())],
-        log_y: true,
-    };
-    let mut written = Vec::new();
-    for (file, chart) in [("lookup_latency.svg", latency), ("lookup_throughput.svg", throughput)] {
-        let path = dir.join(file);
-        chart.write_svg(&path)?;
-        written.push(path);
-    }
-    Ok(written)
 }

@@ -197,18 +197,6 @@ pub fn human_bytes(bytes: u64) -> String {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn human_bytes_picks_a_unit() {
-        assert_eq!(human_bytes(12), "12 B");
-        assert_eq!(human_bytes(1536), "1.5 KiB");
-        assert_eq!(human_bytes(5 << 20), "5.0 MiB");
-    }
-}
-
 /// The lookup benchmark's report.
 pub fn render_lookup(results: &crate::results::LookupResults, plots: &[String]) -> String {
     let mut out = String::new();
@@ -269,4 +257,16 @@ pub fn render_lookup(results: &crate::results::LookupResults, plots: &[String]) 
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn human_bytes_picks_a_unit() {
+        assert_eq!(human_bytes(12), "12 B");
+        assert_eq!(human_bytes(1536), "1.5 KiB");
+        assert_eq!(human_bytes(5 << 20), "5.0 MiB");
+    }
 }
