@@ -1,6 +1,7 @@
-//! The admin HTTP endpoint: `GET /health`, `GET /metrics`, `GET /stats`.
+//! The admin HTTP endpoint: `GET /health`, `GET /metrics`, `GET /stats`, and
+//! the S3-compatible read API under `/s3` ([`crate::s3_api`]).
 //!
-//! All three are read-only. State-changing admin calls (none yet) must check
+//! All are read-only. State-changing admin calls (none yet) must check
 //! the bearer token like the Flight service does.
 
 use std::sync::Arc;
@@ -18,6 +19,7 @@ pub fn router(engine: Arc<Engine>) -> Router {
         .route("/health", get(health))
         .route("/metrics", get(metrics))
         .route("/stats", get(stats))
+        .merge(crate::s3_api::routes())
         .with_state(engine)
 }
 

@@ -238,6 +238,11 @@ impl Engine {
         self.stores.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
+    /// The cached store of registered table `name`.
+    pub fn table_store(&self, name: &str) -> Option<Arc<CachedStore>> {
+        self.stores.read().unwrap_or_else(|e| e.into_inner()).get(name).cloned()
+    }
+
     /// A snapshot of the catalog (tables and views, available or not).
     pub fn catalog(&self) -> BTreeMap<String, CatalogEntry> {
         self.catalog.read().unwrap_or_else(|e| e.into_inner()).clone()
@@ -382,7 +387,7 @@ impl Engine {
     }
 
     /// Retry unavailable tables, at most every [`RETRY_INTERVAL`].
-    async fn retry_unavailable(&self) {
+    pub(crate) async fn retry_unavailable(&self) {
         let any_pending = self
             .catalog
             .read()

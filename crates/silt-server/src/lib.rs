@@ -13,6 +13,7 @@ pub mod flight;
 pub mod guard;
 pub mod metrics;
 pub mod preload;
+pub mod s3_api;
 pub mod stats;
 
 use std::net::SocketAddr;

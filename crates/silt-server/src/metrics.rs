@@ -26,6 +26,11 @@ pub struct ServerMetrics {
     pub flight_bytes_sent: Counter,
     /// `silt_flight_rows_sent_total`.
     pub flight_rows_sent: Counter,
+    /// `silt_s3_requests_total`: requests to the S3-compatible API (`/s3`).
+    pub s3_requests: Counter,
+    /// `silt_s3_bytes_sent_total`: body bytes the S3 API sent (object bytes,
+    /// listings, error documents).
+    pub s3_bytes_sent: Counter,
     /// Object-store requests and bytes (after the cache).
     pub store: StoreMetrics,
     /// The memory tier of decoded column batches (`tier="memory"`).
@@ -44,6 +49,8 @@ impl ServerMetrics {
         let query_errors = counter("silt_query_errors_total");
         let flight_bytes_sent = counter("silt_flight_bytes_sent_total");
         let flight_rows_sent = counter("silt_flight_rows_sent_total");
+        let s3_requests = counter("silt_s3_requests_total");
+        let s3_bytes_sent = counter("silt_s3_bytes_sent_total");
         let active_queries = recorder.register_gauge(&Key::from_static_name("silt_queries_active"), &METADATA);
         let store = StoreMetrics::register(&recorder);
         let memory = CacheMetrics::register(&recorder, "memory");
@@ -55,6 +62,8 @@ impl ServerMetrics {
             &query_errors,
             &flight_bytes_sent,
             &flight_rows_sent,
+            &s3_requests,
+            &s3_bytes_sent,
             &store.get_requests,
             &store.get_bytes,
             &store.head_requests,
@@ -83,6 +92,8 @@ impl ServerMetrics {
             active_queries,
             flight_bytes_sent,
             flight_rows_sent,
+            s3_requests,
+            s3_bytes_sent,
             store,
             memory,
             pages,

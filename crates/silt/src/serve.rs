@@ -16,7 +16,7 @@ pub struct ServeArgs {
     /// Flight SQL (gRPC) address [default: 127.0.0.1:50051].
     #[arg(long)]
     listen: Option<SocketAddr>,
-    /// Admin HTTP address for /health and /metrics [default: off].
+    /// Admin HTTP address for /health, /metrics, /stats and the S3 read API under /s3 [default: off].
     #[arg(long)]
     admin: Option<SocketAddr>,
     /// Directory for the server's local state.
@@ -174,7 +174,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     eprintln!("silt: Flight SQL on grpc://{}", handle.flight_addr);
     if let Some(a) = handle.admin_addr {
-        eprintln!("silt: admin on http://{a} (/health, /metrics, /stats)");
+        eprintln!("silt: admin on http://{a} (/health, /metrics, /stats, S3 API at /s3)");
     }
     let engine = handle.engine.clone();
     tokio::select! {

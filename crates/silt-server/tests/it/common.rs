@@ -118,14 +118,13 @@ impl Fixture {
     }
 
     pub fn metric(&self, series: &str) -> f64 {
-        self.server
-            .engine
-            .metrics()
-            .snapshot()
-            .get(series)
-            .copied()
-            .unwrap_or(0.0)
+        metric(&self.server, series)
     }
+}
+
+/// The current value of a server metric series (0 when absent).
+pub fn metric(server: &ServerHandle, series: &str) -> f64 {
+    server.engine.metrics().snapshot().get(series).copied().unwrap_or(0.0)
 }
 
 /// Plain DataFusion reading the same files from local disk.

@@ -5,5 +5,6 @@ mod bad_input;
 mod benchmarks;
 mod common;
 mod flight_sql;
+mod s3_api;
 mod safety;
 mod tiers;

@@ -20,14 +20,10 @@ use silt_server::config::TableConfig;
 use silt_server::{ServerConfig, ServerHandle};
 
 use crate::common::{
-    baseline_ctx, break_ties, check_same, data_root, full_config, is_ordered, s3_settings, shared_dir,
+    baseline_ctx, break_ties, check_same, data_root, full_config, is_ordered, metric, s3_settings, shared_dir,
 };
 
 const PAGE: u64 = 64 << 10;
-
-fn metric(server: &ServerHandle, series: &str) -> f64 {
-    server.engine.metrics().snapshot().get(series).copied().unwrap_or(0.0)
-}
 
 fn gets(server: &ServerHandle) -> f64 {
     metric(server, "silt_object_store_get_requests_total")

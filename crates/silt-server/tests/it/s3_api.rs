@@ -1,0 +1,446 @@
+//! The S3-compatible read API (`/s3` on the admin listener): object_store's
+//! `AmazonS3` and DataFusion read a table's Parquet files through Silt's
+//! tiers; a warm read reaches no object store; errors are S3 XML documents
+//! with S3's status codes; a server with an auth token refuses it all.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Int64Array, RecordBatch, StringArray};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::arrow::util::pretty::pretty_format_batches;
+use datafusion::parquet::arrow::ArrowWriter;
+use datafusion::parquet::file::properties::WriterProperties;
+use datafusion::prelude::{ParquetReadOptions, SessionContext};
+use futures::TryStreamExt;
+use object_store::aws::{AmazonS3, AmazonS3Builder};
+use object_store::path::Path as ObjectPath;
+use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore, ObjectStoreExt, RetryConfig};
+use silt_bench::local_s3::LocalS3;
+use silt_server::config::TableConfig;
+use silt_server::{ServerConfig, ServerHandle};
+
+use crate::common::metric;
+
+const PAGE: u64 = 16 << 10;
+const BUCKET: &str = "lake";
+
+/// A loopback S3 server holding `lake/events/` (three Parquet files, one in
+/// a sub-folder, and a `_SUCCESS` marker), and a Silt server with the tables
+/// `events` (the folder), `one` (`part-0.parquet` alone) and a view `v`.
+struct Lake {
+    s3: LocalS3,
+    server: ServerHandle,
+    _dirs: (tempfile::TempDir, tempfile::TempDir),
+}
+
+impl Lake {
+    async fn start(tweak: impl FnOnce(&mut ServerConfig)) -> Lake {
+        let root = tempfile::tempdir().unwrap();
+        // Files placed in the folder directly (not uploaded) get their ETag
+        // recomputed on every request, so overwriting one is seen.
+        let events = root.path().join(BUCKET).join("events");
+        write_events(&events.join("part-0.parquet"), 0, 20_000);
+        write_events(&events.join("part-1.parquet"), 20_000, 5_000);
+        write_events(&events.join("day=2/part-2.parquet"), 25_000, 3_000);
+        std::fs::write(events.join("_SUCCESS"), b"").unwrap();
+        let s3 = LocalS3::start(root.path()).await.unwrap();
+        let cache = tempfile::tempdir().unwrap();
+        let mut cfg = ServerConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            admin: Some("127.0.0.1:0".parse().unwrap()),
+            cache_dir: cache.path().to_path_buf(),
+            s3: s3.s3_settings(),
+            page_size: PAGE,
+            ..Default::default()
+        };
+        for (name, url) in [
+            ("events", format!("s3://{BUCKET}/events/")),
+            ("one", format!("s3://{BUCKET}/events/part-0.parquet")),
+        ] {
+            let table = TableConfig {
+                url,
+                ..Default::default()
+            };
+            cfg.tables.insert(name.into(), table);
+        }
+        cfg.views.insert("v".into(), "SELECT id FROM events".into());
+        tweak(&mut cfg);
+        let server = silt_server::start(cfg).await.unwrap();
+        Lake {
+            s3,
+            server,
+            _dirs: (root, cache),
+        }
+    }
+
+    fn admin(&self) -> SocketAddr {
+        self.server.admin_addr.unwrap()
+    }
+
+    /// object_store's S3 client pointed at Silt, with `table` as the bucket.
+    fn client(&self, table: &str) -> AmazonS3 {
+        AmazonS3Builder::new()
+            .with_endpoint(format!("http://{}/s3", self.admin()))
+            .with_allow_http(true)
+            .with_virtual_hosted_style_request(false)
+            .with_skip_signature(true)
+            .with_region("us-east-1")
+            .with_bucket_name(table)
+            .with_retry(RetryConfig {
+                max_retries: 0,
+                ..Default::default()
+            })
+            .build()
+            .unwrap()
+    }
+
+    /// The local file behind `events/<key>`.
+    fn file(&self, key: &str) -> PathBuf {
+        self.s3.object_path(BUCKET, &format!("events/{key}"))
+    }
+
+    fn metric(&self, series: &str) -> f64 {
+        metric(&self.server, series)
+    }
+
+    fn upstream_gets(&self) -> f64 {
+        self.metric("silt_object_store_get_requests_total")
+    }
+}
+
+/// A Parquet file of `rows` rows from id `first`, in row groups of 2,000.
+fn write_events(path: &Path, first: i64, rows: i64) {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("category", DataType::Utf8, false),
+        Field::new("amount", DataType::Int64, false),
+    ]));
+    let ids: Vec<i64> = (first..first + rows).collect();
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            Arc::new(Int64Array::from(ids.clone())),
+            Arc::new(StringArray::from_iter_values(ids.iter().map(|i| format!("c{}", i % 7)))),
+            Arc::new(Int64Array::from_iter_values(ids.iter().map(|i| i * 37 % 1000))),
+        ],
+    )
+    .unwrap();
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let props = WriterProperties::builder()
+        .set_max_row_group_row_count(Some(2_000))
+        .build();
+    let mut writer = ArrowWriter::try_new(std::fs::File::create(path).unwrap(), schema, Some(props)).unwrap();
+    writer.write(&batch).unwrap();
+    writer.close().unwrap();
+}
+
+/// An HTTP answer read off the wire.
+struct Reply {
+    status: u16,
+    head: String,
+    body: Vec<u8>,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.head.lines().find_map(|l| {
+            let (n, v) = l.split_once(':')?;
+            n.eq_ignore_ascii_case(name).then(|| v.trim())
+        })
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// One HTTP/1.1 request with `target` sent exactly as given (no URL
+/// normalisation, so hostile paths reach the server as written).
+async fn http(addr: SocketAddr, method: &str, target: &str, headers: &[(&str, &str)]) -> Reply {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut request = format!("{method} {target} HTTP/1.1\r\nHost: silt\r\nConnection: close\r\n");
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    s.write_all(request.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).await.unwrap();
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("a complete head");
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).expect("a status");
+    Reply {
+        status,
+        head,
+        body: raw[split + 4..].to_vec(),
+    }
+}
+
+fn keys(metas: &[ObjectMeta]) -> Vec<String> {
+    metas.iter().map(|m| m.location.to_string()).collect()
+}
+
+async fn sql(ctx: &SessionContext, query: &str) -> String {
+    let batches = ctx.sql(query).await.unwrap().collect().await.unwrap();
+    pretty_format_batches(&batches).unwrap().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_api_serves_tables_to_object_store_and_datafusion() {
+    let lake = Lake::start(|_| {}).await;
+    let store = lake.client("events");
+
+    let mut listed: Vec<ObjectMeta> = store.list(None).try_collect().await.unwrap();
+    listed.sort_by(|a, b| a.location.cmp(&b.location));
+    assert_eq!(
+        keys(&listed),
+        ["day=2/part-2.parquet", "part-0.parquet", "part-1.parquet"],
+        "only the table's Parquet files"
+    );
+    for m in &listed {
+        let local = std::fs::metadata(lake.file(m.location.as_ref())).unwrap().len();
+        assert_eq!(m.size, local, "{}", m.location);
+    }
+    let grouped = store.list_with_delimiter(None).await.unwrap();
+    assert_eq!(keys(&grouped.objects), ["part-0.parquet", "part-1.parquet"]);
+    assert_eq!(grouped.common_prefixes, [ObjectPath::from("day=2")]);
+
+    let key = ObjectPath::from("part-0.parquet");
+    let bytes = std::fs::read(lake.file("part-0.parquet")).unwrap();
+    let len = bytes.len() as u64;
+    let chunk = PAGE * silt_server::s3_api::BODY_CHUNK_PAGES;
+    assert!(
+        len > 2 * chunk,
+        "a whole-object GET streams several body chunks ({len} bytes)"
+    );
+    let head = store.head(&key).await.unwrap();
+    assert_eq!(head.size, len);
+    assert!(head.e_tag.is_some());
+    assert_eq!(
+        store.get(&key).await.unwrap().meta.e_tag,
+        head.e_tag,
+        "GET and HEAD agree"
+    );
+
+    // Ranged and whole reads equal the file; the second round reaches no store.
+    let ranges = [
+        0..1,
+        100..5_000,
+        PAGE - 1..PAGE + 1,
+        chunk - 10..2 * chunk + 10,
+        len - 8..len,
+        0..len,
+    ];
+    let mut cold_gets = 0.0;
+    for round in 0..2 {
+        for r in &ranges {
+            let got = store.get_range(&key, r.clone()).await.unwrap();
+            assert_eq!(&got[..], &bytes[r.start as usize..r.end as usize], "{r:?}");
+        }
+        assert_eq!(store.get(&key).await.unwrap().bytes().await.unwrap(), &bytes[..]);
+        let suffix = GetOptions {
+            range: Some(GetRange::Suffix(1_000)),
+            ..Default::default()
+        };
+        let got = store.get_opts(&key, suffix).await.unwrap();
+        assert_eq!(got.range, len - 1_000..len);
+        assert_eq!(got.bytes().await.unwrap(), &bytes[bytes.len() - 1_000..]);
+        if round == 0 {
+            cold_gets = lake.upstream_gets();
+        }
+    }
+    assert_eq!(lake.upstream_gets(), cold_gets, "a warm read makes no upstream GET");
+
+    // DataFusion decodes the files it reads through Silt, with the same
+    // result as reading them directly; the second run reaches no store.
+    let query = "SELECT category, count(*) AS n, sum(amount) AS total, min(id), max(id) \
+                 FROM events WHERE amount > 100 GROUP BY category ORDER BY category";
+    let ctx = SessionContext::new();
+    ctx.register_object_store(&url::Url::parse("s3://events").unwrap(), Arc::new(store));
+    ctx.register_parquet("events", "s3://events/", ParquetReadOptions::default())
+        .await
+        .unwrap();
+    let direct = SessionContext::new();
+    let folder = format!("{}/", lake.s3.object_path(BUCKET, "events").display());
+    direct
+        .register_parquet("events", &folder, ParquetReadOptions::default())
+        .await
+        .unwrap();
+    let expected = sql(&direct, query).await;
+    assert_eq!(sql(&ctx, query).await, expected);
+    let after_first = lake.upstream_gets();
+    assert_eq!(sql(&ctx, query).await, expected);
+    assert_eq!(lake.upstream_gets(), after_first, "a warm query makes no upstream GET");
+
+    // A one-object table holds one key: the object's file name.
+    let one = lake.client("one");
+    let listed: Vec<ObjectMeta> = one.list(None).try_collect().await.unwrap();
+    assert_eq!(keys(&listed), ["part-0.parquet"]);
+    assert_eq!(one.get(&key).await.unwrap().bytes().await.unwrap(), &bytes[..]);
+    let other = one.get(&ObjectPath::from("part-1.parquet")).await.unwrap_err();
+    assert!(matches!(other, object_store::Error::NotFound { .. }), "{other}");
+
+    assert!(lake.metric("silt_s3_requests_total") >= 20.0);
+    assert!(lake.metric("silt_s3_bytes_sent_total") >= 4.0 * len as f64);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_api_sees_an_overwrite_at_the_next_head() {
+    let lake = Lake::start(|_| {}).await;
+    let store = lake.client("events");
+    let key = ObjectPath::from("part-1.parquet");
+    let before = store.head(&key).await.unwrap();
+    store.get(&key).await.unwrap().bytes().await.unwrap();
+
+    write_events(&lake.file("part-1.parquet"), 90_000, 7_000);
+    let after = store.head(&key).await.unwrap();
+    assert_ne!(after.e_tag, before.e_tag, "validation `always`: a HEAD revalidates");
+    let bytes = std::fs::read(lake.file("part-1.parquet")).unwrap();
+    assert_eq!(after.size, bytes.len() as u64);
+    assert_eq!(store.get(&key).await.unwrap().bytes().await.unwrap(), &bytes[..]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_api_errors_are_s3_documents() {
+    let lake = Lake::start(|c| c.store.retries = 1).await;
+    let admin = lake.admin();
+    let size = std::fs::metadata(lake.file("part-0.parquet")).unwrap().len();
+    let get = |target: &'static str, range: Option<&'static str>| async move {
+        let headers: Vec<(&str, &str)> = range.map(|r| ("Range", r)).into_iter().collect();
+        http(admin, "GET", target, &headers).await
+    };
+    let code = |reply: &Reply| {
+        let text = reply.text();
+        let start = text.find("<Code>").map(|i| i + 6).unwrap_or(0);
+        let end = text.find("</Code>").unwrap_or(0);
+        text.get(start..end).unwrap_or_default().to_string()
+    };
+
+    for (target, status, expected) in [
+        ("/s3/nope/part-0.parquet", 404, "NoSuchBucket"),
+        ("/s3/nope?list-type=2", 404, "NoSuchBucket"),
+        ("/s3/v?list-type=2", 404, "NoSuchBucket"),
+        ("/s3/events/missing.parquet", 404, "NoSuchKey"),
+        ("/s3/events/_SUCCESS", 404, "NoSuchKey"),
+        ("/s3/one/part-1.parquet", 404, "NoSuchKey"),
+        ("/s3/events", 400, "InvalidArgument"),
+        ("/s3/events?list-type=2&max-keys=many", 400, "InvalidArgument"),
+        ("/s3/events/../one/part-0.parquet", 400, "InvalidArgument"),
+        ("/s3/events/%2e%2e/events/part-0.parquet", 400, "InvalidArgument"),
+        ("/s3/events/a//part-0.parquet", 400, "InvalidArgument"),
+        ("/s3/events/%00.parquet", 400, "InvalidArgument"),
+        ("/s3/events/%ff.parquet", 400, "InvalidArgument"),
+    ] {
+        let reply = get(target, None).await;
+        assert_eq!(
+            (reply.status, code(&reply).as_str()),
+            (status, expected),
+            "{target}: {}",
+            reply.text()
+        );
+        assert_eq!(reply.header("content-type"), Some("application/xml"), "{target}");
+    }
+
+    let part0 = "/s3/events/part-0.parquet";
+    for (range, status, expected) in [
+        ("bytes=999999999-", 416, "InvalidRange"),
+        ("bytes=abc", 400, "InvalidArgument"),
+        ("bytes=5-2", 400, "InvalidArgument"),
+        ("bytes=0-1,4-5", 400, "InvalidArgument"),
+        ("bytes=-0", 416, "InvalidRange"),
+    ] {
+        let reply = get(part0, Some(range)).await;
+        assert_eq!(
+            (reply.status, code(&reply).as_str()),
+            (status, expected),
+            "{range}: {}",
+            reply.text()
+        );
+    }
+    let unsatisfiable = get(part0, Some("bytes=999999999-")).await;
+    assert_eq!(
+        unsatisfiable.header("content-range"),
+        Some(format!("bytes */{size}").as_str())
+    );
+
+    // A range past the end is cut there; one past u64 too.
+    let huge = get(part0, Some("bytes=10-99999999999999999999999")).await;
+    assert_eq!(huge.status, 206);
+    assert_eq!(huge.body.len() as u64, size - 10);
+    let content_range = format!("bytes 10-{}/{size}", size - 1);
+    assert_eq!(huge.header("content-range"), Some(content_range.as_str()));
+    assert_eq!(huge.header("accept-ranges"), Some("bytes"));
+    assert!(huge.header("etag").is_some_and(|e| e.starts_with('"')));
+    assert!(huge.header("last-modified").is_some_and(|d| d.ends_with("GMT")));
+
+    // HEAD answers carry the status and no body.
+    let missing = http(admin, "HEAD", "/s3/events/missing.parquet", &[]).await;
+    assert_eq!((missing.status, missing.body.len()), (404, 0));
+    let head = http(admin, "HEAD", part0, &[]).await;
+    assert_eq!(head.status, 200);
+    assert_eq!(head.header("content-length"), Some(size.to_string().as_str()));
+    assert_eq!(http(admin, "HEAD", "/s3/events", &[]).await.status, 200);
+    assert_eq!(http(admin, "HEAD", "/s3/nope", &[]).await.status, 404);
+
+    // Listing pages: max-keys and the continuation token.
+    let page = get("/s3/events?list-type=2&max-keys=2", None).await.text();
+    assert!(page.contains("<KeyCount>2</KeyCount>") && page.contains("<IsTruncated>true</IsTruncated>"));
+    let token = page
+        .split("<NextContinuationToken>")
+        .nth(1)
+        .unwrap()
+        .split('<')
+        .next()
+        .unwrap();
+    let next = http(
+        admin,
+        "GET",
+        &format!("/s3/events?list-type=2&max-keys=2&continuation-token={token}"),
+        &[],
+    )
+    .await
+    .text();
+    assert!(
+        next.contains("<Key>part-1.parquet</Key>") && next.contains("<IsTruncated>false</IsTruncated>"),
+        "{next}"
+    );
+
+    // The upstream failing is a 5xx naming the object.
+    lake.s3.stop();
+    let down = get("/s3/events/ghost.parquet", None).await;
+    assert_eq!(
+        (down.status, code(&down).as_str()),
+        (500, "InternalError"),
+        "{}",
+        down.text()
+    );
+    assert!(down.text().contains("ghost.parquet"), "{}", down.text());
+    assert!(lake.metric("silt_s3_requests_total") >= 27.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_api_is_refused_on_a_server_with_an_auth_token() {
+    let lake = Lake::start(|c| c.auth_token = Some("secret".into())).await;
+    for (method, target) in [
+        ("GET", "/s3/events?list-type=2"),
+        ("GET", "/s3/events/part-0.parquet"),
+        ("GET", "/s3/nope/x.parquet"),
+        ("HEAD", "/s3/events/part-0.parquet"),
+        ("HEAD", "/s3/events"),
+    ] {
+        let reply = http(lake.admin(), method, target, &[("Authorization", "Bearer secret")]).await;
+        assert_eq!(reply.status, 403, "{method} {target}");
+        if method == "GET" {
+            assert!(reply.text().contains("<Code>AccessDenied</Code>"), "{}", reply.text());
+        }
+    }
+    let err = lake
+        .client("events")
+        .head(&ObjectPath::from("part-0.parquet"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, object_store::Error::PermissionDenied { .. }), "{err}");
+}
