@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: formatting, lints, Rust unit and integration tests
 # (real S3 endpoint and Flight server on loopback), and the Python (ADBC)
-# client tests against a real `silt serve`. CI runs exactly this.
+# client tests against a real `silt serve`, and `silt bench smoke` (every
+# benchmark mode on tiny data). CI runs exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
@@ -16,3 +17,5 @@ echo "== python client tests (ADBC Flight SQL against silt serve)"
 cargo build --bin silt
 PY="$(scripts/python-env.sh)"
 SILT_BIN="$CARGO_TARGET_DIR/debug/silt" "$PY" -m pytest -q python/tests
+echo "== silt bench smoke (the benchmark harness end to end on tiny data; no timing asserted)"
+SILT_PYTHON="$PY" "$CARGO_TARGET_DIR/debug/silt" bench smoke --out "$(mktemp -d)"
