@@ -152,19 +152,13 @@ impl Seed {
         if rows.num_rows() == 0 {
             return Err(seed_error(path, "no rows"));
         }
-        let col = |name: &str| column(&rows, name).map_err(|e| seed_error(path, e));
-        let strings = |name: &str| -> Result<Vec<String>, GenError> {
-            Ok(col(name)?
-                .as_string::<i32>()
-                .iter()
-                .map(|v| v.unwrap_or("").to_string())
-                .collect())
-        };
+        // The same typed readers as the generator's (a wrong type is an error, not a panic).
+        let strings = |name: &str| strings(&rows, name).map_err(|e| seed_error(path, e));
         let phones_all = strings("MobilePhoneModel")?;
         let phrases_all = strings("SearchPhrase")?;
         let titles = strings("Title")?;
         let urls = strings("URL")?;
-        let adv: Vec<i16> = col("AdvEngineID")?.as_primitive::<Int16Type>().values().to_vec();
+        let adv: Vec<i16> = values::<Int16Type>(&rows, "AdvEngineID").map_err(|e| seed_error(path, e))?;
         let n = rows.num_rows() as f64;
         let share = |m: usize| m as f64 / n;
         let q22 = (0..rows.num_rows())

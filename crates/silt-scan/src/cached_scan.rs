@@ -202,6 +202,13 @@ impl PartitionRun {
     async fn run(&self, tx: &Sender<Result<RecordBatch>>) -> Result<()> {
         let mut remaining = self.spec.limit.unwrap_or(usize::MAX);
         let mut index = 0usize;
+        // Name the columns this scan reads for `silt stats` (the cache keys hold indices).
+        let store_id = self.sources.store.store_id();
+        for c in self.needed_columns() {
+            self.loader
+                .batches
+                .label_column(store_id, c as u32, self.spec.table_schema.field(c).name());
+        }
         for meta in &self.spec.files {
             let file = Arc::new(self.open(meta).await?);
             let file_metrics = ParquetFileMetrics::new(self.partition, meta.location.as_ref(), &self.metrics);
@@ -259,9 +266,12 @@ impl PartitionRun {
     /// buffer and disk tier, and the row group's own prefetch then finds them
     /// there or joins the request in flight. Errors are left to that prefetch.
     fn read_ahead(&self, file: &Arc<FileContext>, rg: usize) {
+        let needed = self.needed_columns();
+        if !self.loader.must_fetch(file, rg, &needed) {
+            return; // warm: the memory tier holds every column, no task needed
+        }
         let loader = self.loader.clone();
         let file = file.clone();
-        let needed = self.needed_columns();
         tokio::spawn(async move {
             let _ = loader.prefetch(&file, rg, &needed).await;
         });

@@ -117,7 +117,6 @@ impl ColumnLoader {
         let mut to_decode = Vec::new();
         for (slot, &c) in columns.iter().enumerate() {
             let field = self.table_schema.field(c);
-            self.batches.label_column(&file.store_id, c as u32, field.name());
             let data_type = field.data_type();
             if file.file_columns[c].is_none() {
                 out[slot] = Some(
@@ -160,10 +159,9 @@ impl ColumnLoader {
     /// bytes land in the page buffer and disk tier, where decoding finds them).
     pub async fn prefetch(&self, file: &FileContext, rg: usize, columns: &[usize]) -> Result<()> {
         let row_group = file.reader.metadata().row_group(rg);
-        let ranges: Vec<std::ops::Range<u64>> = columns
-            .iter()
-            .filter(|&&c| !self.batches.contains(&file.key(rg, c, 0)))
-            .filter_map(|&c| file.file_columns[c])
+        let ranges: Vec<std::ops::Range<u64>> = self
+            .not_in_memory(file, rg, columns)
+            .filter_map(|c| file.file_columns[c])
             .flat_map(|root| {
                 let descr = file.reader.metadata().file_metadata().schema_descr();
                 row_group
@@ -184,6 +182,27 @@ impl ColumnLoader {
                 .map_err(|e| read_error(file, rg, e))?;
         }
         Ok(())
+    }
+
+    /// Columns of `columns` whose row group `rg` is not in the memory tier
+    /// (judged by its first batch).
+    fn not_in_memory<'a>(
+        &'a self,
+        file: &'a FileContext,
+        rg: usize,
+        columns: &'a [usize],
+    ) -> impl Iterator<Item = usize> + 'a {
+        columns
+            .iter()
+            .copied()
+            .filter(move |&c| !self.batches.contains(&file.key(rg, c, 0)))
+    }
+
+    /// Whether reading `columns` of row group `rg` needs bytes: some column
+    /// present in the file is not in the memory tier.
+    pub fn must_fetch(&self, file: &FileContext, rg: usize, columns: &[usize]) -> bool {
+        self.not_in_memory(file, rg, columns)
+            .any(|c| file.file_columns[c].is_some())
     }
 
     /// Decodes `columns` (all present in the file) of row group `rg` and
