@@ -50,6 +50,28 @@ pub fn render(results: &BenchResults, plots: &[String]) -> String {
     section(&mut out, results, "Cache memory tier after the query", |r| {
         r.memory.map(|m| human_bytes(m.memory_tier_bytes))
     });
+    section(
+        &mut out,
+        results,
+        "Memory tier vs the same batches as Parquet (compressed) and as Arrow: bytes, x Parquet, x Arrow",
+        |r| {
+            r.memory.filter(|m| m.memory_tier_bytes > 0).map(|m| {
+                let x = |d: u64| {
+                    if d == 0 {
+                        "—".to_string()
+                    } else {
+                        format!("{:.2}", m.memory_tier_bytes as f64 / d as f64)
+                    }
+                };
+                format!(
+                    "{}, {}, {}",
+                    human_bytes(m.memory_tier_bytes),
+                    x(m.memory_tier_parquet_bytes),
+                    x(m.memory_tier_arrow_bytes)
+                )
+            })
+        },
+    );
     section(&mut out, results, "Process RSS after the query", |r| {
         r.memory.map(|m| human_bytes(m.rss_bytes))
     });

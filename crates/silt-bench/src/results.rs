@@ -169,6 +169,12 @@ pub struct StoreTraffic {
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
 pub struct MemoryUse {
     pub memory_tier_bytes: u64,
+    /// What the memory tier's batches would take as Arrow (equal to
+    /// `memory_tier_bytes` in the arrow form).
+    pub memory_tier_arrow_bytes: u64,
+    /// Compressed Parquet bytes of the same column batches (each column
+    /// chunk's compressed size, pro rata of the batches held).
+    pub memory_tier_parquet_bytes: u64,
     pub page_buffer_bytes: u64,
     pub metadata_bytes: u64,
     pub disk_tier_bytes: u64,

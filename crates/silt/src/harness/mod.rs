@@ -255,13 +255,14 @@ async fn run_and_report(
         },
     )?;
     let (reference_ctx, queries) = reference(suite).await?;
+    let parquet = modes::ParquetSizes::of(suite)?;
     let mut results: Vec<QueryResult> = Vec::new();
     for mode in modes.iter().filter(|m| **m != Mode::Duckdb) {
         for q in &queries {
             let expected = silt_client::script::run_script_last_query(&reference_ctx, &q.sql)
                 .await
                 .with_context(|| format!("plain DataFusion failed on {}", q.id))?;
-            let r = runner::run_query(*mode, suite, &setup, &work, q, &expected, common.warm_runs).await;
+            let r = runner::run_query(*mode, suite, &setup, &work, q, &expected, common.warm_runs, &parquet).await;
             print_progress(&r);
             results.push(r);
         }

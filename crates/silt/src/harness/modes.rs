@@ -281,14 +281,17 @@ impl Session {
     }
 
     /// Cache memory by tier and the server's RSS (None without a server).
-    pub async fn memory(&mut self) -> anyhow::Result<Option<silt_bench::results::MemoryUse>> {
+    pub async fn memory(&mut self, parquet: &ParquetSizes) -> anyhow::Result<Option<silt_bench::results::MemoryUse>> {
         let Some(server) = self.server.as_mut() else {
             return Ok(None);
         };
         let rss = server.usage()?.rss_bytes;
         let stats = server.stats().await?;
+        let held = held_columns(&stats);
         Ok(Some(silt_bench::results::MemoryUse {
             memory_tier_bytes: tier_bytes(&stats, "memory"),
+            memory_tier_arrow_bytes: held.iter().map(|h| h.arrow_bytes).sum(),
+            memory_tier_parquet_bytes: parquet.bytes_of(&held),
             page_buffer_bytes: tier_bytes(&stats, "pages"),
             metadata_bytes: tier_bytes(&stats, "metadata"),
             disk_tier_bytes: tier_bytes(&stats, "disk"),
@@ -303,4 +306,79 @@ fn buckets(suite: &Suite) -> Vec<String> {
     b.sort();
     b.dedup();
     b
+}
+
+/// One (table, column) of the memory tier, from the server's statistics.
+pub struct HeldColumn {
+    pub table: String,
+    pub column: String,
+    pub batches: u64,
+    pub arrow_bytes: u64,
+}
+
+fn held_columns(stats: &serde_json::Value) -> Vec<HeldColumn> {
+    stats["tiers"]["memory"]["columns"]
+        .as_array()
+        .map(|cols| {
+            cols.iter()
+                .map(|c| HeldColumn {
+                    table: c["table"].as_str().unwrap_or_default().to_string(),
+                    column: c["column"].as_str().unwrap_or_default().to_string(),
+                    batches: c["batches"].as_u64().unwrap_or(0),
+                    arrow_bytes: c["arrow_bytes"].as_u64().unwrap_or(0),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Compressed Parquet bytes and 8192-row batches per (table, top-level
+/// column), read from the local files' footers: the yardstick for the memory
+/// tier's size.
+#[derive(Default)]
+pub struct ParquetSizes(std::collections::HashMap<(String, String), (u64, u64)>);
+
+impl ParquetSizes {
+    /// Reads the footers of every table's local files.
+    pub fn of(suite: &Suite) -> anyhow::Result<ParquetSizes> {
+        use datafusion::parquet::file::reader::{FileReader, SerializedFileReader};
+        let mut sizes = std::collections::HashMap::new();
+        for t in &suite.tables {
+            let path = suite.local_path(t);
+            let files = if path.is_dir() {
+                silt_bench::files::files_with_extension(&path, "parquet")
+            } else {
+                vec![path]
+            };
+            for f in files {
+                let file = std::fs::File::open(&f).with_context(|| format!("opening {}", f.display()))?;
+                let reader = SerializedFileReader::new(file).with_context(|| format!("reading {}", f.display()))?;
+                let meta = reader.metadata();
+                let schema = meta.file_metadata().schema_descr();
+                for rg in meta.row_groups() {
+                    let batches = (rg.num_rows() as u64).div_ceil(8192);
+                    let mut seen = std::collections::HashSet::new();
+                    for (leaf, chunk) in rg.columns().iter().enumerate() {
+                        let root = schema.get_column_root(leaf).name().to_string();
+                        let entry = sizes.entry((t.name.clone(), root.clone())).or_insert((0, 0));
+                        entry.0 += chunk.compressed_size() as u64;
+                        if seen.insert(root) {
+                            entry.1 += batches;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(ParquetSizes(sizes))
+    }
+
+    /// Parquet bytes of the batches `held`, pro rata per column.
+    fn bytes_of(&self, held: &[HeldColumn]) -> u64 {
+        held.iter()
+            .filter_map(|h| {
+                let (bytes, batches) = self.0.get(&(h.table.clone(), h.column.clone()))?;
+                (*batches > 0).then(|| bytes * h.batches.min(*batches) / batches)
+            })
+            .sum()
+    }
 }

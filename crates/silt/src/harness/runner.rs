@@ -9,7 +9,7 @@ use datafusion::arrow::array::RecordBatch;
 use silt_bench::compare::{check_same, is_ordered};
 use silt_bench::results::{CpuPhases, PhasesU64, QueryResult, QuerySpec, Spread, StoreTraffic, mean, median};
 
-use super::modes::{Mode, Probe, Session, StoreSetup};
+use super::modes::{Mode, ParquetSizes, Probe, Session, StoreSetup};
 use super::suite::Suite;
 
 /// One timed run: wall time and what it cost.
@@ -33,6 +33,7 @@ fn row_count(batches: &[RecordBatch]) -> u64 {
 }
 
 /// Measures `query` in `mode` on a fresh server; errors become an `error` result.
+#[allow(clippy::too_many_arguments)]
 pub async fn run_query(
     mode: Mode,
     suite: &Suite,
@@ -41,13 +42,26 @@ pub async fn run_query(
     query: &QuerySpec,
     reference: &[RecordBatch],
     warm_runs: usize,
+    parquet: &ParquetSizes,
 ) -> QueryResult {
     let mut result = QueryResult {
         mode: mode.name().into(),
         query: query.id.clone(),
         ..Default::default()
     };
-    match measure(mode, suite, setup, work, query, reference, warm_runs, &mut result).await {
+    match measure(
+        mode,
+        suite,
+        setup,
+        work,
+        query,
+        reference,
+        warm_runs,
+        parquet,
+        &mut result,
+    )
+    .await
+    {
         Ok(()) => result.status = "ok".into(),
         Err(e) => {
             result.status = "error".into();
@@ -66,6 +80,7 @@ async fn measure(
     query: &QuerySpec,
     reference: &[RecordBatch],
     warm_runs: usize,
+    parquet: &ParquetSizes,
     result: &mut QueryResult,
 ) -> anyhow::Result<()> {
     let mut session = Session::start(mode, suite, setup, work).await?;
@@ -105,7 +120,7 @@ async fn measure(
         warm_requests: med(&|m| m.cost.store_requests as f64) as u64,
         warm_bytes: med(&|m| m.cost.store_bytes as f64) as u64,
     });
-    result.memory = session.memory().await?;
+    result.memory = session.memory(parquet).await?;
     Ok(())
 }
 
