@@ -119,8 +119,11 @@ impl ScanFilter {
             if mask.as_ref().is_some_and(|m| m.true_count() == 0) {
                 break;
             }
+            // Encoded evaluation looks at every row; once earlier conjuncts
+            // left few, decoding just those rows is cheaper (late materialization).
+            let sparse = mask.as_ref().is_some_and(|m| m.true_count() * SPARSE < num_rows);
             let encoded = match (&c.liquid, c.slots.first().map(|&s| &columns[s])) {
-                (Some(p), Some(CachedColumn::Liquid { array, .. })) => array.evaluate(p),
+                (Some(p), Some(CachedColumn::Liquid { array, .. })) if !sparse => array.evaluate(p),
                 _ => None,
             };
             let passed = match encoded {
@@ -201,6 +204,12 @@ fn column_indices(expr: &Expr, table_schema: &SchemaRef) -> Result<Vec<usize>> {
     columns.dedup();
     Ok(columns)
 }
+
+/// A later conjunct runs on decoded surviving rows, not on the whole encoded
+/// batch, once fewer than 1 row in `SPARSE` survives. Encoded evaluation of a
+/// flat (high-cardinality) string column decompresses every value, so with a
+/// quarter of the rows left selective decoding does a quarter of that work.
+const SPARSE: usize = 4;
 
 /// Nulls as false.
 fn without_nulls(mask: BooleanArray) -> BooleanArray {

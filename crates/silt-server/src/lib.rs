@@ -106,7 +106,7 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, ServerError> {
     tasks.push(tokio::spawn(async move {
         tonic::transport::Server::builder()
             .add_service(service)
-            .serve_with_incoming_shutdown(TcpListenerStream::new(flight_listener), async {
+            .serve_with_incoming_shutdown(no_delay(flight_listener), async {
                 let _ = rx.await;
             })
             .await
@@ -135,5 +135,22 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, ServerError> {
         engine,
         shutdown,
         tasks,
+    })
+}
+
+/// The accepted connections of `listener` with Nagle's algorithm off. A
+/// Flight answer is a few small HTTP/2 frames; with Nagle on, the last one
+/// waits for the client's delayed ACK (40 ms on Linux), which put a ~45-90 ms
+/// floor under every small query and point lookup.
+fn no_delay(
+    listener: TcpListener,
+) -> impl futures::Stream<Item = std::io::Result<tokio::net::TcpStream>> + Send + 'static {
+    use futures::StreamExt;
+    TcpListenerStream::new(listener).map(|conn| {
+        conn.inspect(|stream| {
+            if let Err(e) = stream.set_nodelay(true) {
+                tracing::warn!("cannot disable Nagle's algorithm on a Flight connection: {e}");
+            }
+        })
     })
 }

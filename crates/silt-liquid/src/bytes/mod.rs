@@ -80,7 +80,7 @@ impl BytesEncoder {
         let nulls = own_nulls(array);
         let dict = Distinct::of(&rows, nulls.as_ref());
         let codec = self.codec_for(&dict.values);
-        let keep_dict = matches!(array.data_type(), DataType::Dictionary(..)) || dict.pays(rows.len(), nulls.as_ref());
+        let keep_dict = matches!(array.data_type(), DataType::Dictionary(..)) || dict.pays(&rows, nulls.as_ref());
         let layout = if keep_dict {
             Layout::Dict {
                 keys: BitPacked::pack_min_width(&dict.keys),
@@ -132,11 +132,23 @@ impl<'a> Distinct<'a> {
         Distinct { values, keys }
     }
 
-    /// A dictionary pays when values repeat: at most half as many distinct
-    /// values as non-null rows.
-    fn pays(&self, len: usize, nulls: Option<&NullBuffer>) -> bool {
-        let valid = len - nulls.map_or(0, NullBuffer::null_count);
-        self.values.len() * 2 <= valid && u32::try_from(len).is_ok()
+    /// A dictionary pays when it is smaller: the distinct values once plus
+    /// a bit-packed key per row, against every value (both compressed alike
+    /// by FSST, so raw lengths stand in), with a 10% margin for the indirection.
+    fn pays(&self, rows: &[&[u8]], nulls: Option<&NullBuffer>) -> bool {
+        if u32::try_from(rows.len()).is_err() || self.values.is_empty() {
+            return false;
+        }
+        const OFFSET: usize = 4;
+        let distinct: usize = self.values.iter().map(|v| v.len() + OFFSET).sum();
+        let all: usize = rows
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !nulls.is_some_and(|n| n.is_null(*i)))
+            .map(|(_, v)| v.len() + OFFSET)
+            .sum();
+        let key_bits = (usize::BITS - (self.values.len() - 1).leading_zeros()).max(1) as usize;
+        distinct + rows.len() * key_bits / 8 < all * 9 / 10
     }
 }
 

@@ -22,6 +22,8 @@ enum Shape {
 #[derive(Debug, Clone)]
 pub(crate) struct LikeMatcher {
     needle: Vec<u8>,
+    /// SIMD substring search for case-sensitive `%abc%` (what Arrow's kernel uses too).
+    finder: memchr::memmem::Finder<'static>,
     shape: Shape,
     /// ILIKE: ASCII case folding. Only exact when both the pattern and every
     /// value are ASCII (Arrow then folds ASCII only); the caller checks the
@@ -54,6 +56,7 @@ impl LikeMatcher {
             (true, true) => Shape::Contains,
         };
         Some(LikeMatcher {
+            finder: memchr::memmem::Finder::new(needle.as_bytes()).into_owned(),
             needle: needle.as_bytes().to_vec(),
             shape,
             ascii_case_insensitive: case_insensitive,
@@ -79,9 +82,12 @@ impl LikeMatcher {
         }
     }
 
-    /// Substring search: scan for the needle's first byte, compare the rest
-    /// only there (most positions fail on the first byte).
+    /// Substring search: memmem when case matters; for ILIKE, scan for the
+    /// needle's first byte and compare the rest only there.
     fn contains(&self, value: &[u8]) -> bool {
+        if !self.ascii_case_insensitive {
+            return self.finder.find(value).is_some();
+        }
         let Some(&first) = self.needle.first() else {
             return true;
         };
