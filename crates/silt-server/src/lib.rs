@@ -119,6 +119,12 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, ServerError> {
         shutdown.push(tx);
         let app = admin::router(engine.clone());
         tasks.push(tokio::spawn(async move {
+            // Nagle off here too: S3 API answers are small frames as well (see `no_delay`).
+            let listener = axum::serve::ListenerExt::tap_io(listener, |stream: &mut tokio::net::TcpStream| {
+                if let Err(e) = stream.set_nodelay(true) {
+                    tracing::warn!("cannot disable Nagle's algorithm on an admin connection: {e}");
+                }
+            });
             axum::serve(listener, app)
                 .with_graceful_shutdown(async {
                     let _ = rx.await;
