@@ -76,14 +76,27 @@ fn clock_ticks_per_second() -> f64 {
 /// `VmRSS` of `status`, in bytes.
 fn rss_bytes(root: &std::path::Path) -> Result<u64, ProcError> {
     let (path, text) = read(root.join("status"))?;
+    kib_field(&text, "VmRSS:").ok_or(ProcError::Parse {
+        path,
+        what: "no VmRSS line",
+    })
+}
+
+/// The machine's memory (`MemTotal` of `/proc/meminfo`), in bytes.
+pub fn total_memory_bytes() -> Result<u64, ProcError> {
+    let (path, text) = read(PathBuf::from("/proc/meminfo"))?;
+    kib_field(&text, "MemTotal:").ok_or(ProcError::Parse {
+        path,
+        what: "no MemTotal line",
+    })
+}
+
+/// The `NAME:   123 kB` line of a `/proc` file, in bytes.
+fn kib_field(text: &str, name: &str) -> Option<u64> {
     text.lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(name))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         .map(|kib| kib * 1024)
-        .ok_or(ProcError::Parse {
-            path,
-            what: "no VmRSS line",
-        })
 }
 
 #[cfg(test)]

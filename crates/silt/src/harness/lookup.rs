@@ -315,23 +315,11 @@ pub async fn lookup(args: LookupArgs) -> anyhow::Result<()> {
         results,
     };
     let dir = args.out.join(&results.name);
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let json = serde_json::to_string_pretty(&results).context("encoding results")?;
-    std::fs::write(dir.join("results.json"), json).with_context(|| format!("writing {}", dir.display()))?;
-    let plots = silt_bench::plots::write_lookup(&results, &dir).map_err(|e| anyhow::anyhow!("plotting: {e}"))?;
-    let names: Vec<String> = plots
-        .iter()
-        .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-        .collect();
-    std::fs::write(
-        dir.join("report.md"),
-        silt_bench::report::render_lookup(&results, &names),
-    )
-    .with_context(|| format!("writing {}", dir.display()))?;
-    println!(
-        "\nWrote {}/{{results.json, report.md, {}}}",
-        dir.display(),
-        names.join(", ")
-    );
+    super::write_outputs(
+        &results,
+        &dir,
+        silt_bench::plots::write_lookup,
+        silt_bench::report::render_lookup,
+    )?;
     Ok(())
 }

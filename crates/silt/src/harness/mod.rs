@@ -21,6 +21,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use clap::Args;
+use datafusion::arrow::array::RecordBatch;
 use datafusion::prelude::SessionContext;
 use silt_bench::results::{BenchResults, Machine, QueryResult, QuerySpec, RunConfig, SCHEMA_VERSION};
 use silt_server::config::parse_bytes;
@@ -211,9 +212,9 @@ fn mode_names() -> String {
     Mode::ALL.iter().map(|m| m.name()).collect::<Vec<_>>().join(", ")
 }
 
-/// Plain DataFusion on the local files: each query's columns (to break LIMIT
-/// ties) and its expected rows.
-async fn reference(suite: &Suite) -> anyhow::Result<(SessionContext, Vec<QuerySpec>)> {
+/// Plain DataFusion on the local files, once per query: the text every mode
+/// runs (LIMIT ties broken on every output column) and its expected rows.
+async fn reference(suite: &Suite) -> anyhow::Result<Vec<(QuerySpec, Vec<RecordBatch>)>> {
     let ctx = SessionContext::new();
     for stmt in suite.ddl(|t| suite.local_path(t).display().to_string()) {
         ctx.sql(&stmt)
@@ -224,13 +225,20 @@ async fn reference(suite: &Suite) -> anyhow::Result<(SessionContext, Vec<QuerySp
     }
     let mut queries = Vec::new();
     for q in &suite.queries {
-        let probe = silt_client::script::run_script_last_query(&ctx, &q.sql)
-            .await
-            .with_context(|| format!("plain DataFusion failed on {}", q.id))?;
-        let columns = probe.first().map_or(0, |b| b.num_columns());
-        queries.push(suite::with_ties_broken(q, columns));
+        let run = |sql: String| {
+            let ctx = &ctx;
+            async move {
+                silt_client::script::run_script_last_query(ctx, &sql)
+                    .await
+                    .with_context(|| format!("plain DataFusion failed on {}", q.id))
+            }
+        };
+        let probe = run(q.sql.clone()).await?;
+        let spec = suite::with_ties_broken(q, probe.first().map_or(0, |b| b.num_columns()));
+        let expected = run(spec.sql.clone()).await?;
+        queries.push((spec, expected));
     }
-    Ok((ctx, queries))
+    Ok(queries)
 }
 
 async fn run_and_report(
@@ -254,15 +262,20 @@ async fn run_and_report(
             validation: common.validation.clone(),
         },
     )?;
-    let (reference_ctx, queries) = reference(suite).await?;
+    let references = reference(suite).await?;
+    let queries: Vec<QuerySpec> = references.iter().map(|(q, _)| q.clone()).collect();
     let parquet = modes::ParquetSizes::of(suite)?;
+    let run = runner::RunContext {
+        suite,
+        setup: &setup,
+        work: &work,
+        warm_runs: common.warm_runs,
+        parquet: &parquet,
+    };
     let mut results: Vec<QueryResult> = Vec::new();
     for mode in modes.iter().filter(|m| **m != Mode::Duckdb) {
-        for q in &queries {
-            let expected = silt_client::script::run_script_last_query(&reference_ctx, &q.sql)
-                .await
-                .with_context(|| format!("plain DataFusion failed on {}", q.id))?;
-            let r = runner::run_query(*mode, suite, &setup, &work, q, &expected, common.warm_runs, &parquet).await;
+        for (q, expected) in &references {
+            let r = runner::run_query(&run, *mode, q, expected).await;
             print_progress(&r);
             results.push(r);
         }
@@ -291,7 +304,7 @@ async fn run_and_report(
         results,
     };
     let dir = common.out.join(name);
-    write_outputs(&results, &dir)?;
+    write_outputs(&results, &dir, silt_bench::plots::write_all, silt_bench::report::render)?;
     Ok((results, dir))
 }
 
@@ -302,12 +315,7 @@ pub(crate) fn start_store(
     data_dir: &Path,
     setup: StoreSetup,
 ) -> anyhow::Result<(child::ChildGuard, StoreSetup)> {
-    let mut buckets: Vec<(PathBuf, String)> = suite
-        .tables
-        .iter()
-        .map(|t| (suite.src.join(&t.bucket), t.bucket.clone()))
-        .collect();
-    buckets.dedup();
+    let buckets: Vec<(PathBuf, String)> = suite.buckets().into_iter().map(|b| (suite.src.join(&b), b)).collect();
     let uploads: Vec<(&Path, &str)> = buckets.iter().map(|(p, b)| (p.as_path(), b.as_str())).collect();
     println!("Starting the loopback object store (uploading the data once) ...");
     let (store, endpoint) = child::object_store(&data_dir.join("lake"), &uploads)?;
@@ -340,17 +348,22 @@ fn print_progress(r: &QueryResult) {
 }
 
 /// results.json, the plots and report.md into `dir`.
-fn write_outputs(results: &BenchResults, dir: &Path) -> anyhow::Result<()> {
+pub(crate) fn write_outputs<R: serde::Serialize>(
+    results: &R,
+    dir: &Path,
+    plot: impl FnOnce(&R, &Path) -> Result<Vec<PathBuf>, Box<dyn std::error::Error + Send + Sync>>,
+    report: impl FnOnce(&R, &[String]) -> String,
+) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let json = serde_json::to_string_pretty(results).context("encoding results")?;
     std::fs::write(dir.join("results.json"), json).with_context(|| format!("writing {}", dir.display()))?;
-    let plots = silt_bench::plots::write_all(results, dir).map_err(|e| anyhow::anyhow!("plotting: {e}"))?;
+    let plots = plot(results, dir).map_err(|e| anyhow::anyhow!("plotting: {e}"))?;
     let names: Vec<String> = plots
         .iter()
         .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
         .collect();
-    let report = silt_bench::report::render(results, &names);
-    std::fs::write(dir.join("report.md"), &report).with_context(|| format!("writing {}", dir.display()))?;
+    std::fs::write(dir.join("report.md"), report(results, &names))
+        .with_context(|| format!("writing {}", dir.display()))?;
     println!(
         "\nWrote {}/{{results.json, report.md, {}}}",
         dir.display(),
@@ -365,14 +378,7 @@ pub(crate) fn unix_now() -> u64 {
 }
 
 pub(crate) fn machine() -> Machine {
-    let memory_bytes = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|m| {
-            m.lines()
-                .find_map(|l| l.strip_prefix("MemTotal:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        })
-        .map_or(0, |kib| kib * 1024);
+    let memory_bytes = silt_bench::procfs::total_memory_bytes().unwrap_or(0);
     Machine {
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
         memory_bytes,

@@ -184,7 +184,7 @@ impl Session {
                     bytes_per_second: Some((setup.mbps * 1e6) as u64),
                     ..Default::default()
                 };
-                for bucket in buckets(suite) {
+                for bucket in suite.buckets() {
                     let raw = TableLocation::parse(&format!("s3://{bucket}/"))?
                         .open(&setup.s3, &Arc::new(InMemory::new()))?;
                     let store = counters.wrap(Arc::new(FaultyStore::new(raw, faults.clone())));
@@ -298,14 +298,6 @@ impl Session {
             rss_bytes: rss,
         }))
     }
-}
-
-/// The suite's buckets, each once.
-fn buckets(suite: &Suite) -> Vec<String> {
-    let mut b: Vec<String> = suite.tables.iter().map(|t| t.bucket.clone()).collect();
-    b.sort();
-    b.dedup();
-    b
 }
 
 /// One (table, column) of the memory tier, from the server's statistics.

@@ -32,36 +32,25 @@ fn row_count(batches: &[RecordBatch]) -> u64 {
     batches.iter().map(|b| b.num_rows() as u64).sum()
 }
 
-/// Measures `query` in `mode` on a fresh server; errors become an `error` result.
-#[allow(clippy::too_many_arguments)]
-pub async fn run_query(
-    mode: Mode,
-    suite: &Suite,
-    setup: &StoreSetup,
-    work: &Path,
-    query: &QuerySpec,
-    reference: &[RecordBatch],
-    warm_runs: usize,
-    parquet: &ParquetSizes,
-) -> QueryResult {
+/// What every (mode, query) measurement of one run shares.
+pub struct RunContext<'a> {
+    pub suite: &'a Suite,
+    pub setup: &'a StoreSetup,
+    /// Where the servers' cache dirs go.
+    pub work: &'a Path,
+    pub warm_runs: usize,
+    pub parquet: &'a ParquetSizes,
+}
+
+/// Measures `query` in `mode` on a fresh server, comparing its rows with
+/// `reference`; errors become an `error` result.
+pub async fn run_query(run: &RunContext<'_>, mode: Mode, query: &QuerySpec, reference: &[RecordBatch]) -> QueryResult {
     let mut result = QueryResult {
         mode: mode.name().into(),
         query: query.id.clone(),
         ..Default::default()
     };
-    match measure(
-        mode,
-        suite,
-        setup,
-        work,
-        query,
-        reference,
-        warm_runs,
-        parquet,
-        &mut result,
-    )
-    .await
-    {
+    match measure(run, mode, query, reference, &mut result).await {
         Ok(()) => result.status = "ok".into(),
         Err(e) => {
             result.status = "error".into();
@@ -71,19 +60,14 @@ pub async fn run_query(
     result
 }
 
-#[allow(clippy::too_many_arguments)]
 async fn measure(
+    run: &RunContext<'_>,
     mode: Mode,
-    suite: &Suite,
-    setup: &StoreSetup,
-    work: &Path,
     query: &QuerySpec,
     reference: &[RecordBatch],
-    warm_runs: usize,
-    parquet: &ParquetSizes,
     result: &mut QueryResult,
 ) -> anyhow::Result<()> {
-    let mut session = Session::start(mode, suite, setup, work).await?;
+    let mut session = Session::start(mode, run.suite, run.setup, run.work).await?;
     let cold = measured_run(&mut session, &query.sql).await?;
     result.rows = Some(row_count(&cold.batches));
     result.matches_reference = Some(
@@ -96,7 +80,7 @@ async fn measure(
     session.run(&query.sql).await?;
     session.settle().await?;
     let mut warm = Vec::new();
-    for _ in 0..warm_runs.max(1) {
+    for _ in 0..run.warm_runs.max(1) {
         warm.push(measured_run(&mut session, &query.sql).await?);
     }
     let med = |f: &dyn Fn(&Measured) -> f64| median(&warm.iter().map(f).collect::<Vec<_>>()).unwrap_or(0.0);
@@ -120,7 +104,7 @@ async fn measure(
         warm_requests: med(&|m| m.cost.store_requests as f64) as u64,
         warm_bytes: med(&|m| m.cost.store_bytes as f64) as u64,
     });
-    result.memory = session.memory(parquet).await?;
+    result.memory = session.memory(run.parquet).await?;
     Ok(())
 }
 

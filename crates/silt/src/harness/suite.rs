@@ -40,6 +40,14 @@ impl Suite {
         self.src.join(&t.bucket).join(&t.prefix)
     }
 
+    /// The buckets the tables live in, each once, sorted.
+    pub fn buckets(&self) -> Vec<String> {
+        let mut b: Vec<String> = self.tables.iter().map(|t| t.bucket.clone()).collect();
+        b.sort();
+        b.dedup();
+        b
+    }
+
     /// `CREATE EXTERNAL TABLE` / `CREATE VIEW` statements registering every
     /// table at `location(table)` in a DataFusion context.
     pub fn ddl(&self, location: impl Fn(&TableSpec) -> String) -> Vec<String> {
