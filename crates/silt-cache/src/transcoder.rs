@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -26,9 +26,15 @@ pub const CPU_SHARE: f64 = 0.5;
 /// Column batches waiting at most; beyond this, admissions stay Arrow.
 const QUEUE: usize = 1 << 16;
 
-/// Column chunks whose encoders (FSST symbol tables) are kept between
-/// batches; more chunks in flight than this just train a new table.
-const ENCODERS: usize = 256;
+/// Column chunks whose encoders (FSST symbol tables, chunk dictionaries)
+/// are kept between batches; more chunks in flight than this just start
+/// new ones. An encoder holds its chunk's distinct values (up to ~1.5 MiB
+/// for a long-text column), so this bounds the transcoder's own memory.
+const ENCODERS: usize = 64;
+
+/// With no batch to transcode for this long, the encoders are dropped: the
+/// scans that admitted their chunks are over.
+const IDLE: Duration = Duration::from_secs(1);
 
 /// Handle held by the memory tier; dropping it stops the worker.
 pub(crate) struct Transcoder {
@@ -71,7 +77,15 @@ type ChunkKey = (Arc<str>, Arc<str>, Arc<str>, u32, u32);
 
 fn run(cache: Weak<BatchCache>, rx: Receiver<BatchKey>, backlog: Arc<AtomicUsize>) {
     let mut encoders: HashMap<ChunkKey, ColumnEncoder> = HashMap::new();
-    while let Ok(key) = rx.recv() {
+    loop {
+        let key = match rx.recv_timeout(IDLE) {
+            Ok(key) => key,
+            Err(RecvTimeoutError::Timeout) => {
+                encoders = HashMap::new();
+                continue;
+            }
+            Err(RecvTimeoutError::Disconnected) => return,
+        };
         let started = Instant::now();
         let Some(cache) = cache.upgrade() else {
             return;

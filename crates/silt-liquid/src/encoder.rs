@@ -5,6 +5,7 @@ use arrow::datatypes::DataType;
 
 use crate::LiquidArrayRef;
 use crate::bytes::BytesEncoder;
+use crate::chunk_dict::ChunkDictionary;
 
 /// Whether batches of `data_type` have a liquid form. Other types stay Arrow
 /// in the memory tier.
@@ -19,11 +20,13 @@ pub fn is_supported(data_type: &DataType) -> bool {
 ///
 /// Holds what batches of the same chunk share: string columns train one FSST
 /// symbol table on the first batch and reuse it for the rest, so the table's
-/// cost is paid once per chunk, not per 8192 rows.
+/// cost is paid once per chunk, not per 8192 rows; strings and integers
+/// share one dictionary per chunk when it pays ([`crate::chunk_dict`]).
 #[derive(Debug)]
 pub struct ColumnEncoder {
     data_type: DataType,
     bytes: Option<BytesEncoder>,
+    dictionary: Option<ChunkDictionary>,
 }
 
 impl ColumnEncoder {
@@ -32,6 +35,7 @@ impl ColumnEncoder {
         ColumnEncoder {
             data_type: data_type.clone(),
             bytes: crate::bytes::is_supported(data_type).then(BytesEncoder::new),
+            dictionary: crate::chunk_dict::is_eligible(data_type).then(ChunkDictionary::default),
         }
     }
 
@@ -40,6 +44,14 @@ impl ColumnEncoder {
     /// the encoder's type.
     pub fn encode(&mut self, array: &ArrayRef) -> Option<LiquidArrayRef> {
         debug_assert_eq!(array.data_type(), &self.data_type);
+        if let Some(dictionary) = self.dictionary.as_mut() {
+            let bytes = &mut self.bytes;
+            let mut flat = |a: &ArrayRef| match bytes.as_mut() {
+                Some(b) => b.encode_flat(a),
+                None => crate::integer::encode(a),
+            };
+            return dictionary.encode(array, &mut flat);
+        }
         if let Some(bytes) = self.bytes.as_mut() {
             return bytes.encode(array);
         }

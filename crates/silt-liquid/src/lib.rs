@@ -19,6 +19,7 @@
 pub mod bitpack;
 pub mod boolean;
 pub mod bytes;
+pub mod chunk_dict;
 pub mod encoder;
 pub mod float;
 pub mod integer;
@@ -87,11 +88,9 @@ pub type LiquidArrayRef = Arc<dyn LiquidArray>;
 /// The default `filter` for encodings that can only `take`: turns the
 /// selection into row indices.
 pub fn selection_to_indices(selection: &BooleanArray) -> UInt32Array {
-    let mut idx = Vec::with_capacity(selection.true_count());
-    for i in 0..selection.len() {
-        if selection.is_valid(i) && selection.value(i) {
-            idx.push(i as u32);
-        }
-    }
-    UInt32Array::from(idx)
+    let mask = match selection.nulls() {
+        Some(n) => selection.values() & n.inner(),
+        None => selection.values().clone(),
+    };
+    UInt32Array::from_iter_values(mask.set_indices().map(|i| i as u32))
 }

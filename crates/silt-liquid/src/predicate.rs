@@ -43,7 +43,9 @@ impl CmpOp {
 /// Literals are Arrow arrays of length 1 with exactly the column's data type
 /// (the caller casts them first). Floats compare with Arrow's total order
 /// (NaN is greater than every number and equal to itself; -0.0 < +0.0).
-#[derive(Debug, Clone)]
+///
+/// Equality compares literals by value, so results can be memoized per predicate.
+#[derive(Debug, Clone, PartialEq)]
 pub enum LiquidPredicate {
     /// `column <op> literal`: `arrow::compute::kernels::cmp::{eq,neq,lt,lt_eq,gt,gt_eq}`
     /// with the literal as a `Scalar`. A null literal gives all nulls.

@@ -13,7 +13,7 @@ use proptest::prelude::*;
 mod common;
 
 use silt_liquid::bytes::BytesEncoder;
-use silt_liquid::{CmpOp, LiquidArray, LiquidPredicate};
+use silt_liquid::{CmpOp, ColumnEncoder, LiquidArray, LiquidPredicate};
 
 const VALUE_TYPES: [DataType; 6] = [
     DataType::Utf8,
@@ -279,7 +279,9 @@ fn patterns(batch: &[Option<String>], rng: &mut Rng) -> Vec<String> {
     out
 }
 
-fn check_like(liquid: &dyn LiquidArray, decoded: &ArrayRef, pats: &[String], vt: &DataType) {
+/// `chunk_ascii`: every value the column chunk has seen so far is ASCII (a
+/// chunk dictionary declines ILIKE once any of its values is not).
+fn check_like(liquid: &dyn LiquidArray, decoded: &ArrayRef, pats: &[String], vt: &DataType, chunk_ascii: bool) {
     let utf8 = matches!(vt, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View);
     for p in pats {
         for (negated, ci) in [(false, false), (true, false), (false, true), (true, true)] {
@@ -294,7 +296,7 @@ fn check_like(liquid: &dyn LiquidArray, decoded: &ArrayRef, pats: &[String], vt:
                 continue;
             }
             let Some(got) = got else {
-                let ascii_data = decoded_is_ascii(decoded);
+                let ascii_data = decoded_is_ascii(decoded) && (chunk_ascii || liquid.encoding() != "chunk-dict");
                 assert!(
                     !supported_shape(p) || (ci && !(p.is_ascii() && ascii_data)),
                     "declined supported pattern {p:?} ci={ci}"
@@ -326,7 +328,14 @@ fn decoded_is_ascii(decoded: &ArrayRef) -> bool {
 }
 
 /// Checks every operation of `liquid` against Arrow on `input`.
-fn check_array(liquid: &dyn LiquidArray, input: &ArrayRef, batch: &[Option<String>], vt: &DataType, rng: &mut Rng) {
+fn check_array(
+    liquid: &dyn LiquidArray,
+    input: &ArrayRef,
+    batch: &[Option<String>],
+    vt: &DataType,
+    chunk_ascii: bool,
+    rng: &mut Rng,
+) {
     check_round_trip(liquid, input);
     check_filter_take(liquid, input, rng);
     let decoded = cast(input, vt).unwrap();
@@ -334,24 +343,28 @@ fn check_array(liquid: &dyn LiquidArray, input: &ArrayRef, batch: &[Option<Strin
     check_compare(liquid, &decoded, &lits, vt);
     check_in_list(liquid, &decoded, &lits, vt);
     check_nulls(liquid, &decoded);
-    check_like(liquid, &decoded, &patterns(batch, rng), vt);
+    check_like(liquid, &decoded, &patterns(batch, rng), vt, chunk_ascii);
 }
 
 /// Encodes `batches` as one column chunk of each type and checks everything.
 fn check_chunk(batches: &[Batch], key: &DataType, seed: u64) {
     for vt in &VALUE_TYPES {
-        let mut encoders: Vec<BytesEncoder> = Vec::new();
+        // One encoder per input type, as the transcoder keeps one per chunk:
+        // plain types share the chunk's dictionary across the batches.
+        let mut encoders: Vec<ColumnEncoder> = Vec::new();
+        let mut chunk_ascii = true;
         for batch in batches {
+            chunk_ascii &= batch.iter().flatten().all(|s| s.is_ascii());
             let mut rng = Rng(seed);
             for (t, input) in inputs(batch, key, vt).into_iter().enumerate() {
                 if encoders.len() <= t {
-                    encoders.push(BytesEncoder::new());
+                    encoders.push(ColumnEncoder::new(input.data_type()));
                 }
                 let cut = rng.below(input.len() / 4 + 1);
                 // The whole batch, then a slice of it (offset buffers and bitmaps).
                 for input in [input.clone(), input.slice(cut, input.len() - cut)] {
                     let liquid = encoders[t].encode(&input).expect("supported type");
-                    check_array(&*liquid, &input, batch, vt, &mut rng);
+                    check_array(&*liquid, &input, batch, vt, chunk_ascii, &mut rng);
                 }
             }
         }
@@ -421,4 +434,31 @@ fn unsupported_types_and_literals_decline() {
     };
     assert!(liquid.evaluate(&two).is_none());
     let _ = make_array(strings.to_data());
+}
+
+#[test]
+fn batches_of_a_chunk_share_one_dictionary() {
+    let mut encoder = ColumnEncoder::new(&DataType::Utf8);
+    let batches: Vec<ArrayRef> = (0..16)
+        .map(|b| Arc::new(StringArray::from_iter_values((0..4096).map(|i| url(b * 4096 + i * 7)))) as ArrayRef)
+        .collect();
+    let liquid: Vec<_> = batches.iter().map(|b| encoder.encode(b).unwrap()).collect();
+    for (l, b) in liquid.iter().zip(&batches) {
+        assert_eq!(l.encoding(), "chunk-dict");
+        assert_eq!(&l.to_arrow(), b);
+    }
+    // Later batches add no values: they cost only their keys (350 values: 9 bits).
+    let later = liquid[15].heap_size();
+    assert!(later < 4096 * 9 / 8 + 1024, "{later}");
+    assert!(liquid[0].heap_size() > later);
+    // The memoized dictionary results give each batch its own rows' answer.
+    let predicate = LiquidPredicate::Like {
+        pattern: "%example3%".into(),
+        negated: false,
+        case_insensitive: false,
+    };
+    for (l, b) in liquid.iter().zip(&batches).rev() {
+        let expected = arrow::compute::kernels::comparison::like(b, &StringArray::new_scalar("%example3%")).unwrap();
+        assert_eq!(l.evaluate(&predicate), Some(expected));
+    }
 }

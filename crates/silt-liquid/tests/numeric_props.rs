@@ -57,13 +57,24 @@ fn wrong_literal(array: &ArrayRef) -> ArrayRef {
 }
 
 /// Checks round trip, filter, take and every predicate against Arrow.
+/// Encodes `array` as the second batch of a column chunk whose first batch
+/// was its first half (so a chunk dictionary, if chosen, spans two segments),
+/// and checks that first batch's round trip too.
+fn encode_in_chunk(array: &ArrayRef) -> Result<LiquidArrayRef, TestCaseError> {
+    let mut encoder = ColumnEncoder::new(array.data_type());
+    let half = array.slice(0, array.len() / 2);
+    let first = encoder.encode(&half).expect("supported type encodes");
+    prop_assert_eq!(&first.to_arrow(), &half);
+    Ok(encoder.encode(array).expect("supported type encodes"))
+}
+
 fn check_all(array: ArrayRef, mut literals: Vec<ArrayRef>, list: ArrayRef, seed: u64) -> Result<(), TestCaseError> {
     let len = array.len();
-    let liquid = encode(&array);
+    let liquid = encode_in_chunk(&array)?;
     prop_assert_eq!(liquid.data_type(), array.data_type());
     prop_assert_eq!(liquid.len(), len);
     prop_assert_eq!(liquid.null_count(), array.null_count());
-    prop_assert!(["for-bitpack", "plain", "alp", "bitmap"].contains(&liquid.encoding()));
+    prop_assert!(["for-bitpack", "plain", "alp", "bitmap", "chunk-dict"].contains(&liquid.encoding()));
     prop_assert_eq!(&liquid.to_arrow(), &array);
 
     if len > 2 {
@@ -153,7 +164,7 @@ fn check_all(array: ArrayRef, mut literals: Vec<ArrayRef>, list: ArrayRef, seed:
 /// so every bit width and the plain fallback are exercised.
 macro_rules! int_case {
     ($t:ty, $wide:ty) => {
-        (any::<$wide>(), 0u8..4, 0usize..3000).prop_flat_map(|(base, mode, len)| {
+        (any::<$wide>(), 0u8..5, 0usize..3000).prop_flat_map(|(base, mode, len)| {
             let base = base as $t;
             let near = move |span: u16| (0..span).prop_map(move |d| Some(base.wrapping_add(d as $t)));
             let extreme = prop_oneof![
@@ -168,6 +179,12 @@ macro_rules! int_case {
                 0 => prop_oneof![1 => Just(None), 6 => near(16)].boxed(),
                 1 => prop_oneof![1 => Just(None), 6 => near(5000)].boxed(),
                 2 => prop_oneof![1 => Just(None), 6 => near(300), 1 => extreme.clone()].boxed(),
+                // Few values spread over the whole range: a dictionary beats bit-packing.
+                3 => prop_oneof![
+                    1 => Just(None),
+                    6 => (0u32..40).prop_map(move |k| Some(((base as $wide).rotate_left(k) ^ (k as $wide)) as $t)),
+                ]
+                .boxed(),
                 _ => prop_oneof![1 => Just(None), 3 => random.clone()].boxed(),
             };
             let literal = prop_oneof![Just(None), near(20), extreme, random];

@@ -101,11 +101,9 @@ pub(crate) fn build_flat(data_type: &DataType, rows: &[Option<&[u8]>]) -> ArrayR
         LargeUtf8 => build_offsets::<LargeUtf8Type>(rows),
         Binary => build_offsets::<BinaryType>(rows),
         LargeBinary => build_offsets::<LargeBinaryType>(rows),
-        Utf8View => Arc::new(
-            build_views(rows)
-                .to_string_view()
-                .expect("values were UTF-8 when encoded"),
-        ),
+        // SAFETY: the bytes decode exactly what was encoded from an array of
+        // this type, so they are valid UTF-8; checking again cost 10% of a scan.
+        Utf8View => Arc::new(unsafe { build_views(rows).to_string_view_unchecked() }),
         BinaryView => Arc::new(build_views(rows)),
         other => unreachable!("not a byte value type: {other}"),
     }
@@ -120,12 +118,16 @@ fn build_offsets<T: ByteArrayType>(rows: &[Option<&[u8]>]) -> ArrayRef {
         data.extend_from_slice(row.unwrap_or_default());
         offsets.push(T::Offset::from_usize(data.len()).expect("byte array offset overflow"));
     }
-    let array = GenericByteArray::<T>::try_new(
-        OffsetBuffer::new(offsets.into()),
-        Buffer::from_vec(data),
-        nulls_of(rows),
-    )
-    .expect("values were valid for their type when encoded");
+    // SAFETY: offsets are ascending ends within `data`, and the bytes decode
+    // exactly what was encoded from an array of this type (valid UTF-8 for
+    // string types), so validating them again would only cost time.
+    let array = unsafe {
+        GenericByteArray::<T>::new_unchecked(
+            OffsetBuffer::new_unchecked(offsets.into()),
+            Buffer::from_vec(data),
+            nulls_of(rows),
+        )
+    };
     Arc::new(array)
 }
 

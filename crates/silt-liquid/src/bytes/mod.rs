@@ -39,7 +39,8 @@ use arrow::datatypes::DataType;
 
 use crate::bitpack::BitPacked;
 use crate::{CmpOp, LiquidArray, LiquidArrayRef, LiquidPredicate, selection_to_indices};
-use access::{build_dictionary, build_flat, is_utf8, is_value_type, own_nulls, row_values, value_type};
+use access::{build_dictionary, build_flat, is_utf8, own_nulls, value_type};
+pub(crate) use access::{is_value_type, row_values};
 use pattern::LikeMatcher;
 use store::{Codec, Store};
 
@@ -69,6 +70,24 @@ impl BytesEncoder {
     /// The liquid form of `array`, or `None` when its type is not handled here.
     pub fn encode(&mut self, array: &ArrayRef) -> Option<LiquidArrayRef> {
         Some(Arc::new(self.encode_bytes(array)?))
+    }
+
+    /// The liquid form of `array` with one stored value per row (no
+    /// dictionary), FSST compressed with the chunk's table when that pays;
+    /// `None` unless `array` has a plain byte type. The chunk dictionary
+    /// stores its values this way.
+    pub fn encode_flat(&mut self, array: &ArrayRef) -> Option<LiquidArrayRef> {
+        if !is_value_type(array.data_type()) {
+            return None;
+        }
+        let rows = row_values(array.as_ref())?;
+        let codec = self.codec_for(&rows);
+        Some(Arc::new(LiquidBytesArray {
+            data_type: array.data_type().clone(),
+            len: rows.len(),
+            nulls: own_nulls(array.as_ref()),
+            layout: Layout::Flat(Store::best(&rows, codec)),
+        }))
     }
 
     /// [`BytesEncoder::encode`] with the concrete type.
@@ -360,11 +379,8 @@ fn map_keys(keys: &BitPacked<u32>, matches: &[bool]) -> BooleanBuffer {
     if !matches.contains(&false) {
         return BooleanBuffer::new_set(keys.len());
     }
-    let mut bits = Vec::with_capacity(keys.len());
-    keys.for_each_block(|_, block| {
-        bits.extend(block.iter().map(|&k| matches.get(k as usize).copied().unwrap_or(false)))
-    });
-    BooleanBuffer::from(bits)
+    let keys = keys.unpack();
+    BooleanBuffer::collect_bool(keys.len(), |i| matches.get(keys[i] as usize).copied().unwrap_or(false))
 }
 
 impl LiquidArray for LiquidBytesArray {
