@@ -151,6 +151,14 @@ fn row_bytes<'a>(array: &'a dyn Array, data: &'a arrow::array::ArrayData) -> Opt
     Some(buffer[start..start + data.len() * width].chunks_exact(width).collect())
 }
 
+/// Segments' decoded values as one array (no copy for one segment).
+fn concat_parts(mut parts: Vec<ArrayRef>) -> ArrayRef {
+    match parts.len() {
+        1 => parts.pop().expect("one part"),
+        _ => concat(&parts.iter().map(|p| p.as_ref()).collect::<Vec<_>>()).expect("segments share a type"),
+    }
+}
+
 /// The distinct ids among `row_ids`, ascending: by sorting when the rows
 /// are few, else by marking a bitmap over the `entries`.
 fn used_ids(row_ids: &[Option<u32>], entries: usize) -> Vec<u32> {
@@ -236,6 +244,19 @@ impl ChunkDictArray {
             .iter()
             .map(|r| r.map(|r| r as usize).filter(|&r| self.is_valid(r)).map(id))
             .collect();
+        // Many rows per entry: decoding every entry in bulk and taking from
+        // them beats finding the used ones (strings cost more per entry).
+        let rows_per_entry = if crate::bytes::is_value_type(&self.data_type) {
+            2
+        } else {
+            16
+        };
+        if !self.segments.is_empty() && self.entries() <= indices.len() * rows_per_entry {
+            let parts: Vec<ArrayRef> = self.segments.iter().map(|s| s.values.to_arrow()).collect();
+            let values = concat_parts(parts);
+            let keys: UInt32Array = row_ids.into_iter().collect();
+            return take(values.as_ref(), &keys, None).expect("ids index the dictionary");
+        }
         // The ids used, ascending, once each; a row's compact key is its id's position.
         let used = used_ids(&row_ids, self.entries());
         let mut parts: Vec<ArrayRef> = Vec::new();
@@ -249,11 +270,10 @@ impl ChunkDictArray {
                 parts.push(segment.values.take(&local));
             }
         }
-        let values = match parts.len() {
-            0 => return arrow::array::new_null_array(&self.data_type, indices.len()),
-            1 => parts.pop().expect("one part"),
-            _ => concat(&parts.iter().map(|p| p.as_ref()).collect::<Vec<_>>()).expect("segments share a type"),
-        };
+        if parts.is_empty() {
+            return arrow::array::new_null_array(&self.data_type, indices.len());
+        }
+        let values = concat_parts(parts);
         // Distinct non-null rows in ascending id order (one row, say) are the values themselves.
         if used.len() == row_ids.len() && row_ids.iter().zip(&used).all(|(r, u)| *r == Some(*u)) {
             return values;
@@ -307,6 +327,10 @@ impl LiquidArray for ChunkDictArray {
 
     fn encoding(&self) -> &'static str {
         "chunk-dict"
+    }
+
+    fn evaluates_per_entry(&self) -> bool {
+        true
     }
 
     fn to_arrow(&self) -> ArrayRef {

@@ -80,6 +80,13 @@ pub trait LiquidArray: Debug + Send + Sync {
     /// decodes and uses Arrow's kernels); otherwise exactly what the Arrow
     /// kernel named in [`LiquidPredicate`] returns on the decoded array.
     fn evaluate(&self, predicate: &LiquidPredicate) -> Option<BooleanArray>;
+
+    /// Whether [`LiquidArray::evaluate`] works once per dictionary entry and
+    /// then only maps keys, so it costs little even when a scan needs few of
+    /// the rows (decoding those rows instead would cost more).
+    fn evaluates_per_entry(&self) -> bool {
+        false
+    }
 }
 
 /// A shared liquid array, as the memory tier holds it.

@@ -451,6 +451,15 @@ fn batches_of_a_chunk_share_one_dictionary() {
     let later = liquid[15].heap_size();
     assert!(later < 4096 * 9 / 8 + 1024, "{later}");
     assert!(liquid[0].heap_size() > later);
+    // A few rows decode only the entries they use; many rows take from all.
+    for picks in [
+        vec![Some(5), None, Some(4000), Some(5)],
+        (0..4096).rev().map(Some).collect(),
+    ] {
+        let indices = UInt32Array::from(picks);
+        let expected = take(&batches[15], &indices, None).unwrap();
+        assert_eq!(&liquid[15].take(&indices), &expected);
+    }
     // The memoized dictionary results give each batch its own rows' answer.
     let predicate = LiquidPredicate::Like {
         pattern: "%example3%".into(),

@@ -120,10 +120,14 @@ impl ScanFilter {
                 break;
             }
             // Encoded evaluation looks at every row; once earlier conjuncts
-            // left few, decoding just those rows is cheaper (late materialization).
+            // left few, decoding just those rows is cheaper (late
+            // materialization) — unless the encoding evaluates per dictionary
+            // entry, where the rows cost only a key lookup each.
             let sparse = mask.as_ref().is_some_and(|m| m.true_count() * SPARSE < num_rows);
             let encoded = match (&c.liquid, c.slots.first().map(|&s| &columns[s])) {
-                (Some(p), Some(CachedColumn::Liquid { array, .. })) if !sparse => array.evaluate(p),
+                (Some(p), Some(CachedColumn::Liquid { array, .. })) if !sparse || array.evaluates_per_entry() => {
+                    array.evaluate(p)
+                }
                 _ => None,
             };
             let passed = match encoded {

@@ -416,6 +416,10 @@ impl LiquidArray for LiquidBytesArray {
         }
     }
 
+    fn evaluates_per_entry(&self) -> bool {
+        matches!(self.layout, Layout::Dict { .. })
+    }
+
     fn to_arrow(&self) -> ArrayRef {
         self.gather_all().into_array(&self.data_type)
     }
