@@ -29,8 +29,11 @@ const QUEUE: usize = 1 << 16;
 /// Column chunks whose encoders (FSST symbol tables, chunk dictionaries)
 /// are kept between batches; more chunks in flight than this just start
 /// new ones. An encoder holds its chunk's distinct values (up to ~1.5 MiB
-/// for a long-text column), so this bounds the transcoder's own memory.
-const ENCODERS: usize = 64;
+/// for a long-text column), so this bounds the transcoder's own memory. A
+/// scan of a wide table admits every column of a row group at once (105 for
+/// ClickBench's `SELECT *`), twice over with two partitions; the least
+/// recently used encoder goes first, so those chunks keep their dictionaries.
+const ENCODERS: usize = 256;
 
 /// With no batch to transcode for this long, the encoders are dropped: the
 /// scans that admitted their chunks are over.
@@ -76,12 +79,12 @@ impl Transcoder {
 type ChunkKey = (Arc<str>, Arc<str>, Arc<str>, u32, u32);
 
 fn run(cache: Weak<BatchCache>, rx: Receiver<BatchKey>, backlog: Arc<AtomicUsize>) {
-    let mut encoders: HashMap<ChunkKey, ColumnEncoder> = HashMap::new();
+    let mut encoders = Encoders::default();
     loop {
         let key = match rx.recv_timeout(IDLE) {
             Ok(key) => key,
             Err(RecvTimeoutError::Timeout) => {
-                encoders = HashMap::new();
+                encoders = Encoders::default();
                 continue;
             }
             Err(RecvTimeoutError::Disconnected) => return,
@@ -93,7 +96,7 @@ fn run(cache: Weak<BatchCache>, rx: Receiver<BatchKey>, backlog: Arc<AtomicUsize
         let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| transcode(&cache, &key, &mut encoders)));
         if done.is_err() {
             tracing::error!(path = %key.path, column = key.column, "transcoding a column batch panicked; it stays Arrow");
-            encoders.clear();
+            encoders = Encoders::default();
         }
         drop(cache);
         backlog.fetch_sub(1, Ordering::Relaxed);
@@ -106,9 +109,40 @@ fn run(cache: Weak<BatchCache>, rx: Receiver<BatchKey>, backlog: Arc<AtomicUsize
     }
 }
 
+/// The encoders of the column chunks being transcoded, at most [`ENCODERS`],
+/// least recently used dropped first.
+#[derive(Default)]
+struct Encoders {
+    map: HashMap<ChunkKey, (ColumnEncoder, u64)>,
+    uses: u64,
+}
+
+impl Encoders {
+    /// The encoder of `chunk`, made for `data_type` if it has none.
+    fn get(&mut self, chunk: ChunkKey, data_type: &arrow::datatypes::DataType) -> &mut ColumnEncoder {
+        self.uses += 1;
+        if self.map.len() >= ENCODERS && !self.map.contains_key(&chunk) {
+            let oldest = self
+                .map
+                .iter()
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(k, _)| k.clone());
+            if let Some(oldest) = oldest {
+                self.map.remove(&oldest);
+            }
+        }
+        let (encoder, used) = self
+            .map
+            .entry(chunk)
+            .or_insert_with(|| (ColumnEncoder::new(data_type), 0));
+        *used = self.uses;
+        encoder
+    }
+}
+
 /// Transcodes one entry if it is still the Arrow batch that was admitted,
 /// keeping the liquid form only when it is no larger.
-fn transcode(cache: &BatchCache, key: &BatchKey, encoders: &mut HashMap<ChunkKey, ColumnEncoder>) {
+fn transcode(cache: &BatchCache, key: &BatchKey, encoders: &mut Encoders) {
     let Some(CachedColumn::Arrow(array)) = cache.peek(key) else {
         return; // evicted, invalidated or already liquid
     };
@@ -119,12 +153,7 @@ fn transcode(cache: &BatchCache, key: &BatchKey, encoders: &mut HashMap<ChunkKey
         key.row_group,
         key.column,
     );
-    if encoders.len() >= ENCODERS && !encoders.contains_key(&chunk) {
-        encoders.clear();
-    }
-    let encoder = encoders
-        .entry(chunk)
-        .or_insert_with(|| ColumnEncoder::new(array.data_type()));
+    let encoder = encoders.get(chunk, array.data_type());
     let Some(liquid) = encoder.encode(&array) else {
         return;
     };

@@ -12,6 +12,15 @@ use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use silt_liquid::ColumnEncoder;
 
+/// One column's bytes in each form, and how many batches took each encoding.
+#[derive(Default)]
+struct Sizes {
+    parquet: usize,
+    arrow: usize,
+    liquid: usize,
+    encodings: BTreeMap<&'static str, usize>,
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let path = args.next().ok_or("usage: column_sizes FILE [COLUMN...]")?;
@@ -22,8 +31,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let columns: Vec<usize> = (0..schema.fields().len())
         .filter(|&i| wanted.is_empty() || wanted.iter().any(|w| w == schema.field(i).name()))
         .collect();
-    // name -> (parquet, arrow, liquid, encodings)
-    let mut totals: BTreeMap<String, (usize, usize, usize, BTreeMap<&'static str, usize>)> = BTreeMap::new();
+    let mut totals: BTreeMap<String, Sizes> = BTreeMap::new();
     for rg in 0..meta.num_row_groups() {
         for &c in &columns {
             let name = schema.field(c).name().clone();
@@ -35,16 +43,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .build()?;
             let mut encoder = ColumnEncoder::new(schema.field(c).data_type());
             let entry = totals.entry(name).or_default();
-            entry.0 += parquet;
+            entry.parquet += parquet;
             for batch in reader {
                 let array = batch?.column(0).clone();
                 let arrow = array.get_array_memory_size();
-                entry.1 += arrow;
+                entry.arrow += arrow;
                 let liquid = encoder.encode(&array).map_or(arrow, |l| {
-                    *entry.3.entry(l.encoding()).or_default() += 1;
+                    *entry.encodings.entry(l.encoding()).or_default() += 1;
                     l.heap_size().min(arrow)
                 });
-                entry.2 += liquid;
+                entry.liquid += liquid;
             }
         }
     }
@@ -54,7 +62,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "column", "parquet", "arrow", "liquid", "xPq", "xArrow"
     );
     let (mut p, mut a, mut l) = (0, 0, 0);
-    for (name, (pq, ar, lq, enc)) in &totals {
+    for (name, sizes) in &totals {
+        let (pq, ar, lq, enc) = (&sizes.parquet, &sizes.arrow, &sizes.liquid, &sizes.encodings);
         println!(
             "{name:<24} {:>10.2} {:>10.2} {:>10.2} {:>8.2} {:>8.2}  {enc:?}",
             mib(*pq),

@@ -112,10 +112,9 @@ impl ChunkDictionary {
         // Integers' flat form is cheap to build and can beat any dictionary
         // (a narrow range packs tighter than the keys), so always compare;
         // strings only when neither clearly wins.
-        if fresh_rows.len() * 8 > valid || !crate::bytes::is_value_type(array.data_type()) {
-            if let Some(flat) = flat(array).filter(|f| f.heap_size() <= dict_cost) {
-                return Some(flat);
-            }
+        let compare = fresh_rows.len() * 8 > valid || !crate::bytes::is_value_type(array.data_type());
+        if compare && let Some(flat) = flat(array).filter(|f| f.heap_size() <= dict_cost) {
+            return Some(flat);
         }
         let owned = segment.is_some();
         if let Some(values) = segment {
