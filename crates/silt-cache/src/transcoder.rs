@@ -26,14 +26,17 @@ pub const CPU_SHARE: f64 = 0.5;
 /// Column batches waiting at most; beyond this, admissions stay Arrow.
 const QUEUE: usize = 1 << 16;
 
-/// Column chunks whose encoders (FSST symbol tables, chunk dictionaries)
-/// are kept between batches; more chunks in flight than this just start
-/// new ones. An encoder holds its chunk's distinct values (up to ~1.5 MiB
-/// for a long-text column), so this bounds the transcoder's own memory. A
-/// scan of a wide table admits every column of a row group at once (105 for
-/// ClickBench's `SELECT *`), twice over with two partitions; the least
-/// recently used encoder goes first, so those chunks keep their dictionaries.
+/// Columns whose encoders (FSST symbol tables, shared dictionaries) are
+/// kept between batches; the least recently used goes first. One encoder
+/// serves every row group of a file's column, so a scan of a wide table
+/// (105 columns for ClickBench's `SELECT *`) keeps all its dictionaries.
 const ENCODERS: usize = 256;
+
+/// Bytes the kept encoders may hold together (a shared dictionary indexes
+/// its values: up to [`silt_liquid::shared_dict::MAX_ENTRIES`] of them);
+/// beyond it the least recently used encoders are dropped. A dropped
+/// column's next batches start a new dictionary: more memory, still correct.
+const ENCODER_BYTES: usize = 256 << 20;
 
 /// With no batch to transcode for this long, the encoders are dropped: the
 /// scans that admitted their chunks are over.
@@ -75,8 +78,9 @@ impl Transcoder {
     }
 }
 
-/// The column chunk a batch belongs to (its key without the batch index).
-type ChunkKey = (Arc<str>, Arc<str>, Arc<str>, u32, u32);
+/// The column of a file (object version) a batch belongs to: its key
+/// without the row group and batch index.
+type ColumnKey = (Arc<str>, Arc<str>, Arc<str>, u32);
 
 fn run(cache: Weak<BatchCache>, rx: Receiver<BatchKey>, backlog: Arc<AtomicUsize>) {
     let mut encoders = Encoders::default();
@@ -109,34 +113,44 @@ fn run(cache: Weak<BatchCache>, rx: Receiver<BatchKey>, backlog: Arc<AtomicUsize
     }
 }
 
-/// The encoders of the column chunks being transcoded, at most [`ENCODERS`],
-/// least recently used dropped first.
+/// The encoders of the columns being transcoded, at most [`ENCODERS`] and
+/// [`ENCODER_BYTES`], least recently used dropped first.
 #[derive(Default)]
 struct Encoders {
-    map: HashMap<ChunkKey, (ColumnEncoder, u64)>,
+    map: HashMap<ColumnKey, (ColumnEncoder, u64)>,
     uses: u64,
 }
 
 impl Encoders {
-    /// The encoder of `chunk`, made for `data_type` if it has none.
-    fn get(&mut self, chunk: ChunkKey, data_type: &arrow::datatypes::DataType) -> &mut ColumnEncoder {
+    /// The encoder of `column`, made for `data_type` if it has none.
+    fn get(&mut self, column: ColumnKey, data_type: &arrow::datatypes::DataType) -> &mut ColumnEncoder {
         self.uses += 1;
-        if self.map.len() >= ENCODERS && !self.map.contains_key(&chunk) {
+        if !self.map.contains_key(&column) {
+            self.make_room();
+        }
+        let (encoder, used) = self
+            .map
+            .entry(column)
+            .or_insert_with(|| (ColumnEncoder::new(data_type), 0));
+        *used = self.uses;
+        encoder
+    }
+
+    /// Drops least recently used encoders until one more fits.
+    fn make_room(&mut self) {
+        while self.map.len() >= ENCODERS
+            || (!self.map.is_empty() && self.map.values().map(|(e, _)| e.heap_size()).sum::<usize>() > ENCODER_BYTES)
+        {
             let oldest = self
                 .map
                 .iter()
                 .min_by_key(|(_, (_, used))| *used)
                 .map(|(k, _)| k.clone());
-            if let Some(oldest) = oldest {
-                self.map.remove(&oldest);
-            }
+            match oldest {
+                Some(oldest) => self.map.remove(&oldest),
+                None => break,
+            };
         }
-        let (encoder, used) = self
-            .map
-            .entry(chunk)
-            .or_insert_with(|| (ColumnEncoder::new(data_type), 0));
-        *used = self.uses;
-        encoder
     }
 }
 
@@ -146,14 +160,8 @@ fn transcode(cache: &BatchCache, key: &BatchKey, encoders: &mut Encoders) {
     let Some(CachedColumn::Arrow(array)) = cache.peek(key) else {
         return; // evicted, invalidated or already liquid
     };
-    let chunk = (
-        key.store.clone(),
-        key.path.clone(),
-        key.version.clone(),
-        key.row_group,
-        key.column,
-    );
-    let encoder = encoders.get(chunk, array.data_type());
+    let column = (key.store.clone(), key.path.clone(), key.version.clone(), key.column);
+    let encoder = encoders.get(column, array.data_type());
     let Some(liquid) = encoder.encode(&array) else {
         return;
     };

@@ -5,7 +5,7 @@ use arrow::datatypes::DataType;
 
 use crate::LiquidArrayRef;
 use crate::bytes::BytesEncoder;
-use crate::chunk_dict::ChunkDictionary;
+use crate::shared_dict::SharedDictionary;
 
 /// Whether batches of `data_type` have a liquid form. Other types stay Arrow
 /// in the memory tier.
@@ -16,17 +16,18 @@ pub fn is_supported(data_type: &DataType) -> bool {
         || crate::bytes::is_supported(data_type)
 }
 
-/// Encodes the batches of one column chunk (one row group's column).
+/// Encodes the batches of one column of one file (every row group's batches
+/// of that column, in any order).
 ///
-/// Holds what batches of the same chunk share: string columns train one FSST
-/// symbol table on the first batch and reuse it for the rest, so the table's
-/// cost is paid once per chunk, not per 8192 rows; strings and integers
-/// share one dictionary per chunk when it pays ([`crate::chunk_dict`]).
+/// Holds what those batches share: string columns train one FSST symbol
+/// table on the first batch and reuse it for the rest, so the table's cost is
+/// paid once, not per 8192 rows; strings and integers share one dictionary
+/// when it pays ([`crate::shared_dict`]).
 #[derive(Debug)]
 pub struct ColumnEncoder {
     data_type: DataType,
     bytes: Option<BytesEncoder>,
-    dictionary: Option<ChunkDictionary>,
+    dictionary: Option<SharedDictionary>,
 }
 
 impl ColumnEncoder {
@@ -35,8 +36,14 @@ impl ColumnEncoder {
         ColumnEncoder {
             data_type: data_type.clone(),
             bytes: crate::bytes::is_supported(data_type).then(BytesEncoder::new),
-            dictionary: crate::chunk_dict::is_eligible(data_type).then(ChunkDictionary::default),
+            dictionary: crate::shared_dict::is_eligible(data_type).then(SharedDictionary::default),
         }
+    }
+
+    /// Approximate heap bytes the encoder holds between batches (the shared
+    /// dictionary's index of its values; the FSST table is a few KiB).
+    pub fn heap_size(&self) -> usize {
+        self.dictionary.as_ref().map_or(0, SharedDictionary::heap_size)
     }
 
     /// The liquid form of `array`, with the encoding chosen from its data, or

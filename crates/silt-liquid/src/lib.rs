@@ -9,8 +9,8 @@
 //! [`LiquidArray::take`]).
 //!
 //! The crate is pure: no I/O, no async. The server's transcoder turns Arrow
-//! batches into liquid ones with a [`ColumnEncoder`] per column chunk (string
-//! columns share one FSST symbol table per chunk).
+//! batches into liquid ones with a [`ColumnEncoder`] per column of a file (string
+//! columns share one FSST symbol table and, when it pays, one dictionary).
 //!
 //! Every operation's result is defined as the result of the matching Arrow
 //! kernel on the decoded array, with Arrow's null semantics; the property
@@ -19,11 +19,11 @@
 pub mod bitpack;
 pub mod boolean;
 pub mod bytes;
-pub mod chunk_dict;
 pub mod encoder;
 pub mod float;
 pub mod integer;
 pub mod predicate;
+pub mod shared_dict;
 
 use std::fmt::Debug;
 use std::sync::Arc;

@@ -1,6 +1,6 @@
 //! Property tests: every liquid byte array operation equals the Arrow kernel
 //! on the decoded array, for every supported type, through one encoder per
-//! column chunk (shared FSST table).
+//! column of a file (shared FSST table and dictionary).
 
 use std::sync::Arc;
 
@@ -296,7 +296,7 @@ fn check_like(liquid: &dyn LiquidArray, decoded: &ArrayRef, pats: &[String], vt:
                 continue;
             }
             let Some(got) = got else {
-                let ascii_data = decoded_is_ascii(decoded) && (chunk_ascii || liquid.encoding() != "chunk-dict");
+                let ascii_data = decoded_is_ascii(decoded) && (chunk_ascii || liquid.encoding() != "shared-dict");
                 assert!(
                     !supported_shape(p) || (ci && !(p.is_ascii() && ascii_data)),
                     "declined supported pattern {p:?} ci={ci}"
@@ -437,14 +437,14 @@ fn unsupported_types_and_literals_decline() {
 }
 
 #[test]
-fn batches_of_a_chunk_share_one_dictionary() {
+fn batches_of_a_column_share_one_dictionary() {
     let mut encoder = ColumnEncoder::new(&DataType::Utf8);
     let batches: Vec<ArrayRef> = (0..16)
         .map(|b| Arc::new(StringArray::from_iter_values((0..4096).map(|i| url(b * 4096 + i * 7)))) as ArrayRef)
         .collect();
     let liquid: Vec<_> = batches.iter().map(|b| encoder.encode(b).unwrap()).collect();
     for (l, b) in liquid.iter().zip(&batches) {
-        assert_eq!(l.encoding(), "chunk-dict");
+        assert_eq!(l.encoding(), "shared-dict");
         assert_eq!(&l.to_arrow(), b);
     }
     // Later batches add no values: they cost only their keys (350 values: 9 bits).
@@ -470,4 +470,87 @@ fn batches_of_a_chunk_share_one_dictionary() {
         let expected = arrow::compute::kernels::comparison::like(b, &StringArray::new_scalar("%example3%")).unwrap();
         assert_eq!(l.evaluate(&predicate), Some(expected));
     }
+}
+
+/// Past `MAX_SHARED_SEGMENTS` shared segments, new values go to a segment
+/// private to the batch: every
+/// batch still decodes and evaluates exactly and is charged for its own
+/// values only.
+#[test]
+fn new_values_beyond_the_shared_segments_stay_private_and_exact() {
+    use silt_liquid::shared_dict::MAX_SHARED_SEGMENTS;
+    let mut encoder = ColumnEncoder::new(&DataType::Utf8);
+    // Batch b repeats 40 common URLs and brings `fresh(b)` values of its own
+    // (some batches a few, most dozens), with nulls.
+    let fresh = |b: usize| if b % 5 == 3 { 3 } else { 40 + b };
+    let batches: Vec<ArrayRef> = (0..MAX_SHARED_SEGMENTS + 12)
+        .map(|b| {
+            let rows = (0..1024).map(|i| match i % 17 {
+                0 => None,
+                _ if i % 2 == 0 && i / 2 < fresh(b) => Some(format!("batch{b}/only/{}", i / 2)),
+                _ => Some(url(i % 40)),
+            });
+            Arc::new(StringArray::from_iter(rows)) as ArrayRef
+        })
+        .collect();
+    let liquid: Vec<_> = batches.iter().map(|b| encoder.encode(b).unwrap()).collect();
+    let pattern = "%only/1%";
+    let predicate = LiquidPredicate::Like {
+        pattern: pattern.into(),
+        negated: false,
+        case_insensitive: false,
+    };
+    let mut rng = Rng(7);
+    for (b, (l, input)) in liquid.iter().zip(&batches).enumerate() {
+        assert_eq!(l.encoding(), "shared-dict", "batch {b}");
+        assert_eq!(&l.to_arrow(), input, "batch {b}");
+        check_filter_take(&**l, input, &mut rng);
+        let expected = like(input, &StringArray::new_scalar(pattern)).unwrap();
+        assert_eq!(l.evaluate(&predicate), Some(expected), "batch {b}");
+        let eq = LiquidPredicate::Compare {
+            op: CmpOp::Eq,
+            literal: Arc::new(StringArray::from(vec![format!("batch{b}/only/2")])),
+        };
+        let expected = cmp::eq(input, &Scalar::new(StringArray::from(vec![format!("batch{b}/only/2")]))).unwrap();
+        assert_eq!(l.evaluate(&eq), Some(expected), "batch {b}");
+    }
+    // A late batch's private values cost it about what they take, no more:
+    // the shared segments are charged to the batches that made them.
+    let last = liquid.last().unwrap().heap_size();
+    assert!(last < 1024 * 4 + 80 * 64, "{last}");
+}
+
+/// Values that drift through a file (each batch shares a third of its values
+/// with the previous one) fill the shared dictionary and make the encoder
+/// start new ones; batches encoded before a new dictionary keep theirs.
+#[test]
+fn drifting_values_roll_the_dictionary_over_and_every_batch_stays_exact() {
+    use silt_liquid::shared_dict::MAX_SHARED_SEGMENTS;
+    let mut encoder = ColumnEncoder::new(&DataType::Int64);
+    // Spread over 64 bits, so bit-packing the values themselves cannot win.
+    let value = |v: i64| (v as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) as i64;
+    let batches: Vec<ArrayRef> = (0..MAX_SHARED_SEGMENTS as i64 * 3)
+        .map(|b| {
+            let rows = (0..1024i64).map(|i| (i % 31 != 0).then_some(value(b * 200 + i % 300)));
+            Arc::new(arrow::array::Int64Array::from_iter(rows)) as ArrayRef
+        })
+        .collect();
+    let liquid: Vec<_> = batches.iter().map(|b| encoder.encode(b).unwrap()).collect();
+    let mut rng = Rng(11);
+    for (b, (l, input)) in liquid.iter().zip(&batches).enumerate() {
+        assert_eq!(l.encoding(), "shared-dict", "batch {b}");
+        assert_eq!(&l.to_arrow(), input, "batch {b}");
+        check_filter_take(&**l, input, &mut rng);
+        let literal = value(b as i64 * 200 + 250);
+        let eq = LiquidPredicate::Compare {
+            op: CmpOp::Eq,
+            literal: Arc::new(arrow::array::Int64Array::from(vec![literal])),
+        };
+        let expected = cmp::eq(input, &Scalar::new(arrow::array::Int64Array::from(vec![literal]))).unwrap();
+        assert_eq!(l.evaluate(&eq), Some(expected), "batch {b}");
+    }
+    // With a dictionary per run of batches, a batch pays for about its own
+    // 200 new values and keys, not for a dictionary of every value so far.
+    let last = liquid.last().unwrap().heap_size();
+    assert!(last < 200 * 8 + 1024 * 2 + 256, "{last}");
 }

@@ -74,7 +74,7 @@ fn check_all(array: ArrayRef, mut literals: Vec<ArrayRef>, list: ArrayRef, seed:
     prop_assert_eq!(liquid.data_type(), array.data_type());
     prop_assert_eq!(liquid.len(), len);
     prop_assert_eq!(liquid.null_count(), array.null_count());
-    prop_assert!(["for-bitpack", "plain", "alp", "bitmap", "chunk-dict"].contains(&liquid.encoding()));
+    prop_assert!(["for-bitpack", "plain", "alp", "bitmap", "shared-dict"].contains(&liquid.encoding()));
     prop_assert_eq!(&liquid.to_arrow(), &array);
 
     if len > 2 {

@@ -3,7 +3,7 @@
 //! A batch is stored in one of four forms, chosen from its data:
 //!
 //! - `dict-fsst`: the distinct values once, FSST compressed with the column
-//!   chunk's symbol table, and one bit-packed key per row. Predicates run once
+//!   column's symbol table, and one bit-packed key per row. Predicates run once
 //!   per distinct value and are mapped through the keys.
 //! - `dict`: the same with raw dictionary values, when FSST does not pay.
 //! - `fsst`: no dictionary (high cardinality), every value FSST compressed.
@@ -22,7 +22,7 @@
 //! returned rows use; rows whose key pointed at a null value come back with a
 //! null key (logically the same array).
 //!
-//! Each FSST array holds the chunk's ~2.3 KiB decoding table through an `Arc`
+//! Each FSST array holds the column's ~2.3 KiB decoding table through an `Arc`
 //! and counts it in full in `heap_size` (see `store::SymbolTable`).
 
 mod access;
@@ -53,16 +53,16 @@ pub fn is_supported(data_type: &DataType) -> bool {
     }
 }
 
-/// Per column chunk state for string and binary batches: the FSST codec,
+/// Per column (of one file) state for string and binary batches: the FSST codec,
 /// trained on the first batch with data and reused for the rest, so the
-/// training cost and the table's memory are paid once per chunk.
+/// training cost and the table's memory are paid once per column.
 #[derive(Debug, Default)]
 pub struct BytesEncoder {
     codec: Option<Codec>,
 }
 
 impl BytesEncoder {
-    /// A fresh encoder for one column chunk.
+    /// A fresh encoder for one column of a file.
     pub fn new() -> Self {
         BytesEncoder::default()
     }
@@ -73,8 +73,8 @@ impl BytesEncoder {
     }
 
     /// The liquid form of `array` with one stored value per row (no
-    /// dictionary), FSST compressed with the chunk's table when that pays;
-    /// `None` unless `array` has a plain byte type. The chunk dictionary
+    /// dictionary), FSST compressed with the column's table when that pays;
+    /// `None` unless `array` has a plain byte type. The shared dictionary
     /// stores its values this way.
     pub fn encode_flat(&mut self, array: &ArrayRef) -> Option<LiquidArrayRef> {
         if !is_value_type(array.data_type()) {
@@ -116,7 +116,7 @@ impl BytesEncoder {
         })
     }
 
-    /// The chunk's codec, trained on `sample` (distinct values) if this is the
+    /// The column's codec, trained on `sample` (distinct values) if this is the
     /// first batch with any bytes.
     fn codec_for(&mut self, sample: &Vec<&[u8]>) -> Option<&Codec> {
         if self.codec.is_none() && sample.iter().any(|v| !v.is_empty()) {

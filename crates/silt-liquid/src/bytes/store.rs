@@ -1,5 +1,5 @@
 //! Sequences of byte strings, each decodable on its own: raw, or FSST
-//! compressed with a symbol table shared by a column chunk.
+//! compressed with a symbol table shared by the batches of a column.
 
 use std::sync::Arc;
 
@@ -7,7 +7,7 @@ use fsst::{Compressor, Decompressor, Symbol};
 
 use crate::bitpack::BitPacked;
 
-/// The decoding half of a chunk's FSST symbol table (~2.3 KiB).
+/// The decoding half of a column's FSST symbol table (~2.3 KiB).
 ///
 /// Arrays keep only this, not the [`Compressor`] (whose lookup tables take
 /// ~160 KiB), so holding a table per batch costs little and `heap_size` can
@@ -42,7 +42,7 @@ impl SymbolTable {
     }
 }
 
-/// A column chunk's FSST codec: the trained compressor (kept by the encoder
+/// A column's FSST codec: the trained compressor (kept by the encoder
 /// only) and the decoding table its arrays share.
 pub(crate) struct Codec {
     compressor: Compressor,

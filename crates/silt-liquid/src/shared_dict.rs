@@ -1,37 +1,49 @@
-//! A dictionary shared by the batches of one column chunk (`chunk-dict`).
+//! A dictionary shared by the batches of one column of one file (`shared-dict`).
 //!
-//! Why: a column chunk (one row group's column, 128Ki rows) is cached as 16
-//! batches of 8192 rows. Low-cardinality columns (URLs, phrases, user ids)
-//! see most of the chunk's distinct values in every batch, so a dictionary
-//! per batch stores them 16 times — 8x the Parquet file on the ClickBench
-//! `URL` column. Parquet keeps one dictionary per chunk; so does this.
+//! Why: a file's column is cached as batches of 8192 rows (16 per 128Ki-row
+//! row group). Repetitive columns (URLs, phrases, user ids) see most of the
+//! column's distinct values in every batch, so a dictionary per batch stores
+//! them once per batch, and even Parquet's dictionary per column chunk
+//! stores them once per row group. One dictionary per file column stores each
+//! value once: on 5M hits-like rows the `URL` column's values were ~40% of
+//! its liquid bytes with a dictionary per row group, a few percent with one
+//! per file.
 //!
 //! The dictionary grows in *segments*: a batch adds one segment holding the
-//! values no earlier batch of the chunk had, encoded with the column's flat
-//! encoding (FSST strings with the chunk's symbol table, bit-packed
-//! integers), and keeps its rows as bit-packed global ids into all segments
-//! so far. Batches may arrive in any order and some never arrive (a filter
-//! rejected them); each holds `Arc`s to the segments it can reference.
+//! values no earlier batch had, encoded with the column's flat encoding (FSST
+//! strings with the column's symbol table, bit-packed integers), and keeps
+//! its rows as bit-packed global ids into all segments so far. Batches may
+//! arrive in any order and some never arrive (a filter rejected them); each
+//! holds `Arc`s to the segments it can reference.
+//!
+//! Only the first [`MAX_SHARED_SEGMENTS`] segments, up to [`MAX_ENTRIES`]
+//! values, join the shared dictionary. Later batches' new values form a
+//! *private* segment that only that batch references: a long tail of rare
+//! values cannot grow the segment list (which every batch walks) or the
+//! encoder's memory without bound. When a full dictionary misses more than
+//! 1 in [`ROLL_OVER`] of a batch's values (values drift through the file,
+//! like user ids), the encoder starts a new dictionary instead; batches
+//! encoded before keep the segments they reference.
 //!
 //! Predicates run once per dictionary entry, not once per row, and each
-//! segment memoizes its last few predicates' results, so a scan over a chunk
-//! evaluates `LIKE '%google%'` once per distinct URL, not once per batch.
+//! shared segment memoizes its last few predicates' results, so a scan over a
+//! file evaluates `LIKE '%google%'` once per distinct URL, not once per batch.
 //!
 //! Memory accounting: a segment is charged in full to the batch that created
 //! it (its `heap_size`) and to no other, so the memory tier's total is exact
-//! while every batch of the chunk is cached. A segment whose creator was
+//! while every batch of the column is cached. A segment whose creator was
 //! evicted while later batches still reference it is held but uncharged
-//! (bounded by the chunk's distinct values). The memo is bounded to
+//! (bounded by the column's distinct values). The memo is bounded to
 //! [`MEMO`] results of one bit per entry and not charged either.
 
 use std::sync::{Arc, Mutex};
 
-use arrow::array::{Array, ArrayRef, BooleanArray, UInt32Array};
+use arrow::array::{Array, ArrayRef, BooleanArray, BooleanBufferBuilder, UInt32Array};
 use arrow::buffer::{BooleanBuffer, NullBuffer};
 use arrow::compute::{concat, take};
 use arrow::datatypes::DataType;
 
-/// Hashing the chunk's values is most of the encoder's time; SipHash's DoS
+/// Hashing the column's values is most of the encoder's time; SipHash's DoS
 /// resistance buys nothing on data we cache ourselves.
 type HashMap<K, V> = std::collections::HashMap<K, V, ahash::RandomState>;
 
@@ -42,31 +54,49 @@ use crate::{LiquidArray, LiquidArrayRef, LiquidPredicate, selection_to_indices};
 /// Predicate results each segment remembers.
 pub const MEMO: usize = 8;
 
-/// Largest dictionary a chunk grows to; later new values go flat.
-const MAX_ENTRIES: usize = 1 << 20;
+/// Values the shared dictionary grows to at most; later new values go to
+/// private segments. Bounds the encoder's hash map (the values' bytes plus
+/// ~40 bytes each) and the dictionary's key width (18 bits).
+pub const MAX_ENTRIES: usize = 1 << 18;
 
-/// Whether batches of `data_type` may share a chunk dictionary: plain byte
-/// types and integers (floats keep ALP; dictionary-typed input keeps its own
+/// Shared segments at most: every batch evaluates a predicate segment by
+/// segment, so the list must stay short.
+pub const MAX_SHARED_SEGMENTS: usize = 32;
+
+/// A full dictionary missing more than 1 in this many of a batch's values
+/// is replaced by a new one.
+pub const ROLL_OVER: usize = 8;
+
+/// Whether batches of `data_type` may share a dictionary: plain byte types
+/// and integers (floats keep ALP; dictionary-typed input keeps its own
 /// per-batch dictionary, so decoding can restore its key type).
 pub fn is_eligible(data_type: &DataType) -> bool {
     crate::bytes::is_value_type(data_type)
         || (crate::integer::is_supported(data_type) && data_type.primitive_width().is_some())
 }
 
-/// The encoder's side of a chunk's dictionary: every value it holds and the
-/// segments built so far.
+/// The encoder's side of a column's dictionary: every shared value and the
+/// shared segments built so far.
 #[derive(Debug, Default)]
-pub struct ChunkDictionary {
+pub struct SharedDictionary {
     ids: HashMap<Box<[u8]>, u32>,
     segments: Vec<Arc<Segment>>,
     entries: usize,
+    /// Bytes of the values in `ids`.
+    value_bytes: usize,
 }
 
 /// Encodes dictionary values (no nulls) or whole batches in the column's flat form.
 pub type FlatEncoder<'a> = dyn FnMut(&ArrayRef) -> Option<LiquidArrayRef> + 'a;
 
-impl ChunkDictionary {
-    /// The liquid form of `array`: keys into the chunk's dictionary when that
+impl SharedDictionary {
+    /// Approximate heap bytes the encoder holds (its hash map of values), so
+    /// the transcoder can bound the memory of the encoders it keeps.
+    pub fn heap_size(&self) -> usize {
+        self.value_bytes + self.ids.capacity() * (std::mem::size_of::<(Box<[u8]>, u32)>() + 8)
+    }
+
+    /// The liquid form of `array`: keys into the column's dictionary when that
     /// is smaller than `flat`'s encoding of the batch, else `flat`'s.
     pub fn encode(&mut self, array: &ArrayRef, flat: &mut FlatEncoder<'_>) -> Option<LiquidArrayRef> {
         let data = array.to_data();
@@ -78,7 +108,7 @@ impl ChunkDictionary {
         if valid == 0 || u32::try_from(rows.len()).is_err() {
             return flat(array);
         }
-        // Global ids per row; values this chunk has not seen get ids after the existing ones.
+        // Global ids per row; values the dictionary lacks get ids after the existing ones.
         let mut fresh: HashMap<&[u8], u32> = HashMap::default();
         let mut fresh_rows: Vec<u32> = Vec::new();
         let mut ids = Vec::with_capacity(rows.len());
@@ -97,8 +127,15 @@ impl ChunkDictionary {
             ids.push(id);
         }
         // Mostly new values: a dictionary cannot pay.
-        if fresh_rows.len() * 2 > valid || self.entries + fresh_rows.len() > MAX_ENTRIES {
+        if fresh_rows.len() * 2 > valid {
             return flat(array);
+        }
+        // The shared dictionary is full yet misses many of this batch's
+        // values (the column's values drift, e.g. ids over time): start a
+        // new one with this batch rather than store them privately per batch.
+        if self.segments.len() >= MAX_SHARED_SEGMENTS && fresh_rows.len() * ROLL_OVER > valid {
+            *self = SharedDictionary::default();
+            return self.encode(array, flat);
         }
         let segment = match fresh_rows.is_empty() {
             true => None,
@@ -116,23 +153,30 @@ impl ChunkDictionary {
         if compare && let Some(flat) = flat(array).filter(|f| f.heap_size() <= dict_cost) {
             return Some(flat);
         }
+        let mut segments = self.segments.clone();
         let owned = segment.is_some();
         if let Some(values) = segment {
-            for (value, id) in fresh {
-                self.ids.insert(value.into(), id);
-            }
-            self.segments.push(Arc::new(Segment {
+            let shared = self.segments.len() < MAX_SHARED_SEGMENTS;
+            let segment = Arc::new(Segment {
                 first: self.entries as u32,
                 values,
                 memo: Mutex::new(Vec::new()),
-            }));
-            self.entries += fresh_rows.len();
+            });
+            if shared && self.entries + fresh_rows.len() <= MAX_ENTRIES {
+                for (value, id) in fresh {
+                    self.value_bytes += value.len();
+                    self.ids.insert(value.into(), id);
+                }
+                self.entries += fresh_rows.len();
+                self.segments.push(segment.clone());
+            }
+            segments.push(segment);
         }
-        Some(Arc::new(ChunkDictArray {
+        Some(Arc::new(SharedDictArray {
             data_type: array.data_type().clone(),
             keys,
             nulls,
-            segments: self.segments.clone(),
+            segments,
             owned,
         }))
     }
@@ -174,8 +218,8 @@ fn used_ids(row_ids: &[Option<u32>], entries: usize) -> Vec<u32> {
     (0..entries as u32).filter(|&id| seen[id as usize]).collect()
 }
 
-/// Values a batch added to its chunk's dictionary, and the predicate results
-/// on them that scans of the chunk share.
+/// Values a batch added to its column's dictionary (or kept private), and the
+/// predicate results on them that scans of the column share.
 #[derive(Debug)]
 struct Segment {
     /// Global id of the first value.
@@ -196,7 +240,7 @@ impl Segment {
         self.memo.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// `predicate` on every value, from the memo when a scan of this chunk
+    /// `predicate` on every value, from the memo when a scan of this column
     /// already asked; `None` when the values' encoding cannot evaluate it.
     fn evaluate(&self, predicate: &LiquidPredicate) -> Option<Arc<BooleanArray>> {
         if let Some((_, hit)) = self.memo().iter().find(|(p, _)| p == predicate) {
@@ -212,20 +256,20 @@ impl Segment {
     }
 }
 
-/// A batch whose rows are ids into its column chunk's shared dictionary.
+/// A batch whose rows are ids into its column's shared dictionary.
 #[derive(Debug)]
-pub struct ChunkDictArray {
+pub struct SharedDictArray {
     data_type: DataType,
     /// Global dictionary id per row (0 on null rows).
     keys: BitPacked<u32>,
     nulls: Option<NullBuffer>,
-    /// The chunk's segments when this batch was encoded (all its ids fall in them).
+    /// The shared segments when this batch was encoded, then its private one (all its ids fall in them).
     segments: Vec<Arc<Segment>>,
     /// Whether the last segment was added by this batch (and is charged to it).
     owned: bool,
 }
 
-impl ChunkDictArray {
+impl SharedDictArray {
     fn is_valid(&self, row: usize) -> bool {
         self.nulls.as_ref().is_none_or(|n| n.is_valid(row))
     }
@@ -298,7 +342,7 @@ impl ChunkDictArray {
     }
 }
 
-impl LiquidArray for ChunkDictArray {
+impl LiquidArray for SharedDictArray {
     fn data_type(&self) -> &DataType {
         &self.data_type
     }
@@ -325,7 +369,7 @@ impl LiquidArray for ChunkDictArray {
     }
 
     fn encoding(&self) -> &'static str {
-        "chunk-dict"
+        "shared-dict"
     }
 
     fn evaluates_per_entry(&self) -> bool {
@@ -361,24 +405,29 @@ impl LiquidArray for ChunkDictArray {
                 return Some(BooleanArray::new(BooleanBuffer::new_set(len), self.nulls.clone()));
             }
         }
-        // Per entry: its result, and whether that is null.
-        let mut truth = Vec::with_capacity(self.entries());
-        let mut null = Vec::with_capacity(if any_null { self.entries() } else { 0 });
+        // Per entry: its result, and whether it is valid, as bitmaps (one
+        // copy of each segment's bits, not a bool per entry per batch).
+        let mut truth = BooleanBufferBuilder::new(self.entries());
+        let mut valid = any_null.then(|| BooleanBufferBuilder::new(self.entries()));
         for r in &results {
-            let bits = r.values();
-            truth.extend((0..r.len()).map(|i| bits.value(i)));
-            if any_null {
-                null.extend((0..r.len()).map(|i| r.is_null(i)));
+            truth.append_buffer(r.values());
+            if let Some(valid) = valid.as_mut() {
+                match r.nulls() {
+                    Some(n) => valid.append_buffer(n.inner()),
+                    None => valid.append_n(r.len(), true),
+                }
             }
         }
+        let truth = truth.finish();
         let keys = self.keys.unpack();
-        let values = BooleanBuffer::collect_bool(len, |i| truth[keys[i] as usize]);
-        let nulls = match any_null {
-            true => {
-                let valid = NullBuffer::new(BooleanBuffer::collect_bool(len, |i| !null[keys[i] as usize]));
+        let values = BooleanBuffer::collect_bool(len, |i| truth.value(keys[i] as usize));
+        let nulls = match valid {
+            Some(mut valid) => {
+                let valid = valid.finish();
+                let valid = NullBuffer::new(BooleanBuffer::collect_bool(len, |i| valid.value(keys[i] as usize)));
                 NullBuffer::union(self.nulls.as_ref(), Some(&valid))
             }
-            false => self.nulls.clone(),
+            None => self.nulls.clone(),
         };
         Some(BooleanArray::new(values, nulls))
     }
