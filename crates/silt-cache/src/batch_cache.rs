@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
-use arrow::array::{Array, ArrayRef, BooleanArray};
+use arrow::array::{Array, ArrayRef, BooleanArray, UInt32Array};
 use arrow::error::ArrowError;
 use moka::ops::compute::Op;
 use moka::sync::Cache;
@@ -77,6 +77,17 @@ impl CachedColumn {
         match self {
             CachedColumn::Arrow(a) => arrow::compute::filter(a, selection),
             CachedColumn::Liquid { array, .. } => Ok(array.filter(selection)),
+        }
+    }
+
+    /// [`CachedColumn::filter`] given the selected rows' `indices` too
+    /// (`selection`'s set rows, ascending), so a scan projecting several
+    /// columns finds them once per batch: the liquid form takes by index,
+    /// Arrow's filter kernel is faster with the mask.
+    pub fn filter_rows(&self, selection: &BooleanArray, indices: &UInt32Array) -> Result<ArrayRef, ArrowError> {
+        match self {
+            CachedColumn::Arrow(a) => arrow::compute::filter(a, selection),
+            CachedColumn::Liquid { array, .. } => Ok(array.take(indices)),
         }
     }
 

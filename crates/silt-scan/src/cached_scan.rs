@@ -332,6 +332,7 @@ impl PartitionRun {
             if rows == 0 {
                 continue;
             }
+            let indices = mask.filter(|_| rows < n).map(silt_liquid::selection_to_indices);
             let arrays = self
                 .spec
                 .projection
@@ -341,8 +342,8 @@ impl PartitionRun {
                         return internal_err!("column {c} was not loaded");
                     };
                     // Only surviving rows are decoded (selective decoding of the liquid form).
-                    match mask {
-                        Some(m) if rows < n => Ok(batches[b].filter(m)?),
+                    match (mask, &indices) {
+                        (Some(m), Some(indices)) => Ok(batches[b].filter_rows(m, indices)?),
                         _ => Ok(batches[b].to_arrow()),
                     }
                 })
