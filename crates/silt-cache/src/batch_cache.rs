@@ -15,6 +15,7 @@ use arrow::error::ArrowError;
 use moka::ops::compute::Op;
 use moka::sync::Cache;
 use silt_liquid::LiquidArrayRef;
+use silt_liquid::shared_dict::DecodedDictionaries;
 
 use crate::page_cache::CacheMetrics;
 use crate::transcoder::Transcoder;
@@ -84,10 +85,17 @@ impl CachedColumn {
     /// (`selection`'s set rows, ascending), so a scan projecting several
     /// columns finds them once per batch: the liquid form takes by index,
     /// Arrow's filter kernel is faster with the mask.
-    pub fn filter_rows(&self, selection: &BooleanArray, indices: &UInt32Array) -> Result<ArrayRef, ArrowError> {
+    /// `decoded` keeps the dictionaries a scan's earlier batches of this
+    /// column decoded ([`LiquidArray::take_reusing`](silt_liquid::LiquidArray::take_reusing)).
+    pub fn filter_rows(
+        &self,
+        selection: &BooleanArray,
+        indices: &UInt32Array,
+        decoded: &mut DecodedDictionaries,
+    ) -> Result<ArrayRef, ArrowError> {
         match self {
             CachedColumn::Arrow(a) => arrow::compute::filter(a, selection),
-            CachedColumn::Liquid { array, .. } => Ok(array.take(indices)),
+            CachedColumn::Liquid { array, .. } => Ok(array.take_reusing(indices, decoded)),
         }
     }
 

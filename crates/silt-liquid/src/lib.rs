@@ -75,6 +75,14 @@ pub trait LiquidArray: Debug + Send + Sync {
     /// gives a null row.
     fn take(&self, indices: &UInt32Array) -> ArrayRef;
 
+    /// [`LiquidArray::take`] for a scan that reads many batches: encodings
+    /// with a dictionary shared across batches decode it once per scan into
+    /// `decoded` instead of once per batch. Same result as `take`.
+    fn take_reusing(&self, indices: &UInt32Array, decoded: &mut shared_dict::DecodedDictionaries) -> ArrayRef {
+        let _ = decoded;
+        self.take(indices)
+    }
+
     /// Evaluates `predicate` on the encoded values, without decoding the batch.
     /// Returns `None` when this encoding cannot evaluate it (the caller then
     /// decodes and uses Arrow's kernels); otherwise exactly what the Arrow

@@ -182,6 +182,67 @@ impl SharedDictionary {
     }
 }
 
+/// Dictionaries decoded for one scan, reused by the later batches it reads
+/// that share them: with one dictionary per file column, decoding it per
+/// batch cost a scan projecting a string column more than the rows it kept
+/// (ClickBench q31). Owned by the scan (one per partition and column) and
+/// dropped with it, so the memory tier's accounting is untouched; holds at
+/// most [`DECODED_DICTIONARIES`] dictionaries.
+#[derive(Debug, Default)]
+pub struct DecodedDictionaries {
+    decoded: Vec<Decoded>,
+}
+
+/// One decoded dictionary and the segment list it decodes.
+#[derive(Debug)]
+struct Decoded {
+    /// The address of the list's last segment and the list's length: the
+    /// last segment names its list (segments are only ever appended).
+    key: (usize, usize),
+    /// The list, kept alive so no address is reused while the key is held.
+    _segments: Vec<Arc<Segment>>,
+    values: ArrayRef,
+}
+
+/// Decoded dictionaries one [`DecodedDictionaries`] keeps.
+pub const DECODED_DICTIONARIES: usize = 4;
+
+impl DecodedDictionaries {
+    fn key(segments: &[Arc<Segment>]) -> (usize, usize) {
+        let last = segments.last().map_or(0, |s| Arc::as_ptr(s) as usize);
+        (last, segments.len())
+    }
+
+    fn get(&self, segments: &[Arc<Segment>]) -> Option<ArrayRef> {
+        let key = Self::key(segments);
+        self.decoded.iter().find(|d| d.key == key).map(|d| d.values.clone())
+    }
+
+    fn insert(&mut self, segments: &[Arc<Segment>], values: ArrayRef) -> ArrayRef {
+        if self.decoded.len() >= DECODED_DICTIONARIES {
+            self.decoded.remove(0);
+        }
+        self.decoded.push(Decoded {
+            key: Self::key(segments),
+            _segments: segments.to_vec(),
+            values: values.clone(),
+        });
+        values
+    }
+}
+
+/// A string or binary view array taken from a whole dictionary references
+/// the dictionary's data buffers; copying out just its rows' bytes keeps an
+/// output batch (and what Flight sends of it) to its own rows.
+fn compact_views(rows: ArrayRef) -> ArrayRef {
+    use arrow::array::AsArray;
+    match rows.data_type() {
+        DataType::Utf8View => Arc::new(rows.as_string_view().gc()),
+        DataType::BinaryView => Arc::new(rows.as_binary_view().gc()),
+        _ => rows,
+    }
+}
+
 /// Each row's value as bytes (anything for null rows): the bytes of a byte
 /// type, the little-endian bytes of a primitive.
 fn row_bytes<'a>(array: &'a dyn Array, data: &'a arrow::array::ArrayData) -> Option<Vec<&'a [u8]>> {
@@ -278,9 +339,16 @@ impl SharedDictArray {
         self.segments.last().map_or(0, |s| s.first as usize + s.len())
     }
 
+    /// Every entry of the batch's dictionary, decoded, in id order.
+    fn decode_dictionary(&self) -> ArrayRef {
+        concat_parts(self.segments.iter().map(|s| s.values.to_arrow()).collect())
+    }
+
     /// Decodes the rows at `indices` (a null index = a null row): the
-    /// entries they use, once each, then `take` through compact keys.
-    fn gather(&self, indices: &UInt32Array) -> ArrayRef {
+    /// entries they use, once each, then `take` through compact keys; or,
+    /// when rows are many per entry or `decoded` already holds this batch's
+    /// dictionary, `take` from the whole decoded dictionary.
+    fn gather(&self, indices: &UInt32Array, decoded: Option<&mut DecodedDictionaries>) -> ArrayRef {
         let unpacked = (indices.len() * 8 > self.keys.len()).then(|| self.keys.unpack());
         let id = |r: usize| unpacked.as_ref().map_or_else(|| self.keys.get(r), |k| k[r]);
         let row_ids: Vec<Option<u32>> = indices
@@ -296,11 +364,16 @@ impl SharedDictArray {
             false => 16,
         };
         let bulk = self.entries() <= indices.len() * rows_per_entry;
-        if !self.segments.is_empty() && bulk {
-            let parts: Vec<ArrayRef> = self.segments.iter().map(|s| s.values.to_arrow()).collect();
-            let values = concat_parts(parts);
+        let known = decoded.as_ref().and_then(|d| d.get(&self.segments));
+        if !self.segments.is_empty() && (bulk || known.is_some()) {
+            let values = match (known, decoded) {
+                (Some(values), _) => values,
+                (None, Some(decoded)) => decoded.insert(&self.segments, self.decode_dictionary()),
+                (None, None) => self.decode_dictionary(),
+            };
             let keys: UInt32Array = row_ids.into_iter().collect();
-            return take(values.as_ref(), &keys, None).expect("ids index the dictionary");
+            let rows = take(values.as_ref(), &keys, None).expect("ids index the dictionary");
+            return compact_views(rows);
         }
         // The ids used, ascending, once each; a row's compact key is its id's position.
         let used = used_ids(&row_ids, self.entries());
@@ -379,15 +452,19 @@ impl LiquidArray for SharedDictArray {
     }
 
     fn to_arrow(&self) -> ArrayRef {
-        self.gather(&UInt32Array::from_iter_values(0..self.len() as u32))
+        self.gather(&UInt32Array::from_iter_values(0..self.len() as u32), None)
     }
 
     fn filter(&self, selection: &BooleanArray) -> ArrayRef {
-        self.gather(&selection_to_indices(selection))
+        self.gather(&selection_to_indices(selection), None)
     }
 
     fn take(&self, indices: &UInt32Array) -> ArrayRef {
-        self.gather(indices)
+        self.gather(indices, None)
+    }
+
+    fn take_reusing(&self, indices: &UInt32Array, decoded: &mut DecodedDictionaries) -> ArrayRef {
+        self.gather(indices, Some(decoded))
     }
 
     fn evaluate(&self, predicate: &LiquidPredicate) -> Option<BooleanArray> {

@@ -554,3 +554,47 @@ fn drifting_values_roll_the_dictionary_over_and_every_batch_stays_exact() {
     let last = liquid.last().unwrap().heap_size();
     assert!(last < 200 * 8 + 1024 * 2 + 256, "{last}");
 }
+
+/// A scan decodes a shared dictionary once and reuses it for later batches
+/// (`take_reusing`): every batch's rows still equal Arrow's `take`, for few
+/// and many rows, across more dictionaries than the scan keeps, and view
+/// outputs carry only their own rows' bytes, not the whole dictionary's.
+#[test]
+fn take_reusing_a_decoded_dictionary_equals_take() {
+    use arrow::array::{AsArray, StringViewArray};
+    use silt_liquid::shared_dict::{DECODED_DICTIONARIES, DecodedDictionaries, MAX_SHARED_SEGMENTS};
+    let long = |i: usize| format!("{}/a-long-enough-suffix-{}", url(i), i % 90);
+    // The first batches bring the common values; most later ones only reuse
+    // them (their segment lists are equal, so the scan's decoded dictionary
+    // serves them), every fifth brings a new value of its own.
+    let batches: Vec<ArrayRef> = (0..MAX_SHARED_SEGMENTS + DECODED_DICTIONARIES + 6)
+        .map(|b| {
+            let rows = (0..2048).map(|i| match i % 13 {
+                0 => None,
+                1 if b % 5 == 4 => Some(long(1000 + b)),
+                _ if b < 3 => Some(long(i % 120)),
+                _ => Some(long((i * 7 + b) % 120)),
+            });
+            Arc::new(StringViewArray::from_iter(rows)) as ArrayRef
+        })
+        .collect();
+    let mut encoder = ColumnEncoder::new(&DataType::Utf8View);
+    let liquid: Vec<_> = batches.iter().map(|b| encoder.encode(b).unwrap()).collect();
+    let mut decoded = DecodedDictionaries::default();
+    let mut rng = Rng(5);
+    for round in 0..2 {
+        for (b, (l, input)) in liquid.iter().zip(&batches).enumerate() {
+            assert_eq!(l.encoding(), "shared-dict", "batch {b}");
+            let n = if (b + round) % 2 == 0 { 2000 } else { 7 };
+            let indices = UInt32Array::from_iter_values((0..n).map(|_| rng.below(input.len()) as u32));
+            let got = l.take_reusing(&indices, &mut decoded);
+            assert_eq!(&got, &take(input, &indices, None).unwrap(), "batch {b}, {n} rows");
+            let own: usize = got.as_string_view().iter().flatten().map(str::len).sum();
+            let held: usize = got.as_string_view().data_buffers().iter().map(|d| d.len()).sum();
+            assert!(
+                held <= own + own / 2 + 256,
+                "batch {b}: {held} bytes held for {own} bytes of rows"
+            );
+        }
+    }
+}

@@ -30,6 +30,7 @@ use datafusion::physical_plan::stream::RecordBatchReceiverStream;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties};
 use object_store::ObjectMeta;
 use silt_cache::{CachedColumn, CachedStore, ObjectVersion};
+use silt_liquid::shared_dict::DecodedDictionaries;
 use tokio::sync::mpsc::Sender;
 
 use crate::column_loader::{ColumnLoader, FileContext, batch_lengths};
@@ -202,6 +203,8 @@ impl PartitionRun {
     async fn run(&self, tx: &Sender<Result<RecordBatch>>) -> Result<()> {
         let mut remaining = self.spec.limit.unwrap_or(usize::MAX);
         let mut index = 0usize;
+        // Per projected column: dictionaries decoded by earlier batches of this partition.
+        let mut decoded: Vec<DecodedDictionaries> = self.spec.projection.iter().map(|_| Default::default()).collect();
         // Name the columns this scan reads for `silt stats` (the cache keys hold indices).
         let store_id = self.sources.store.store_id();
         for c in self.needed_columns() {
@@ -228,7 +231,7 @@ impl PartitionRun {
                 if let Some(&next) = mine.get(i + 1) {
                     self.read_ahead(&file, next);
                 }
-                for batch in self.row_group(&file, rg).await? {
+                for batch in self.row_group(&file, rg, &mut decoded).await? {
                     if remaining == 0 {
                         return Ok(());
                     }
@@ -293,8 +296,14 @@ impl PartitionRun {
         )
     }
 
-    /// The output batches of one row group.
-    async fn row_group(&self, file: &FileContext, rg: usize) -> Result<Vec<RecordBatch>> {
+    /// The output batches of one row group; `decoded` holds, per projected
+    /// column, the dictionaries earlier batches decoded.
+    async fn row_group(
+        &self,
+        file: &FileContext,
+        rg: usize,
+        decoded: &mut [DecodedDictionaries],
+    ) -> Result<Vec<RecordBatch>> {
         let lengths: Vec<usize> = batch_lengths(file.rows(rg)).collect();
         self.loader.prefetch(file, rg, &self.needed_columns()).await?;
         let (masks, filter_columns) = match &self.spec.filter {
@@ -337,13 +346,14 @@ impl PartitionRun {
                 .spec
                 .projection
                 .iter()
-                .map(|c| {
+                .zip(decoded.iter_mut())
+                .map(|(c, decoded)| {
                     let Some((_, batches)) = columns.iter().find(|(fc, _)| fc == c) else {
                         return internal_err!("column {c} was not loaded");
                     };
                     // Only surviving rows are decoded (selective decoding of the liquid form).
                     match (mask, &indices) {
-                        (Some(m), Some(indices)) => Ok(batches[b].filter_rows(m, indices)?),
+                        (Some(m), Some(indices)) => Ok(batches[b].filter_rows(m, indices, decoded)?),
                         _ => Ok(batches[b].to_arrow()),
                     }
                 })
