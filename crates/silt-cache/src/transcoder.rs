@@ -138,18 +138,17 @@ impl Encoders {
 
     /// Drops least recently used encoders until one more fits.
     fn make_room(&mut self) {
-        while self.map.len() >= ENCODERS
-            || (!self.map.is_empty() && self.map.values().map(|(e, _)| e.heap_size()).sum::<usize>() > ENCODER_BYTES)
-        {
+        let mut bytes: usize = self.map.values().map(|(e, _)| e.heap_size()).sum();
+        while self.map.len() >= ENCODERS || (!self.map.is_empty() && bytes > ENCODER_BYTES) {
             let oldest = self
                 .map
                 .iter()
                 .min_by_key(|(_, (_, used))| *used)
                 .map(|(k, _)| k.clone());
-            match oldest {
-                Some(oldest) => self.map.remove(&oldest),
-                None => break,
+            let Some((dropped, _)) = oldest.and_then(|k| self.map.remove(&k)) else {
+                break;
             };
+            bytes -= dropped.heap_size();
         }
     }
 }

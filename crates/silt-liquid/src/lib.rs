@@ -78,8 +78,7 @@ pub trait LiquidArray: Debug + Send + Sync {
     /// [`LiquidArray::take`] for a scan that reads many batches: encodings
     /// with a dictionary shared across batches decode it once per scan into
     /// `decoded` instead of once per batch. Same result as `take`.
-    fn take_reusing(&self, indices: &UInt32Array, decoded: &mut shared_dict::DecodedDictionaries) -> ArrayRef {
-        let _ = decoded;
+    fn take_reusing(&self, indices: &UInt32Array, _decoded: &mut shared_dict::DecodedDictionaries) -> ArrayRef {
         self.take(indices)
     }
 

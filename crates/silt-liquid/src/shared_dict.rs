@@ -231,9 +231,9 @@ impl DecodedDictionaries {
     }
 }
 
-/// A string or binary view array taken from a whole dictionary references
-/// the dictionary's data buffers; copying out just its rows' bytes keeps an
-/// output batch (and what Flight sends of it) to its own rows.
+/// A string or binary view array taken from a reused dictionary references
+/// the whole dictionary's data buffers; copying out just its rows' bytes
+/// keeps an output batch (and what Flight sends of it) to its own rows.
 fn compact_views(rows: ArrayRef) -> ArrayRef {
     use arrow::array::AsArray;
     match rows.data_type() {
@@ -366,14 +366,16 @@ impl SharedDictArray {
         let bulk = self.entries() <= indices.len() * rows_per_entry;
         let known = decoded.as_ref().and_then(|d| d.get(&self.segments));
         if !self.segments.is_empty() && (bulk || known.is_some()) {
-            let values = match (known, decoded) {
-                (Some(values), _) => values,
-                (None, Some(decoded)) => decoded.insert(&self.segments, self.decode_dictionary()),
-                (None, None) => self.decode_dictionary(),
-            };
             let keys: UInt32Array = row_ids.into_iter().collect();
+            let (values, reused) = match (known, decoded) {
+                (Some(values), _) => (values, true),
+                (None, Some(decoded)) => (decoded.insert(&self.segments, self.decode_dictionary()), false),
+                (None, None) => (self.decode_dictionary(), false),
+            };
             let rows = take(values.as_ref(), &keys, None).expect("ids index the dictionary");
-            return compact_views(rows);
+            // A dictionary decoded for this batch is at most a few times its
+            // rows' bytes; one reused from earlier batches may be far larger.
+            return if reused { compact_views(rows) } else { rows };
         }
         // The ids used, ascending, once each; a row's compact key is its id's position.
         let used = used_ids(&row_ids, self.entries());
