@@ -8,7 +8,9 @@
 //! touching two columns of a wide table keeps only those two in memory.
 
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
 
 use arrow::array::{Array, ArrayRef, BooleanArray, UInt32Array};
 use arrow::error::ArrowError;
@@ -17,6 +19,7 @@ use moka::sync::Cache;
 use silt_liquid::LiquidArrayRef;
 use silt_liquid::shared_dict::DecodedDictionaries;
 
+use crate::key::ObjectKey;
 use crate::page_cache::CacheMetrics;
 use crate::transcoder::Transcoder;
 
@@ -27,12 +30,8 @@ pub const BATCH_ROWS: usize = 8192;
 /// version.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct BatchKey {
-    /// Which store (a server may read several buckets or folders).
-    pub store: Arc<str>,
-    /// The object's path in that store.
-    pub path: Arc<str>,
     /// The object version the column was decoded from.
-    pub version: Arc<str>,
+    pub object: ObjectKey,
     pub row_group: u32,
     /// Root column index in the table's schema.
     pub column: u32,
@@ -274,18 +273,10 @@ impl BatchCache {
     /// keys hold only indices). The scan calls it for the columns it loads.
     pub fn label_column(&self, store: &Arc<str>, column: u32, name: &str) {
         let key = (store.clone(), column);
-        if self
-            .column_names
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains_key(&key)
-        {
+        if self.column_names.read().contains_key(&key) {
             return;
         }
-        self.column_names
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key, Arc::from(name));
+        self.column_names.write().insert(key, Arc::from(name));
     }
 
     /// What the tier holds per (store, column, form): batches, bytes, and
@@ -294,14 +285,14 @@ impl BatchCache {
     /// query paths.
     pub fn usage_by_column(&self) -> Vec<ColumnUsage> {
         let mut usage: HashMap<(Arc<str>, u32, &'static str), ColumnUsage> = HashMap::new();
-        let names = self.column_names.read().unwrap_or_else(|e| e.into_inner());
+        let names = self.column_names.read();
         for (k, v) in self.entries.iter() {
             let u = usage
-                .entry((k.store.clone(), k.column, v.form()))
+                .entry((k.object.store.clone(), k.column, v.form()))
                 .or_insert_with(|| ColumnUsage {
-                    store: k.store.clone(),
+                    store: k.object.store.clone(),
                     column: k.column,
-                    name: names.get(&(k.store.clone(), k.column)).cloned(),
+                    name: names.get(&(k.object.store.clone(), k.column)).cloned(),
                     form: v.form(),
                     ..Default::default()
                 });
@@ -318,11 +309,11 @@ impl BatchCache {
     }
 
     /// Drops the batches of `path` in `store` of any version but `keep`.
-    pub(crate) fn drop_other_versions(&self, store: &Arc<str>, path: &Arc<str>, keep: &Arc<str>) {
-        let (store, path, keep) = (store.clone(), path.clone(), keep.clone());
+    pub(crate) fn drop_other_versions(&self, keep: &ObjectKey) {
+        let keep = keep.clone();
         let _ = self
             .entries
-            .invalidate_entries_if(move |k, _| k.store == store && k.path == path && k.version != keep);
+            .invalidate_entries_if(move |k, _| keep.is_other_version(&k.object));
     }
 
     /// Entries currently held (after pending evictions are applied).
@@ -350,9 +341,7 @@ mod tests {
 
     fn key(batch: u32, version: &str) -> BatchKey {
         BatchKey {
-            store: "t0".into(),
-            path: "a.parquet".into(),
-            version: version.into(),
+            object: ObjectKey::new("t0", "a.parquet", version),
             row_group: 0,
             column: 1,
             batch,
@@ -380,7 +369,7 @@ mod tests {
         let cache = BatchCache::new(1 << 30, CacheMetrics::noop());
         cache.insert(key(0, "v1"), column(10));
         cache.insert(key(1, "v2"), column(10));
-        cache.drop_other_versions(&"t0".into(), &"a.parquet".into(), &"v2".into());
+        cache.drop_other_versions(&ObjectKey::new("t0", "a.parquet", "v2"));
         cache.entries.run_pending_tasks();
         assert!(cache.get(&key(0, "v1")).is_none());
         assert!(cache.get(&key(1, "v2")).is_some());
@@ -403,9 +392,7 @@ mod liquid_tests {
 
     fn key() -> BatchKey {
         BatchKey {
-            store: "t0".into(),
-            path: "a.parquet".into(),
-            version: "v1".into(),
+            object: ObjectKey::new("t0", "a.parquet", "v1"),
             row_group: 0,
             column: 0,
             batch: 0,

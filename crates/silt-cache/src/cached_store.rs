@@ -1,54 +1,48 @@
-//! `CachedStore`: the one interface through which the server reads objects.
+//! `CachedStore`: one table's view of the shared tiers, as an `ObjectStore`.
+//!
+//! It does three things and delegates the rest:
+//! - **namespacing**: the query engine sees every object of the table under
+//!   `t<N>/`, so paths are unique across a server's tables and DataFusion's
+//!   per-path caches never confuse two buckets that hold the same key;
+//! - **validation**: versions come from the LIST and HEAD answers that pass
+//!   through it, trusted for as long as the table's [`Freshness`] allows
+//!   (LIST answers are kept that long too); a new version is handed to
+//!   [`CacheTiers::invalidate`], which drops the others everywhere;
+//! - **pinning**: [`CachedStore::pin`] turns a validated `ObjectMeta` into a
+//!   [`PinnedObject`], and [`CachedStore::read_pinned`] reads exactly that
+//!   version through the [`PageStore`](crate::PageStore). A scan pins each
+//!   object once and never looks its version up again.
+//!
+//! Reads through the `ObjectStore` trait (DataFusion's own listing and
+//! footer reads) pin the version validated last at the moment of the call.
 
 use std::collections::HashMap;
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use futures::stream::{BoxStream, StreamExt};
 use object_store::path::Path;
 use object_store::{
     Attributes, GetOptions, GetRange, GetResult, GetResultPayload, ListResult, ObjectMeta, ObjectStore, Result,
 };
+use parking_lot::Mutex;
 
+use crate::counters::TableCounters;
+use crate::error::{CacheError, CacheResult};
 use crate::freshness::Freshness;
-use crate::inflight::{Claim, InFlight};
-use crate::page_cache::PageKey;
-use crate::tiers::{CacheTiers, Validation};
+use crate::key::{ObjectKey, PinnedObject};
+use crate::page_store::{Admit, Source};
+use crate::tiers::CacheTiers;
 use crate::version::ObjectVersion;
-
-/// Reads of one table, for its hit ratio in `silt stats`.
-#[derive(Debug, Default)]
-pub struct TableCounters {
-    /// Pages found in the page buffer or on disk.
-    pub hits: AtomicU64,
-    /// Pages fetched from the object store (or from another query's fetch).
-    pub misses: AtomicU64,
-    /// Column batches found in the memory tier (counted by the scan).
-    pub batch_hits: AtomicU64,
-    /// Column batches decoded because the memory tier lacked them.
-    pub batch_misses: AtomicU64,
-}
+use crate::versions::Validation;
 
 /// A cached listing: when it was made and what it returned.
 type Listing = (Instant, Arc<Vec<ObjectMeta>>);
 
-/// Serves ranged reads from the shared tiers (memory, then disk), fetching
-/// only missing pages from the wrapped store: adjacent missing pages, and
-/// runs separated by small gaps, in one ranged GET; a page several queries
-/// miss at once, once.
-///
-/// Paths are namespaced: the query engine sees every object of this store
-/// under `namespace/`, so that paths are unique across the tables of a
-/// server and DataFusion's per-path caches (footers, statistics) can never
-/// confuse two buckets that hold the same key.
-///
-/// Versions come from the LIST/HEAD responses that pass through this
-/// wrapper; a ranged read of an object never listed is preceded by a HEAD.
-/// How long a validation is trusted is the table's [`Freshness`].
-/// Cloning is cheap and clones share everything.
+/// One table's store over the shared tiers. Cloning is cheap and clones
+/// share everything.
 #[derive(Clone)]
 pub struct CachedStore {
     inner: Arc<dyn ObjectStore>,
@@ -96,6 +90,11 @@ impl CachedStore {
         &self.namespace
     }
 
+    /// The table's validation mode.
+    pub fn freshness(&self) -> Freshness {
+        self.freshness
+    }
+
     /// The store's own path of a namespaced path.
     fn strip(&self, location: &Path) -> Result<Path> {
         match location.prefix_match(&self.namespace) {
@@ -113,32 +112,92 @@ impl CachedStore {
         Path::from_iter(self.namespace.parts().chain(location.parts()))
     }
 
-    /// The store id and the store's own path of a namespaced path: with a
-    /// version, what keys the object's entries in every tier.
-    pub fn object_id(&self, location: &Path) -> Result<(Arc<str>, Arc<str>)> {
-        Ok((self.store_id.clone(), Arc::from(self.strip(location)?.to_string())))
-    }
-
     fn qualify_meta(&self, mut meta: ObjectMeta) -> ObjectMeta {
         meta.location = self.qualify(&meta.location);
         meta
     }
 
-    /// Records a validated version (by namespaced path); pages of any other
-    /// version of the object are dropped from every tier.
+    /// Pins the version `meta` (namespaced, from a listing or HEAD through
+    /// this store) describes: every read of the returned object is of
+    /// exactly that version.
+    pub fn pin(&self, meta: &ObjectMeta) -> Result<PinnedObject> {
+        let path = self.strip(&meta.location)?;
+        Ok(PinnedObject::new(
+            self.store_id.clone(),
+            Arc::from(path.as_ref()),
+            ObjectVersion::from_meta(meta),
+        ))
+    }
+
+    /// The namespaced path of a pinned object of this store.
+    pub fn location_of(&self, object: &PinnedObject) -> Path {
+        self.qualify(&Path::from(object.key.path.as_ref()))
+    }
+
+    /// Reads `ranges` of `object` at its pinned version, through the tiers.
+    /// If that version is gone from the store (overwritten or deleted), the
+    /// read fails with [`CacheError::Changed`] or [`CacheError::NotFound`]
+    /// and the object is marked for revalidation, so the next query (or a
+    /// restart of this one) pins the current version.
+    pub async fn read_pinned(&self, object: &PinnedObject, ranges: &[Range<u64>]) -> CacheResult<Vec<Bytes>> {
+        self.read_with(object, ranges, Admit::MemoryAndDisk).await
+    }
+
+    async fn read_with(&self, object: &PinnedObject, ranges: &[Range<u64>], admit: Admit) -> CacheResult<Vec<Bytes>> {
+        let inner_path = Path::from(object.key.path.as_ref());
+        let source = Source {
+            store: self.inner.as_ref(),
+            path: &inner_path,
+        };
+        let read = self
+            .tiers
+            .pages()
+            .read(source, object, ranges, admit, &self.counters)
+            .await;
+        if let Err(e) = &read
+            && (e.is_changed() || e.is_not_found())
+        {
+            self.forget(&self.location_of(object));
+        }
+        read
+    }
+
+    /// Forgets what was validated of `location`: its version and every
+    /// cached listing of the table, so the next query asks the store.
+    fn forget(&self, location: &Path) {
+        self.tiers.versions().forget(location);
+        self.listings.lock().clear();
+    }
+
+    /// An `ObjectStore` that serves exactly `object` at its pinned version
+    /// (at its namespaced path), for readers that want a store, such as
+    /// DataFusion's footer reader.
+    pub fn pinned_store(&self, object: PinnedObject) -> Arc<dyn ObjectStore> {
+        Arc::new(PinnedStore {
+            location: self.location_of(&object),
+            inner: Arc::new(self.clone()),
+            store: self.clone(),
+            object,
+        })
+    }
+
+    /// Records a validated version (by namespaced path); pages, batches and
+    /// footers of any other version of the object are dropped from every tier.
     fn remember(&self, meta: &ObjectMeta) {
         let v = ObjectVersion::from_meta(meta);
-        let seen = self.tiers.versions.record(&meta.location, v.clone());
-        if seen != Validation::Unchanged {
-            let path: Arc<str> = Arc::from(self.strip(&meta.location).map(|p| p.to_string()).unwrap_or_default());
-            self.tiers.drop_other_versions(&self.store_id, &path, &v.tag, seen);
+        let seen = self.tiers.versions().record(&meta.location, v.clone());
+        if seen != Validation::Unchanged
+            && let Ok(path) = self.strip(&meta.location)
+        {
+            let keep = ObjectKey::new(self.store_id.clone(), path.as_ref(), v.tag);
+            self.tiers.invalidate(&keep, seen);
         }
     }
 
     /// The version to read `location` (namespaced) at: the last validated one
     /// while the table's freshness trusts it, else a HEAD.
     async fn version_of(&self, location: &Path) -> Result<ObjectVersion> {
-        if let Some((v, at)) = self.tiers.versions.get(location)
+        if let Some((v, at)) = self.tiers.versions().get(location)
             && (self.freshness.still_valid(at.elapsed()) || self.freshness == Freshness::Always)
         {
             // `always` validates once per query, by the LIST or HEAD the query
@@ -163,294 +222,25 @@ impl CachedStore {
             }
             Err(e) => {
                 if matches!(e, object_store::Error::NotFound { .. }) {
-                    self.tiers.versions.forget(location);
+                    self.forget(location);
                 }
                 Err(e)
             }
         }
     }
 
-    fn key(&self, inner_path: &Arc<str>, version: &ObjectVersion, page: u64) -> PageKey {
-        PageKey {
-            store: self.store_id.clone(),
-            path: inner_path.clone(),
-            version: version.tag.clone(),
-            page,
-        }
-    }
-
-    /// Looks pages up in memory, then on disk; `None` where both miss.
-    async fn lookup(&self, keys: &[PageKey], admit_memory: bool) -> Vec<Option<Bytes>> {
-        let memory = &self.tiers.pages;
-        let mut found: Vec<Option<Bytes>> = keys.iter().map(|k| memory.get(k)).collect();
-        for hit in &found {
-            memory.metrics.record_lookup(hit.as_ref().map(Bytes::len));
-        }
-        let Some(disk) = self.tiers.disk.clone() else {
-            return found;
-        };
-        let wanted: Vec<PageKey> = keys
-            .iter()
-            .zip(&found)
-            .filter(|(_, f)| f.is_none())
-            .map(|(k, _)| k.clone())
-            .collect();
-        if wanted.is_empty() {
-            return found;
-        }
-        let from_disk = tokio::task::spawn_blocking(move || {
-            wanted
-                .into_iter()
-                .map(|k| {
-                    let page = disk.get(&k);
-                    (k, page)
-                })
-                .collect::<Vec<_>>()
-        })
-        .await
-        .unwrap_or_default();
-        let mut from_disk = from_disk.into_iter();
-        for (key, slot) in keys.iter().zip(found.iter_mut()) {
-            if slot.is_none()
-                && let Some((k, page)) = from_disk.next()
-            {
-                debug_assert_eq!(&k, key);
-                if let Some(page) = page {
-                    if admit_memory {
-                        memory.insert(k, page.clone());
-                    }
-                    *slot = Some(page);
-                }
-            }
-        }
-        found
-    }
-
-    /// Admits fetched pages to memory (unless `memory` is false and there is
-    /// a disk tier to hold them) and, on a blocking thread, to disk.
-    async fn admit(&self, pages: Vec<(PageKey, Bytes)>, memory: bool) {
-        if memory || self.tiers.disk.is_none() {
-            for (k, b) in &pages {
-                self.tiers.pages.insert(k.clone(), b.clone());
-            }
-        }
-        if let Some(disk) = self.tiers.disk.clone() {
-            let _ = tokio::task::spawn_blocking(move || {
-                for (k, b) in pages {
-                    disk.put(k, &b);
-                }
-            })
-            .await;
-        }
-    }
-
-    /// One GET for pages `run` of the object, checked for length.
-    async fn fetch_run(&self, inner_path: &Path, version: &ObjectVersion, run: Range<u64>) -> Result<Bytes> {
-        let ps = self.tiers.page_size();
-        let start = run.start * ps;
-        let end = (run.end * ps).min(version.size);
-        let opts = GetOptions {
-            range: Some(GetRange::Bounded(start..end)),
-            if_match: version.e_tag.clone(),
-            ..Default::default()
-        };
-        let body = self.inner.get_opts(inner_path, opts).await?.bytes().await?;
-        if body.len() as u64 != end - start {
-            return Err(object_store::Error::Generic {
-                store: "silt-cache",
-                source: format!(
-                    "short read of {inner_path}: asked for {} bytes at offset {start}, got {}",
-                    end - start,
-                    body.len()
-                )
-                .into(),
-            });
-        }
-        self.tiers.pages.metrics.miss_bytes.increment(body.len() as u64);
-        Ok(body)
-    }
-
-    /// Fetches the pages this request claimed, in merged runs, publishing
-    /// each page to the requests waiting for it.
-    async fn fetch_claimed(
-        &self,
-        inner_path: &Path,
-        path: &Arc<str>,
-        version: &ObjectVersion,
-        mut claimed: Vec<(u64, tokio::sync::watch::Sender<Option<crate::inflight::Outcome>>)>,
-        admit_memory: bool,
-    ) -> Result<Vec<(u64, Bytes)>> {
-        let ps = self.tiers.page_size();
-        claimed.sort_by_key(|(p, _)| *p);
-        let gap_pages = self.tiers.merge_gap / ps.max(1);
-        // Runs of claimed pages; runs closer than the merge gap are joined.
-        let mut runs: Vec<(Range<u64>, Vec<usize>)> = Vec::new();
-        for (i, (page, _)) in claimed.iter().enumerate() {
-            match runs.last_mut() {
-                Some((r, members)) if *page <= r.end + gap_pages => {
-                    r.end = page + 1;
-                    members.push(i);
-                }
-                _ => runs.push((*page..page + 1, vec![i])),
-            }
-        }
-        let fetches = runs
-            .iter()
-            .map(|(run, _)| self.fetch_run(inner_path, version, run.clone()));
-        let results = futures::future::join_all(fetches).await;
-        let mut slots: Vec<Option<_>> = claimed.into_iter().map(Some).collect();
-        let mut out = Vec::new();
-        let mut first_error = None;
-        for ((run, members), result) in runs.iter().zip(results) {
-            match result {
-                Ok(body) => {
-                    let mut admitted = Vec::with_capacity(members.len());
-                    for &i in members {
-                        let (page, tx) = slots[i].take().expect("each claimed page is in one run");
-                        let lo = ((page - run.start) * ps) as usize;
-                        let hi = (lo + ps as usize).min(body.len());
-                        let bytes = body.slice(lo..hi);
-                        admitted.push((self.key(path, version, page), bytes.clone(), tx));
-                        out.push((page, bytes));
-                    }
-                    self.admit(
-                        admitted.iter().map(|(k, b, _)| (k.clone(), b.clone())).collect(),
-                        admit_memory,
-                    )
-                    .await;
-                    for (k, b, tx) in admitted {
-                        self.tiers.inflight.finish(&k, tx, Ok(b));
-                    }
-                }
-                Err(e) => {
-                    let msg: Arc<str> = Arc::from(e.to_string());
-                    for &i in members {
-                        let (page, tx) = slots[i].take().expect("each claimed page is in one run");
-                        self.tiers
-                            .inflight
-                            .finish(&self.key(path, version, page), tx, Err(msg.clone()));
-                    }
-                    first_error.get_or_insert(e);
-                }
-            }
-        }
-        match first_error {
-            Some(e) => Err(e),
-            None => Ok(out),
-        }
-    }
-
-    /// Read `ranges` of `location` (namespaced) at `version`, through the
-    /// tiers. The pages of all ranges are loaded together, so ranges that
-    /// share pages or lie close together cost one GET, not one each.
-    async fn read_ranges(
-        &self,
-        location: &Path,
-        version: &ObjectVersion,
-        ranges: &[Range<u64>],
-        admit_memory: bool,
-    ) -> Result<Vec<Bytes>> {
-        let ps = self.tiers.page_size();
-        let mut wanted: Vec<u64> = ranges
-            .iter()
-            .filter(|r| r.start < r.end)
-            .flat_map(|r| r.start / ps..=(r.end - 1) / ps)
-            .collect();
-        wanted.sort_unstable();
-        wanted.dedup();
-        let pages = self.load_pages(location, version, &wanted, admit_memory).await?;
-        ranges
-            .iter()
-            .map(|range| {
-                if range.start >= range.end {
-                    return Ok(Bytes::new());
-                }
-                let mut out = BytesMut::with_capacity((range.end - range.start) as usize);
-                for page in range.start / ps..=(range.end - 1) / ps {
-                    let bytes = pages.get(&page).cloned().unwrap_or_default();
-                    let page_start = page * ps;
-                    let lo = range.start.saturating_sub(page_start) as usize;
-                    let hi = ((range.end - page_start) as usize).min(bytes.len());
-                    if lo > hi {
-                        return Err(object_store::Error::Generic {
-                            store: "silt-cache",
-                            source: format!(
-                                "range {range:?} is beyond the end of {location} ({} bytes)",
-                                version.size
-                            )
-                            .into(),
-                        });
-                    }
-                    out.extend_from_slice(&bytes[lo..hi]);
-                }
-                Ok(out.freeze())
-            })
-            .collect()
-    }
-
-    /// The bytes of pages `wanted` (sorted, distinct): from memory, disk, a
-    /// fetch in flight, or the store.
-    async fn load_pages(
-        &self,
-        location: &Path,
-        version: &ObjectVersion,
-        wanted: &[u64],
-        admit_memory: bool,
-    ) -> Result<HashMap<u64, Bytes>> {
-        let inner_path = self.strip(location)?;
-        let path: Arc<str> = Arc::from(inner_path.as_ref());
-        let keys: Vec<PageKey> = wanted.iter().map(|p| self.key(&path, version, *p)).collect();
-        let found = self.lookup(&keys, admit_memory).await;
-        let hits = found.iter().filter(|p| p.is_some()).count() as u64;
-        self.counters.hits.fetch_add(hits, Ordering::Relaxed);
-        self.counters
-            .misses
-            .fetch_add(found.len() as u64 - hits, Ordering::Relaxed);
-
-        // Claim the missing pages: fetch those nobody else is fetching, wait for the rest.
-        let mut pages = HashMap::with_capacity(wanted.len());
-        let mut claimed = Vec::new();
-        let mut waiting = Vec::new();
-        for ((page, key), hit) in wanted.iter().zip(&keys).zip(found) {
-            match hit {
-                Some(bytes) => {
-                    pages.insert(*page, bytes);
-                }
-                None => match self.tiers.inflight.claim(key) {
-                    Claim::Fetch(tx) => claimed.push((*page, tx)),
-                    Claim::Wait(rx) => waiting.push((*page, rx)),
-                },
-            }
-        }
-        if !claimed.is_empty() {
-            pages.extend(
-                self.fetch_claimed(&inner_path, &path, version, claimed, admit_memory)
-                    .await?,
-            );
-        }
-        for (page, rx) in waiting {
-            let bytes = match InFlight::wait(rx).await {
-                Some(Ok(bytes)) => bytes,
-                Some(Err(msg)) => {
-                    return Err(object_store::Error::Generic {
-                        store: "silt-cache",
-                        source: msg.to_string().into(),
-                    });
-                }
-                // The request fetching it went away: fetch it here.
-                None => self.fetch_run(&inner_path, version, page..page + 1).await?,
-            };
-            pages.insert(page, bytes);
-        }
-        Ok(pages)
-    }
-
-    /// Reads `range` of `location` (namespaced) into the disk tier, and into
-    /// memory when `memory` is set (or when there is no disk tier); for preload.
-    pub async fn warm(&self, location: &Path, range: Range<u64>, memory: bool) -> Result<()> {
+    /// Pins `location` (namespaced) at the version a read of it would use now.
+    async fn pin_current(&self, location: &Path) -> Result<PinnedObject> {
         let version = self.version_of(location).await?;
-        let range = resolve(&GetRange::Bounded(range), version.size, location)?;
-        self.read_ranges(location, &version, &[range], memory).await.map(|_| ())
+        self.pin(&version.meta)
+    }
+
+    /// Reads `range` of pinned `object` into the disk tier, and into memory
+    /// when `memory` is set (or when there is no disk tier); for preload.
+    pub async fn warm(&self, object: &PinnedObject, range: Range<u64>, memory: bool) -> CacheResult<()> {
+        let admit = if memory { Admit::MemoryAndDisk } else { Admit::DiskOnly };
+        self.read_with(object, &[range], admit).await?;
+        Ok(())
     }
 
     /// The version a read of `location` (namespaced) uses now, as `get_opts`
@@ -469,21 +259,22 @@ impl CachedStore {
     }
 
     /// Reads `range` of `location` (namespaced) at exactly `version`, through
-    /// the tiers. Misses are fetched with `If-Match` on the version's ETag, so
-    /// if the object changed since, the read fails (`Precondition`) rather
-    /// than mixing bytes of two versions in one response.
+    /// the tiers. If the object changed since, the read fails
+    /// (`Precondition`, carrying [`CacheError::Changed`]) rather than mixing
+    /// bytes of two versions in one response.
     pub async fn read_at(&self, location: &Path, version: &ObjectVersion, range: Range<u64>) -> Result<Bytes> {
+        let mut meta = version.meta.clone();
+        meta.location = location.clone();
+        let object = self.pin(&meta)?;
         let range = resolve(&GetRange::Bounded(range), version.size, location)?;
-        let mut bytes = self
-            .read_ranges(location, version, std::slice::from_ref(&range), true)
-            .await?;
+        let mut bytes = self.read_pinned(&object, std::slice::from_ref(&range)).await?;
         Ok(bytes.pop().unwrap_or_default())
     }
 
     /// Lists through the store, or from a listing the table's freshness still trusts.
     async fn listing(&self, prefix: Option<&Path>) -> Result<Arc<Vec<ObjectMeta>>> {
         let key = prefix.cloned();
-        if let Some((at, metas)) = self.listings.lock().unwrap_or_else(|e| e.into_inner()).get(&key)
+        if let Some((at, metas)) = self.listings.lock().get(&key)
             && self.freshness.still_valid(at.elapsed())
         {
             return Ok(metas.clone());
@@ -499,10 +290,7 @@ impl CachedStore {
         }
         let metas = Arc::new(metas);
         if self.freshness != Freshness::Always {
-            self.listings
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(key, (Instant::now(), metas.clone()));
+            self.listings.lock().insert(key, (Instant::now(), metas.clone()));
         }
         Ok(metas)
     }
@@ -515,18 +303,38 @@ fn resolve(range: &GetRange, size: u64, location: &Path) -> Result<Range<u64>> {
         GetRange::Suffix(n) => size.saturating_sub(*n)..size,
     };
     if r.start > size || r.start > r.end {
-        return Err(object_store::Error::Generic {
-            store: "silt-cache",
-            source: format!("invalid range {range:?} for {location} of {size} bytes").into(),
-        });
+        return Err(CacheError::InvalidRange {
+            path: location.to_string(),
+            range: format!("{range:?}"),
+            size,
+        }
+        .into());
     }
     Ok(r)
+}
+
+/// Whether `options` ask for nothing but a range (no conditions, no head).
+fn plain_range(options: &GetOptions) -> Option<&GetRange> {
+    let plain = options.if_match.is_none()
+        && options.if_none_match.is_none()
+        && options.if_modified_since.is_none()
+        && options.if_unmodified_since.is_none()
+        && options.version.is_none()
+        && !options.head;
+    options.range.as_ref().filter(|_| plain)
+}
+
+/// A ranged read's answer, already in memory.
+fn ranged_result(object: &PinnedObject, location: &Path, range: Range<u64>, bytes: Bytes) -> GetResult {
+    let mut meta = object.version.meta.clone();
+    meta.location = location.clone();
+    silt_store::wrapper::buffered_result(meta, range, Attributes::default(), bytes)
 }
 
 silt_store::read_path_store!(CachedStore, "CachedStore", {
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
         if options.head && options.if_match.is_none() && options.if_none_match.is_none() && options.version.is_none() {
-            let meta = match self.tiers.versions.get(location) {
+            let meta = match self.tiers.versions().get(location) {
                 Some((v, at)) if self.freshness.still_valid(at.elapsed()) => v.meta,
                 _ => self.head_inner(location).await?,
             };
@@ -537,40 +345,26 @@ silt_store::read_path_store!(CachedStore, "CachedStore", {
                 attributes: Attributes::default(),
             });
         }
-        let plain_range = options.if_match.is_none()
-            && options.if_none_match.is_none()
-            && options.if_modified_since.is_none()
-            && options.if_unmodified_since.is_none()
-            && options.version.is_none()
-            && !options.head;
-        let Some(range) = options.range.clone().filter(|_| plain_range) else {
+        let Some(range) = plain_range(&options).cloned() else {
             let mut result = self.inner.get_opts(&self.strip(location)?, options).await?;
             result.meta = self.qualify_meta(result.meta);
             self.remember(&result.meta);
             return Ok(result);
         };
-        let version = self.version_of(location).await?;
-        let range = resolve(&range, version.size, location)?;
-        let bytes = self
-            .read_ranges(location, &version, std::slice::from_ref(&range), true)
-            .await?
-            .pop()
-            .unwrap_or_default();
-        Ok(silt_store::wrapper::buffered_result(
-            version.meta,
-            range,
-            Attributes::default(),
-            bytes,
-        ))
+        let object = self.pin_current(location).await?;
+        let range = resolve(&range, object.size(), location)?;
+        let bytes = self.read_pinned(&object, std::slice::from_ref(&range)).await?;
+        let bytes = bytes.into_iter().next().unwrap_or_default();
+        Ok(ranged_result(&object, location, range, bytes))
     }
 
     async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
-        let version = self.version_of(location).await?;
+        let object = self.pin_current(location).await?;
         let ranges = ranges
             .iter()
-            .map(|r| resolve(&GetRange::Bounded(r.clone()), version.size, location))
+            .map(|r| resolve(&GetRange::Bounded(r.clone()), object.size(), location))
             .collect::<Result<Vec<_>>>()?;
-        self.read_ranges(location, &version, &ranges, true).await
+        Ok(self.read_pinned(&object, &ranges).await?)
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
@@ -605,10 +399,71 @@ silt_store::read_path_store!(CachedStore, "CachedStore", {
     }
 });
 
+/// One object at one version, as an `ObjectStore` (see
+/// [`CachedStore::pinned_store`]). Reads of any other path are not found;
+/// listing is not supported.
+struct PinnedStore {
+    /// The table's store, for `Display` (the macro's convention).
+    inner: Arc<CachedStore>,
+    store: CachedStore,
+    location: Path,
+    object: PinnedObject,
+}
+
+impl PinnedStore {
+    fn check(&self, location: &Path) -> Result<()> {
+        if *location == self.location {
+            return Ok(());
+        }
+        Err(object_store::Error::NotFound {
+            path: location.to_string(),
+            source: format!("this reader serves only {}", self.location).into(),
+        })
+    }
+}
+
+silt_store::read_path_store!(PinnedStore, "PinnedStore", {
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        self.check(location)?;
+        if options.head {
+            return Ok(ranged_result(&self.object, location, 0..0, Bytes::new()));
+        }
+        let range = options.range.clone().unwrap_or(GetRange::Offset(0));
+        let range = resolve(&range, self.object.size(), location)?;
+        let bytes = self.store.read_pinned(&self.object, std::slice::from_ref(&range)).await?;
+        let bytes = bytes.into_iter().next().unwrap_or_default();
+        Ok(ranged_result(&self.object, location, range, bytes))
+    }
+
+    async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        self.check(location)?;
+        let ranges = ranges
+            .iter()
+            .map(|r| resolve(&GetRange::Bounded(r.clone()), self.object.size(), location))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(self.store.read_pinned(&self.object, &ranges).await?)
+    }
+
+    fn list(&self, _prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+        futures::stream::once(async {
+            Err(object_store::Error::NotSupported {
+                source: "a pinned object reader does not list".into(),
+            })
+        })
+        .boxed()
+    }
+
+    async fn list_with_delimiter(&self, _prefix: Option<&Path>) -> Result<ListResult> {
+        Err(object_store::Error::NotSupported {
+            source: "a pinned object reader does not list".into(),
+        })
+    }
+});
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{BatchCache, CacheMetrics, PageCache, PageCacheConfig};
+    use crate::{BatchCache, CacheMetrics, PageCache, PageCacheConfig, PageStore};
     use futures::TryStreamExt;
     use object_store::ObjectStoreExt;
     use object_store::memory::InMemory;
@@ -622,7 +477,10 @@ mod tests {
             },
             CacheMetrics::noop(),
         );
-        CacheTiers::new(BatchCache::new(1 << 20, CacheMetrics::noop()), cache, None, merge_gap)
+        CacheTiers::new(
+            PageStore::builder(cache).merge_gap(merge_gap).build(),
+            BatchCache::new(1 << 20, CacheMetrics::noop()),
+        )
     }
 
     fn setup(page: u64, freshness: Freshness) -> (Arc<InMemory>, CachedStore) {
@@ -677,6 +535,7 @@ mod tests {
         assert_eq!(&store.read_at(&p, &v1, 0..4).await.unwrap()[..], &[1; 4]);
         let err = store.read_at(&p, &v1, 8..12).await.unwrap_err();
         assert!(matches!(err, object_store::Error::Precondition { .. }), "{err}");
+        assert!(CacheError::find(&err).is_some_and(CacheError::is_changed), "{err}");
         let v2 = store.revalidate(&p).await.unwrap();
         assert_ne!(v1.tag, v2.tag);
         assert_eq!(store.read_version(&p).await.unwrap().tag, v2.tag);
@@ -745,5 +604,40 @@ mod tests {
         // separated by a 20-byte gap, so they come back in one GET.
         store.get_range(&p, 20..40).await.unwrap();
         assert_eq!(&store.get_range(&p, 0..100).await.unwrap()[..], &data[..]);
+    }
+
+    #[tokio::test]
+    async fn a_deleted_object_is_not_found_for_the_fetcher_and_its_waiters() {
+        let mem = Arc::new(InMemory::new());
+        mem.put(&Path::from("o"), vec![7u8; 64].into()).await.unwrap();
+        let slow: Arc<dyn ObjectStore> = Arc::new(silt_store::FaultyStore::new(
+            mem.clone(),
+            silt_store::FaultConfig {
+                latency: std::time::Duration::from_millis(50),
+                ..Default::default()
+            },
+        ));
+        let store = CachedStore::new(slow, tiers(16, 0), "mem", Freshness::Always);
+        let p = ns("o");
+        let v = store.read_version(&p).await.unwrap();
+        mem.delete(&Path::from("o")).await.unwrap();
+        let reads = (0..8).map(|_| {
+            let (store, p, v) = (store.clone(), p.clone(), v.clone());
+            tokio::spawn(async move { store.read_at(&p, &v, 0..16).await })
+        });
+        for r in futures::future::join_all(reads).await {
+            let e = r.unwrap().unwrap_err();
+            assert!(matches!(e, object_store::Error::NotFound { .. }), "{e}");
+            assert!(CacheError::find(&e).is_some_and(CacheError::is_not_found), "{e}");
+        }
+    }
+
+    #[tokio::test]
+    async fn writes_are_refused() {
+        let (mem, store) = setup(4, Freshness::Always);
+        let err = store.put(&ns("w"), vec![1u8].into()).await.unwrap_err();
+        assert!(matches!(err, object_store::Error::NotSupported { .. }), "{err}");
+        assert!(mem.head(&Path::from("w")).await.is_err(), "nothing reached the store");
+        assert!(mem.head(&ns("w")).await.is_err());
     }
 }

@@ -2,16 +2,18 @@
 //! page at once, one of them fetches it and the others wait for its result.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
+use parking_lot::Mutex;
 use tokio::sync::watch;
 
+use crate::error::CacheError;
 use crate::page_cache::PageKey;
 
-/// What a fetch of a page ended with, as seen by those waiting for it. Errors
-/// travel as text: the waiter reports the same failure the fetcher saw.
-pub(crate) type Outcome = Result<Bytes, Arc<str>>;
+/// What a fetch of a page ended with, as seen by those waiting for it. The
+/// error is the fetcher's own, typed (a waiter on a deleted object gets
+/// `NotFound`, on an overwritten one `Changed`, like the fetcher).
+pub(crate) type Outcome = Result<Bytes, CacheError>;
 
 /// A claim on a missing page.
 pub(crate) enum Claim {
@@ -31,7 +33,7 @@ impl InFlight {
     /// Claims `key`: the first caller fetches, later ones wait. A claim whose
     /// fetcher went away (its query was cancelled) is taken over.
     pub(crate) fn claim(&self, key: &PageKey) -> Claim {
-        let mut pages = self.pages.lock().unwrap_or_else(|e| e.into_inner());
+        let mut pages = self.pages.lock();
         if let Some(rx) = pages.get(key)
             && rx.has_changed().is_ok()
         {
@@ -45,7 +47,7 @@ impl InFlight {
     /// Publishes the outcome of a fetch to its waiters and forgets the claim.
     pub(crate) fn finish(&self, key: &PageKey, tx: watch::Sender<Option<Outcome>>, outcome: Outcome) {
         let _ = tx.send(Some(outcome));
-        let mut pages = self.pages.lock().unwrap_or_else(|e| e.into_inner());
+        let mut pages = self.pages.lock();
         if pages.get(key).is_some_and(|rx| rx.same_channel(&tx.subscribe())) {
             pages.remove(key);
         }
@@ -63,12 +65,7 @@ mod tests {
     use super::*;
 
     fn key(page: u64) -> PageKey {
-        PageKey {
-            store: "s".into(),
-            path: "p".into(),
-            version: "v".into(),
-            page,
-        }
+        PageKey::new(crate::ObjectKey::new("s", "p", "v"), page)
     }
 
     #[tokio::test]
@@ -84,11 +81,24 @@ mod tests {
             panic!("other page must fetch")
         };
         f.finish(&key(1), tx, Ok(Bytes::from_static(b"x")));
-        assert_eq!(InFlight::wait(rx).await, Some(Ok(Bytes::from_static(b"x"))));
+        assert_eq!(InFlight::wait(rx).await.unwrap().unwrap(), Bytes::from_static(b"x"));
         assert!(
             matches!(f.claim(&key(1)), Claim::Fetch(_)),
             "finished claims are forgotten"
         );
+    }
+
+    #[tokio::test]
+    async fn waiters_get_the_fetchers_typed_error() {
+        let f = InFlight::default();
+        let Claim::Fetch(tx) = f.claim(&key(1)) else { panic!() };
+        let Claim::Wait(rx) = f.claim(&key(1)) else { panic!() };
+        let gone = CacheError::NotFound {
+            path: "p".into(),
+            source: None,
+        };
+        f.finish(&key(1), tx, Err(gone));
+        assert!(InFlight::wait(rx).await.unwrap().unwrap_err().is_not_found());
     }
 
     #[tokio::test]
@@ -97,7 +107,7 @@ mod tests {
         let Claim::Fetch(tx) = f.claim(&key(1)) else { panic!() };
         let Claim::Wait(rx) = f.claim(&key(1)) else { panic!() };
         drop(tx);
-        assert_eq!(InFlight::wait(rx).await, None);
+        assert!(InFlight::wait(rx).await.is_none());
         assert!(matches!(f.claim(&key(1)), Claim::Fetch(_)));
     }
 }

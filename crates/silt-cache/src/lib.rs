@@ -14,19 +14,29 @@
 
 mod batch_cache;
 mod cached_store;
+mod counters;
 pub mod disk;
+mod error;
 mod freshness;
 mod inflight;
+mod key;
 mod page_cache;
+mod page_store;
 pub mod policy;
 mod tiers;
 mod transcoder;
 mod version;
+mod versions;
 
 pub use batch_cache::{BATCH_ROWS, BatchCache, BatchKey, CachedColumn, ColumnUsage, MemoryForm};
-pub use cached_store::{CachedStore, TableCounters};
+pub use cached_store::CachedStore;
+pub use counters::TableCounters;
 pub use disk::{DiskConfig, DiskMetrics, DiskStats, DiskTier};
+pub use error::{CacheError, CacheResult};
 pub use freshness::Freshness;
+pub use key::{ObjectKey, PinnedObject};
 pub use page_cache::{CacheMetrics, PageCache, PageCacheConfig, PageKey};
-pub use tiers::{CacheTiers, PageTier, VersionRegistry};
+pub use page_store::{Admit, PageStore, PageStoreBuilder, PageTier, Source};
+pub use tiers::{CacheTiers, VersionedTier};
+pub use versions::VersionRegistry;
 pub use version::ObjectVersion;

@@ -6,6 +6,8 @@ use bytes::Bytes;
 use metrics::{Counter, Gauge, Key, Label, Level, Metadata, Recorder};
 use moka::sync::Cache;
 
+use crate::key::ObjectKey;
+
 static METADATA: Metadata<'static> = Metadata::new("silt_cache", Level::INFO, None);
 
 /// Sizing of the page cache.
@@ -99,11 +101,16 @@ impl CacheMetrics {
 /// Identifies one page of one version of one object.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct PageKey {
-    /// Which store (a server may read several buckets or folders).
-    pub store: Arc<str>,
-    pub path: Arc<str>,
-    pub version: Arc<str>,
+    /// The object version the page is of.
+    pub object: ObjectKey,
+    /// Page number: bytes `page * page_size ..` of the object.
     pub page: u64,
+}
+
+impl PageKey {
+    pub fn new(object: ObjectKey, page: u64) -> Self {
+        PageKey { object, page }
+    }
 }
 
 /// The memory tier: a byte-budgeted map from [`PageKey`] to page bytes,
@@ -136,12 +143,10 @@ impl PageCache {
         self.pages.insert(key, page);
     }
 
-    /// Drops the pages of `path` in `store` of any version but `keep`.
-    pub(crate) fn drop_other_versions(&self, store: &Arc<str>, path: &Arc<str>, keep: &Arc<str>) {
-        let (store, path, keep) = (store.clone(), path.clone(), keep.clone());
-        let _ = self
-            .pages
-            .invalidate_entries_if(move |k, _| k.store == store && k.path == path && k.version != keep);
+    /// Drops the pages of `keep`'s object of any version but `keep`'s.
+    pub(crate) fn drop_other_versions(&self, keep: &ObjectKey) {
+        let keep = keep.clone();
+        let _ = self.pages.invalidate_entries_if(move |k, _| keep.is_other_version(&k.object));
     }
 
     /// The budget in bytes.

@@ -1,106 +1,46 @@
-//! The cache tiers one server shares among all its tables.
+//! The cache tiers one server shares among all its tables, and the one call
+//! that drops an object's other versions from all of them.
 
-use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
-use std::time::Instant;
+use std::sync::Arc;
 
-use bytes::Bytes;
-use object_store::path::Path;
+use parking_lot::RwLock;
 
 use crate::batch_cache::BatchCache;
-use crate::inflight::InFlight;
-use crate::page_cache::{PageCache, PageKey};
-use crate::version::ObjectVersion;
+use crate::key::ObjectKey;
+use crate::page_store::PageStore;
+use crate::versions::{Validation, VersionRegistry};
 
-/// A tier below memory that keeps pages (the disk tier). A trait so the read
-/// path in [`crate::CachedStore`] does not depend on how pages are stored.
-/// Calls block on I/O; callers run them on blocking threads.
-pub trait PageTier: Send + Sync {
-    /// The page's verified bytes, or `None` on a miss.
-    fn get(&self, key: &PageKey) -> Option<Bytes>;
-    /// Keeps a page (best effort: a failed write is logged and counted).
-    fn put(&self, key: PageKey, data: &[u8]);
-    /// Drops the pages of `path` in `store` whose version is not `keep`.
-    fn drop_other_versions(&self, store: &str, path: &str, keep: &str) -> usize;
+/// A tier outside this crate that holds entries per object version (the
+/// metadata tier of decoded footers): told when a new version is seen, so
+/// that [`CacheTiers::invalidate`] is the one place invalidation happens.
+pub trait VersionedTier: Send + Sync {
+    /// Drops what the tier holds of `keep`'s object at another version.
+    fn drop_other_versions(&self, keep: &ObjectKey);
 }
 
-/// What a validation found, compared with the one before it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Validation {
-    /// First validation of the object since the server started.
-    FirstSight,
-    /// Same version as last time.
-    Unchanged,
-    /// A new version: the object was overwritten upstream.
-    Changed,
-}
-
-/// The version of every object the server has validated, keyed by the path
-/// the query engine sees (namespaced per table store, so unique per server).
-///
-/// The metadata tier checks it so a footer cached for one version is never
-/// used for another, even when size and modification time are equal.
-#[derive(Default)]
-pub struct VersionRegistry {
-    versions: RwLock<HashMap<Path, (ObjectVersion, Instant)>>,
-}
-
-impl VersionRegistry {
-    /// The last validated version of `path` and when it was validated.
-    pub fn get(&self, path: &Path) -> Option<(ObjectVersion, Instant)> {
-        self.versions
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(path)
-            .cloned()
-    }
-
-    /// Records a validation and says how it relates to the previous one.
-    pub(crate) fn record(&self, path: &Path, version: ObjectVersion) -> Validation {
-        let mut map = self.versions.write().unwrap_or_else(|e| e.into_inner());
-        let tag = version.tag.clone();
-        match map.insert(path.clone(), (version, Instant::now())) {
-            None => Validation::FirstSight,
-            Some((previous, _)) if previous.tag == tag => Validation::Unchanged,
-            Some(_) => Validation::Changed,
-        }
-    }
-
-    /// Forgets `path` (deleted upstream).
-    pub(crate) fn forget(&self, path: &Path) {
-        self.versions.write().unwrap_or_else(|e| e.into_inner()).remove(path);
-    }
-}
-
-/// Everything the stores of one server share: the memory tier (decoded
-/// column batches), the page buffer and disk tier (object bytes), the
-/// fetches in flight, and the validated versions.
+/// Everything the stores of one server share: the page store (object bytes
+/// in memory and on disk), the column cache (decoded batches), the validated
+/// versions, and any further versioned tiers.
 pub struct CacheTiers {
-    pub(crate) batches: Arc<BatchCache>,
-    pub(crate) pages: Arc<PageCache>,
-    pub(crate) disk: Option<Arc<dyn PageTier>>,
-    pub(crate) inflight: InFlight,
-    pub(crate) versions: Arc<VersionRegistry>,
-    /// Missing runs separated by at most this many bytes of cached pages are
-    /// fetched with one GET (re-reading the gap is cheaper than a request).
-    pub(crate) merge_gap: u64,
+    pages: Arc<PageStore>,
+    batches: Arc<BatchCache>,
+    versions: Arc<VersionRegistry>,
+    others: RwLock<Vec<Arc<dyn VersionedTier>>>,
 }
 
 impl CacheTiers {
-    pub fn new(
-        batches: Arc<BatchCache>,
-        pages: Arc<PageCache>,
-        disk: Option<Arc<dyn PageTier>>,
-        merge_gap: u64,
-    ) -> Arc<Self> {
+    pub fn new(pages: Arc<PageStore>, batches: Arc<BatchCache>) -> Arc<Self> {
         Arc::new(CacheTiers {
-            batches,
             pages,
-            disk,
-            inflight: InFlight::default(),
+            batches,
             versions: Arc::default(),
-            merge_gap,
+            others: RwLock::default(),
         })
+    }
+
+    /// Adds a tier to invalidate with the others (the metadata tier).
+    pub fn add_versioned_tier(&self, tier: Arc<dyn VersionedTier>) {
+        self.others.write().push(tier);
     }
 
     /// The versions validated so far (shared with the metadata tier).
@@ -108,14 +48,13 @@ impl CacheTiers {
         &self.versions
     }
 
-    /// The memory tier: decoded column batches.
+    /// The column cache: decoded column batches (the memory tier).
     pub fn batches(&self) -> &Arc<BatchCache> {
         &self.batches
     }
 
-    /// The page buffer: recently read object bytes in memory, in front of
-    /// the disk tier.
-    pub fn pages(&self) -> &Arc<PageCache> {
+    /// Object bytes: memory pages, disk pages.
+    pub fn pages(&self) -> &Arc<PageStore> {
         &self.pages
     }
 
@@ -123,40 +62,32 @@ impl CacheTiers {
         self.pages.page_size()
     }
 
-    /// Drops every cached page and batch of `path` in `store` that is not of
-    /// version `keep`. On first sight only the disk can hold other versions
-    /// (pages recovered from an earlier run); memory is filled only after a
-    /// validation, so it is searched only when a version changed.
-    pub(crate) fn drop_other_versions(&self, store: &Arc<str>, path: &Arc<str>, keep: &Arc<str>, seen: Validation) {
-        if seen == Validation::Changed {
-            self.pages.drop_other_versions(store, path, keep);
-            self.batches.drop_other_versions(store, path, keep);
-        }
-        if let Some(disk) = self.disk.clone() {
-            let (store, path, keep) = (store.clone(), path.clone(), keep.clone());
-            let drop = move || {
-                disk.drop_other_versions(&store, &path, &keep);
-            };
-            match tokio::runtime::Handle::try_current() {
-                Ok(h) => {
-                    h.spawn_blocking(drop);
-                }
-                Err(_) => drop(),
+    /// Drops every cached page, batch and footer of `keep`'s object that is
+    /// not of `keep`'s version. On first sight only the disk can hold other
+    /// versions (pages recovered from an earlier run); memory is filled only
+    /// after a validation, so it is searched only when a version changed.
+    pub(crate) fn invalidate(&self, keep: &ObjectKey, seen: Validation) {
+        let changed = seen == Validation::Changed;
+        self.pages.drop_other_versions(keep, changed);
+        if changed {
+            self.batches.drop_other_versions(keep);
+            for tier in self.others.read().iter() {
+                tier.drop_other_versions(keep);
             }
         }
     }
 }
 
-impl PageTier for crate::disk::DiskTier {
-    fn get(&self, key: &PageKey) -> Option<Bytes> {
+impl crate::page_store::PageTier for crate::disk::DiskTier {
+    fn get(&self, key: &crate::PageKey) -> Option<bytes::Bytes> {
         crate::disk::DiskTier::get(self, key)
     }
 
-    fn put(&self, key: PageKey, data: &[u8]) {
+    fn put(&self, key: crate::PageKey, data: &[u8]) {
         crate::disk::DiskTier::put(self, key, data)
     }
 
-    fn drop_other_versions(&self, store: &str, path: &str, keep: &str) -> usize {
-        crate::disk::DiskTier::drop_other_versions(self, store, path, keep)
+    fn drop_other_versions(&self, keep: &ObjectKey) -> usize {
+        crate::disk::DiskTier::drop_other_versions(self, &keep.store, &keep.path, &keep.version)
     }
 }

@@ -80,7 +80,7 @@ impl Transcoder {
 
 /// The column of a file (object version) a batch belongs to: its key
 /// without the row group and batch index.
-type ColumnKey = (Arc<str>, Arc<str>, Arc<str>, u32);
+type ColumnKey = (crate::key::ObjectKey, u32);
 
 fn run(cache: Weak<BatchCache>, rx: Receiver<BatchKey>, backlog: Arc<AtomicUsize>) {
     let mut encoders = Encoders::default();
@@ -99,7 +99,7 @@ fn run(cache: Weak<BatchCache>, rx: Receiver<BatchKey>, backlog: Arc<AtomicUsize
         };
         let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| transcode(&cache, &key, &mut encoders)));
         if done.is_err() {
-            tracing::error!(path = %key.path, column = key.column, "transcoding a column batch panicked; it stays Arrow");
+            tracing::error!(path = %key.object.path, column = key.column, "transcoding a column batch panicked; it stays Arrow");
             encoders = Encoders::default();
         }
         drop(cache);
@@ -159,7 +159,7 @@ fn transcode(cache: &BatchCache, key: &BatchKey, encoders: &mut Encoders) {
     let Some(CachedColumn::Arrow(array)) = cache.peek(key) else {
         return; // evicted, invalidated or already liquid
     };
-    let column = (key.store.clone(), key.path.clone(), key.version.clone(), key.column);
+    let column = (key.object.clone(), key.column);
     let encoder = encoders.get(column, array.data_type());
     let Some(liquid) = encoder.encode(&array) else {
         return;

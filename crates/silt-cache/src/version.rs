@@ -18,6 +18,13 @@ pub struct ObjectVersion {
 }
 
 impl ObjectVersion {
+    /// Whether two descriptions of an object are of the same version: same
+    /// size, modification time and ETag. The one comparison of versions
+    /// every tier uses.
+    pub fn same(a: &ObjectMeta, b: &ObjectMeta) -> bool {
+        a.size == b.size && a.last_modified == b.last_modified && a.e_tag == b.e_tag
+    }
+
     pub fn from_meta(meta: &ObjectMeta) -> Self {
         let tag: Arc<str> = match &meta.e_tag {
             Some(e) => Arc::from(e.as_str()),

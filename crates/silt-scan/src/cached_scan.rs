@@ -18,7 +18,6 @@ use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{Statistics, exec_err, internal_err};
 use datafusion::datasource::physical_plan::parquet::ParquetFileMetrics;
-use datafusion::datasource::physical_plan::parquet::metadata::DFParquetMetadata;
 use datafusion::error::Result;
 use datafusion::execution::cache::cache_manager::FileMetadataCache;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
@@ -29,11 +28,12 @@ use datafusion::physical_plan::statistics::StatisticsArgs;
 use datafusion::physical_plan::stream::RecordBatchReceiverStream;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties};
 use object_store::ObjectMeta;
-use silt_cache::{CachedColumn, CachedStore, ObjectVersion};
+use silt_cache::{CachedColumn, CachedStore};
 use silt_liquid::shared_dict::DecodedDictionaries;
 use tokio::sync::mpsc::Sender;
 
 use crate::column_loader::{ColumnLoader, FileContext, batch_lengths};
+use crate::footer::pinned_footer;
 use crate::scan_filter::ScanFilter;
 
 /// Everything a scan reads through, shared by all partitions.
@@ -279,21 +279,11 @@ impl PartitionRun {
             let _ = loader.prefetch(&file, rg, &needed).await;
         });
     }
-    /// The footer (metadata tier) and cache-key parts of one file.
+    /// Pins one listed file to the version its listing validated, with its
+    /// footer at that version (metadata tier).
     async fn open(&self, meta: &ObjectMeta) -> Result<FileContext> {
-        let store = self.sources.store.clone();
-        let metadata = DFParquetMetadata::new(store.as_ref(), meta)
-            .with_file_metadata_cache(Some(self.sources.metadata_cache.clone()))
-            .fetch_metadata()
-            .await?;
-        let (store_id, path) = store.object_id(&meta.location)?;
-        let version = ObjectVersion::from_meta(meta).tag;
-        FileContext::try_new(
-            meta.clone(),
-            (store_id, path, version),
-            metadata,
-            &self.spec.table_schema,
-        )
+        let (object, metadata) = pinned_footer(&self.sources.store, &self.sources.metadata_cache, meta).await?;
+        FileContext::try_new(meta.clone(), object, metadata, &self.spec.table_schema)
     }
 
     /// The output batches of one row group; `decoded` holds, per projected

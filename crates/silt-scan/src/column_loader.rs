@@ -14,8 +14,8 @@ use datafusion::parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderO
 use datafusion::parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
 use datafusion::parquet::file::metadata::ParquetMetaData;
 use futures::TryStreamExt;
-use object_store::{ObjectMeta, ObjectStore};
-use silt_cache::{BATCH_ROWS, BatchCache, BatchKey, CachedColumn, CachedStore};
+use object_store::ObjectMeta;
+use silt_cache::{BATCH_ROWS, BatchCache, BatchKey, CachedColumn, CachedStore, PinnedObject};
 use std::sync::atomic::Ordering;
 
 /// What the scan knows about one file (one object version) it reads.
@@ -23,10 +23,8 @@ use std::sync::atomic::Ordering;
 pub struct FileContext {
     /// The object as the query engine sees it (namespaced path).
     pub meta: ObjectMeta,
-    /// Cache-key parts: store, path within the store, version.
-    pub store_id: Arc<str>,
-    pub path: Arc<str>,
-    pub version: Arc<str>,
+    /// The version the scan pinned: every byte and batch is of this version.
+    pub object: PinnedObject,
     /// Decoded footer, with the Arrow schema the reader produces.
     pub reader: ArrowReaderMetadata,
     /// For each table column, its root column index in the file (`None`
@@ -40,7 +38,7 @@ impl FileContext {
     /// (string views, binary read as strings); anything else is cast.
     pub fn try_new(
         meta: ObjectMeta,
-        key: (Arc<str>, Arc<str>, Arc<str>),
+        object: PinnedObject,
         metadata: Arc<ParquetMetaData>,
         table_schema: &Schema,
     ) -> Result<Self> {
@@ -66,12 +64,9 @@ impl FileContext {
             .iter()
             .map(|f| reader.schema().index_of(f.name()).ok())
             .collect();
-        let (store_id, path, version) = key;
         Ok(FileContext {
             meta,
-            store_id,
-            path,
-            version,
+            object,
             reader,
             file_columns,
         })
@@ -84,9 +79,7 @@ impl FileContext {
 
     fn key(&self, rg: usize, column: usize, batch: usize) -> BatchKey {
         BatchKey {
-            store: self.store_id.clone(),
-            path: self.path.clone(),
-            version: self.version.clone(),
+            object: self.object.key.clone(),
             row_group: rg as u32,
             column: column as u32,
             batch: batch as u32,
@@ -177,9 +170,9 @@ impl ColumnLoader {
             .collect();
         if !ranges.is_empty() {
             self.store
-                .get_ranges(&file.meta.location, &ranges)
+                .read_pinned(&file.object, &ranges)
                 .await
-                .map_err(|e| read_error(file, rg, e))?;
+                .map_err(|e| read_error(file, rg, DataFusionError::External(Box::new(e))))?;
         }
         Ok(())
     }
@@ -212,7 +205,7 @@ impl ColumnLoader {
         let mask = ProjectionMask::roots(file.reader.metadata().file_metadata().schema_descr(), roots);
         let reader = CachedFileReader {
             store: self.store.clone(),
-            location: file.meta.location.clone(),
+            object: file.object.clone(),
             metadata: file.reader.metadata().clone(),
         };
         let stream = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, file.reader.clone())
@@ -220,8 +213,11 @@ impl ColumnLoader {
             .with_row_groups(vec![rg])
             .with_batch_size(BATCH_ROWS)
             .build()
-            .map_err(|e| read_error(file, rg, e))?;
-        let batches: Vec<_> = stream.try_collect().await.map_err(|e| read_error(file, rg, e))?;
+            .map_err(|e| read_error(file, rg, e.into()))?;
+        let batches: Vec<_> = stream
+            .try_collect()
+            .await
+            .map_err(|e| read_error(file, rg, e.into()))?;
         let mut out = vec![Vec::with_capacity(batches.len()); columns.len()];
         for (b, batch) in batches.iter().enumerate() {
             for (slot, &c) in columns.iter().enumerate() {
@@ -257,6 +253,9 @@ fn conform(array: &ArrayRef, data_type: &DataType) -> Result<ArrayRef> {
     Ok(cast_with_options(array, data_type, &options)?)
 }
 
-fn read_error(file: &FileContext, rg: usize, e: impl std::fmt::Display) -> DataFusionError {
-    DataFusionError::Execution(format!("reading {} (row group {rg}): {e}", file.meta.location))
+/// `e` with the object and row group it happened in; the error itself (a
+/// typed [`silt_cache::CacheError`] inside, when the cache failed) is kept as
+/// the source, so the server's edge can still answer by kind.
+fn read_error(file: &FileContext, rg: usize, e: DataFusionError) -> DataFusionError {
+    e.context(format!("reading {} (row group {rg})", file.meta.location))
 }

@@ -14,6 +14,7 @@ pub mod cached_scan;
 pub mod cached_table;
 pub mod column_loader;
 pub mod file_reader;
+pub mod footer;
 pub mod liquid_predicate;
 pub mod metadata_tier;
 pub mod pushdown;

@@ -21,7 +21,7 @@ use datafusion::execution::cache::cache_manager::CachedFileMetadataEntry;
 use datafusion::execution::cache::default_cache::DefaultCache;
 use datafusion::execution::cache::{Cache, CacheEntryInfo, CacheValue};
 use object_store::path::Path;
-use silt_cache::{CacheMetrics, VersionRegistry};
+use silt_cache::{CacheMetrics, ObjectKey, ObjectVersion, VersionRegistry, VersionedTier};
 
 /// Footers keyed by object path and checked against the validated version.
 pub struct MetadataTier {
@@ -52,12 +52,22 @@ impl MetadataTier {
     /// Whether `entry` was read from the version of `path` validated last.
     fn is_current(&self, path: &Path, entry: &CachedFileMetadataEntry) -> bool {
         match self.versions.get(path) {
-            Some((v, _)) => {
-                v.size == entry.meta.size
-                    && v.meta.last_modified == entry.meta.last_modified
-                    && v.e_tag == entry.meta.e_tag
-            }
+            Some((v, _)) => ObjectVersion::same(&v.meta, &entry.meta),
             None => true,
+        }
+    }
+}
+
+impl VersionedTier for MetadataTier {
+    /// Drops the footer of `keep`'s object if it is of another version. The
+    /// tier is keyed by the namespaced path (`store/path`).
+    fn drop_other_versions(&self, keep: &ObjectKey) {
+        let path = Path::from(format!("{}/{}", keep.store, keep.path));
+        if let Some(entry) = self.entries.get(&path)
+            && ObjectVersion::from_meta(&entry.meta).tag != keep.version
+        {
+            self.entries.remove(&path);
+            self.refresh_gauge();
         }
     }
 }

@@ -13,7 +13,7 @@ use object_store::memory::InMemory;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use silt_cache::{
-    BATCH_ROWS, BatchCache, CacheMetrics, CacheTiers, CachedStore, Freshness, PageCache, PageCacheConfig,
+    BATCH_ROWS, BatchCache, CacheMetrics, CacheTiers, CachedStore, Freshness, PageCache, PageCacheConfig, PageStore,
 };
 use silt_scan::{TableOptions, register_parquet_table};
 use silt_store::TableLocation;
@@ -80,7 +80,7 @@ async fn setup(memory_budget: u64) -> Setup {
         .unwrap();
     let batches = BatchCache::new(memory_budget, CacheMetrics::noop());
     let pages = PageCache::new(PageCacheConfig::default(), CacheMetrics::noop());
-    let tiers = CacheTiers::new(batches.clone(), pages, None, 0);
+    let tiers = CacheTiers::new(PageStore::builder(pages).merge_gap(0).build(), batches.clone());
     let store = Arc::new(CachedStore::new(
         mem as Arc<dyn ObjectStore>,
         tiers,

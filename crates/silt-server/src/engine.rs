@@ -3,7 +3,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::num::NonZeroUsize;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use datafusion::arrow::datatypes::SchemaRef;
@@ -22,7 +24,8 @@ use object_store::memory::InMemory;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt};
 use silt_cache::{
-    BatchCache, CacheTiers, CachedStore, DiskConfig, DiskMetrics, DiskTier, PageCache, PageCacheConfig, PageTier,
+    BatchCache, CacheTiers, CachedStore, DiskConfig, DiskMetrics, DiskTier, PageCache, PageCacheConfig, PageStore,
+    PageTier,
 };
 use silt_proto::{ROW_MARKER_COLUMN, ScanRequest};
 use silt_scan::{MetadataTier, PushdownScan, TableOptions, plan_pushdown, register_parquet_table};
@@ -112,6 +115,8 @@ pub struct Engine {
     single_files: RwLock<BTreeMap<String, SingleObject>>,
     last_retry: Mutex<Option<Instant>>,
     retry_lock: tokio::sync::Mutex<()>,
+    /// The exclusive lock on `cache_dir`, held while the engine lives.
+    _cache_dir_lock: std::fs::File,
 }
 
 impl Engine {
@@ -119,6 +124,17 @@ impl Engine {
     /// be reached are kept as *unavailable* (queries naming them get the
     /// cause) and retried; the server starts regardless.
     pub async fn new(config: ServerConfig, metrics: Arc<ServerMetrics>) -> Result<Arc<Self>, ServerError> {
+        // Own the cache dir before touching anything in it: a second server on
+        // the same dir (whatever its page size) fails here, leaving the first
+        // one's pages alone.
+        std::fs::create_dir_all(&config.cache_dir).map_err(|source| ServerError::Io {
+            path: config.cache_dir.display().to_string(),
+            source,
+        })?;
+        let cache_dir_lock = silt_cache::disk::lock_dir(&config.cache_dir).map_err(|source| ServerError::Io {
+            path: config.cache_dir.display().to_string(),
+            source,
+        })?;
         let spill_dir = config.cache_dir.join("spill");
         std::fs::create_dir_all(&spill_dir).map_err(|source| ServerError::Io {
             path: spill_dir.display().to_string(),
@@ -132,17 +148,20 @@ impl Engine {
             metrics.pages.clone(),
         );
         let disk = open_disk_tier(&config, &metrics)?;
+        let mut pages = PageStore::builder(page_cache).merge_gap(config.page_size);
+        if let Some(disk) = &disk {
+            pages = pages.disk(disk.clone() as Arc<dyn PageTier>);
+        }
         let tiers = CacheTiers::new(
+            pages.build(),
             BatchCache::with_form(config.memory_budget, metrics.memory.clone(), config.memory_form),
-            page_cache,
-            disk.clone().map(|d| d as Arc<dyn PageTier>),
-            config.page_size,
         );
         let metadata = Arc::new(MetadataTier::new(
             usize::try_from(config.metadata_budget).unwrap_or(usize::MAX),
             tiers.versions().clone(),
             metrics.metadata.clone(),
         ));
+        tiers.add_versioned_tier(metadata.clone());
         let runtime = RuntimeEnvBuilder::new()
             .with_cache_manager(CacheManagerConfig::default().with_file_metadata_cache(Some(metadata.clone())))
             .with_metadata_cache_limit(usize::try_from(config.metadata_budget).unwrap_or(usize::MAX))
@@ -200,6 +219,7 @@ impl Engine {
             single_files: RwLock::new(BTreeMap::new()),
             last_retry: Mutex::new(None),
             retry_lock: tokio::sync::Mutex::new(()),
+            _cache_dir_lock: cache_dir_lock,
         });
         engine.register_pending().await;
         Ok(engine)
@@ -235,23 +255,22 @@ impl Engine {
 
     /// The cached store of each registered table.
     pub fn table_stores(&self) -> BTreeMap<String, Arc<CachedStore>> {
-        self.stores.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.stores.read().clone()
     }
 
     /// The cached store of registered table `name`.
     pub fn table_store(&self, name: &str) -> Option<Arc<CachedStore>> {
-        self.stores.read().unwrap_or_else(|e| e.into_inner()).get(name).cloned()
+        self.stores.read().get(name).cloned()
     }
 
     /// A snapshot of the catalog (tables and views, available or not).
     pub fn catalog(&self) -> BTreeMap<String, CatalogEntry> {
-        self.catalog.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.catalog.read().clone()
     }
 
     fn available(&self) -> BTreeSet<String> {
         self.catalog
             .read()
-            .unwrap_or_else(|e| e.into_inner())
             .iter()
             .filter(|(_, e)| e.unavailable.is_none())
             .map(|(n, _)| n.clone())
@@ -259,7 +278,7 @@ impl Engine {
     }
 
     fn set_status(&self, name: &str, unavailable: Option<String>) {
-        if let Some(e) = self.catalog.write().unwrap_or_else(|e| e.into_inner()).get_mut(name) {
+        if let Some(e) = self.catalog.write().get_mut(name) {
             e.unavailable = unavailable;
         }
     }
@@ -267,7 +286,7 @@ impl Engine {
     /// Try to register every table and view that is not registered yet.
     async fn register_pending(&self) {
         let _one_at_a_time = self.retry_lock.lock().await;
-        *self.last_retry.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+        *self.last_retry.lock() = Some(Instant::now());
         let pending: Vec<(String, CatalogEntry)> = self
             .catalog()
             .into_iter()
@@ -277,12 +296,17 @@ impl Engine {
             if let EntryKind::Table { index, config } = &entry.kind {
                 let result = tokio::time::timeout(REGISTER_TIMEOUT, self.register_table(*index, name, config))
                     .await
-                    .unwrap_or_else(|_| Err(format!("timed out after {REGISTER_TIMEOUT:?} reading {}", config.url)));
+                    .unwrap_or_else(|_| {
+                        Err(ServerError::StoreTimeout {
+                            url: config.url.clone(),
+                            after: REGISTER_TIMEOUT,
+                        })
+                    });
                 match &result {
                     Ok(()) => info!(table = %name, url = %config.url, "registered table"),
                     Err(e) => warn!(table = %name, error = %e, "table unavailable"),
                 }
-                self.set_status(name, result.err());
+                self.set_status(name, result.err().map(|e| e.to_string()));
             }
         }
         // Views may build on each other: repeat while progress is made.
@@ -306,10 +330,10 @@ impl Engine {
         }
     }
 
-    async fn register_table(&self, index: usize, name: &str, config: &TableConfig) -> Result<(), String> {
-        let location = TableLocation::parse(&config.url).map_err(|e| e.to_string())?;
+    async fn register_table(&self, index: usize, name: &str, config: &TableConfig) -> Result<(), ServerError> {
+        let location = TableLocation::parse(&config.url)?;
         let s3 = config.s3.or(&self.config.s3.or(&S3Settings::from_env()));
-        let mut raw = location.open(&s3, &self.memory_store).map_err(|e| e.to_string())?;
+        let mut raw = location.open(&s3, &self.memory_store)?;
         let mut faults = self.config.store.faults();
         // Each table's store draws its own fault sequence.
         faults.seed ^= (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
@@ -329,17 +353,18 @@ impl Engine {
             // whether each query sends a HEAD.
             let path = cached.qualify(&ObjectPath::from(location.path.as_str()));
             cached.head(&path).await.map_err(|e| match e {
-                object_store::Error::NotFound { .. } => format!("object {} does not exist", config.url),
-                other => format!("cannot read {}: {other}", config.url),
+                object_store::Error::NotFound { .. } => ServerError::ObjectNotFound {
+                    table: name.to_string(),
+                    url: config.url.clone(),
+                },
+                other => ServerError::reading(&config.url, other.into()),
             })?;
             self.single_files
                 .write()
-                .unwrap_or_else(|e| e.into_inner())
                 .insert(name.to_string(), (cached.clone() as Arc<dyn ObjectStore>, path));
         }
         self.stores
             .write()
-            .unwrap_or_else(|e| e.into_inner())
             .insert(name.to_string(), cached.clone());
         let options = TableOptions {
             binary_as_string: config.binary_as_string,
@@ -355,7 +380,7 @@ impl Engine {
             &options,
         )
         .await
-        .map_err(|e| e.to_string())
+        .map_err(ServerError::from)
     }
 
     async fn register_view(&self, name: &str, sql: &str) -> Result<(), String> {
@@ -371,7 +396,7 @@ impl Engine {
             .collect();
         tables.sort();
         tables.dedup();
-        if let Some(e) = self.catalog.write().unwrap_or_else(|e| e.into_inner()).get_mut(name) {
+        if let Some(e) = self.catalog.write().get_mut(name) {
             e.tables = tables;
         }
         let plan = state
@@ -391,7 +416,6 @@ impl Engine {
         let any_pending = self
             .catalog
             .read()
-            .unwrap_or_else(|e| e.into_inner())
             .values()
             .any(|e| e.unavailable.is_some());
         if !any_pending {
@@ -400,7 +424,6 @@ impl Engine {
         let due = self
             .last_retry
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
             .is_none_or(|t| t.elapsed() >= RETRY_INTERVAL);
         if due {
             self.register_pending().await;
@@ -452,7 +475,6 @@ impl Engine {
             let single = self
                 .single_files
                 .read()
-                .unwrap_or_else(|e| e.into_inner())
                 .get(t)
                 .cloned();
             if let Some((store, path)) = single {

@@ -1,6 +1,7 @@
 //! Errors of the cache server and how they reach clients.
 
 use datafusion::error::DataFusionError;
+use silt_cache::CacheError;
 use tonic::Status;
 
 /// Everything that can fail inside the server.
@@ -31,6 +32,9 @@ pub enum ServerError {
     ObjectNotFound { table: String, url: String },
     #[error("{0}")]
     Store(#[from] silt_store::StoreError),
+    /// The object store did not answer within a server-side deadline.
+    #[error("timed out after {after:?} reading {url}")]
+    StoreTimeout { url: String, after: std::time::Duration },
     #[error("I/O on {path}: {source}")]
     Io {
         path: String,
@@ -69,6 +73,7 @@ impl ServerError {
             ServerError::InvalidRequest(_) | ServerError::Config(_) => Status::invalid_argument(msg),
             ServerError::Unavailable { .. } => Status::unavailable(msg),
             ServerError::Timeout(_) => Status::deadline_exceeded(msg),
+            ServerError::StoreTimeout { .. } => Status::unavailable(msg),
             ServerError::DataFusion(e) | ServerError::Read { source: e, .. } => datafusion_status(e, msg),
             ServerError::ObjectNotFound { .. } => Status::not_found(msg),
             ServerError::Store(_) | ServerError::Io { .. } | ServerError::Transport(_) => Status::internal(msg),
@@ -77,6 +82,9 @@ impl ServerError {
 }
 
 fn datafusion_status(e: &DataFusionError, msg: String) -> Status {
+    if let Some(cache) = CacheError::find(e) {
+        return cache_status(cache, msg);
+    }
     match e.find_root() {
         DataFusionError::Plan(_)
         | DataFusionError::SQL(..)
@@ -87,6 +95,19 @@ fn datafusion_status(e: &DataFusionError, msg: String) -> Status {
             Status::not_found(msg)
         }
         _ => Status::internal(msg),
+    }
+}
+
+/// The status of a read that failed in the cache, by the kind it kept.
+fn cache_status(e: &CacheError, msg: String) -> Status {
+    match e {
+        CacheError::NotFound { .. } => Status::not_found(msg),
+        // The client may retry: the object changed under the query after it
+        // had started answering (before that, the server restarts it itself).
+        CacheError::Changed { .. } => Status::aborted(msg),
+        CacheError::Timeout { .. } => Status::unavailable(msg),
+        CacheError::Corrupt { .. } => Status::data_loss(msg),
+        CacheError::InvalidRange { .. } | CacheError::Store { .. } => Status::internal(msg),
     }
 }
 

@@ -87,18 +87,65 @@ impl SiltFlightService {
         self.counted(planned)
     }
 
-    /// Execute a planned query and stream it as Flight data, enforcing the
-    /// query timeout and counting what is sent.
-    async fn stream(&self, planned: PlannedQuery) -> Result<Response<DoGetStream>, Status> {
+    /// Plans `query` (SQL or a pushdown scan).
+    async fn plan(&self, query: &Query) -> Result<PlannedQuery, Status> {
+        match query {
+            Query::Sql(sql) => self.plan_statement(sql).await,
+            Query::Scan(scan) => self.plan_scan(scan).await,
+        }
+    }
+
+    /// Plans and executes `query` and waits for its first batch. If that
+    /// first result is [`silt_cache::CacheError::Changed`] (an object was
+    /// overwritten between the planning's validation and the read), nothing
+    /// has reached the client yet, so the query is planned again (which
+    /// validates the new version) and restarted, once.
+    async fn start(&self, query: &Query, deadline: Instant) -> Result<Started, Status> {
+        let timeout = self.engine.config().query_timeout;
+        let mut restarted = false;
+        loop {
+            let planned = self.plan(query).await?;
+            let schema = planned.schema();
+            let sources = planned.sources.clone();
+            let mut batches = match tokio::time::timeout_at(deadline, planned.execute()).await {
+                Ok(r) => self.counted(r)?,
+                Err(_) => return Err(self.counted::<()>(Err(ServerError::Timeout(timeout))).unwrap_err()),
+            };
+            let first = match tokio::time::timeout_at(deadline, batches.next()).await {
+                Ok(first) => first,
+                Err(_) => return Err(self.counted::<()>(Err(ServerError::Timeout(timeout))).unwrap_err()),
+            };
+            if let Some(Err(e)) = &first
+                && !restarted
+                && silt_cache::CacheError::find(e).is_some_and(silt_cache::CacheError::is_changed)
+            {
+                self.engine.metrics().query_restarts.increment(1);
+                debug!(error = %e, "an object changed under the query before it answered; restarting it once");
+                restarted = true;
+                continue;
+            }
+            return Ok(Started {
+                schema,
+                sources,
+                first,
+                rest: batches,
+            });
+        }
+    }
+
+    /// Runs `query` and streams it as Flight data, enforcing the query
+    /// timeout and counting what is sent.
+    async fn stream(&self, query: Query) -> Result<Response<DoGetStream>, Status> {
         let metrics = self.engine.metrics().clone();
         let timeout = self.engine.config().query_timeout;
         let deadline = Instant::now() + timeout;
-        let schema = planned.schema();
-        let sources = planned.sources.clone();
-        let batches = match tokio::time::timeout_at(deadline, planned.execute()).await {
-            Ok(r) => self.counted(r)?,
-            Err(_) => return Err(self.counted::<()>(Err(ServerError::Timeout(timeout))).unwrap_err()),
-        };
+        let Started {
+            schema,
+            sources,
+            first,
+            rest,
+        } = self.start(&query, deadline).await?;
+        let batches = futures::stream::iter(first).chain(rest);
         let active = ActiveQuery::new(metrics.clone());
         let err_metrics = metrics.clone();
         let batches = futures::stream::unfold((batches, false, active), move |(mut s, done, active)| {
@@ -146,6 +193,20 @@ impl SiltFlightService {
             .with_ordered(false);
         Ok(Response::new(info))
     }
+}
+
+/// What a query is: SQL, or a pushdown scan. Planned again on a restart.
+enum Query {
+    Sql(String),
+    Scan(ScanRequest),
+}
+
+/// A query executing, with its first result already taken.
+struct Started {
+    schema: Arc<Schema>,
+    sources: String,
+    first: Option<datafusion::error::Result<datafusion::arrow::array::RecordBatch>>,
+    rest: datafusion::execution::SendableRecordBatchStream,
 }
 
 /// Keeps `silt_queries_active` right however a stream ends.
@@ -271,8 +332,7 @@ impl FlightSqlService for SiltFlightService {
         _request: Request<Ticket>,
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
         let sql = handle_sql(&ticket.statement_handle)?;
-        let planned = self.plan_statement(&sql).await?;
-        self.stream(planned).await
+        self.stream(Query::Sql(sql)).await
     }
 
     async fn do_get_prepared_statement(
@@ -281,8 +341,7 @@ impl FlightSqlService for SiltFlightService {
         _request: Request<Ticket>,
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
         let sql = handle_sql(&query.prepared_statement_handle)?;
-        let planned = self.plan_statement(&sql).await?;
-        self.stream(planned).await
+        self.stream(Query::Sql(sql)).await
     }
 
     async fn do_get_fallback(
@@ -296,8 +355,7 @@ impl FlightSqlService for SiltFlightService {
                 message.type_url
             )));
         };
-        let planned = self.plan_scan(&scan).await?;
-        self.stream(planned).await
+        self.stream(Query::Scan(scan)).await
     }
 
     async fn do_get_catalogs(

@@ -20,6 +20,9 @@ pub struct ServerMetrics {
     pub queries: Counter,
     /// `silt_query_errors_total`: those that failed (planning or mid-stream).
     pub query_errors: Counter,
+    /// `silt_query_restarts_total`: queries restarted (once, before any
+    /// answer) because an object changed between validation and read.
+    pub query_restarts: Counter,
     /// `silt_queries_active`: queries whose result stream is open.
     pub active_queries: Gauge,
     /// `silt_flight_bytes_sent_total`: Arrow IPC bytes (header + body) sent.
@@ -47,6 +50,7 @@ impl ServerMetrics {
         let counter = |name: &'static str| recorder.register_counter(&Key::from_static_name(name), &METADATA);
         let queries = counter("silt_queries_total");
         let query_errors = counter("silt_query_errors_total");
+        let query_restarts = counter("silt_query_restarts_total");
         let flight_bytes_sent = counter("silt_flight_bytes_sent_total");
         let flight_rows_sent = counter("silt_flight_rows_sent_total");
         let s3_requests = counter("silt_s3_requests_total");
@@ -60,6 +64,7 @@ impl ServerMetrics {
         for c in [
             &queries,
             &query_errors,
+            &query_restarts,
             &flight_bytes_sent,
             &flight_rows_sent,
             &s3_requests,
@@ -89,6 +94,7 @@ impl ServerMetrics {
             recorder,
             queries,
             query_errors,
+            query_restarts,
             active_queries,
             flight_bytes_sent,
             flight_rows_sent,

@@ -9,12 +9,14 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use datafusion::datasource::physical_plan::parquet::metadata::DFParquetMetadata;
+use datafusion::error::DataFusionError;
+use datafusion::execution::cache::cache_manager::FileMetadataCache;
 use futures::TryStreamExt;
 use object_store::path::Path;
 use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt};
 use serde::{Deserialize, Serialize};
 use silt_cache::CachedStore;
+use silt_scan::footer::pinned_footer;
 use silt_proto::{Projection, ScanRequest};
 use silt_store::TableLocation;
 use tokio::sync::mpsc;
@@ -112,7 +114,7 @@ pub async fn run(
     progress: mpsc::Sender<PreloadProgress>,
 ) -> Result<PreloadProgress, ServerError> {
     let (store, objects) = objects_of(&engine, &request.table).await?;
-    let metadata_cache = engine.metadata_tier().clone();
+    let metadata_cache: Arc<FileMetadataCache> = engine.metadata_tier().clone();
     let mut report = PreloadProgress {
         files_total: objects.len() as u64,
         ..Default::default()
@@ -120,9 +122,7 @@ pub async fn run(
     // Footers first (into the metadata tier), so the total is known up front.
     let mut plan = Vec::with_capacity(objects.len());
     for meta in &objects {
-        let parquet = DFParquetMetadata::new(store.as_ref() as &dyn ObjectStore, meta)
-            .with_file_metadata_cache(Some(metadata_cache.clone()))
-            .fetch_metadata()
+        let (object, parquet) = pinned_footer(&store, &metadata_cache, meta)
             .await
             .map_err(|e| ServerError::reading(meta.location.as_ref(), e))?;
         if let Some(cols) = &request.columns {
@@ -139,16 +139,16 @@ pub async fn run(
         }
         let ranges = chunk_ranges(&parquet, request.columns.as_deref());
         report.bytes_total += ranges.iter().map(|r| r.end - r.start).sum::<u64>();
-        plan.push((meta.location.clone(), ranges));
+        plan.push((meta.location.clone(), object, ranges));
     }
     let _ = progress.send(report.clone()).await;
-    for (location, ranges) in plan {
+    for (location, object, ranges) in plan {
         for range in ranges {
             let len = range.end - range.start;
             store
-                .warm(&location, range, false)
+                .warm(&object, range, false)
                 .await
-                .map_err(|e| ServerError::reading(location.as_ref(), e.into()))?;
+                .map_err(|e| ServerError::reading(location.as_ref(), DataFusionError::External(Box::new(e))))?;
             report.bytes_done += len;
             let _ = progress.try_send(report.clone());
         }

@@ -14,3 +14,17 @@ pub enum StoreError {
         source: object_store::Error,
     },
 }
+
+/// An attempt at a request that did not finish within its deadline. Carried
+/// as the source of an `object_store::Error::Generic`, so layers above can
+/// tell a timeout from other failures by type, not by message.
+#[derive(Debug, thiserror::Error)]
+#[error("{what} {location} timed out after {after:?}")]
+pub struct RequestTimeout {
+    /// The request (`GET`, `HEAD`, `LIST`, ...).
+    pub what: String,
+    /// The object or prefix it was for.
+    pub location: String,
+    /// The deadline it missed.
+    pub after: std::time::Duration,
+}

@@ -19,7 +19,7 @@ pub mod metered;
 pub mod retry;
 pub mod wrapper;
 
-pub use error::StoreError;
+pub use error::{RequestTimeout, StoreError};
 pub use faults::{FaultConfig, FaultyStore};
 pub use location::{S3Settings, TableLocation};
 pub use metered::{MeteredStore, StoreMetrics};

@@ -21,6 +21,8 @@ use object_store::path::Path;
 use object_store::{GetOptions, GetResult, ListResult, ObjectMeta, ObjectStore, Result};
 use tracing::debug;
 
+use crate::error::RequestTimeout;
+
 /// How reads are retried.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RetryPolicy {
@@ -45,7 +47,10 @@ impl Default for RetryPolicy {
     }
 }
 
-/// Whether an error may go away on retry.
+/// Whether an error may go away on retry: store failures (5xx, resets,
+/// timeouts, cut bodies) may; answers about the object (not found, version
+/// changed, not modified, permission denied) and errors in the request
+/// itself (bad range, bad path) will not.
 fn is_transient(e: &object_store::Error) -> bool {
     matches!(
         e,
@@ -53,11 +58,37 @@ fn is_transient(e: &object_store::Error) -> bool {
     )
 }
 
+/// Names the object and the attempts in an error that exhausted its
+/// retries, keeping its kind: only `Generic` errors are retried, so only
+/// they are re-wrapped (with the last failure as the source, so a typed
+/// source such as [`RequestTimeout`] is still found by walking sources).
+fn exhausted(what: &str, location: &Path, attempts: u32, e: object_store::Error) -> object_store::Error {
+    match e {
+        object_store::Error::Generic { store, source } => object_store::Error::Generic {
+            store,
+            source: Box::new(Exhausted {
+                summary: format!("{what} {location} failed after {attempts} attempts"),
+                source,
+            }),
+        },
+        other => other,
+    }
+}
+
+/// The last failure of a request whose retries ran out.
+#[derive(Debug, thiserror::Error)]
+#[error("{summary}: {source}")]
+struct Exhausted {
+    summary: String,
+    #[source]
+    source: Box<dyn std::error::Error + Send + Sync + 'static>,
+}
+
 /// Retries reads of the wrapped store per a [`RetryPolicy`].
 pub struct RetryingStore {
     inner: Arc<dyn ObjectStore>,
     policy: RetryPolicy,
-    jitter: AtomicU64,
+    jitter: Arc<AtomicU64>,
 }
 
 impl RetryingStore {
@@ -68,7 +99,7 @@ impl RetryingStore {
                 attempts: policy.attempts.max(1),
                 ..policy
             },
-            jitter: AtomicU64::new(0x5EED),
+            jitter: Arc::new(AtomicU64::new(0x5EED)),
         }
     }
 
@@ -97,7 +128,11 @@ impl RetryingStore {
                 Ok(r) => r,
                 Err(_) => Err(object_store::Error::Generic {
                     store: "silt",
-                    source: format!("{what} {location} timed out after {:?}", self.policy.request_timeout).into(),
+                    source: Box::new(RequestTimeout {
+                        what: what.to_string(),
+                        location: location.to_string(),
+                        after: self.policy.request_timeout,
+                    }),
                 }),
             };
             match outcome {
@@ -106,12 +141,7 @@ impl RetryingStore {
                     debug!(%location, attempt, ?wait, error = %e, "retrying {what}");
                     tokio::time::sleep(wait).await;
                 }
-                Err(e) if attempt > 1 => {
-                    return Err(object_store::Error::Generic {
-                        store: "silt",
-                        source: format!("{what} {location} failed after {attempt} attempts: {e}").into(),
-                    });
-                }
+                Err(e) if attempt > 1 => return Err(exhausted(what, location, attempt, e)),
                 other => return other,
             }
         }
@@ -156,7 +186,12 @@ crate::read_path_store!(RetryingStore, "RetryingStore", {
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
         let inner = self.inner.clone();
         let prefix = prefix.cloned();
-        let this = RetryingStore::new(inner.clone(), self.policy);
+        // Shares the jitter sequence; the listing outlives `&self`.
+        let this = RetryingStore {
+            inner: inner.clone(),
+            policy: self.policy,
+            jitter: self.jitter.clone(),
+        };
         futures::stream::once(async move {
             let where_ = prefix.clone().unwrap_or_default();
             let all = this
@@ -239,5 +274,46 @@ mod tests {
         let store = RetryingStore::new(clean, quick(3));
         let missing = store.get_range(&Path::from("nope"), 0..1).await.unwrap_err();
         assert!(matches!(missing, object_store::Error::NotFound { .. }), "{missing}");
+    }
+
+    #[tokio::test]
+    async fn kinds_survive_retries() {
+        // Fails the first attempts, then answers: NotFound after a retried
+        // failure is still NotFound, not a generic error.
+        let (_, flaky, _) = faulty(FaultConfig {
+            fail_rate: 0.5,
+            seed: 3,
+            ..Default::default()
+        })
+        .await;
+        let store = RetryingStore::new(flaky, quick(30));
+        for i in 0..20 {
+            let e = store.get_range(&Path::from(format!("missing-{i}")), 0..1).await.unwrap_err();
+            assert!(matches!(e, object_store::Error::NotFound { .. }), "{e}");
+        }
+    }
+
+    #[tokio::test]
+    async fn timeouts_carry_a_typed_source() {
+        let (_, slow, p) = faulty(FaultConfig {
+            latency: Duration::from_millis(200),
+            ..Default::default()
+        })
+        .await;
+        let store = RetryingStore::new(
+            slow,
+            RetryPolicy {
+                request_timeout: Duration::from_millis(20),
+                ..quick(2)
+            },
+        );
+        let e = store.get_range(&p, 0..1).await.unwrap_err();
+        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+        let mut typed = false;
+        while let Some(s) = source {
+            typed |= s.downcast_ref::<RequestTimeout>().is_some();
+            source = s.source();
+        }
+        assert!(typed, "{e}");
     }
 }

@@ -17,6 +17,23 @@ pub fn buffered_result(meta: ObjectMeta, range: Range<u64>, attributes: Attribut
     }
 }
 
+/// The error every write through a read-path wrapper gets.
+pub fn read_only(store: &str, op: &str, location: &object_store::path::Path) -> object_store::Error {
+    object_store::Error::NotSupported {
+        source: format!("{store} is read-only: refused to {op} {location} (Silt never writes to object stores)").into(),
+    }
+}
+
+/// A delete stream that refuses every path it is given.
+pub fn refuse_deletes(
+    store: &'static str,
+    locations: futures::stream::BoxStream<'static, object_store::Result<object_store::path::Path>>,
+) -> futures::stream::BoxStream<'static, object_store::Result<object_store::path::Path>> {
+    locations
+        .map(move |l| l.and_then(|l| Err(read_only(store, "delete", &l))))
+        .boxed()
+}
+
 #[doc(hidden)]
 pub mod __private {
     pub use async_trait::async_trait;
@@ -25,9 +42,10 @@ pub mod __private {
 
 /// Implements `ObjectStore` for a read-path wrapper whose field `inner:
 /// Arc<dyn ObjectStore>` is the store it wraps: the read methods given in the
-/// block, plus writes, deletes, copies and renames forwarded unchanged (Silt
-/// never writes to object stores; the wrappers forward writes only to
-/// satisfy the trait), and `Debug`/`Display` as `Name(inner)`.
+/// block, plus `Debug`/`Display` as `Name(inner)`. Writes, deletes, copies
+/// and renames are refused with `NotSupported`: Silt never writes to object
+/// stores, and a write forwarded past a wrapper would skip its namespacing
+/// and its cache invalidation.
 ///
 /// ```ignore
 /// silt_store::read_path_store!(MyStore, "MyStore", {
@@ -57,18 +75,18 @@ macro_rules! read_path_store {
             async fn put_opts(
                 &self,
                 location: &::object_store::path::Path,
-                payload: ::object_store::PutPayload,
-                opts: ::object_store::PutOptions,
+                _payload: ::object_store::PutPayload,
+                _opts: ::object_store::PutOptions,
             ) -> ::object_store::Result<::object_store::PutResult> {
-                self.inner.put_opts(location, payload, opts).await
+                Err($crate::wrapper::read_only($name, "put", location))
             }
 
             async fn put_multipart_opts(
                 &self,
                 location: &::object_store::path::Path,
-                opts: ::object_store::PutMultipartOptions,
+                _opts: ::object_store::PutMultipartOptions,
             ) -> ::object_store::Result<Box<dyn ::object_store::MultipartUpload>> {
-                self.inner.put_multipart_opts(location, opts).await
+                Err($crate::wrapper::read_only($name, "put", location))
             }
 
             fn delete_stream(
@@ -78,25 +96,25 @@ macro_rules! read_path_store {
                     ::object_store::Result<::object_store::path::Path>,
                 >,
             ) -> $crate::wrapper::__private::BoxStream<'static, ::object_store::Result<::object_store::path::Path>> {
-                self.inner.delete_stream(locations)
+                $crate::wrapper::refuse_deletes($name, locations)
             }
 
             async fn copy_opts(
                 &self,
                 from: &::object_store::path::Path,
-                to: &::object_store::path::Path,
-                options: ::object_store::CopyOptions,
+                _to: &::object_store::path::Path,
+                _options: ::object_store::CopyOptions,
             ) -> ::object_store::Result<()> {
-                self.inner.copy_opts(from, to, options).await
+                Err($crate::wrapper::read_only($name, "copy", from))
             }
 
             async fn rename_opts(
                 &self,
                 from: &::object_store::path::Path,
-                to: &::object_store::path::Path,
-                options: ::object_store::RenameOptions,
+                _to: &::object_store::path::Path,
+                _options: ::object_store::RenameOptions,
             ) -> ::object_store::Result<()> {
-                self.inner.rename_opts(from, to, options).await
+                Err($crate::wrapper::read_only($name, "rename", from))
             }
         }
     };

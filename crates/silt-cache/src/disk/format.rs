@@ -85,7 +85,7 @@ impl fmt::Display for Invalid {
 /// The key as hashed for the file name and stored in the header.
 fn encode_key(key: &PageKey, out: &mut Vec<u8>) {
     out.extend_from_slice(&key.page.to_le_bytes());
-    for field in [&key.store, &key.path, &key.version] {
+    for field in [&key.object.store, &key.object.path, &key.object.version] {
         out.extend_from_slice(&(field.len() as u32).to_le_bytes());
         out.extend_from_slice(field.as_bytes());
     }
@@ -95,7 +95,7 @@ fn encode_key(key: &PageKey, out: &mut Vec<u8>) {
 /// `<2 hex>/<32 hex>.page`, from xxh3-128 of the encoded key (stable across
 /// runs, builds and platforms, unlike `std`'s `DefaultHasher`).
 pub(crate) fn relative_path(key: &PageKey) -> PathBuf {
-    let mut encoded = Vec::with_capacity(64 + key.path.len());
+    let mut encoded = Vec::with_capacity(64 + key.object.path.len());
     encode_key(key, &mut encoded);
     let name = format!("{:032x}", XxHash3_128::oneshot(&encoded));
     let mut path = PathBuf::from(&name[..2]);
@@ -106,7 +106,7 @@ pub(crate) fn relative_path(key: &PageKey) -> PathBuf {
 /// The header of a page holding `data` under `key`; `None` when the key does
 /// not fit in a header (keys are object paths, at most ~1 KiB in practice).
 pub(crate) fn encode_header(key: &PageKey, data: &[u8]) -> Option<Vec<u8>> {
-    let mut encoded = Vec::with_capacity(64 + key.path.len());
+    let mut encoded = Vec::with_capacity(64 + key.object.path.len());
     encode_key(key, &mut encoded);
     if KEY_START + encoded.len() > CRC_AT {
         return None;
@@ -171,12 +171,7 @@ fn decode_key(mut b: &[u8]) -> Option<PageKey> {
         Some(Arc::from(s))
     };
     let (store, path, version) = (field()?, field()?, field()?);
-    Some(PageKey {
-        store,
-        path,
-        version,
-        page,
-    })
+    Some(PageKey::new(crate::ObjectKey { store, path, version }, page))
 }
 
 /// Checks that a header fits a file of `file_len` bytes.
@@ -217,9 +212,7 @@ mod tests {
 
     fn key(page: u64) -> PageKey {
         PageKey {
-            store: "s3://bucket".into(),
-            path: "data/part-0.parquet".into(),
-            version: "\"etag\"".into(),
+            object: crate::ObjectKey::new("s3://bucket", "data/part-0.parquet", "\"etag\""),
             page,
         }
     }
@@ -270,7 +263,7 @@ mod tests {
     #[test]
     fn oversized_keys_are_refused() {
         let mut k = key(0);
-        k.path = "x".repeat(5000).into();
+        k.object.path = "x".repeat(5000).into();
         assert!(encode_header(&k, b"").is_none());
     }
 }

@@ -17,7 +17,7 @@ use crate::policy::{BudgetedCache, CostModel, PolicyKind};
 type ObjectId = (Arc<str>, Arc<str>);
 
 fn object_id(key: &PageKey) -> ObjectId {
-    (key.store.clone(), key.path.clone())
+    (key.object.store.clone(), key.object.path.clone())
 }
 
 /// One page known to the index.
@@ -99,7 +99,7 @@ impl Index {
     pub fn get(&self, key: &PageKey) -> Option<Entry> {
         self.objects
             .get(&object_id(key))?
-            .get(&key.version)?
+            .get(&key.object.version)?
             .get(&key.page)
             .copied()
     }
@@ -115,7 +115,7 @@ impl Index {
         self.objects
             .entry(object_id(key))
             .or_default()
-            .entry(key.version.clone())
+            .entry(key.object.version.clone())
             .or_default()
             .insert(key.page, entry);
     }
@@ -124,10 +124,10 @@ impl Index {
     fn unmap(&mut self, key: &PageKey) -> Option<Entry> {
         let id = object_id(key);
         let versions = self.objects.get_mut(&id)?;
-        let pages = versions.get_mut(&key.version)?;
+        let pages = versions.get_mut(&key.object.version)?;
         let entry = pages.remove(&key.page);
         if pages.is_empty() {
-            versions.remove(&key.version);
+            versions.remove(&key.object.version);
             if versions.is_empty() {
                 self.objects.remove(&id);
             }
@@ -242,9 +242,7 @@ impl Index {
                 return true;
             }
             dropped.extend(pages.keys().map(|&page| PageKey {
-                store: id.0.clone(),
-                path: id.1.clone(),
-                version: version.clone(),
+                object: crate::ObjectKey::new(id.0.clone(), id.1.clone(), version.clone()),
                 page,
             }));
             false
@@ -262,7 +260,7 @@ impl Index {
         self.keep_versions
             .as_ref()
             .and_then(|keep| keep.get(&object_id(key)))
-            .is_some_and(|v| *v != key.version)
+            .is_some_and(|v| *v != key.object.version)
     }
 
     /// Recovery is over: stop remembering dropped versions.
@@ -283,9 +281,7 @@ mod tests {
 
     fn key(version: &str, page: u64) -> PageKey {
         PageKey {
-            store: "s".into(),
-            path: "p".into(),
-            version: version.into(),
+            object: crate::ObjectKey::new("s", "p", version),
             page,
         }
     }

@@ -41,7 +41,7 @@ use std::path::PathBuf;
 use crate::policy::PolicyKind;
 
 pub use metrics::{DiskMetrics, DiskStats};
-pub use tier::DiskTier;
+pub use tier::{DiskTier, lock_dir};
 
 /// Configuration of a [`DiskTier`].
 #[derive(Debug, Clone, PartialEq, Eq)]

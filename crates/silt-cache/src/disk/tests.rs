@@ -11,9 +11,7 @@ use crate::policy::PolicyKind;
 
 fn key(path: &str, version: &str, page: u64) -> PageKey {
     PageKey {
-        store: "s".into(),
-        path: path.into(),
-        version: version.into(),
+        object: crate::ObjectKey::new("s", path, version),
         page,
     }
 }

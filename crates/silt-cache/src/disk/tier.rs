@@ -154,7 +154,7 @@ impl DiskTier {
             return;
         }
         let Some(header) = format::encode_header(&key, data) else {
-            tracing::warn!(path = %key.path, "disk tier: key too long for a page header");
+            tracing::warn!(path = %key.object.path, "disk tier: key too long for a page header");
             self.counters.write_error();
             return;
         };
@@ -374,7 +374,7 @@ impl DiskTier {
 
 /// Takes the directory's lock, or fails with a clear error when another
 /// process (or another tier in this process) holds it.
-fn lock_dir(dir: &Path) -> std::io::Result<fs::File> {
+pub fn lock_dir(dir: &Path) -> std::io::Result<fs::File> {
     use std::os::fd::AsRawFd;
     let path = dir.join("LOCK");
     let file = fs::OpenOptions::new()

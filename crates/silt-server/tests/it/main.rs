@@ -8,3 +8,4 @@ mod flight_sql;
 mod s3_api;
 mod safety;
 mod tiers;
+mod versions;

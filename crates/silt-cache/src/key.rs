@@ -1,0 +1,99 @@
+//! The one key every cached thing hangs off: an object at one version.
+//!
+//! A page of bytes ([`PageKey`](crate::PageKey)), a decoded column batch
+//! ([`BatchKey`](crate::BatchKey)), a footer in the metadata tier and a disk
+//! page file all name the object they came from with an [`ObjectKey`]. A
+//! query validates each object once at its start and carries the key (with
+//! its [`ObjectVersion`]) down to every read, so nothing below the scan looks
+//! a version up again and no read can mix two versions.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::version::ObjectVersion;
+
+/// `(store, path, version)`: one version of one object.
+///
+/// - `store` distinguishes the stores (tables) that share a server's tiers;
+/// - `path` is the object's path within that store (not namespaced);
+/// - `version` is the version tag ([`ObjectVersion::tag`]: the ETag, else
+///   size and modification time).
+///
+/// Cloning is three reference-count increments.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectKey {
+    pub store: Arc<str>,
+    pub path: Arc<str>,
+    pub version: Arc<str>,
+}
+
+impl ObjectKey {
+    /// The key of `version` of `path` in `store`.
+    pub fn new(store: impl Into<Arc<str>>, path: impl Into<Arc<str>>, version: impl Into<Arc<str>>) -> Self {
+        ObjectKey {
+            store: store.into(),
+            path: path.into(),
+            version: version.into(),
+        }
+    }
+
+    /// Whether `other` names the same object (store and path), whatever its version.
+    pub fn same_object(&self, other: &ObjectKey) -> bool {
+        self.store == other.store && self.path == other.path
+    }
+
+    /// Whether `other` is another version of this key's object: what
+    /// invalidation drops when this key's version becomes the current one.
+    pub fn is_other_version(&self, other: &ObjectKey) -> bool {
+        self.same_object(other) && self.version != other.version
+    }
+}
+
+impl fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}@{}", self.store, self.path, self.version)
+    }
+}
+
+/// An object a query has pinned: its key and the full version it validated
+/// (size and ETag are needed to read it: ranges are checked against the
+/// size, misses are fetched with `If-Match` on the ETag).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PinnedObject {
+    pub key: ObjectKey,
+    pub version: ObjectVersion,
+}
+
+impl PinnedObject {
+    /// Pins `version` of `path` in `store`.
+    pub fn new(store: Arc<str>, path: Arc<str>, version: ObjectVersion) -> Self {
+        PinnedObject {
+            key: ObjectKey {
+                store,
+                path,
+                version: version.tag.clone(),
+            },
+            version,
+        }
+    }
+
+    /// Object size in bytes.
+    pub fn size(&self) -> u64 {
+        self.version.size
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn other_versions_are_of_the_same_object_only() {
+        let k = ObjectKey::new("s", "a", "v1");
+        assert!(k.is_other_version(&ObjectKey::new("s", "a", "v2")));
+        assert!(!k.is_other_version(&ObjectKey::new("s", "a", "v1")));
+        assert!(!k.is_other_version(&ObjectKey::new("s", "b", "v2")));
+        assert!(!k.is_other_version(&ObjectKey::new("t", "a", "v2")));
+        assert_eq!(k.to_string(), "s/a@v1");
+    }
+}

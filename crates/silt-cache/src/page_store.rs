@@ -1,0 +1,464 @@
+//! `PageStore`: the cache of object bytes. Memory pages in front of disk
+//! pages in front of the object store, for pinned object versions.
+//!
+//! A read names one [`PinnedObject`] (an object at one version) and the
+//! ranges it wants. The ranges are widened to pages; pages are looked up in
+//! memory ([`PageCache`]), then on disk ([`PageTier`]); the missing ones are
+//! claimed in [`InFlight`] (a page another request is fetching is awaited,
+//! not fetched twice), grouped into runs (runs separated by at most
+//! `merge_gap` bytes are joined), fetched with one ranged GET per run carrying
+//! `If-Match` on the pinned ETag, checked (length, version of the answer),
+//! admitted to memory and disk, and published to waiters.
+//!
+//! Bytes of two versions never mix: every key carries the version, every
+//! fetch is conditional on it, and an answer for another version (a store
+//! that ignores `If-Match`) is refused as [`CacheError::Changed`].
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use bytes::{Bytes, BytesMut};
+use object_store::path::Path;
+use object_store::{GetOptions, GetRange, ObjectStore};
+use tokio::sync::watch;
+
+use crate::counters::TableCounters;
+use crate::error::{CacheError, CacheResult};
+use crate::inflight::{Claim, InFlight, Outcome};
+use crate::key::{ObjectKey, PinnedObject};
+use crate::page_cache::{PageCache, PageKey};
+use crate::version::ObjectVersion;
+
+/// A tier below memory that keeps pages (the disk tier). A trait so the read
+/// path does not depend on how pages are stored. Calls block on I/O; callers
+/// run them on blocking threads.
+pub trait PageTier: Send + Sync {
+    /// The page's verified bytes, or `None` on a miss.
+    fn get(&self, key: &PageKey) -> Option<Bytes>;
+    /// Keeps a page (best effort: a failed write is logged and counted).
+    fn put(&self, key: PageKey, data: &[u8]);
+    /// Drops the pages of `keep`'s object whose version is not `keep`'s.
+    fn drop_other_versions(&self, keep: &ObjectKey) -> usize;
+}
+
+/// Where a read's missing bytes come from: the store and the object's path
+/// in it (the store's own path, not the namespaced one the engine sees).
+pub struct Source<'a> {
+    pub store: &'a dyn ObjectStore,
+    pub path: &'a Path,
+}
+
+/// How a read treats the memory tier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admit {
+    /// Pages read go to memory (and fetched ones to disk): a query's reads.
+    MemoryAndDisk,
+    /// Fetched pages go to disk only (memory too when there is no disk):
+    /// preload, which must not flush the working set from memory.
+    DiskOnly,
+}
+
+/// Object bytes in pages: memory, disk, the store. Shared by every table
+/// of a server. Build with [`PageStore::builder`].
+pub struct PageStore {
+    memory: Arc<PageCache>,
+    disk: Option<Arc<dyn PageTier>>,
+    inflight: InFlight,
+    merge_gap: u64,
+}
+
+/// Builds a [`PageStore`].
+pub struct PageStoreBuilder {
+    memory: Arc<PageCache>,
+    disk: Option<Arc<dyn PageTier>>,
+    merge_gap: Option<u64>,
+}
+
+impl PageStoreBuilder {
+    /// Puts `disk` behind the memory pages.
+    pub fn disk(mut self, disk: Arc<dyn PageTier>) -> Self {
+        self.disk = Some(disk);
+        self
+    }
+
+    /// Missing runs separated by at most `bytes` of cached pages are fetched
+    /// with one GET (re-reading the gap is cheaper than a request). Default:
+    /// one page.
+    pub fn merge_gap(mut self, bytes: u64) -> Self {
+        self.merge_gap = Some(bytes);
+        self
+    }
+
+    pub fn build(self) -> Arc<PageStore> {
+        let merge_gap = self.merge_gap.unwrap_or_else(|| self.memory.page_size());
+        Arc::new(PageStore {
+            memory: self.memory,
+            disk: self.disk,
+            inflight: InFlight::default(),
+            merge_gap,
+        })
+    }
+}
+
+impl PageStore {
+    /// A page store whose memory pages are `memory` (which also fixes the page size).
+    pub fn builder(memory: Arc<PageCache>) -> PageStoreBuilder {
+        PageStoreBuilder {
+            memory,
+            disk: None,
+            merge_gap: None,
+        }
+    }
+
+    pub fn page_size(&self) -> u64 {
+        self.memory.page_size()
+    }
+
+    /// The memory pages.
+    pub fn memory(&self) -> &Arc<PageCache> {
+        &self.memory
+    }
+
+    /// Drops every page of `keep`'s object that is not of `keep`'s version,
+    /// from memory now and from disk on a blocking thread.
+    pub(crate) fn drop_other_versions(&self, keep: &ObjectKey, memory_too: bool) {
+        if memory_too {
+            self.memory.drop_other_versions(keep);
+        }
+        if let Some(disk) = self.disk.clone() {
+            let keep = keep.clone();
+            let drop = move || {
+                disk.drop_other_versions(&keep);
+            };
+            match tokio::runtime::Handle::try_current() {
+                Ok(h) => {
+                    h.spawn_blocking(drop);
+                }
+                Err(_) => drop(),
+            }
+        }
+    }
+
+    /// Reads `ranges` of `object` through the tiers, fetching what they miss
+    /// from `source`. The pages of all ranges are loaded together, so ranges
+    /// that share pages or lie close together cost one GET, not one each.
+    /// `counters` gets the page hits and misses.
+    pub async fn read(
+        &self,
+        source: Source<'_>,
+        object: &PinnedObject,
+        ranges: &[Range<u64>],
+        admit: Admit,
+        counters: &TableCounters,
+    ) -> CacheResult<Vec<Bytes>> {
+        let size = object.size();
+        for r in ranges {
+            if r.start > r.end || r.end > size {
+                return Err(CacheError::InvalidRange {
+                    path: source.path.to_string(),
+                    range: format!("{r:?}"),
+                    size,
+                });
+            }
+        }
+        let ps = self.page_size();
+        let mut wanted: Vec<u64> = ranges
+            .iter()
+            .filter(|r| r.start < r.end)
+            .flat_map(|r| r.start / ps..=(r.end - 1) / ps)
+            .collect();
+        wanted.sort_unstable();
+        wanted.dedup();
+        let pages = self.load_pages(&source, object, &wanted, admit, counters).await?;
+        ranges
+            .iter()
+            .map(|range| assemble(range, ps, &pages, source.path, size))
+            .collect()
+    }
+
+    /// The bytes of pages `wanted` (sorted, distinct): from memory, disk, a
+    /// fetch in flight, or the store.
+    async fn load_pages(
+        &self,
+        source: &Source<'_>,
+        object: &PinnedObject,
+        wanted: &[u64],
+        admit: Admit,
+        counters: &TableCounters,
+    ) -> CacheResult<HashMap<u64, Bytes>> {
+        let keys: Vec<PageKey> = wanted.iter().map(|&p| PageKey::new(object.key.clone(), p)).collect();
+        let found = self.lookup(&keys, admit).await;
+        let hits = found.iter().filter(|p| p.is_some()).count() as u64;
+        counters.hits.fetch_add(hits, Ordering::Relaxed);
+        counters.misses.fetch_add(found.len() as u64 - hits, Ordering::Relaxed);
+
+        // Claim the missing pages: fetch those nobody else is fetching, wait for the rest.
+        let mut pages = HashMap::with_capacity(wanted.len());
+        let mut claimed = Vec::new();
+        let mut waiting = Vec::new();
+        for ((page, key), hit) in wanted.iter().zip(&keys).zip(found) {
+            match hit {
+                Some(bytes) => {
+                    pages.insert(*page, bytes);
+                }
+                None => match self.inflight.claim(key) {
+                    Claim::Fetch(tx) => claimed.push((*page, tx)),
+                    Claim::Wait(rx) => waiting.push((*page, rx)),
+                },
+            }
+        }
+        if !claimed.is_empty() {
+            pages.extend(self.fetch_claimed(source, object, claimed, admit).await?);
+        }
+        for (page, rx) in waiting {
+            let bytes = match InFlight::wait(rx).await {
+                Some(outcome) => outcome?,
+                // The request fetching it went away: fetch it here.
+                None => self.fetch_run(source, object, page..page + 1).await?,
+            };
+            pages.insert(page, bytes);
+        }
+        Ok(pages)
+    }
+
+    /// Looks pages up in memory, then on disk; `None` where both miss.
+    async fn lookup(&self, keys: &[PageKey], admit: Admit) -> Vec<Option<Bytes>> {
+        let mut found: Vec<Option<Bytes>> = keys.iter().map(|k| self.memory.get(k)).collect();
+        for hit in &found {
+            self.memory.metrics.record_lookup(hit.as_ref().map(Bytes::len));
+        }
+        let Some(disk) = self.disk.clone() else {
+            return found;
+        };
+        let wanted: Vec<(usize, PageKey)> = keys
+            .iter()
+            .zip(&found)
+            .enumerate()
+            .filter(|(_, (_, f))| f.is_none())
+            .map(|(i, (k, _))| (i, k.clone()))
+            .collect();
+        if wanted.is_empty() {
+            return found;
+        }
+        let from_disk = tokio::task::spawn_blocking(move || {
+            wanted
+                .into_iter()
+                .map(|(i, k)| {
+                    let page = disk.get(&k);
+                    (i, k, page)
+                })
+                .collect::<Vec<_>>()
+        })
+        .await
+        .unwrap_or_default();
+        for (i, key, page) in from_disk {
+            if let Some(page) = page {
+                if admit == Admit::MemoryAndDisk {
+                    self.memory.insert(key, page.clone());
+                }
+                found[i] = Some(page);
+            }
+        }
+        found
+    }
+
+    /// Admits fetched pages to memory (unless `admit` is disk-only and there
+    /// is a disk tier to hold them) and, on a blocking thread, to disk.
+    async fn admit(&self, pages: Vec<(PageKey, Bytes)>, admit: Admit) {
+        if admit == Admit::MemoryAndDisk || self.disk.is_none() {
+            for (k, b) in &pages {
+                self.memory.insert(k.clone(), b.clone());
+            }
+        }
+        if let Some(disk) = self.disk.clone() {
+            let _ = tokio::task::spawn_blocking(move || {
+                for (k, b) in pages {
+                    disk.put(k, &b);
+                }
+            })
+            .await;
+        }
+    }
+
+    /// One GET for pages `run` of `object`, conditional on its version and
+    /// checked for length and version.
+    async fn fetch_run(&self, source: &Source<'_>, object: &PinnedObject, run: Range<u64>) -> CacheResult<Bytes> {
+        let ps = self.page_size();
+        let version = &object.version;
+        let start = run.start * ps;
+        let end = (run.end * ps).min(version.size);
+        let opts = GetOptions {
+            range: Some(GetRange::Bounded(start..end)),
+            if_match: version.e_tag.clone(),
+            ..Default::default()
+        };
+        let path = source.path;
+        let fail = |e| changed_version(CacheError::from_store(path.as_ref(), e), version);
+        let result = source.store.get_opts(path, opts).await.map_err(fail)?;
+        let answered = ObjectVersion::from_meta(&result.meta);
+        if answered.size != version.size || (version.e_tag.is_some() && answered.e_tag != version.e_tag) {
+            // A store that ignores If-Match answered with another version.
+            return Err(CacheError::Changed {
+                path: path.to_string(),
+                version: version.tag.to_string(),
+                source: None,
+            });
+        }
+        let body = result.bytes().await.map_err(fail)?;
+        if body.len() as u64 != end - start {
+            return Err(CacheError::Corrupt {
+                path: path.to_string(),
+                detail: format!(
+                    "asked for {} bytes at offset {start}, got {}",
+                    end - start,
+                    body.len()
+                ),
+            });
+        }
+        self.memory.metrics.miss_bytes.increment(body.len() as u64);
+        Ok(body)
+    }
+
+    /// Fetches the pages this request claimed, in merged runs, publishing
+    /// each page (or the run's error) to the requests waiting for it.
+    async fn fetch_claimed(
+        &self,
+        source: &Source<'_>,
+        object: &PinnedObject,
+        mut claimed: Vec<(u64, watch::Sender<Option<Outcome>>)>,
+        admit: Admit,
+    ) -> CacheResult<Vec<(u64, Bytes)>> {
+        let ps = self.page_size();
+        claimed.sort_by_key(|(p, _)| *p);
+        let runs = merge_runs(claimed, self.merge_gap / ps.max(1));
+        let fetches = runs.iter().map(|(run, _)| self.fetch_run(source, object, run.clone()));
+        let results = futures::future::join_all(fetches).await;
+        let mut out = Vec::new();
+        let mut first_error = None;
+        for ((run, members), result) in runs.into_iter().zip(results) {
+            match result {
+                Ok(body) => {
+                    let admitted: Vec<(PageKey, Bytes, _)> = members
+                        .into_iter()
+                        .map(|(page, tx)| {
+                            let lo = ((page - run.start) * ps) as usize;
+                            let hi = (lo + ps as usize).min(body.len());
+                            (PageKey::new(object.key.clone(), page), body.slice(lo..hi), tx)
+                        })
+                        .collect();
+                    self.admit(
+                        admitted.iter().map(|(k, b, _)| (k.clone(), b.clone())).collect(),
+                        admit,
+                    )
+                    .await;
+                    for (k, b, tx) in admitted {
+                        out.push((k.page, b.clone()));
+                        self.inflight.finish(&k, tx, Ok(b));
+                    }
+                }
+                Err(e) => {
+                    for (page, tx) in members {
+                        self.inflight
+                            .finish(&PageKey::new(object.key.clone(), page), tx, Err(e.clone()));
+                    }
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(out),
+        }
+    }
+}
+
+/// Runs of claimed pages (sorted), joining runs at most `gap_pages` apart.
+type Run<T> = (Range<u64>, Vec<(u64, T)>);
+
+fn merge_runs<T>(claimed: Vec<(u64, T)>, gap_pages: u64) -> Vec<Run<T>> {
+    let mut runs: Vec<Run<T>> = Vec::new();
+    for (page, t) in claimed {
+        match runs.last_mut() {
+            Some((r, members)) if page <= r.end + gap_pages => {
+                r.end = page + 1;
+                members.push((page, t));
+            }
+            _ => runs.push((page..page + 1, vec![(page, t)])),
+        }
+    }
+    runs
+}
+
+/// A failed conditional read at `version` names that version.
+fn changed_version(e: CacheError, version: &ObjectVersion) -> CacheError {
+    match e {
+        CacheError::Changed { path, source, .. } => CacheError::Changed {
+            path,
+            version: version.tag.to_string(),
+            source,
+        },
+        other => other,
+    }
+}
+
+/// `range` cut out of the loaded `pages` (of `page_size` bytes each).
+fn assemble(
+    range: &Range<u64>,
+    page_size: u64,
+    pages: &HashMap<u64, Bytes>,
+    path: &Path,
+    size: u64,
+) -> CacheResult<Bytes> {
+    if range.start >= range.end {
+        return Ok(Bytes::new());
+    }
+    let (first, last) = (range.start / page_size, (range.end - 1) / page_size);
+    if first == last
+        && let Some(page) = pages.get(&first)
+    {
+        // One page: a slice, no copy.
+        let lo = (range.start - first * page_size) as usize;
+        let hi = (range.end - first * page_size) as usize;
+        return short_page(page, hi, path, size).map(|()| page.slice(lo..hi));
+    }
+    let mut out = BytesMut::with_capacity((range.end - range.start) as usize);
+    for page in first..=last {
+        let bytes = pages.get(&page).cloned().unwrap_or_default();
+        let page_start = page * page_size;
+        let lo = range.start.saturating_sub(page_start) as usize;
+        let hi = ((range.end - page_start) as usize).min(page_size as usize);
+        short_page(&bytes, hi, path, size)?;
+        out.extend_from_slice(&bytes[lo..hi]);
+    }
+    Ok(out.freeze())
+}
+
+/// A page must hold the bytes asked of it (only an object's last page is short).
+fn short_page(page: &Bytes, needed: usize, path: &Path, size: u64) -> CacheResult<()> {
+    if page.len() < needed {
+        return Err(CacheError::Corrupt {
+            path: path.to_string(),
+            detail: format!(
+                "a cached page holds {} bytes where {needed} were expected (object of {size} bytes)",
+                page.len()
+            ),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_join_when_close() {
+        let runs = merge_runs(vec![(1, ()), (2, ()), (4, ()), (9, ())], 1);
+        let spans: Vec<Range<u64>> = runs.iter().map(|(r, _)| r.clone()).collect();
+        assert_eq!(spans, vec![1..5, 9..10]);
+        assert_eq!(runs[0].1.len(), 3);
+        assert!(merge_runs::<()>(vec![], 4).is_empty());
+    }
+}

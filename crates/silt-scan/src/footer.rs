@@ -1,0 +1,43 @@
+//! The decoded footer (with page index) of a pinned object version: from
+//! the metadata tier when it holds that exact version, else read at that
+//! version through the page store and admitted.
+//!
+//! The one place a footer is looked up for Silt's own reads (scans, preload),
+//! so a footer of one version is never combined with pages of another: the
+//! entry must match the pinned version's size, modification time *and* ETag,
+//! and a miss reads the footer with the same pinned reader the pages use.
+
+use std::sync::Arc;
+
+use datafusion::datasource::physical_plan::parquet::metadata::{CachedParquetMetaData, DFParquetMetadata};
+use datafusion::error::Result;
+use datafusion::execution::cache::cache_manager::{CachedFileMetadataEntry, FileMetadataCache};
+use datafusion::parquet::file::metadata::{PageIndexPolicy, ParquetMetaData};
+use object_store::ObjectMeta;
+use silt_cache::{CachedStore, ObjectVersion, PinnedObject};
+
+/// Pins `meta` (a namespaced object of `store`, as listed) and returns its
+/// footer at exactly that version.
+pub async fn pinned_footer(
+    store: &CachedStore,
+    cache: &Arc<FileMetadataCache>,
+    meta: &ObjectMeta,
+) -> Result<(PinnedObject, Arc<ParquetMetaData>)> {
+    let object = store.pin(meta)?;
+    if let Some(entry) = cache.get(&meta.location)
+        && ObjectVersion::same(&entry.meta, meta)
+        && let Some(cached) = entry.file_metadata.as_any().downcast_ref::<CachedParquetMetaData>()
+    {
+        return Ok((object, cached.parquet_metadata().clone()));
+    }
+    let pinned = store.pinned_store(object.clone());
+    let metadata = DFParquetMetadata::new(pinned.as_ref(), meta)
+        .with_page_index_policy(PageIndexPolicy::Optional)
+        .fetch_metadata()
+        .await?;
+    cache.put(
+        &meta.location,
+        CachedFileMetadataEntry::new(meta.clone(), Arc::new(CachedParquetMetaData::new(metadata.clone()))),
+    );
+    Ok((object, metadata))
+}

@@ -1,0 +1,255 @@
+//! One object version per scan: overwrites during long scans never mix two
+//! versions in one answer; an object changed between listing and read is
+//! revalidated and read again; a deleted object is not-found; a cache dir
+//! belongs to one server.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use datafusion::arrow::array::{Array, Int64Array, RecordBatch};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::parquet::arrow::ArrowWriter;
+use datafusion::parquet::basic::Compression;
+use datafusion::parquet::file::properties::WriterProperties;
+use datafusion::prelude::SessionContext;
+use silt_bench::local_s3::LocalS3;
+use silt_cache::Freshness;
+use silt_server::config::TableConfig;
+use silt_server::{ServerConfig, ServerHandle};
+
+use crate::common::{metric, s3_settings};
+
+const PAGE: u64 = 16 << 10;
+const ROWS: i64 = 120_000;
+
+/// Writes version `k` of a two-column file: `v` = `k` on every row and `id`.
+/// With `same_size`, every version has the same rows and byte size (plain,
+/// uncompressed, no dictionary); otherwise version `k` has `k * 5000` more
+/// rows. Written to a temporary file and renamed into place.
+fn write_version(path: &Path, k: i64, same_size: bool) -> u64 {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let rows = if same_size { ROWS } else { ROWS + k * 5000 };
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("v", DataType::Int64, false),
+    ]));
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            Arc::new(Int64Array::from_iter_values(0..rows)),
+            Arc::new(Int64Array::from_iter_values((0..rows).map(|_| k))),
+        ],
+    )
+    .unwrap();
+    let props = WriterProperties::builder()
+        .set_compression(Compression::UNCOMPRESSED)
+        .set_dictionary_enabled(false)
+        .set_max_row_group_row_count(Some(8192))
+        .build();
+    let tmp = path.with_extension(format!("tmp{k}"));
+    let mut w = ArrowWriter::try_new(std::fs::File::create(&tmp).unwrap(), schema, Some(props)).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    let size = std::fs::metadata(&tmp).unwrap().len();
+    std::fs::rename(tmp, path).unwrap();
+    size
+}
+
+fn rows_of(k: i64, same_size: bool) -> i64 {
+    if same_size { ROWS } else { ROWS + k * 5000 }
+}
+
+async fn server(s3: &LocalS3, cache: &Path, tables: &[(&str, &str, Freshness)]) -> ServerHandle {
+    let mut cfg = ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        cache_dir: cache.to_path_buf(),
+        s3: s3_settings(s3),
+        page_size: PAGE,
+        ..Default::default()
+    };
+    for (name, url, validation) in tables {
+        cfg.tables.insert(
+            (*name).into(),
+            TableConfig {
+                url: (*url).into(),
+                validation: *validation,
+                ..Default::default()
+            },
+        );
+    }
+    silt_server::start(cfg).await.expect("start server")
+}
+
+async fn client(server: &ServerHandle) -> SessionContext {
+    let ctx = SessionContext::new();
+    silt_client::register_tables(&ctx, &server.flight_url())
+        .await
+        .expect("register tables");
+    ctx
+}
+
+/// `(min(v), max(v), count(*))` of `table`, or the error's text.
+async fn summary(ctx: &SessionContext, table: &str) -> Result<(i64, i64, i64), String> {
+    let sql = format!("SELECT min(v), max(v), count(*) FROM {table}");
+    let batches = ctx
+        .sql(&sql)
+        .await
+        .map_err(|e| e.to_string())?
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?;
+    let b = &batches[0];
+    let get = |c: usize| {
+        let a = datafusion::arrow::compute::cast(b.column(c), &DataType::Int64).unwrap();
+        let a = a.as_any().downcast_ref::<Int64Array>().unwrap().clone();
+        assert!(!a.is_null(0));
+        a.value(0)
+    };
+    Ok((get(0), get(1), get(2)))
+}
+
+/// An answer is of one version: every row's `v` is that version and the
+/// row count is that version's. An error must be the typed "changed" one.
+fn check_one_version(answer: &Result<(i64, i64, i64), String>, same_size: bool, what: &str) -> bool {
+    match answer {
+        Ok((lo, hi, n)) => {
+            assert_eq!(lo, hi, "{what}: the answer mixes versions {lo} and {hi}");
+            assert_eq!(*n, rows_of(*lo, same_size), "{what}: row count of another version");
+            true
+        }
+        Err(e) => {
+            assert!(e.contains("changed while it was read"), "{what}: unexpected error: {e}");
+            false
+        }
+    }
+}
+
+async fn overwrite_during_scans(same_size: bool) {
+    let root = tempfile::tempdir().unwrap();
+    let file = root.path().join("mix/t/part.parquet");
+    let s1 = write_version(&file, 1, same_size);
+    if same_size {
+        let s2 = write_version(&file, 2, same_size);
+        assert_eq!(s1, s2, "same-size versions must have equal sizes");
+        write_version(&file, 1, same_size);
+    }
+    let s3 = LocalS3::start(root.path()).await.unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let server = server(&s3, cache.path(), &[("mix", "s3://mix/t/", Freshness::Always)]).await;
+    let ctx = client(&server).await;
+    let mut answered = 0;
+    for i in 0..100i64 {
+        // Two concurrent scans (each one's LIST revalidates the object under
+        // the other) while the object is overwritten part-way through.
+        let writer = {
+            let file = file.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_micros((i as u64 * 700) % 9000)).await;
+                tokio::task::spawn_blocking(move || write_version(&file, 1 + (i + 1) % 2, same_size))
+                    .await
+                    .unwrap();
+            })
+        };
+        let (a, b) = tokio::join!(summary(&ctx, "mix"), summary(&ctx, "mix"));
+        writer.await.unwrap();
+        answered += usize::from(check_one_version(&a, same_size, &format!("round {i} a")));
+        answered += usize::from(check_one_version(&b, same_size, &format!("round {i} b")));
+    }
+    // Most scans answer (a restart absorbs one change); errors are rare.
+    assert!(answered >= 100, "only {answered} of 200 scans answered");
+    // After the last overwrite, the current version is what a query sees.
+    let last = 1 + 100 % 2;
+    assert_eq!(summary(&ctx, "mix").await.unwrap(), (last, last, rows_of(last, same_size)));
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overwrites_of_the_same_size_during_scans_never_mix_versions() {
+    overwrite_during_scans(true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overwrites_of_another_size_during_scans_never_mix_versions() {
+    overwrite_during_scans(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_between_listing_and_read_is_revalidated_not_an_error() {
+    let root = tempfile::tempdir().unwrap();
+    let file = root.path().join("mix/t/part.parquet");
+    write_version(&file, 1, true);
+    let s3 = LocalS3::start(root.path()).await.unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    // The listing is trusted for an hour: only a failed read can reveal the change.
+    let ttl = Freshness::Ttl(Duration::from_secs(3600));
+    let server = server(&s3, cache.path(), &[("mix", "s3://mix/t/", ttl)]).await;
+    let ctx = client(&server).await;
+    // Reads the footer and `id` only: `v`'s pages are not cached.
+    let batches = ctx.sql("SELECT count(id) FROM mix").await.unwrap().collect().await.unwrap();
+    assert_eq!(batches[0].num_rows(), 1);
+    write_version(&file, 2, true);
+    assert_eq!(summary(&ctx, "mix").await.unwrap(), (2, 2, ROWS), "the new version, not an error");
+    assert!(metric(&server, "silt_query_restarts_total") >= 1.0);
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_object_is_not_found() {
+    let root = tempfile::tempdir().unwrap();
+    let file = root.path().join("mix/t/part.parquet");
+    write_version(&file, 1, true);
+    let s3 = LocalS3::start(root.path()).await.unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let ttl = Freshness::Ttl(Duration::from_secs(3600));
+    // A one-object table: once deleted, it is gone, not an empty folder.
+    let server = server(&s3, cache.path(), &[("mix", "s3://mix/t/part.parquet", ttl)]).await;
+    let ctx = client(&server).await;
+    ctx.sql("SELECT count(id) FROM mix").await.unwrap().collect().await.unwrap();
+    std::fs::remove_file(&file).unwrap();
+    // Several scans at once: the one that fetches and those that wait on its
+    // fetch all get not-found.
+    let answers = futures::future::join_all((0..4).map(|_| summary(&ctx, "mix"))).await;
+    for a in answers {
+        let e = a.unwrap_err();
+        assert!(e.contains("does not exist") || e.contains("NotFound"), "{e}");
+    }
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_server_on_the_same_cache_dir_is_refused_and_the_first_keeps_its_pages() {
+    let root = tempfile::tempdir().unwrap();
+    write_version(&root.path().join("mix/t/part.parquet"), 1, true);
+    let s3 = LocalS3::start(root.path()).await.unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let tables = [("mix", "s3://mix/t/", Freshness::Always)];
+    let first = server(&s3, cache.path(), &tables).await;
+    let ctx = client(&first).await;
+    assert_eq!(summary(&ctx, "mix").await.unwrap(), (1, 1, ROWS));
+    let disk = first.engine.disk_tier().cloned().expect("disk tier on");
+    let pages = disk.page_count();
+    assert!(pages > 0);
+
+    let mut cfg = ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        cache_dir: cache.path().to_path_buf(),
+        s3: s3_settings(&s3),
+        page_size: PAGE * 4,
+        ..Default::default()
+    };
+    cfg.tables.insert(
+        "mix".into(),
+        TableConfig {
+            url: "s3://mix/t/".into(),
+            ..Default::default()
+        },
+    );
+    let err = silt_server::start(cfg).await.err().expect("a second server must be refused");
+    assert!(err.to_string().contains("in use"), "{err}");
+    assert_eq!(disk.page_count(), pages, "the first server keeps its pages");
+    let page_dir = cache.path().join(format!("disk/p{PAGE}"));
+    assert!(page_dir.exists(), "the first server's page folder is intact");
+    assert_eq!(summary(&ctx, "mix").await.unwrap(), (1, 1, ROWS));
+    first.shutdown().await.unwrap();
+}
