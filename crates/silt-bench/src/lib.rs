@@ -2,6 +2,7 @@
 //! benchmarking Silt.
 
 pub mod compare;
+pub mod consistent_fs;
 pub mod files;
 pub mod hits;
 pub mod local_s3;

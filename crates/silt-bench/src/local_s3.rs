@@ -1,4 +1,5 @@
-//! A real S3-compatible HTTP server on 127.0.0.1, in-process (`s3s-fs`), so
+//! A real S3-compatible HTTP server on 127.0.0.1, in-process (`s3s-fs`, with
+//! S3's read consistency: [`crate::consistent_fs`]), so
 //! tests and benchmarks exercise the same signed S3 protocol a cloud bucket
 //! would — without any network beyond loopback.
 //!
@@ -44,7 +45,7 @@ impl LocalS3 {
     pub async fn start(root: &Path) -> std::io::Result<LocalS3> {
         std::fs::create_dir_all(root)?;
         let fs = s3s_fs::FileSystem::new(root).map_err(|e| std::io::Error::other(format!("{e:?}")))?;
-        let mut builder = S3ServiceBuilder::new(fs);
+        let mut builder = S3ServiceBuilder::new(crate::consistent_fs::ConsistentFs::new(fs, root.to_path_buf()));
         builder.set_auth(SimpleAuth::from_single(ACCESS_KEY, SECRET_KEY));
         let service = builder.build();
         let listener = TcpListener::bind("127.0.0.1:0").await?;

@@ -296,9 +296,21 @@ impl CachedStore {
     }
 }
 
+/// `range` of an object of `size` bytes. A bounded range past the end is an
+/// error, not a shorter read: whoever asked planned with a bigger version of
+/// the object (its footer's offsets must not be applied to this one), so it
+/// is [`CacheError::Changed`], which restarts a query that has not answered yet.
 fn resolve(range: &GetRange, size: u64, location: &Path) -> Result<Range<u64>> {
     let r = match range {
-        GetRange::Bounded(r) => r.start..r.end.min(size),
+        GetRange::Bounded(r) if r.end > size && r.start < r.end => {
+            return Err(CacheError::Changed {
+                path: location.to_string(),
+                version: format!("of at least {} bytes (it now has {size})", r.end),
+                source: None,
+            }
+            .into());
+        }
+        GetRange::Bounded(r) => r.clone(),
         GetRange::Offset(o) => *o..size,
         GetRange::Suffix(n) => size.saturating_sub(*n)..size,
     };
@@ -430,7 +442,10 @@ silt_store::read_path_store!(PinnedStore, "PinnedStore", {
         }
         let range = options.range.clone().unwrap_or(GetRange::Offset(0));
         let range = resolve(&range, self.object.size(), location)?;
-        let bytes = self.store.read_pinned(&self.object, std::slice::from_ref(&range)).await?;
+        let bytes = self
+            .store
+            .read_pinned(&self.object, std::slice::from_ref(&range))
+            .await?;
         let bytes = bytes.into_iter().next().unwrap_or_default();
         Ok(ranged_result(&self.object, location, range, bytes))
     }
@@ -541,6 +556,7 @@ mod tests {
         assert_eq!(store.read_version(&p).await.unwrap().tag, v2.tag);
         assert_eq!(&store.read_at(&p, &v2, 0..16).await.unwrap()[..], &[2; 16]);
         assert!(store.read_at(&p, &v2, 17..18).await.is_err(), "past the end");
+        assert!(store.read_at(&p, &v2, 8..20).await.is_err(), "partly past the end");
     }
 
     #[tokio::test]

@@ -215,6 +215,9 @@ mod tests {
         let outer = Outer(inner);
         let found = CacheError::find(&outer).expect("found through the chain");
         assert!(matches!(found, CacheError::Corrupt { .. }));
-        assert!(CacheError::find(&not_found()).is_none(), "a plain store error carries none");
+        assert!(
+            CacheError::find(&not_found()).is_none(),
+            "a plain store error carries none"
+        );
     }
 }

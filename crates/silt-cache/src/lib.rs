@@ -38,5 +38,5 @@ pub use key::{ObjectKey, PinnedObject};
 pub use page_cache::{CacheMetrics, PageCache, PageCacheConfig, PageKey};
 pub use page_store::{Admit, PageStore, PageStoreBuilder, PageTier, Source};
 pub use tiers::{CacheTiers, VersionedTier};
-pub use versions::VersionRegistry;
 pub use version::ObjectVersion;
+pub use versions::VersionRegistry;

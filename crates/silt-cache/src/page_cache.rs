@@ -146,7 +146,9 @@ impl PageCache {
     /// Drops the pages of `keep`'s object of any version but `keep`'s.
     pub(crate) fn drop_other_versions(&self, keep: &ObjectKey) {
         let keep = keep.clone();
-        let _ = self.pages.invalidate_entries_if(move |k, _| keep.is_other_version(&k.object));
+        let _ = self
+            .pages
+            .invalidate_entries_if(move |k, _| keep.is_other_version(&k.object));
     }
 
     /// The budget in bytes.

@@ -21,7 +21,8 @@ use std::sync::atomic::Ordering;
 
 use bytes::{Bytes, BytesMut};
 use object_store::path::Path;
-use object_store::{GetOptions, GetRange, ObjectStore};
+use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
+use parking_lot::Mutex;
 use tokio::sync::watch;
 
 use crate::counters::TableCounters;
@@ -67,6 +68,10 @@ pub struct PageStore {
     disk: Option<Arc<dyn PageTier>>,
     inflight: InFlight,
     merge_gap: u64,
+    /// ETags learned from the first answer for a version that was validated
+    /// without one (stores whose listings carry no ETag): later fetches of
+    /// that version must answer with the same ETag.
+    etags: Mutex<HashMap<ObjectKey, String>>,
 }
 
 /// Builds a [`PageStore`].
@@ -98,6 +103,7 @@ impl PageStoreBuilder {
             disk: self.disk,
             inflight: InFlight::default(),
             merge_gap,
+            etags: Mutex::default(),
         })
     }
 }
@@ -124,6 +130,7 @@ impl PageStore {
     /// Drops every page of `keep`'s object that is not of `keep`'s version,
     /// from memory now and from disk on a blocking thread.
     pub(crate) fn drop_other_versions(&self, keep: &ObjectKey, memory_too: bool) {
+        self.etags.lock().retain(|k, _| !keep.is_other_version(k));
         if memory_too {
             self.memory.drop_other_versions(keep);
         }
@@ -289,36 +296,96 @@ impl PageStore {
         let version = &object.version;
         let start = run.start * ps;
         let end = (run.end * ps).min(version.size);
+        let expected = self.expected_etag(object);
         let opts = GetOptions {
             range: Some(GetRange::Bounded(start..end)),
-            if_match: version.e_tag.clone(),
+            if_match: expected.clone(),
             ..Default::default()
         };
         let path = source.path;
-        let fail = |e| changed_version(CacheError::from_store(path.as_ref(), e), version);
-        let result = source.store.get_opts(path, opts).await.map_err(fail)?;
-        let answered = ObjectVersion::from_meta(&result.meta);
-        if answered.size != version.size || (version.e_tag.is_some() && answered.e_tag != version.e_tag) {
-            // A store that ignores If-Match answered with another version.
-            return Err(CacheError::Changed {
-                path: path.to_string(),
-                version: version.tag.to_string(),
-                source: None,
-            });
-        }
-        let body = result.bytes().await.map_err(fail)?;
+        let result = match source.store.get_opts(path, opts).await {
+            Ok(r) => r,
+            Err(e) => return Err(self.explain_failure(source, object, e).await),
+        };
+        self.check_answer(object, expected.as_deref(), &result.meta, path)?;
+        let body = match result.bytes().await {
+            Ok(b) => b,
+            Err(e) => return Err(self.explain_failure(source, object, e).await),
+        };
         if body.len() as u64 != end - start {
             return Err(CacheError::Corrupt {
                 path: path.to_string(),
-                detail: format!(
-                    "asked for {} bytes at offset {start}, got {}",
-                    end - start,
-                    body.len()
-                ),
+                detail: format!("asked for {} bytes at offset {start}, got {}", end - start, body.len()),
             });
         }
         self.memory.metrics.miss_bytes.increment(body.len() as u64);
         Ok(body)
+    }
+
+    /// The ETag a fetch of `object` must answer with: the validated one,
+    /// else one learned from an earlier answer for the same version.
+    fn expected_etag(&self, object: &PinnedObject) -> Option<String> {
+        object
+            .version
+            .e_tag
+            .clone()
+            .or_else(|| self.etags.lock().get(&object.key).cloned())
+    }
+
+    /// Refuses an answer of another version than `object`'s (a store that
+    /// ignores `If-Match`), and learns the version's ETag from its first
+    /// answer when validation gave none.
+    fn check_answer(
+        &self,
+        object: &PinnedObject,
+        expected: Option<&str>,
+        answered: &object_store::ObjectMeta,
+        path: &Path,
+    ) -> CacheResult<()> {
+        let changed = || CacheError::Changed {
+            path: path.to_string(),
+            version: object.version.tag.to_string(),
+            source: None,
+        };
+        if !object.version.may_be(answered, expected) {
+            return Err(changed());
+        }
+        if expected.is_none()
+            && let Some(etag) = &answered.e_tag
+        {
+            let mut etags = self.etags.lock();
+            let learned = etags.entry(object.key.clone()).or_insert_with(|| etag.clone());
+            if learned != etag {
+                return Err(changed());
+            }
+        }
+        Ok(())
+    }
+
+    /// The error of a failed fetch, by kind. A failure that is neither
+    /// not-found nor a failed condition may still mean the version is gone
+    /// (a range past the end of a shorter new version is a 416 from S3), so
+    /// the object is looked up: gone is [`CacheError::NotFound`], another
+    /// version [`CacheError::Changed`], else the error as it was.
+    async fn explain_failure(&self, source: &Source<'_>, object: &PinnedObject, e: object_store::Error) -> CacheError {
+        let path = source.path;
+        let error = changed_version(CacheError::from_store(path.as_ref(), e), &object.version);
+        if !matches!(error, CacheError::Store { .. }) {
+            return error;
+        }
+        let expected = self.expected_etag(object);
+        match source.store.head(path).await {
+            Err(object_store::Error::NotFound { .. }) => CacheError::NotFound {
+                path: path.to_string(),
+                source: None,
+            },
+            Ok(meta) if !object.version.may_be(&meta, expected.as_deref()) => CacheError::Changed {
+                path: path.to_string(),
+                version: object.version.tag.to_string(),
+                source: None,
+            },
+            _ => error,
+        }
     }
 
     /// Fetches the pages this request claimed, in merged runs, publishing
@@ -348,11 +415,8 @@ impl PageStore {
                             (PageKey::new(object.key.clone(), page), body.slice(lo..hi), tx)
                         })
                         .collect();
-                    self.admit(
-                        admitted.iter().map(|(k, b, _)| (k.clone(), b.clone())).collect(),
-                        admit,
-                    )
-                    .await;
+                    self.admit(admitted.iter().map(|(k, b, _)| (k.clone(), b.clone())).collect(), admit)
+                        .await;
                     for (k, b, tx) in admitted {
                         out.push((k.page, b.clone()));
                         self.inflight.finish(&k, tx, Ok(b));

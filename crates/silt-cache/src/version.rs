@@ -25,6 +25,23 @@ impl ObjectVersion {
         a.size == b.size && a.last_modified == b.last_modified && a.e_tag == b.e_tag
     }
 
+    /// Whether `answered` (the metadata of a GET or HEAD answer) can be of
+    /// this version: same size, and the same ETag when one is expected
+    /// (`expected`: the validated ETag or one learned for this version),
+    /// else the same modification time to the second (HTTP dates have no
+    /// finer resolution, listings may). Without ETags, a same-size overwrite
+    /// within the same second cannot be told apart; stores that list
+    /// ETags (S3, GCS, Azure) do not have that gap.
+    pub fn may_be(&self, answered: &ObjectMeta, expected: Option<&str>) -> bool {
+        if answered.size != self.size {
+            return false;
+        }
+        match (expected, answered.e_tag.as_deref()) {
+            (Some(want), Some(got)) => want == got,
+            _ => answered.last_modified.timestamp() == self.meta.last_modified.timestamp(),
+        }
+    }
+
     pub fn from_meta(meta: &ObjectMeta) -> Self {
         let tag: Arc<str> = match &meta.e_tag {
             Some(e) => Arc::from(e.as_str()),

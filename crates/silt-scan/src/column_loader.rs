@@ -214,10 +214,7 @@ impl ColumnLoader {
             .with_batch_size(BATCH_ROWS)
             .build()
             .map_err(|e| read_error(file, rg, e.into()))?;
-        let batches: Vec<_> = stream
-            .try_collect()
-            .await
-            .map_err(|e| read_error(file, rg, e.into()))?;
+        let batches: Vec<_> = stream.try_collect().await.map_err(|e| read_error(file, rg, e.into()))?;
         let mut out = vec![Vec::with_capacity(batches.len()); columns.len()];
         for (b, batch) in batches.iter().enumerate() {
             for (slot, &c) in columns.iter().enumerate() {

@@ -4,8 +4,8 @@
 //!
 //! The one place a footer is looked up for Silt's own reads (scans, preload),
 //! so a footer of one version is never combined with pages of another: the
-//! entry must match the pinned version's size, modification time *and* ETag,
-//! and a miss reads the footer with the same pinned reader the pages use.
+//! entry is keyed by the pinned version ([`pinned_key`]), and a miss reads
+//! the footer with the same pinned reader the pages use.
 
 use std::sync::Arc;
 
@@ -14,7 +14,19 @@ use datafusion::error::Result;
 use datafusion::execution::cache::cache_manager::{CachedFileMetadataEntry, FileMetadataCache};
 use datafusion::parquet::file::metadata::{PageIndexPolicy, ParquetMetaData};
 use object_store::ObjectMeta;
-use silt_cache::{CachedStore, ObjectVersion, PinnedObject};
+use object_store::path::Path;
+use silt_cache::{CachedStore, PinnedObject};
+
+/// Separates a pinned footer's key from the object path.
+pub const VERSION_MARK: char = '@';
+
+/// The metadata-tier key of the footer of `version` of `location`: the path
+/// with the version appended. Only [`pinned_footer`] reads or writes these
+/// keys, so an entry under one is exactly that version's footer (DataFusion's
+/// own footer reads use the plain path, and may see another version).
+pub fn pinned_key(location: &Path, version: &str) -> Path {
+    Path::from(format!("{location}{VERSION_MARK}{version}"))
+}
 
 /// Pins `meta` (a namespaced object of `store`, as listed) and returns its
 /// footer at exactly that version.
@@ -24,19 +36,19 @@ pub async fn pinned_footer(
     meta: &ObjectMeta,
 ) -> Result<(PinnedObject, Arc<ParquetMetaData>)> {
     let object = store.pin(meta)?;
-    if let Some(entry) = cache.get(&meta.location)
-        && ObjectVersion::same(&entry.meta, meta)
+    let key = pinned_key(&meta.location, &object.key.version);
+    if let Some(entry) = cache.get(&key)
         && let Some(cached) = entry.file_metadata.as_any().downcast_ref::<CachedParquetMetaData>()
     {
         return Ok((object, cached.parquet_metadata().clone()));
     }
     let pinned = store.pinned_store(object.clone());
     let metadata = DFParquetMetadata::new(pinned.as_ref(), meta)
-        .with_page_index_policy(PageIndexPolicy::Optional)
+        .with_page_index_policy(Some(PageIndexPolicy::Optional))
         .fetch_metadata()
         .await?;
     cache.put(
-        &meta.location,
+        &key,
         CachedFileMetadataEntry::new(meta.clone(), Arc::new(CachedParquetMetaData::new(metadata.clone()))),
     );
     Ok((object, metadata))

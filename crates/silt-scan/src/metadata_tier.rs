@@ -67,8 +67,17 @@ impl VersionedTier for MetadataTier {
             && ObjectVersion::from_meta(&entry.meta).tag != keep.version
         {
             self.entries.remove(&path);
-            self.refresh_gauge();
         }
+        // Pinned footers of other versions (walks the entries: runs only
+        // when a version changed).
+        let pinned = format!("{path}{}", crate::footer::VERSION_MARK);
+        let keep_key = crate::footer::pinned_key(&path, &keep.version);
+        for key in self.entries.list_entries().into_keys() {
+            if key.as_ref().starts_with(&pinned) && key != keep_key {
+                self.entries.remove(&key);
+            }
+        }
+        self.refresh_gauge();
     }
 }
 

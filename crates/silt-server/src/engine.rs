@@ -363,9 +363,7 @@ impl Engine {
                 .write()
                 .insert(name.to_string(), (cached.clone() as Arc<dyn ObjectStore>, path));
         }
-        self.stores
-            .write()
-            .insert(name.to_string(), cached.clone());
+        self.stores.write().insert(name.to_string(), cached.clone());
         let options = TableOptions {
             binary_as_string: config.binary_as_string,
         };
@@ -413,18 +411,11 @@ impl Engine {
 
     /// Retry unavailable tables, at most every [`RETRY_INTERVAL`].
     pub(crate) async fn retry_unavailable(&self) {
-        let any_pending = self
-            .catalog
-            .read()
-            .values()
-            .any(|e| e.unavailable.is_some());
+        let any_pending = self.catalog.read().values().any(|e| e.unavailable.is_some());
         if !any_pending {
             return;
         }
-        let due = self
-            .last_retry
-            .lock()
-            .is_none_or(|t| t.elapsed() >= RETRY_INTERVAL);
+        let due = self.last_retry.lock().is_none_or(|t| t.elapsed() >= RETRY_INTERVAL);
         if due {
             self.register_pending().await;
         }
@@ -472,11 +463,7 @@ impl Engine {
                 continue;
             };
             urls.push(format!("{t}={}", config.url));
-            let single = self
-                .single_files
-                .read()
-                .get(t)
-                .cloned();
+            let single = self.single_files.read().get(t).cloned();
             if let Some((store, path)) = single {
                 match store.head(&path).await {
                     Ok(_) => {}

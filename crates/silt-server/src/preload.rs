@@ -16,8 +16,8 @@ use object_store::path::Path;
 use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt};
 use serde::{Deserialize, Serialize};
 use silt_cache::CachedStore;
-use silt_scan::footer::pinned_footer;
 use silt_proto::{Projection, ScanRequest};
+use silt_scan::footer::pinned_footer;
 use silt_store::TableLocation;
 use tokio::sync::mpsc;
 

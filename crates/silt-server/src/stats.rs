@@ -105,7 +105,7 @@ fn tiers_json(engine: &Engine, snapshot: &BTreeMap<String, f64>) -> Value {
         tier_json(
             snapshot,
             "pages",
-            cache.pages().weighted_size(),
+            cache.pages().memory().weighted_size(),
             config.page_memory_budget,
         ),
     );

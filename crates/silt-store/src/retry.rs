@@ -52,10 +52,18 @@ impl Default for RetryPolicy {
 /// changed, not modified, permission denied) and errors in the request
 /// itself (bad range, bad path) will not.
 fn is_transient(e: &object_store::Error) -> bool {
-    matches!(
-        e,
-        object_store::Error::Generic { .. } | object_store::Error::JoinError { .. }
-    )
+    match e {
+        object_store::Error::Generic { .. } => !is_range_not_satisfiable(e),
+        object_store::Error::JoinError { .. } => true,
+        _ => false,
+    }
+}
+
+/// Whether the store answered 416 (the range is past the object's end: the
+/// object shrank, retrying cannot help). object_store keeps the HTTP status
+/// in a private type, so it is read from the message.
+fn is_range_not_satisfiable(e: &object_store::Error) -> bool {
+    e.to_string().contains("416 Range Not Satisfiable")
 }
 
 /// Names the object and the attempts in an error that exhausted its
@@ -288,7 +296,10 @@ mod tests {
         .await;
         let store = RetryingStore::new(flaky, quick(30));
         for i in 0..20 {
-            let e = store.get_range(&Path::from(format!("missing-{i}")), 0..1).await.unwrap_err();
+            let e = store
+                .get_range(&Path::from(format!("missing-{i}")), 0..1)
+                .await
+                .unwrap_err();
             assert!(matches!(e, object_store::Error::NotFound { .. }), "{e}");
         }
     }

@@ -276,7 +276,7 @@ async fn budgets_at_a_tenth_of_the_data_hold_and_queries_stay_correct() {
             let (mut max_mem, mut max_pages, mut max_disk, mut max_files, mut samples) = (0, 0, 0, 0, 0u64);
             while !stop.load(Ordering::Relaxed) {
                 max_mem = max_mem.max(engine.tiers().batches().weighted_size());
-                max_pages = max_pages.max(engine.tiers().pages().weighted_size());
+                max_pages = max_pages.max(engine.tiers().pages().memory().weighted_size());
                 if let Some(d) = engine.disk_tier() {
                     max_disk = max_disk.max(d.used_bytes());
                 }

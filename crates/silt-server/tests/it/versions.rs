@@ -125,7 +125,16 @@ fn check_one_version(answer: &Result<(i64, i64, i64), String>, same_size: bool, 
     }
 }
 
-async fn overwrite_during_scans(same_size: bool) {
+/// Where the overwritten table lives.
+#[derive(Clone, Copy, PartialEq)]
+enum Store {
+    /// The loopback S3 server.
+    S3,
+    /// A local folder (`file://`).
+    Local,
+}
+
+async fn overwrite_during_scans(same_size: bool, store: Store) {
     let root = tempfile::tempdir().unwrap();
     let file = root.path().join("mix/t/part.parquet");
     let s1 = write_version(&file, 1, same_size);
@@ -136,7 +145,11 @@ async fn overwrite_during_scans(same_size: bool) {
     }
     let s3 = LocalS3::start(root.path()).await.unwrap();
     let cache = tempfile::tempdir().unwrap();
-    let server = server(&s3, cache.path(), &[("mix", "s3://mix/t/", Freshness::Always)]).await;
+    let url = match store {
+        Store::S3 => "s3://mix/t/".to_string(),
+        Store::Local => format!("file://{}/", file.parent().unwrap().display()),
+    };
+    let server = server(&s3, cache.path(), &[("mix", &url, Freshness::Always)]).await;
     let ctx = client(&server).await;
     let mut answered = 0;
     for i in 0..100i64 {
@@ -160,18 +173,27 @@ async fn overwrite_during_scans(same_size: bool) {
     assert!(answered >= 100, "only {answered} of 200 scans answered");
     // After the last overwrite, the current version is what a query sees.
     let last = 1 + 100 % 2;
-    assert_eq!(summary(&ctx, "mix").await.unwrap(), (last, last, rows_of(last, same_size)));
+    assert_eq!(
+        summary(&ctx, "mix").await.unwrap(),
+        (last, last, rows_of(last, same_size))
+    );
     server.shutdown().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn overwrites_of_the_same_size_during_scans_never_mix_versions() {
-    overwrite_during_scans(true).await;
+    overwrite_during_scans(true, Store::S3).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overwrites_of_local_files_during_scans_never_mix_versions() {
+    overwrite_during_scans(true, Store::Local).await;
+    overwrite_during_scans(false, Store::Local).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn overwrites_of_another_size_during_scans_never_mix_versions() {
-    overwrite_during_scans(false).await;
+    overwrite_during_scans(false, Store::S3).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -186,10 +208,20 @@ async fn a_change_between_listing_and_read_is_revalidated_not_an_error() {
     let server = server(&s3, cache.path(), &[("mix", "s3://mix/t/", ttl)]).await;
     let ctx = client(&server).await;
     // Reads the footer and `id` only: `v`'s pages are not cached.
-    let batches = ctx.sql("SELECT count(id) FROM mix").await.unwrap().collect().await.unwrap();
+    let batches = ctx
+        .sql("SELECT count(id) FROM mix")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
     assert_eq!(batches[0].num_rows(), 1);
     write_version(&file, 2, true);
-    assert_eq!(summary(&ctx, "mix").await.unwrap(), (2, 2, ROWS), "the new version, not an error");
+    assert_eq!(
+        summary(&ctx, "mix").await.unwrap(),
+        (2, 2, ROWS),
+        "the new version, not an error"
+    );
     assert!(metric(&server, "silt_query_restarts_total") >= 1.0);
     server.shutdown().await.unwrap();
 }
@@ -205,7 +237,12 @@ async fn a_deleted_object_is_not_found() {
     // A one-object table: once deleted, it is gone, not an empty folder.
     let server = server(&s3, cache.path(), &[("mix", "s3://mix/t/part.parquet", ttl)]).await;
     let ctx = client(&server).await;
-    ctx.sql("SELECT count(id) FROM mix").await.unwrap().collect().await.unwrap();
+    ctx.sql("SELECT count(id) FROM mix")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
     std::fs::remove_file(&file).unwrap();
     // Several scans at once: the one that fetches and those that wait on its
     // fetch all get not-found.
@@ -245,7 +282,10 @@ async fn a_second_server_on_the_same_cache_dir_is_refused_and_the_first_keeps_it
             ..Default::default()
         },
     );
-    let err = silt_server::start(cfg).await.err().expect("a second server must be refused");
+    let err = silt_server::start(cfg)
+        .await
+        .err()
+        .expect("a second server must be refused");
     assert!(err.to_string().contains("in use"), "{err}");
     assert_eq!(disk.page_count(), pages, "the first server keeps its pages");
     let page_dir = cache.path().join(format!("disk/p{PAGE}"));
