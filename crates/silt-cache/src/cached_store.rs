@@ -227,17 +227,18 @@ impl CachedStore {
     }
 
     /// Admits fetched pages to memory (unless `memory` is false and there is
-    /// a disk tier to hold them) and, on a blocking thread, to disk.
-    async fn admit(&self, pages: Vec<(PageKey, Bytes)>, memory: bool) {
+    /// a disk tier to hold them) and, on a blocking thread, to disk, each
+    /// with its refetch cost in ns (for the disk tier's policy).
+    async fn admit(&self, pages: Vec<(PageKey, Bytes, f64)>, memory: bool) {
         if memory || self.tiers.disk.is_none() {
-            for (k, b) in &pages {
+            for (k, b, _) in &pages {
                 self.tiers.pages.insert(k.clone(), b.clone());
             }
         }
         if let Some(disk) = self.tiers.disk.clone() {
             let _ = tokio::task::spawn_blocking(move || {
-                for (k, b) in pages {
-                    disk.put(k, &b);
+                for (k, b, cost) in pages {
+                    disk.put(k, &b, cost);
                 }
             })
             .await;
@@ -254,6 +255,7 @@ impl CachedStore {
             if_match: version.e_tag.clone(),
             ..Default::default()
         };
+        let started = Instant::now();
         let body = self.inner.get_opts(inner_path, opts).await?.bytes().await?;
         if body.len() as u64 != end - start {
             return Err(object_store::Error::Generic {
@@ -266,6 +268,7 @@ impl CachedStore {
                 .into(),
             });
         }
+        self.tiers.fetch_cost.observe(body.len() as u64, started.elapsed());
         self.tiers.pages.metrics.miss_bytes.increment(body.len() as u64);
         Ok(body)
     }
@@ -304,6 +307,9 @@ impl CachedStore {
         for ((run, members), result) in runs.iter().zip(results) {
             match result {
                 Ok(body) => {
+                    // Each page's share of this GET: what refetching it costs.
+                    let model = self.tiers.fetch_cost.model();
+                    let cost = |b: &Bytes| model.share_of_request(members.len(), b.len() as u64);
                     let mut admitted = Vec::with_capacity(members.len());
                     for &i in members {
                         let (page, tx) = slots[i].take().expect("each claimed page is in one run");
@@ -314,7 +320,10 @@ impl CachedStore {
                         out.push((page, bytes));
                     }
                     self.admit(
-                        admitted.iter().map(|(k, b, _)| (k.clone(), b.clone())).collect(),
+                        admitted
+                            .iter()
+                            .map(|(k, b, _)| (k.clone(), b.clone(), cost(b)))
+                            .collect(),
                         admit_memory,
                     )
                     .await;

@@ -10,6 +10,7 @@ use object_store::path::Path;
 use crate::batch_cache::BatchCache;
 use crate::inflight::InFlight;
 use crate::page_cache::{PageCache, PageKey};
+use crate::policy::{CostModel, MeasuredCost};
 use crate::version::ObjectVersion;
 
 /// A tier below memory that keeps pages (the disk tier). A trait so the read
@@ -19,7 +20,9 @@ pub trait PageTier: Send + Sync {
     /// The page's verified bytes, or `None` on a miss.
     fn get(&self, key: &PageKey) -> Option<Bytes>;
     /// Keeps a page (best effort: a failed write is logged and counted).
-    fn put(&self, key: PageKey, data: &[u8]);
+    /// `cost` is the estimated time in ns to fetch it again, measured by the
+    /// caller that fetched it (its share of that GET), for cost-aware eviction.
+    fn put(&self, key: PageKey, data: &[u8], cost: f64);
     /// Drops the pages of `path` in `store` whose version is not `keep`.
     fn drop_other_versions(&self, store: &str, path: &str, keep: &str) -> usize;
 }
@@ -84,6 +87,9 @@ pub struct CacheTiers {
     /// Missing runs separated by at most this many bytes of cached pages are
     /// fetched with one GET (re-reading the gap is cheaper than a request).
     pub(crate) merge_gap: u64,
+    /// The object store's latency and bandwidth as measured on this server's
+    /// GETs: what a fetched page is priced at for the disk tier's policy.
+    pub(crate) fetch_cost: MeasuredCost,
 }
 
 impl CacheTiers {
@@ -100,7 +106,19 @@ impl CacheTiers {
             inflight: InFlight::default(),
             versions: Arc::default(),
             merge_gap,
+            fetch_cost: MeasuredCost::new(CostModel {
+                // The tiers below memory keep raw bytes: a hit decodes them
+                // as a refetch would, so caching saves no decoding.
+                decode_ns_per_byte: 0.0,
+                ..CostModel::default()
+            }),
         })
+    }
+
+    /// The measured latency and bandwidth of the object store, which price
+    /// fetched pages for the disk tier's eviction policy.
+    pub fn fetch_cost(&self) -> &MeasuredCost {
+        &self.fetch_cost
     }
 
     /// The versions validated so far (shared with the metadata tier).
@@ -152,8 +170,8 @@ impl PageTier for crate::disk::DiskTier {
         crate::disk::DiskTier::get(self, key)
     }
 
-    fn put(&self, key: PageKey, data: &[u8]) {
-        crate::disk::DiskTier::put(self, key, data)
+    fn put(&self, key: PageKey, data: &[u8], cost: f64) {
+        crate::disk::DiskTier::put(self, key, data, cost)
     }
 
     fn drop_other_versions(&self, store: &str, path: &str, keep: &str) -> usize {
