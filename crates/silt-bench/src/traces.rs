@@ -5,6 +5,16 @@
 //! `entry_id` (u64) and `entry_size` (u64, bytes). Other columns (the traces in
 //! the shared data set also carry `cache_memory_bytes` and `time_stamp_nanos`)
 //! are not read: replay needs only the order of accesses, not their timing.
+//!
+//! The traces carry no record of which object-store GET brought each entry,
+//! which the cost model needs (an entry's cost is its share of that GET).
+//! Their ids tell it: an id packs `file << 48 | row group << 32 | column << 16
+//! | batch`, the batch being 8192 rows within its row group. This layout is
+//! read off the data (not documented by the traces' source): the low 16 bits
+//! never exceed 49, bits 32..48 take 226 values (about 100M rows of `hits` in
+//! row groups of up to 50 batches), bits 16..32 up to 105 (the `hits`
+//! columns). A Parquet reader fetches a column chunk with one ranged read, so
+//! [`column_chunk`] groups the batches one GET brings back.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -19,6 +29,14 @@ use silt_cache::policy::replay::Access;
 pub const ID_COLUMN: &str = "entry_id";
 /// The column holding each access's entry size in bytes.
 pub const SIZE_COLUMN: &str = "entry_size";
+
+/// The column chunk (file, row group, column) of an entry id of the shared
+/// traces: the id without its batch bits. Entries of one chunk come from one
+/// GET, so [`price`](silt_cache::policy::replay::price) shares its latency
+/// among them.
+pub fn column_chunk(entry_id: u64) -> u64 {
+    entry_id >> 16
+}
 
 /// Errors while reading a trace; each names the file.
 #[derive(Debug, thiserror::Error)]
@@ -165,6 +183,14 @@ mod tests {
             ],
         );
         assert_eq!(read_trace(&path).unwrap(), [(7, 10), (8, 20), (7, 10)]);
+    }
+
+    #[test]
+    fn batches_of_one_column_chunk_share_a_group() {
+        let id = |rg: u64, col: u64, batch: u64| 1 << 48 | rg << 32 | col << 16 | batch;
+        assert_eq!(column_chunk(id(3, 13, 0)), column_chunk(id(3, 13, 49)));
+        assert_ne!(column_chunk(id(3, 13, 0)), column_chunk(id(4, 13, 0)));
+        assert_ne!(column_chunk(id(3, 13, 0)), column_chunk(id(3, 14, 0)));
     }
 
     #[test]

@@ -30,6 +30,7 @@ use crate::error::{CacheError, CacheResult};
 use crate::inflight::{Claim, InFlight, Outcome};
 use crate::key::{ObjectKey, PinnedObject};
 use crate::page_cache::{PageCache, PageKey};
+use crate::policy::{CostModel, MeasuredCost};
 use crate::version::ObjectVersion;
 
 /// A tier below memory that keeps pages (the disk tier). A trait so the read
@@ -39,7 +40,9 @@ pub trait PageTier: Send + Sync {
     /// The page's verified bytes, or `None` on a miss.
     fn get(&self, key: &PageKey) -> Option<Bytes>;
     /// Keeps a page (best effort: a failed write is logged and counted).
-    fn put(&self, key: PageKey, data: &[u8]);
+    /// `cost` is the estimated time in ns to fetch it again, measured by the
+    /// fetch that brought it (its share of that GET), for cost-aware eviction.
+    fn put(&self, key: PageKey, data: &[u8], cost: f64);
     /// Drops the pages of `keep`'s object whose version is not `keep`'s.
     fn drop_other_versions(&self, keep: &ObjectKey) -> usize;
 }
@@ -72,6 +75,9 @@ pub struct PageStore {
     /// without one (stores whose listings carry no ETag): later fetches of
     /// that version must answer with the same ETag.
     etags: Mutex<HashMap<ObjectKey, String>>,
+    /// The object store's latency and bandwidth as measured on this store's
+    /// GETs: what a fetched page is priced at for the disk tier's policy.
+    fetch_cost: MeasuredCost,
 }
 
 /// Builds a [`PageStore`].
@@ -104,6 +110,12 @@ impl PageStoreBuilder {
             inflight: InFlight::default(),
             merge_gap,
             etags: Mutex::default(),
+            fetch_cost: MeasuredCost::new(CostModel {
+                // The tiers below memory keep raw bytes: a hit decodes them
+                // as a refetch would, so caching saves no decoding.
+                decode_ns_per_byte: 0.0,
+                ..CostModel::default()
+            }),
         })
     }
 }
@@ -125,6 +137,12 @@ impl PageStore {
     /// The memory pages.
     pub fn memory(&self) -> &Arc<PageCache> {
         &self.memory
+    }
+
+    /// The measured latency and bandwidth of the object store, which price
+    /// fetched pages for the disk tier's eviction policy.
+    pub fn fetch_cost(&self) -> &MeasuredCost {
+        &self.fetch_cost
     }
 
     /// Drops every page of `keep`'s object that is not of `keep`'s version,
@@ -273,16 +291,17 @@ impl PageStore {
 
     /// Admits fetched pages to memory (unless `admit` is disk-only and there
     /// is a disk tier to hold them) and, on a blocking thread, to disk.
-    async fn admit(&self, pages: Vec<(PageKey, Bytes)>, admit: Admit) {
+    /// Each page comes with its refetch cost in ns (for the disk tier's policy).
+    async fn admit(&self, pages: Vec<(PageKey, Bytes, f64)>, admit: Admit) {
         if admit == Admit::MemoryAndDisk || self.disk.is_none() {
-            for (k, b) in &pages {
+            for (k, b, _) in &pages {
                 self.memory.insert(k.clone(), b.clone());
             }
         }
         if let Some(disk) = self.disk.clone() {
             let _ = tokio::task::spawn_blocking(move || {
-                for (k, b) in pages {
-                    disk.put(k, &b);
+                for (k, b, cost) in pages {
+                    disk.put(k, &b, cost);
                 }
             })
             .await;
@@ -303,6 +322,7 @@ impl PageStore {
             ..Default::default()
         };
         let path = source.path;
+        let started = std::time::Instant::now();
         let result = match source.store.get_opts(path, opts).await {
             Ok(r) => r,
             Err(e) => return Err(self.explain_failure(source, object, e).await),
@@ -318,6 +338,7 @@ impl PageStore {
                 detail: format!("asked for {} bytes at offset {start}, got {}", end - start, body.len()),
             });
         }
+        self.fetch_cost.observe(body.len() as u64, started.elapsed());
         self.memory.metrics.miss_bytes.increment(body.len() as u64);
         Ok(body)
     }
@@ -407,6 +428,9 @@ impl PageStore {
         for ((run, members), result) in runs.into_iter().zip(results) {
             match result {
                 Ok(body) => {
+                    // Each page's share of this GET: what refetching it costs.
+                    let model = self.fetch_cost.model();
+                    let pages_in_run = members.len();
                     let admitted: Vec<(PageKey, Bytes, _)> = members
                         .into_iter()
                         .map(|(page, tx)| {

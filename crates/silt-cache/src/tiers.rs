@@ -83,8 +83,8 @@ impl crate::page_store::PageTier for crate::disk::DiskTier {
         crate::disk::DiskTier::get(self, key)
     }
 
-    fn put(&self, key: crate::PageKey, data: &[u8]) {
-        crate::disk::DiskTier::put(self, key, data)
+    fn put(&self, key: crate::PageKey, data: &[u8], cost: f64) {
+        crate::disk::DiskTier::put(self, key, data, cost)
     }
 
     fn drop_other_versions(&self, keep: &ObjectKey) -> usize {

@@ -10,7 +10,7 @@
 //! disk_budget = "100GiB"          # disk tier under cache_dir/pages
 //! metadata_budget = "256MiB"      # decoded footers and page indexes
 //! page_size = "1MiB"
-//! disk_policy = "weighted-lfu"    # lru | lfu | sieve | weighted-lfu
+//! disk_policy = "weighted-lfu"    # lru | lfu | sieve | weighted-lfu | s3-fifo
 //! direct_io = false               # read disk pages with O_DIRECT
 //! query_memory_limit = "2GiB"     # per query (DataFusion memory pool)
 //! query_timeout = "5m"

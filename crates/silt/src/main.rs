@@ -4,6 +4,7 @@ mod admin_cmds;
 mod bench;
 mod bench_cache;
 mod bench_gen;
+mod bench_replay;
 mod demo;
 mod harness;
 mod output;

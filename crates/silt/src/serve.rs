@@ -53,7 +53,7 @@ pub struct ServeArgs {
     /// Page size of the page buffer and disk tier [default: 1MiB].
     #[arg(long, value_parser = parse_bytes)]
     page_size: Option<u64>,
-    /// Eviction policy of the disk tier: lru, lfu, sieve, weighted-lfu [default: weighted-lfu].
+    /// Eviction policy of the disk tier: lru, lfu, sieve, weighted-lfu, s3-fifo [default: weighted-lfu].
     #[arg(long)]
     disk_policy: Option<PolicyKind>,
     /// Read disk-tier pages with O_DIRECT so the OS page cache holds no second copy.

@@ -13,11 +13,17 @@
 //! | 24     | 4    | CRC32C of the data                                 |
 //! | 28     | 4    | length `n` of the encoded key                      |
 //! | 32     | n    | key: page u64, then store, path, version as u32 length + UTF-8 |
+//! | 4084   | 8    | refetch cost in ns, f64 (format 2 only)            |
 //! | 4092   | 4    | CRC32C of bytes 0..4092                            |
 //!
 //! The key is stored in full so that a hash collision of file names is
 //! detected (and served as a miss) and so that recovery can rebuild the index
-//! from headers alone.
+//! from headers alone. The cost (what the page's GET measured, see
+//! [`CostModel::share_of_request`](crate::policy::CostModel::share_of_request))
+//! is stored so that a restart keeps `weighted-lfu`'s order instead of
+//! repricing every page by a model. Format 1 pages (written before costs were
+//! stored; the layout is otherwise the same) are still read: they have no
+//! cost, and the index prices them by its model.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -33,10 +39,14 @@ pub(crate) const HEADER_LEN: usize = 4096;
 /// Block size used for budget accounting and `O_DIRECT` alignment.
 pub(crate) const BLOCK: u64 = 4096;
 const MAGIC: [u8; 8] = *b"SILTPAGE";
-/// Bumped when the layout changes; files of other versions are dropped.
-pub(crate) const FORMAT_VERSION: u32 = 1;
+/// Bumped when the layout changes; files of versions not read here
+/// ([`decode_header`]) are dropped.
+pub(crate) const FORMAT_VERSION: u32 = 2;
+/// The format before costs were stored, still read.
+const FORMAT_WITHOUT_COST: u32 = 1;
 const KEY_START: usize = 32;
 const CRC_AT: usize = HEADER_LEN - 4;
+const COST_AT: usize = CRC_AT - 8;
 
 /// Bytes a page of `data_len` bytes is charged: the header block plus the
 /// data rounded up to whole blocks (what the file occupies on disk).
@@ -50,6 +60,9 @@ pub(crate) struct Header {
     pub data_len: u64,
     pub data_crc: u32,
     pub key: PageKey,
+    /// The refetch cost stored with the page, in ns; `None` for format 1
+    /// pages and for a stored value that is not a finite non-negative number.
+    pub cost: Option<f64>,
 }
 
 /// Why a page file is rejected.
@@ -103,12 +116,13 @@ pub(crate) fn relative_path(key: &PageKey) -> PathBuf {
     path
 }
 
-/// The header of a page holding `data` under `key`; `None` when the key does
-/// not fit in a header (keys are object paths, at most ~1 KiB in practice).
-pub(crate) fn encode_header(key: &PageKey, data: &[u8]) -> Option<Vec<u8>> {
+/// The header of a page holding `data` under `key`, fetched at refetch
+/// `cost` (ns); `None` when the key does not fit in a header (keys are object
+/// paths, at most ~1 KiB in practice).
+pub(crate) fn encode_header(key: &PageKey, data: &[u8], cost: f64) -> Option<Vec<u8>> {
     let mut encoded = Vec::with_capacity(64 + key.object.path.len());
     encode_key(key, &mut encoded);
-    if KEY_START + encoded.len() > CRC_AT {
+    if KEY_START + encoded.len() > COST_AT {
         return None;
     }
     let mut h = vec![0u8; HEADER_LEN];
@@ -118,6 +132,7 @@ pub(crate) fn encode_header(key: &PageKey, data: &[u8]) -> Option<Vec<u8>> {
     h[24..28].copy_from_slice(&crc32c::crc32c(data).to_le_bytes());
     h[28..32].copy_from_slice(&(encoded.len() as u32).to_le_bytes());
     h[KEY_START..KEY_START + encoded.len()].copy_from_slice(&encoded);
+    h[COST_AT..CRC_AT].copy_from_slice(&cost.to_le_bytes());
     let crc = crc32c::crc32c(&h[..CRC_AT]);
     h[CRC_AT..].copy_from_slice(&crc.to_le_bytes());
     Some(h)
@@ -145,12 +160,16 @@ pub(crate) fn decode_header(h: &[u8]) -> Result<Header, Invalid> {
     if crc32c::crc32c(&h[..CRC_AT]) != u32_at(h, CRC_AT) {
         return Err(Invalid::HeaderChecksum);
     }
-    let version = u32_at(h, 8);
-    if version != FORMAT_VERSION {
-        return Err(Invalid::UnsupportedVersion(version));
-    }
+    let (key_end, cost) = match u32_at(h, 8) {
+        FORMAT_VERSION => {
+            let cost = f64::from_le_bytes(h[COST_AT..CRC_AT].try_into().expect("8 bytes"));
+            (COST_AT, Some(cost).filter(|c| c.is_finite() && *c >= 0.0))
+        }
+        FORMAT_WITHOUT_COST => (CRC_AT, None),
+        other => return Err(Invalid::UnsupportedVersion(other)),
+    };
     let key_len = u32_at(h, 28) as usize;
-    if KEY_START + key_len > CRC_AT {
+    if KEY_START + key_len > key_end {
         return Err(Invalid::MalformedKey);
     }
     let key = decode_key(&h[KEY_START..KEY_START + key_len]).ok_or(Invalid::MalformedKey)?;
@@ -158,6 +177,7 @@ pub(crate) fn decode_header(h: &[u8]) -> Result<Header, Invalid> {
         data_len: u64_at(h, 16),
         data_crc: u32_at(h, 24),
         key,
+        cost,
     })
 }
 
@@ -186,8 +206,8 @@ pub(crate) fn check_length(header: &Header, file_len: u64) -> Result<(), Invalid
 /// What reading a whole page file for a key found.
 #[derive(Debug)]
 pub(crate) enum Verified {
-    /// The page, with its data's offset range in the file.
-    Page(std::ops::Range<usize>),
+    /// The page: its data's offset range in the file, and its stored cost.
+    Page(std::ops::Range<usize>, Option<f64>),
     /// A valid page of another key whose name hashes the same.
     OtherKey,
 }
@@ -203,7 +223,7 @@ pub(crate) fn verify(file: &[u8], key: &PageKey) -> Result<Verified, Invalid> {
     if crc32c::crc32c(data) != header.data_crc {
         return Err(Invalid::DataChecksum);
     }
-    Ok(Verified::Page(HEADER_LEN..file.len()))
+    Ok(Verified::Page(HEADER_LEN..file.len(), header.cost))
 }
 
 #[cfg(test)]
@@ -218,8 +238,18 @@ mod tests {
     }
 
     fn file(key: &PageKey, data: &[u8]) -> Vec<u8> {
-        let mut f = encode_header(key, data).unwrap();
+        let mut f = encode_header(key, data, 1234.5).unwrap();
         f.extend_from_slice(data);
+        f
+    }
+
+    /// A format 1 file, as written before costs were stored.
+    fn file_v1(key: &PageKey, data: &[u8]) -> Vec<u8> {
+        let mut f = file(key, data);
+        f[8..12].copy_from_slice(&FORMAT_WITHOUT_COST.to_le_bytes());
+        f[COST_AT..CRC_AT].fill(0);
+        let crc = crc32c::crc32c(&f[..CRC_AT]);
+        f[CRC_AT..HEADER_LEN].copy_from_slice(&crc.to_le_bytes());
         f
     }
 
@@ -227,7 +257,7 @@ mod tests {
     fn round_trip_and_checks() {
         let k = key(3);
         let f = file(&k, b"hello");
-        assert!(matches!(verify(&f, &k), Ok(Verified::Page(r)) if &f[r.clone()] == b"hello"));
+        assert!(matches!(verify(&f, &k), Ok(Verified::Page(r, c)) if &f[r.clone()] == b"hello" && c == Some(1234.5)));
         assert!(matches!(verify(&f, &key(4)), Ok(Verified::OtherKey)));
         let mut bad = f.clone();
         *bad.last_mut().unwrap() ^= 1;
@@ -242,6 +272,28 @@ mod tests {
             }
         );
         assert_eq!(verify(&f[..100], &k).unwrap_err(), Invalid::Length { file_len: 100 });
+    }
+
+    #[test]
+    fn format_1_pages_are_read_without_a_cost() {
+        let k = key(5);
+        let f = file_v1(&k, b"old page");
+        assert!(matches!(verify(&f, &k), Ok(Verified::Page(r, None)) if &f[r.clone()] == b"old page"));
+        assert_eq!(decode_header(&f).unwrap().cost, None);
+        let mut other = f.clone();
+        other[8..12].copy_from_slice(&7u32.to_le_bytes());
+        let crc = crc32c::crc32c(&other[..CRC_AT]);
+        other[CRC_AT..HEADER_LEN].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(verify(&other, &k).unwrap_err(), Invalid::UnsupportedVersion(7));
+    }
+
+    #[test]
+    fn broken_costs_read_as_unknown() {
+        let k = key(6);
+        for bad in [f64::NAN, -1.0, f64::INFINITY] {
+            let h = encode_header(&k, b"x", bad).unwrap();
+            assert_eq!(decode_header(&h).unwrap().cost, None, "{bad}");
+        }
     }
 
     #[test]
@@ -264,6 +316,6 @@ mod tests {
     fn oversized_keys_are_refused() {
         let mut k = key(0);
         k.object.path = "x".repeat(5000).into();
-        assert!(encode_header(&k, b"").is_none());
+        assert!(encode_header(&k, b"", 0.0).is_none());
     }
 }

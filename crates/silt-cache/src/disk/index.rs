@@ -73,7 +73,8 @@ pub(crate) struct Index {
     /// `drop_other_versions`, so that recovery deletes older pages it has not
     /// reached yet instead of bringing them back.
     keep_versions: Option<HashMap<ObjectId, Arc<str>>>,
-    cost: CostModel,
+    /// Prices pages whose cost is unknown: format 1 pages found at recovery.
+    fallback_cost: CostModel,
 }
 
 impl Index {
@@ -84,7 +85,7 @@ impl Index {
             objects: HashMap::new(),
             next_generation: 0,
             keep_versions: Some(HashMap::new()),
-            cost: CostModel::default(),
+            fallback_cost: CostModel::default(),
         }
     }
 
@@ -140,9 +141,9 @@ impl Index {
         self.unmap(key)
     }
 
-    fn admit(&mut self, key: &PageKey, size: u64, writing: bool) -> Admission {
+    fn admit(&mut self, key: &PageKey, size: u64, cost: f64, writing: bool) -> Admission {
         let replaced = self.unmap(key).is_some();
-        let insertion = self.budget.insert(key.clone(), size, self.cost.cost(size));
+        let insertion = self.budget.insert(key.clone(), size, cost);
         let mut admission = Admission {
             generation: None,
             evicted: insertion.evicted.len() as u64,
@@ -169,13 +170,14 @@ impl Index {
         admission
     }
 
-    /// Reserves room for a page about to be written; `None` when the page is
-    /// already being written or already stored with the same size (pages are
-    /// immutable per key, so rewriting it would only cost I/O).
-    pub fn reserve(&mut self, key: &PageKey, size: u64) -> Option<Admission> {
+    /// Reserves room for a page about to be written, whose refetch costs
+    /// `cost` ns; `None` when the page is already being written or already
+    /// stored with the same size (pages are immutable per key, so rewriting
+    /// it would only cost I/O).
+    pub fn reserve(&mut self, key: &PageKey, size: u64, cost: f64) -> Option<Admission> {
         match self.get(key) {
             Some(e) if e.writing || e.size == size => None,
-            _ => Some(self.admit(key, size, true)),
+            _ => Some(self.admit(key, size, cost, true)),
         }
     }
 
@@ -199,15 +201,17 @@ impl Index {
     }
 
     /// Takes a valid page file found on disk (by recovery, or by a read while
-    /// recovery runs) into the index.
-    pub fn adopt(&mut self, key: &PageKey, size: u64) -> Adopted {
+    /// recovery runs) into the index, at the cost stored in its header; a
+    /// page without one (format 1) is priced as one GET of its own bytes.
+    pub fn adopt(&mut self, key: &PageKey, size: u64, cost: Option<f64>) -> Adopted {
         if self.get(key).is_some() {
             return Adopted::Present;
         }
         if self.superseded(key) {
             return Adopted::Rejected(Admission::default());
         }
-        let admission = self.admit(key, size, false);
+        let cost = cost.unwrap_or_else(|| self.fallback_cost.cost(size));
+        let admission = self.admit(key, size, cost, false);
         if admission.generation.is_some() {
             Adopted::Admitted(admission)
         } else {
@@ -289,18 +293,21 @@ mod tests {
     #[test]
     fn writes_finish_or_are_orphaned() {
         let mut idx = Index::new(3 * 8192, PolicyKind::Lru);
-        let g1 = idx.reserve(&key("a", 1), 8192).unwrap().generation.unwrap();
-        assert!(idx.reserve(&key("a", 1), 8192).is_none(), "second writer skips");
+        let g1 = idx.reserve(&key("a", 1), 8192, 1.0).unwrap().generation.unwrap();
+        assert!(idx.reserve(&key("a", 1), 8192, 1.0).is_none(), "second writer skips");
         assert_eq!(idx.finish_write(&key("a", 1), g1, true), Finished::Done);
         assert!(!idx.get(&key("a", 1)).unwrap().writing);
-        assert!(idx.reserve(&key("a", 1), 8192).is_none(), "same size: already stored");
+        assert!(
+            idx.reserve(&key("a", 1), 8192, 1.0).is_none(),
+            "same size: already stored"
+        );
 
-        let g2 = idx.reserve(&key("a", 2), 8192).unwrap().generation.unwrap();
+        let g2 = idx.reserve(&key("a", 2), 8192, 1.0).unwrap().generation.unwrap();
         assert_eq!(idx.drop_other_versions("s", "p", "b").len(), 2);
         assert_eq!(idx.finish_write(&key("a", 2), g2, true), Finished::Orphaned);
         assert_eq!((idx.len(), idx.used_bytes(), idx.mapped_pages()), (0, 0, 0));
 
-        let g3 = idx.reserve(&key("b", 1), 8192).unwrap().generation.unwrap();
+        let g3 = idx.reserve(&key("b", 1), 8192, 1.0).unwrap().generation.unwrap();
         assert_eq!(idx.finish_write(&key("b", 1), g3, false), Finished::Done);
         assert_eq!((idx.len(), idx.used_bytes()), (0, 0), "failed write releases its room");
     }
@@ -309,7 +316,7 @@ mod tests {
     fn evictions_are_reported_and_unmapped() {
         let mut idx = Index::new(2 * 8192, PolicyKind::Lru);
         for page in 0..5 {
-            let a = idx.reserve(&key("a", page), 8192).unwrap();
+            let a = idx.reserve(&key("a", page), 8192, 1.0).unwrap();
             idx.finish_write(&key("a", page), a.generation.unwrap(), true);
             assert!(idx.used_bytes() <= 2 * 8192);
             assert_eq!(idx.len(), idx.mapped_pages());
@@ -321,10 +328,29 @@ mod tests {
     fn adoption_respects_versions_dropped_during_recovery() {
         let mut idx = Index::new(1 << 20, PolicyKind::Sieve);
         idx.drop_other_versions("s", "p", "new");
-        assert!(matches!(idx.adopt(&key("old", 0), 8192), Adopted::Rejected(_)));
-        assert!(matches!(idx.adopt(&key("new", 0), 8192), Adopted::Admitted(_)));
-        assert!(matches!(idx.adopt(&key("new", 0), 8192), Adopted::Present));
+        assert!(matches!(idx.adopt(&key("old", 0), 8192, None), Adopted::Rejected(_)));
+        assert!(matches!(
+            idx.adopt(&key("new", 0), 8192, Some(1.0)),
+            Adopted::Admitted(_)
+        ));
+        assert!(matches!(idx.adopt(&key("new", 0), 8192, Some(1.0)), Adopted::Present));
         idx.recovery_finished();
-        assert!(matches!(idx.adopt(&key("old", 0), 8192), Adopted::Admitted(_)));
+        assert!(matches!(idx.adopt(&key("old", 0), 8192, None), Adopted::Admitted(_)));
+    }
+
+    #[test]
+    fn weighted_lfu_evicts_the_page_cheapest_to_refetch() {
+        let mut idx = Index::new(3 * 8192, PolicyKind::WeightedLfu);
+        let put = |idx: &mut Index, page, cost| {
+            let a = idx.reserve(&key("a", page), 8192, cost).unwrap();
+            idx.finish_write(&key("a", page), a.generation.unwrap(), true);
+            a
+        };
+        put(&mut idx, 0, 40e6);
+        put(&mut idx, 1, 2e6);
+        assert!(matches!(idx.adopt(&key("a", 2), 8192, None), Adopted::Admitted(_)));
+        // Full: the next page evicts page 1, cheaper than page 0 and than the
+        // model's price of the recovered page 2 (one whole GET).
+        assert_eq!(put(&mut idx, 3, 1e6).unlink, [key("a", 1)]);
     }
 }

@@ -65,7 +65,7 @@ fn run(weak: Weak<DiskTier>) {
             files += 1;
             let path = entry.path();
             match inspect(&path) {
-                Ok(Ok((key, data_len))) => found.push((key, charged_size(data_len), path)),
+                Ok(Ok((key, data_len, cost))) => found.push((key, charged_size(data_len), cost, path)),
                 Ok(Err(reason)) => tier.drop_unrecoverable(&path, &reason),
                 // Deleted meanwhile (evicted, dropped, or found damaged by a read).
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
@@ -87,9 +87,10 @@ fn run(weak: Weak<DiskTier>) {
     }
 }
 
-/// Checks a page file by its header: the key and data length, or why the
-/// file is unusable. The outer error is an I/O failure (file left alone).
-fn inspect(path: &Path) -> io::Result<Result<(PageKey, u64), Invalid>> {
+/// Checks a page file by its header: the key, data length and stored cost
+/// (`None` for format 1 pages), or why the file is unusable. The outer error
+/// is an I/O failure (file left alone).
+fn inspect(path: &Path) -> io::Result<Result<(PageKey, u64, Option<f64>), Invalid>> {
     let (header, file_len) = read_header(path)?;
     let header = match format::decode_header(&header) {
         Ok(h) => h,
@@ -103,5 +104,5 @@ fn inspect(path: &Path) -> io::Result<Result<(PageKey, u64), Invalid>> {
     if !path.ends_with(&expected) {
         return Ok(Err(Invalid::Misplaced));
     }
-    Ok(Ok((header.key, header.data_len)))
+    Ok(Ok((header.key, header.data_len, header.cost)))
 }

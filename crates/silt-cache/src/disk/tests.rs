@@ -9,6 +9,9 @@ use super::{DiskConfig, DiskMetrics, DiskTier, recovery};
 use crate::page_cache::PageKey;
 use crate::policy::PolicyKind;
 
+/// Refetch cost given to pages whose cost does not matter to the test.
+const COST: f64 = 1e6;
+
 fn key(path: &str, version: &str, page: u64) -> PageKey {
     PageKey {
         object: crate::ObjectKey::new("s", path, version),
@@ -76,7 +79,7 @@ fn pages_survive_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let tier = open(dir.path(), 1 << 30);
     for page in 0..10 {
-        tier.put(key("a", "v1", page), &bytes(page, 1000 + page as usize * 3000));
+        tier.put(key("a", "v1", page), &bytes(page, 1000 + page as usize * 3000), COST);
     }
     assert_eq!(tier.get(&key("a", "v1", 3)).unwrap(), bytes(3, 10_000));
     let used = tier.used_bytes();
@@ -105,7 +108,7 @@ fn a_flipped_data_byte_is_a_miss_and_deletes_the_page() {
     let tier = open(dir.path(), 1 << 30);
     tier.wait_recovered();
     let k = key("a", "v1", 0);
-    tier.put(k.clone(), &bytes(1, 5000));
+    tier.put(k.clone(), &bytes(1, 5000), COST);
     let path = tier.page_path(&k);
     let mut file = fs::read(&path).unwrap();
     file[4096 + 1234] ^= 0x20;
@@ -127,7 +130,7 @@ fn damaged_files_are_dropped_at_recovery() {
     let tier = open(dir.path(), 1 << 30);
     tier.wait_recovered();
     for page in 0..3 {
-        tier.put(key("a", "v1", page), &bytes(page, 9000));
+        tier.put(key("a", "v1", page), &bytes(page, 9000), COST);
     }
     let truncated = tier.page_path(&key("a", "v1", 0));
     let header_flip = tier.page_path(&key("a", "v1", 1));
@@ -171,7 +174,7 @@ fn leftover_temporary_files_are_deleted_at_open() {
     fs::write(&leftover, b"half a page").unwrap();
     let tier = open(dir.path(), 1 << 20);
     assert!(!leftover.exists());
-    tier.put(key("a", "v", 0), b"x");
+    tier.put(key("a", "v", 0), b"x", COST);
     assert_eq!(
         fs::read_dir(dir.path().join("tmp")).unwrap().count(),
         0,
@@ -193,7 +196,7 @@ fn the_budget_holds_for_every_policy() {
             let k = key("obj", "v", page);
             match tier.get(&k) {
                 Some(got) => assert_eq!(got, bytes(page, len), "{policy}: wrong bytes"),
-                None => tier.put(k, &bytes(page, len)),
+                None => tier.put(k, &bytes(page, len), COST),
             }
             assert!(tier.used_bytes() <= BUDGET, "{policy}: over budget");
             if i % 10 == 0 {
@@ -212,7 +215,7 @@ fn the_budget_holds_for_every_policy() {
 
         // A page larger than the budget is not written and evicts nothing.
         let before = tier.page_count();
-        tier.put(key("big", "v", 0), &vec![0; BUDGET as usize]);
+        tier.put(key("big", "v", 0), &vec![0; BUDGET as usize], COST);
         assert!(tier.get(&key("big", "v", 0)).is_none());
         assert_eq!(tier.page_count(), before);
     }
@@ -224,7 +227,7 @@ fn recovery_evicts_down_to_a_smaller_budget() {
     let tier = open(dir.path(), 1 << 30);
     tier.wait_recovered();
     for page in 0..20 {
-        tier.put(key("a", "v", page), &bytes(page, 4096));
+        tier.put(key("a", "v", page), &bytes(page, 4096), COST);
     }
     drop(tier);
     let tier = open(dir.path(), 5 * 8192);
@@ -240,11 +243,11 @@ fn dropping_other_versions() {
     let tier = open(dir.path(), 1 << 30);
     tier.wait_recovered();
     for page in 0..3 {
-        tier.put(key("a", "v1", page), &bytes(page, 100));
-        tier.put(key("b", "v1", page), &bytes(page, 100));
+        tier.put(key("a", "v1", page), &bytes(page, 100), COST);
+        tier.put(key("b", "v1", page), &bytes(page, 100), COST);
     }
     for page in 0..2 {
-        tier.put(key("a", "v2", page), &bytes(page + 10, 100));
+        tier.put(key("a", "v2", page), &bytes(page + 10, 100), COST);
     }
     assert_eq!(tier.drop_other_versions("s", "a", "v2"), 3);
     assert_eq!(tier.drop_other_versions("s", "a", "v2"), 0);
@@ -262,9 +265,9 @@ fn versions_dropped_during_recovery_stay_dropped() {
     let tier = open(dir.path(), 1 << 30);
     tier.wait_recovered();
     for page in 0..50 {
-        tier.put(key("a", "v1", page), &bytes(page, 100));
+        tier.put(key("a", "v1", page), &bytes(page, 100), COST);
     }
-    tier.put(key("a", "v2", 0), &bytes(7, 100));
+    tier.put(key("a", "v2", 0), &bytes(7, 100), COST);
     drop(tier);
     // Whether recovery already indexed some v1 pages or not, none survive.
     let tier = open(dir.path(), 1 << 30);
@@ -285,7 +288,7 @@ fn direct_io_round_trip() {
     .unwrap();
     tier.wait_recovered();
     for (page, len) in lens.iter().enumerate() {
-        tier.put(key("a", "v", page as u64), &bytes(page as u64, *len));
+        tier.put(key("a", "v", page as u64), &bytes(page as u64, *len), COST);
     }
     for (page, len) in lens.iter().enumerate() {
         assert_eq!(tier.get(&key("a", "v", page as u64)).unwrap(), bytes(page as u64, *len));
@@ -316,7 +319,7 @@ fn direct_io_falls_back_where_refused() {
     };
     let tier = DiskTier::open(config(dir.path(), 1 << 30, PolicyKind::Lfu, true), DiskMetrics::noop()).unwrap();
     for page in 0..3 {
-        tier.put(key("a", "v", page), &bytes(page, 5000 * page as usize));
+        tier.put(key("a", "v", page), &bytes(page, 5000 * page as usize), COST);
     }
     for page in 0..3 {
         assert_eq!(
@@ -333,7 +336,7 @@ fn reads_during_recovery_find_pages_not_recovered_yet() {
     let tier = open(dir.path(), 1 << 30);
     tier.wait_recovered();
     for page in 0..200 {
-        tier.put(key("a", "v", page), &bytes(page, 300));
+        tier.put(key("a", "v", page), &bytes(page, 300), COST);
     }
     drop(tier);
 
@@ -378,7 +381,7 @@ fn concurrent_puts_and_gets_never_return_wrong_bytes() {
                     let k = key("a", "v", page);
                     match tier.get(&k) {
                         Some(got) => assert_eq!(got, bytes(page, len_of(page)), "wrong bytes for page {page}"),
-                        None => tier.put(k, &bytes(page, len_of(page))),
+                        None => tier.put(k, &bytes(page, len_of(page)), COST),
                     }
                     assert!(tier.used_bytes() <= BUDGET);
                 }
@@ -397,11 +400,40 @@ fn concurrent_puts_and_gets_never_return_wrong_bytes() {
 }
 
 #[test]
+fn refetch_costs_survive_a_restart() {
+    // Three pages of 4 KiB (8 KiB charged each) fill the budget; the one
+    // cheapest to refetch must be the victim after a restart too, which only
+    // the costs stored in the headers can tell (by the model they are equal).
+    let dir = tempfile::tempdir().unwrap();
+    let open_wlfu = || {
+        let tier = DiskTier::open(
+            config(dir.path(), 3 * 8192, PolicyKind::WeightedLfu, false),
+            DiskMetrics::noop(),
+        )
+        .unwrap();
+        tier.wait_recovered();
+        tier
+    };
+    let tier = open_wlfu();
+    for (page, cost) in [(0, 40e6), (1, 2e6), (2, 30e6)] {
+        tier.put(key("a", "v", page), &bytes(page, 4096), cost);
+    }
+    drop(tier);
+    let tier = open_wlfu();
+    assert_eq!(tier.page_count(), 3);
+    tier.put(key("a", "v", 3), &bytes(3, 4096), 1e6);
+    assert!(tier.get(&key("a", "v", 1)).is_none(), "the cheap page should have gone");
+    for page in [0, 2, 3] {
+        assert!(tier.get(&key("a", "v", page)).is_some(), "page {page}");
+    }
+}
+
+#[test]
 fn metrics_register_with_a_recorder() {
     let metrics = DiskMetrics::register(&metrics::NoopRecorder);
     let dir = tempfile::tempdir().unwrap();
     let tier = DiskTier::open(config(dir.path(), 1 << 20, PolicyKind::WeightedLfu, false), metrics).unwrap();
-    tier.put(key("a", "v", 0), b"abc");
+    tier.put(key("a", "v", 0), b"abc", COST);
     assert_eq!(&tier.get(&key("a", "v", 0)).unwrap()[..], b"abc");
     tier.record_miss_bytes(10);
     assert_eq!(tier.stats().miss_bytes, 10);
@@ -419,7 +451,7 @@ fn recovery_of_100k_pages_timing() {
     let started = Instant::now();
     let data = bytes(1, 1000);
     for page in 0..PAGES {
-        tier.put(key("bench", "v", page), &data);
+        tier.put(key("bench", "v", page), &data, COST);
     }
     eprintln!("wrote {PAGES} pages in {:?}", started.elapsed());
     drop(tier);

@@ -112,9 +112,9 @@ impl DiskTier {
         let path = self.page_path(key);
         match self.reader.read(&path) {
             Ok(file) => match format::verify(&file, key) {
-                Ok(Verified::Page(range)) => {
+                Ok(Verified::Page(range, cost)) => {
                     if seen.is_none() {
-                        self.adopt_found(key, &path, (range.end - range.start) as u64);
+                        self.adopt_found(key, &path, (range.end - range.start) as u64, cost);
                     }
                     Some(file.slice(range))
                 }
@@ -140,10 +140,15 @@ impl DiskTier {
 
     /// Stores `data` as `key`'s page, best effort: evicts pages to make room
     /// first, so the files never exceed the budget by more than the pages
-    /// being written. A page already stored (or being written) is not
-    /// rewritten, and a page larger than the whole budget is not stored.
-    /// Failures are logged and counted, never returned.
-    pub fn put(&self, key: PageKey, data: &[u8]) {
+    /// being written. `cost` is the estimated time in ns to fetch the page
+    /// again (its share of the GET that brought it, see
+    /// [`CostModel::share_of_request`](crate::policy::CostModel::share_of_request)):
+    /// the caller measured that GET, the tier could not. It orders
+    /// `weighted-lfu` and is kept in the page header, so it survives restarts.
+    /// A page already stored (or being written) is not rewritten, and a page
+    /// larger than the whole budget is not stored. Failures are logged and
+    /// counted, never returned.
+    pub fn put(&self, key: PageKey, data: &[u8], cost: f64) {
         let size = charged_size(data.len() as u64);
         if size > self.budget_bytes {
             tracing::debug!(
@@ -153,12 +158,12 @@ impl DiskTier {
             );
             return;
         }
-        let Some(header) = format::encode_header(&key, data) else {
+        let Some(header) = format::encode_header(&key, data, cost) else {
             tracing::warn!(path = %key.object.path, "disk tier: key too long for a page header");
             self.counters.write_error();
             return;
         };
-        let Some(admission) = self.with_index(|idx| idx.reserve(&key, size)) else {
+        let Some(admission) = self.with_index(|idx| idx.reserve(&key, size, cost)) else {
             return;
         };
         let Some(generation) = self.apply(admission) else {
@@ -257,14 +262,15 @@ impl DiskTier {
         self.pages_dir.join(format::relative_path(key))
     }
 
-    /// Takes page files found by recovery into the index, in one lock.
-    pub(super) fn adopt_recovered(&self, found: Vec<(PageKey, u64, PathBuf)>) {
+    /// Takes page files found by recovery (key, charged size, stored cost,
+    /// path) into the index, in one lock.
+    pub(super) fn adopt_recovered(&self, found: Vec<(PageKey, u64, Option<f64>, PathBuf)>) {
         let mut reject = Vec::new();
         let mut evicted = Vec::new();
         let mut recovered = 0;
         self.with_index(|idx| {
-            for (key, size, path) in found {
-                match idx.adopt(&key, size) {
+            for (key, size, cost, path) in found {
+                match idx.adopt(&key, size, cost) {
                     Adopted::Admitted(a) => {
                         recovered += 1;
                         evicted.push(a);
@@ -333,8 +339,8 @@ impl DiskTier {
     }
 
     /// A valid file read while recovery runs, for a key not indexed yet.
-    fn adopt_found(&self, key: &PageKey, path: &Path, data_len: u64) {
-        match self.with_index(|idx| idx.adopt(key, charged_size(data_len))) {
+    fn adopt_found(&self, key: &PageKey, path: &Path, data_len: u64, cost: Option<f64>) {
+        match self.with_index(|idx| idx.adopt(key, charged_size(data_len), cost)) {
             Adopted::Admitted(a) => {
                 self.counters.recovered(1);
                 self.apply(a);

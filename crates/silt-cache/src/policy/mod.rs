@@ -16,9 +16,14 @@
 //!   list surgery).
 //! - [`WeightedLfu`] (`weighted-lfu`): frequency x estimated refetch cost per
 //!   byte with the same aging, where the cost comes from a [`CostModel`]
-//!   (request latency, transfer, decode). This is the policy Silt is built
-//!   around: a miss on a small column chunk costs a whole object-store round
-//!   trip, so bytes are not all worth the same.
+//!   (request latency, transfer, decode) fed with measured latency and
+//!   bandwidth ([`MeasuredCost`]). This is the policy Silt is
+//!   built around: a page fetched alone (a small column chunk) costs a whole
+//!   object-store round trip, one of a long run a sliver of one, so bytes
+//!   are not all worth the same.
+//! - [`S3Fifo`] (`s3-fifo`): S3-FIFO (SOSP '23), a small probationary FIFO,
+//!   a main FIFO with reinsertion and a ghost queue; one-hit wonders never
+//!   reach main, so scans do not flush what is read again.
 //!
 //! [`replay`] runs any of them (and Belady's offline optimum) over an access
 //! trace, which is how they are compared.
@@ -32,20 +37,24 @@ use std::hash::Hash;
 use std::str::FromStr;
 
 mod budget;
+mod cost;
 mod lfu;
 mod list;
 mod lru;
 pub mod replay;
+mod s3_fifo;
 mod sieve;
 #[cfg(test)]
 mod testing;
 mod weighted_lfu;
 
 pub use budget::{BudgetedCache, Insertion};
+pub use cost::{CostModel, MeasuredCost, Pushdown};
 pub use lfu::{Lfu, Uniform, Weighting};
 pub use lru::Lru;
+pub use s3_fifo::S3Fifo;
 pub use sieve::Sieve;
-pub use weighted_lfu::{ByCost, CostModel, WeightedLfu};
+pub use weighted_lfu::{ByCost, WeightedLfu};
 
 /// What a cache key must support to be tracked by a policy: policies keep keys
 /// in hash maps and hand clones back as victims, and tiers share their policy
@@ -70,7 +79,7 @@ impl<K: Hash + Eq + Clone + Send + 'static> CacheKey for K {}
 pub trait EvictionPolicy<K>: Send {
     /// Starts tracking `key`, just admitted, of `size` bytes. `cost` is the
     /// estimated time in nanoseconds to get the entry back after a miss (see
-    /// [`CostModel::cost`]); policies that do not weigh cost ignore it. A key
+    /// [`CostModel::share_of_request`]); policies that do not weigh cost ignore it. A key
     /// that is already tracked starts over, as if it had been removed first.
     fn on_insert(&mut self, key: K, size: u64, cost: f64);
 
@@ -111,15 +120,18 @@ pub enum PolicyKind {
     Sieve,
     /// [`WeightedLfu`]
     WeightedLfu,
+    /// [`S3Fifo`]
+    S3Fifo,
 }
 
 impl PolicyKind {
     /// Every policy, in the order reports list them.
-    pub const ALL: [PolicyKind; 4] = [
+    pub const ALL: [PolicyKind; 5] = [
         PolicyKind::Lru,
         PolicyKind::Lfu,
         PolicyKind::Sieve,
         PolicyKind::WeightedLfu,
+        PolicyKind::S3Fifo,
     ];
 
     /// The configuration name; also what [`EvictionPolicy::name`] returns.
@@ -129,6 +141,7 @@ impl PolicyKind {
             PolicyKind::Lfu => "lfu",
             PolicyKind::Sieve => "sieve",
             PolicyKind::WeightedLfu => "weighted-lfu",
+            PolicyKind::S3Fifo => "s3-fifo",
         }
     }
 
@@ -140,6 +153,7 @@ impl PolicyKind {
             PolicyKind::Lfu => Box::new(Lfu::<K, Uniform>::new()),
             PolicyKind::Sieve => Box::new(Sieve::new()),
             PolicyKind::WeightedLfu => Box::new(WeightedLfu::new()),
+            PolicyKind::S3Fifo => Box::new(S3Fifo::new()),
         }
     }
 }
@@ -192,13 +206,21 @@ mod tests {
             assert_eq!(kind.build::<u64>().name(), kind.as_str());
         }
         assert_eq!("Weighted_LFU".parse::<PolicyKind>(), Ok(PolicyKind::WeightedLfu));
+        assert_eq!("S3_FIFO".parse::<PolicyKind>(), Ok(PolicyKind::S3Fifo));
+    }
+
+    #[test]
+    fn every_policy_tracks_exactly_what_it_was_given() {
+        for kind in PolicyKind::ALL {
+            crate::policy::testing::check_invariants(&mut *kind.build::<u32>(), 20_000);
+        }
     }
 
     #[test]
     fn unknown_name_lists_the_valid_ones() {
         let err = "arc".parse::<PolicyKind>().unwrap_err().to_string();
         assert!(
-            err.contains("'arc'") && err.contains("lru, lfu, sieve, weighted-lfu"),
+            err.contains("'arc'") && err.contains("lru, lfu, sieve, weighted-lfu, s3-fifo"),
             "{err}"
         );
     }

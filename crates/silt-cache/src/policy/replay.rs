@@ -2,11 +2,15 @@
 //! workloads before they run in a tier.
 //!
 //! Pure computation (no I/O): a trace is a slice of `(entry id, size in
-//! bytes)` in access order; reading trace files lives in `silt-bench`. The
-//! simulated cache is demand-filled: every access is a hit or a miss, and a
-//! miss inserts the entry through [`BudgetedCache`], evicting as the policy
-//! says. Belady's offline optimum is the reference row: no online policy can
-//! know the future, so it bounds what a better policy could still win.
+//! bytes)` in access order; reading trace files lives in `silt-bench`.
+//! [`price`] gives every access its refetch cost with the same rule the disk
+//! tier uses for a fetched page ([`CostModel::share_of_request`]: a share of
+//! the GET that brings the entry, plus its own transfer and decode), so
+//! `weighted-lfu` is replayed as it runs live. The simulated cache is
+//! demand-filled: every access is a hit or a miss, and a miss inserts the
+//! entry through [`BudgetedCache`], evicting as the policy says. Belady's
+//! offline optimum is the reference row: no online policy can know the
+//! future, so it bounds what a better policy could still win.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -15,6 +19,33 @@ use super::{BudgetedCache, CostModel, PolicyKind};
 /// One access: the entry's id and its size in bytes. An id is assumed to keep
 /// its size; the size seen when an entry is inserted is the one charged.
 pub type Access = (u64, u64);
+
+/// An access with its estimated refetch cost in nanoseconds: what a replay
+/// runs on. Built by [`price`].
+pub type PricedAccess = (u64, u64, f64);
+
+/// Prices every access as the live tier prices a fetched page: entries that
+/// `fetch_group` maps to the same value are fetched by one GET, so each
+/// costs `model.share_of_request(n, size)` where `n` is how many distinct
+/// entries of the trace the group has. `|id| id` makes every entry its own
+/// GET (`latency + transfer + decode` each).
+pub fn price(accesses: &[Access], model: &CostModel, fetch_group: impl Fn(u64) -> u64) -> Vec<PricedAccess> {
+    let mut sizes: HashMap<u64, u64> = HashMap::new();
+    for &(id, size) in accesses {
+        sizes.entry(id).or_insert(size);
+    }
+    let mut members: HashMap<u64, usize> = HashMap::new();
+    for &id in sizes.keys() {
+        *members.entry(fetch_group(id)).or_default() += 1;
+    }
+    accesses
+        .iter()
+        .map(|&(id, size)| {
+            let n = members.get(&fetch_group(id)).copied().unwrap_or(1);
+            (id, size, model.share_of_request(n, size))
+        })
+        .collect()
+}
 
 /// Name of Belady's row in [`compare`].
 pub const BELADY: &str = "belady";
@@ -30,8 +61,8 @@ pub struct ReplayStats {
     pub hit_bytes: u64,
     /// Bytes of all accesses.
     pub total_bytes: u64,
-    /// Estimated refetch time saved by hits, in nanoseconds (by the
-    /// [`CostModel`] given to the replay): what `weighted-lfu` optimises.
+    /// Estimated refetch time saved by hits, in nanoseconds (as [`price`]d):
+    /// what `weighted-lfu` optimises.
     pub hit_cost: f64,
     /// Estimated refetch time of all accesses, in nanoseconds.
     pub total_cost: f64,
@@ -89,9 +120,9 @@ pub struct TraceSummary {
 }
 
 /// Counts accesses, distinct entries and the footprint of `accesses`.
-pub fn summarize(accesses: &[Access]) -> TraceSummary {
+pub fn summarize(accesses: &[PricedAccess]) -> TraceSummary {
     let mut sizes: HashMap<u64, u64> = HashMap::new();
-    for &(id, size) in accesses {
+    for &(id, size, _) in accesses {
         sizes.entry(id).or_insert(size);
     }
     TraceSummary {
@@ -102,13 +133,12 @@ pub fn summarize(accesses: &[Access]) -> TraceSummary {
 }
 
 /// Replays `accesses` through a demand-filled cache of `capacity` bytes using
-/// `policy`; `cost` prices each entry for cost-aware policies and for
-/// [`ReplayStats::hit_cost`].
-pub fn replay(accesses: &[Access], capacity: u64, policy: PolicyKind, cost: &CostModel) -> ReplayStats {
+/// `policy`; each access's cost goes to cost-aware policies on insertion and
+/// into [`ReplayStats::hit_cost`].
+pub fn replay(accesses: &[PricedAccess], capacity: u64, policy: PolicyKind) -> ReplayStats {
     let mut cache = BudgetedCache::new(capacity, policy.build());
     let mut stats = ReplayStats::default();
-    for &(id, size) in accesses {
-        let c = cost.cost(size);
+    for &(id, size, c) in accesses {
         let hit = cache.access(&id).is_some();
         if !hit {
             cache.insert(id, size, c);
@@ -131,15 +161,14 @@ pub fn replay(accesses: &[Access], capacity: u64, policy: PolicyKind, cost: &Cos
 ///
 /// O(n log n): next-use indices are precomputed in one backward pass, and the
 /// cached entries are kept ordered by next use.
-pub fn belady(accesses: &[Access], capacity: u64, cost: &CostModel) -> ReplayStats {
+pub fn belady(accesses: &[PricedAccess], capacity: u64) -> ReplayStats {
     let next = next_uses(accesses);
     // id -> (next use, size), and the same entries ordered by next use.
     let mut held: HashMap<u64, (usize, u64)> = HashMap::new();
     let mut by_next: BTreeSet<(usize, u64)> = BTreeSet::new();
     let mut used = 0u64;
     let mut stats = ReplayStats::default();
-    for (i, &(id, size)) in accesses.iter().enumerate() {
-        let c = cost.cost(size);
+    for (i, &(id, size, c)) in accesses.iter().enumerate() {
         let cached = held.get_mut(&id);
         stats.record(size, c, cached.is_some());
         if let Some(entry) = cached {
@@ -168,10 +197,10 @@ pub fn belady(accesses: &[Access], capacity: u64, cost: &CostModel) -> ReplaySta
 
 /// For each access, the index of the next access to the same id
 /// (`usize::MAX` when there is none).
-fn next_uses(accesses: &[Access]) -> Vec<usize> {
+fn next_uses(accesses: &[PricedAccess]) -> Vec<usize> {
     let mut next = vec![usize::MAX; accesses.len()];
     let mut seen: HashMap<u64, usize> = HashMap::new();
-    for (i, &(id, _)) in accesses.iter().enumerate().rev() {
+    for (i, &(id, _, _)) in accesses.iter().enumerate().rev() {
         if let Some(later) = seen.insert(id, i) {
             next[i] = later;
         }
@@ -181,16 +210,11 @@ fn next_uses(accesses: &[Access]) -> Vec<usize> {
 
 /// Replays `accesses` with each of `policies` and then Belady, returning one
 /// `(name, stats)` row per policy with Belady ([`BELADY`]) last.
-pub fn compare(
-    accesses: &[Access],
-    capacity: u64,
-    policies: &[PolicyKind],
-    cost: &CostModel,
-) -> Vec<(&'static str, ReplayStats)> {
+pub fn compare(accesses: &[PricedAccess], capacity: u64, policies: &[PolicyKind]) -> Vec<(&'static str, ReplayStats)> {
     policies
         .iter()
-        .map(|&p| (p.as_str(), replay(accesses, capacity, p, cost)))
-        .chain([(BELADY, belady(accesses, capacity, cost))])
+        .map(|&p| (p.as_str(), replay(accesses, capacity, p)))
+        .chain([(BELADY, belady(accesses, capacity))])
         .collect()
 }
 
@@ -205,14 +229,18 @@ mod tests {
         decode_ns_per_byte: 0.0,
     };
 
+    fn priced(trace: &[Access]) -> Vec<PricedAccess> {
+        price(trace, &COST, |id| id)
+    }
+
     #[test]
     fn lru_and_belady_on_a_small_trace() {
-        let trace: Vec<Access> = [1, 2, 1, 3, 2, 1].iter().map(|&id| (id, 10)).collect();
+        let trace = priced(&[1, 2, 1, 3, 2, 1].map(|id| (id, 10)));
         // LRU with two slots: 1 2 1(hit) 3(evicts 2) 2(evicts 1) 1(evicts 3).
-        let lru = replay(&trace, 20, PolicyKind::Lru, &COST);
+        let lru = replay(&trace, 20, PolicyKind::Lru);
         assert_eq!((lru.hits, lru.misses), (1, 5));
         // Belady at 3: keeps 1, and 3 (never used again) leaves for 2.
-        let opt = belady(&trace, 20, &COST);
+        let opt = belady(&trace, 20);
         assert_eq!((opt.hits, opt.hit_bytes, opt.total_bytes), (3, 30, 60));
         assert_eq!(opt.hit_ratio(), 0.5);
     }
@@ -220,9 +248,10 @@ mod tests {
     #[test]
     fn belady_is_at_least_every_online_policy_with_equal_sizes() {
         for (name, trace) in synthetic_traces(|_| 100) {
+            let trace = priced(&trace);
             let footprint = summarize(&trace).footprint_bytes;
             for capacity in [footprint / 20, footprint / 5, footprint / 2] {
-                let rows = compare(&trace, capacity, &PolicyKind::ALL, &COST);
+                let rows = compare(&trace, capacity, &PolicyKind::ALL);
                 let (_, opt) = rows.last().copied().unwrap();
                 for (policy, stats) in &rows {
                     assert!(
@@ -240,7 +269,8 @@ mod tests {
     #[test]
     fn zero_capacity_never_hits() {
         for (_, trace) in synthetic_traces(|id| id % 7) {
-            for (policy, stats) in compare(&trace, 0, &PolicyKind::ALL, &COST) {
+            let trace = priced(&trace);
+            for (policy, stats) in compare(&trace, 0, &PolicyKind::ALL) {
                 assert_eq!((stats.hits, stats.hit_ratio()), (0, 0.0), "{policy}");
                 assert_eq!(stats.misses, trace.len() as u64);
             }
@@ -250,9 +280,10 @@ mod tests {
     #[test]
     fn unbounded_capacity_misses_only_first_uses() {
         for (name, trace) in synthetic_traces(|id| 1 + id % 50 * 100) {
+            let trace = priced(&trace);
             let summary = summarize(&trace);
             let expected = 1.0 - summary.distinct as f64 / summary.accesses as f64;
-            for (policy, stats) in compare(&trace, summary.footprint_bytes, &PolicyKind::ALL, &COST) {
+            for (policy, stats) in compare(&trace, summary.footprint_bytes, &PolicyKind::ALL) {
                 assert!((stats.hit_ratio() - expected).abs() < 1e-12, "{name} {policy}");
                 assert_eq!(
                     stats.total_bytes - stats.hit_bytes,
@@ -265,7 +296,7 @@ mod tests {
 
     #[test]
     fn rows_come_in_order_with_belady_last() {
-        let names: Vec<_> = compare(&[], 10, &[PolicyKind::Sieve, PolicyKind::Lru], &COST)
+        let names: Vec<_> = compare(&[], 10, &[PolicyKind::Sieve, PolicyKind::Lru])
             .into_iter()
             .map(|(n, s)| {
                 assert_eq!(s.hit_ratio(), 0.0);
@@ -277,6 +308,38 @@ mod tests {
 
     #[test]
     fn next_uses_point_forward() {
-        assert_eq!(next_uses(&[(1, 0), (2, 0), (1, 0)]), [2, usize::MAX, usize::MAX]);
+        assert_eq!(
+            next_uses(&priced(&[(1, 0), (2, 0), (1, 0)])),
+            [2, usize::MAX, usize::MAX]
+        );
+    }
+
+    #[test]
+    fn entries_of_one_get_share_its_round_trip() {
+        // Ids 10 and 11 come in one GET, 20 alone; repeats do not count twice.
+        let trace = price(&[(10, 1000), (11, 1000), (20, 1000), (10, 1000)], &COST, |id| id / 10);
+        let costs: Vec<f64> = trace.iter().map(|a| a.2).collect();
+        let (shared, alone) = (COST.share_of_request(2, 1000), COST.cost(1000));
+        assert_eq!(costs, [shared, shared, alone, shared]);
+        assert!(alone > shared);
+    }
+
+    #[test]
+    fn cost_aware_policy_saves_more_cost_when_gets_differ() {
+        // Equal sizes and reuse; half the entries come alone, half in runs of
+        // 16. Weighted LFU keeps the lone ones and saves more refetch time
+        // than LFU, which cannot tell them apart.
+        let mut rng = crate::policy::testing::XorShift::new(3);
+        let trace: Vec<Access> = (0..20_000).map(|_| (rng.below(400), 100)).collect();
+        let trace = price(&trace, &COST, |id| if id % 2 == 0 { id } else { 1_000 + id / 32 });
+        let capacity = summarize(&trace).footprint_bytes / 4;
+        let wlfu = replay(&trace, capacity, PolicyKind::WeightedLfu);
+        let lfu = replay(&trace, capacity, PolicyKind::Lfu);
+        assert!(
+            wlfu.cost_hit_ratio() > lfu.cost_hit_ratio() + 0.03,
+            "weighted-lfu {} vs lfu {}",
+            wlfu.cost_hit_ratio(),
+            lfu.cost_hit_ratio()
+        );
     }
 }

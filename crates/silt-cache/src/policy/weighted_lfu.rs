@@ -8,11 +8,10 @@
 //! using the GreedyDual inflation value `L` of [`Lfu`] so that old counts age
 //! out and no entry is starved: the priority is `L + frequency x cost / size`.
 //!
-//! The cost of an entry comes from a [`CostModel`]; the cache tier computes it
-//! when the entry is admitted and passes it to
-//! [`on_insert`](super::EvictionPolicy::on_insert).
-
-use std::time::Duration;
+//! The cost of an entry comes from a [`CostModel`](super::CostModel): the disk
+//! tier prices each page as its share of the GET that fetched it, under the
+//! latency and bandwidth it measured ([`MeasuredCost`](super::MeasuredCost)),
+//! and passes it to [`on_insert`](super::EvictionPolicy::on_insert).
 
 use super::PolicyKind;
 use super::lfu::{Lfu, Weighting};
@@ -33,68 +32,10 @@ impl Weighting for ByCost {
 /// The cost-aware weighted LFU policy over keys `K`.
 pub type WeightedLfu<K> = Lfu<K, ByCost>;
 
-/// Estimated time to get an entry back after it is evicted:
-/// `requests x request_latency + size / bandwidth + size x decode time`.
-///
-/// A model rather than measured per-entry timings, so that a cost is known at
-/// admission (before the entry has ever been refetched) and is the same for
-/// entries of the same size. The defaults are rough figures for an S3-class
-/// store read over one connection and Parquet decoding on one core; a tier
-/// should set them from what its store is measured to do.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct CostModel {
-    /// Time to first byte of one ranged GET.
-    pub request_latency: Duration,
-    /// Transfer rate of one request, in bytes per second (0 is treated as 1).
-    pub bandwidth_bytes_per_sec: u64,
-    /// Time to decode one byte into the cached form, in nanoseconds
-    /// (0 for a tier that keeps raw bytes).
-    pub decode_ns_per_byte: f64,
-}
-
-impl Default for CostModel {
-    /// 30 ms to first byte, 90 MB/s per request, 1 ns per byte to decode.
-    fn default() -> Self {
-        CostModel {
-            request_latency: Duration::from_millis(30),
-            bandwidth_bytes_per_sec: 90_000_000,
-            decode_ns_per_byte: 1.0,
-        }
-    }
-}
-
-impl CostModel {
-    /// Cost in nanoseconds of refetching `size` bytes with one request, the
-    /// usual case for a cache entry (one page run, one column chunk).
-    pub fn cost(&self, size: u64) -> f64 {
-        self.cost_of(1, size)
-    }
-
-    /// Cost in nanoseconds of refetching `size` bytes with `requests` requests.
-    pub fn cost_of(&self, requests: u32, size: u64) -> f64 {
-        let bytes = size as f64;
-        let latency = f64::from(requests) * self.request_latency.as_nanos() as f64;
-        let transfer = bytes * 1e9 / self.bandwidth_bytes_per_sec.max(1) as f64;
-        latency + transfer + bytes * self.decode_ns_per_byte
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::EvictionPolicy;
-
-    #[test]
-    fn cost_adds_latency_transfer_and_decode() {
-        let model = CostModel {
-            request_latency: Duration::from_millis(10),
-            bandwidth_bytes_per_sec: 1_000_000,
-            decode_ns_per_byte: 2.0,
-        };
-        // 10 ms + 1000 B at 1 MB/s (1 ms) + 2 us of decoding.
-        assert_eq!(model.cost(1000), 10e6 + 1e6 + 2e3);
-        assert_eq!(model.cost_of(3, 0), 30e6);
-    }
+    use crate::policy::{CostModel, EvictionPolicy};
 
     #[test]
     fn keeps_the_entry_more_expensive_per_byte() {
@@ -111,6 +52,26 @@ mod tests {
         wlfu.on_insert(4, 4 << 10, model.cost(4 << 10));
         assert_eq!(wlfu.pop_victim(), Some(3));
         assert_eq!(wlfu.name(), "weighted-lfu");
+    }
+
+    #[test]
+    fn a_page_fetched_alone_outranks_one_of_a_long_run() {
+        // Equal sizes: only the GET share tells them apart. LFU would keep the
+        // page read twice; refetching it means 1/16 of a round trip, while
+        // the lone page costs a whole one.
+        let model = CostModel::default();
+        let page = 1 << 20;
+        let mut wlfu: WeightedLfu<u32> = WeightedLfu::new();
+        wlfu.on_insert(1, page, model.share_of_request(16, page));
+        wlfu.on_insert(2, page, model.share_of_request(1, page));
+        wlfu.on_access(&1);
+        assert_eq!(wlfu.pop_victim(), Some(1));
+
+        let mut lfu: crate::policy::Lfu<u32> = crate::policy::Lfu::new();
+        lfu.on_insert(1, page, model.share_of_request(16, page));
+        lfu.on_insert(2, page, model.share_of_request(1, page));
+        lfu.on_access(&1);
+        assert_eq!(lfu.pop_victim(), Some(2));
     }
 
     #[test]
