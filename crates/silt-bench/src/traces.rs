@@ -187,7 +187,7 @@ mod tests {
 
     #[test]
     fn batches_of_one_column_chunk_share_a_group() {
-        let id = |rg: u64, col: u64, batch: u64| 1 << 48 | rg << 32 | col << 16 | batch;
+        let id = |rg: u64, col: u64, batch: u64| (1 << 48) | (rg << 32) | (col << 16) | batch;
         assert_eq!(column_chunk(id(3, 13, 0)), column_chunk(id(3, 13, 49)));
         assert_ne!(column_chunk(id(3, 13, 0)), column_chunk(id(4, 13, 0)));
         assert_ne!(column_chunk(id(3, 13, 0)), column_chunk(id(3, 14, 0)));

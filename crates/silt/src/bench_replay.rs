@@ -382,7 +382,7 @@ mod tests {
 
     #[test]
     fn markdown_has_a_row_per_policy_and_columns_per_budget() {
-        let trace: Vec<replay::Access> = (0..500u64).map(|i| ((i * 7) % 40 | 1 << 16, 1000)).collect();
+        let trace: Vec<replay::Access> = (0..500u64).map(|i| (((i * 7) % 40) | (1 << 16), 1000)).collect();
         let reports = [
             report("a.parquet", &trace, &[0.1, 0.5]),
             report("b.parquet", &trace, &[0.1, 0.5]),
@@ -408,7 +408,7 @@ mod tests {
     #[test]
     fn fetch_unit_sets_how_latency_is_shared() {
         // Two batches of one column chunk, and one of another chunk.
-        let trace = [(1 << 16, 100), (1 << 16 | 1, 100), (2 << 16, 100)];
+        let trace = [(1 << 16, 100), ((1 << 16) | 1, 100), (2 << 16, 100)];
         let cost = CostModel::default();
         let chunked = price(&trace, &cost, FetchUnit::ColumnChunk);
         let alone = price(&trace, &cost, FetchUnit::Entry);

@@ -14,9 +14,8 @@ use std::sync::{Arc, Weak};
 use std::time::Instant;
 
 use super::DiskTier;
-use super::format::{self, Invalid, charged_size};
+use super::format::{self, Header, Invalid, charged_size};
 use super::io::read_header;
-use crate::page_cache::PageKey;
 
 /// Starts recovery of `tier` on a background thread. The thread holds only a
 /// weak reference between directories, so dropping the tier stops it.
@@ -65,7 +64,7 @@ fn run(weak: Weak<DiskTier>) {
             files += 1;
             let path = entry.path();
             match inspect(&path) {
-                Ok(Ok((key, data_len, cost))) => found.push((key, charged_size(data_len), cost, path)),
+                Ok(Ok(h)) => found.push((h.key, charged_size(h.data_len), h.cost, path)),
                 Ok(Err(reason)) => tier.drop_unrecoverable(&path, &reason),
                 // Deleted meanwhile (evicted, dropped, or found damaged by a read).
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
@@ -87,10 +86,10 @@ fn run(weak: Weak<DiskTier>) {
     }
 }
 
-/// Checks a page file by its header: the key, data length and stored cost
-/// (`None` for format 1 pages), or why the file is unusable. The outer error
-/// is an I/O failure (file left alone).
-fn inspect(path: &Path) -> io::Result<Result<(PageKey, u64, Option<f64>), Invalid>> {
+/// Checks a page file by its header: the header (key, data length, stored
+/// cost), or why the file is unusable. The outer error is an I/O failure
+/// (file left alone).
+fn inspect(path: &Path) -> io::Result<Result<Header, Invalid>> {
     let (header, file_len) = read_header(path)?;
     let header = match format::decode_header(&header) {
         Ok(h) => h,
@@ -104,5 +103,5 @@ fn inspect(path: &Path) -> io::Result<Result<(PageKey, u64, Option<f64>), Invali
     if !path.ends_with(&expected) {
         return Ok(Err(Invalid::Misplaced));
     }
-    Ok(Ok((header.key, header.data_len, header.cost)))
+    Ok(Ok(header))
 }
