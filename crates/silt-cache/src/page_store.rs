@@ -439,8 +439,20 @@ impl PageStore {
                             (PageKey::new(object.key.clone(), page), body.slice(lo..hi), tx)
                         })
                         .collect();
-                    self.admit(admitted.iter().map(|(k, b, _)| (k.clone(), b.clone())).collect(), admit)
-                        .await;
+                    self.admit(
+                        admitted
+                            .iter()
+                            .map(|(k, b, _)| {
+                                (
+                                    k.clone(),
+                                    b.clone(),
+                                    model.share_of_request(pages_in_run, b.len() as u64),
+                                )
+                            })
+                            .collect(),
+                        admit,
+                    )
+                    .await;
                     for (k, b, tx) in admitted {
                         out.push((k.page, b.clone()));
                         self.inflight.finish(&k, tx, Ok(b));
