@@ -152,14 +152,17 @@ async fn overwrite_during_scans(same_size: bool, store: Store) {
     let server = server(&s3, cache.path(), &[("mix", &url, Freshness::Always)]).await;
     let ctx = client(&server).await;
     let mut answered = 0;
-    for i in 0..100i64 {
+    // Round `i` overwrites the object with this version.
+    let version_of_round = |i: i64| 1 + (i + 1) % 2;
+    const ROUNDS: i64 = 100;
+    for i in 0..ROUNDS {
         // Two concurrent scans (each one's LIST revalidates the object under
         // the other) while the object is overwritten part-way through.
         let writer = {
             let file = file.clone();
             tokio::spawn(async move {
                 tokio::time::sleep(Duration::from_micros((i as u64 * 700) % 9000)).await;
-                tokio::task::spawn_blocking(move || write_version(&file, 1 + (i + 1) % 2, same_size))
+                tokio::task::spawn_blocking(move || write_version(&file, version_of_round(i), same_size))
                     .await
                     .unwrap();
             })
@@ -172,7 +175,7 @@ async fn overwrite_during_scans(same_size: bool, store: Store) {
     // Most scans answer (a restart absorbs one change); errors are rare.
     assert!(answered >= 100, "only {answered} of 200 scans answered");
     // After the last overwrite, the current version is what a query sees.
-    let last = 1 + 100 % 2;
+    let last = version_of_round(ROUNDS - 1);
     assert_eq!(
         summary(&ctx, "mix").await.unwrap(),
         (last, last, rows_of(last, same_size))
