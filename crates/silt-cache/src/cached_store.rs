@@ -90,11 +90,6 @@ impl CachedStore {
         &self.namespace
     }
 
-    /// The table's validation mode.
-    pub fn freshness(&self) -> Freshness {
-        self.freshness
-    }
-
     /// The store's own path of a namespaced path.
     fn strip(&self, location: &Path) -> Result<Path> {
         match location.prefix_match(&self.namespace) {
@@ -162,6 +157,36 @@ impl CachedStore {
         read
     }
 
+    /// `range` of `object` (read at `location`) as an `ObjectStore` answer:
+    /// the ObjectStore-facing form of [`CachedStore::read_pinned`].
+    async fn get_pinned(&self, object: &PinnedObject, location: &Path, range: &GetRange) -> Result<GetResult> {
+        let range = resolve(range, object.size(), location)?;
+        let bytes = self.read_pinned(object, std::slice::from_ref(&range)).await?;
+        let bytes = bytes.into_iter().next().unwrap_or_default();
+        let mut meta = object.version.meta.clone();
+        meta.location = location.clone();
+        Ok(silt_store::wrapper::buffered_result(
+            meta,
+            range,
+            Attributes::default(),
+            bytes,
+        ))
+    }
+
+    /// `ranges` of `object` (read at `location`), checked against its size.
+    async fn get_pinned_ranges(
+        &self,
+        object: &PinnedObject,
+        location: &Path,
+        ranges: &[Range<u64>],
+    ) -> Result<Vec<Bytes>> {
+        let ranges = ranges
+            .iter()
+            .map(|r| resolve(&GetRange::Bounded(r.clone()), object.size(), location))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(self.read_pinned(object, &ranges).await?)
+    }
+
     /// Forgets what was validated of `location`: its version and every
     /// cached listing of the table, so the next query asks the store.
     fn forget(&self, location: &Path) {
@@ -176,7 +201,6 @@ impl CachedStore {
         Arc::new(PinnedStore {
             location: self.location_of(&object),
             inner: Arc::new(self.clone()),
-            store: self.clone(),
             object,
         })
     }
@@ -303,12 +327,9 @@ impl CachedStore {
 fn resolve(range: &GetRange, size: u64, location: &Path) -> Result<Range<u64>> {
     let r = match range {
         GetRange::Bounded(r) if r.end > size && r.start < r.end => {
-            return Err(CacheError::Changed {
-                path: location.to_string(),
-                version: format!("of at least {} bytes (it now has {size})", r.end),
-                source: None,
-            }
-            .into());
+            return Err(
+                CacheError::changed(location, format!("of at least {} bytes (it now has {size})", r.end)).into(),
+            );
         }
         GetRange::Bounded(r) => r.clone(),
         GetRange::Offset(o) => *o..size,
@@ -336,13 +357,6 @@ fn plain_range(options: &GetOptions) -> Option<&GetRange> {
     options.range.as_ref().filter(|_| plain)
 }
 
-/// A ranged read's answer, already in memory.
-fn ranged_result(object: &PinnedObject, location: &Path, range: Range<u64>, bytes: Bytes) -> GetResult {
-    let mut meta = object.version.meta.clone();
-    meta.location = location.clone();
-    silt_store::wrapper::buffered_result(meta, range, Attributes::default(), bytes)
-}
-
 silt_store::read_path_store!(CachedStore, "CachedStore", {
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
         if options.head && options.if_match.is_none() && options.if_none_match.is_none() && options.version.is_none() {
@@ -364,19 +378,12 @@ silt_store::read_path_store!(CachedStore, "CachedStore", {
             return Ok(result);
         };
         let object = self.pin_current(location).await?;
-        let range = resolve(&range, object.size(), location)?;
-        let bytes = self.read_pinned(&object, std::slice::from_ref(&range)).await?;
-        let bytes = bytes.into_iter().next().unwrap_or_default();
-        Ok(ranged_result(&object, location, range, bytes))
+        self.get_pinned(&object, location, &range).await
     }
 
     async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
         let object = self.pin_current(location).await?;
-        let ranges = ranges
-            .iter()
-            .map(|r| resolve(&GetRange::Bounded(r.clone()), object.size(), location))
-            .collect::<Result<Vec<_>>>()?;
-        Ok(self.read_pinned(&object, &ranges).await?)
+        self.get_pinned_ranges(&object, location, ranges).await
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
@@ -415,9 +422,8 @@ silt_store::read_path_store!(CachedStore, "CachedStore", {
 /// [`CachedStore::pinned_store`]). Reads of any other path are not found;
 /// listing is not supported.
 struct PinnedStore {
-    /// The table's store, for `Display` (the macro's convention).
+    /// The table's store (named `inner` by the macro's convention).
     inner: Arc<CachedStore>,
-    store: CachedStore,
     location: Path,
     object: PinnedObject,
 }
@@ -438,25 +444,18 @@ silt_store::read_path_store!(PinnedStore, "PinnedStore", {
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
         self.check(location)?;
         if options.head {
-            return Ok(ranged_result(&self.object, location, 0..0, Bytes::new()));
+            return self
+                .inner
+                .get_pinned(&self.object, location, &GetRange::Bounded(0..0))
+                .await;
         }
         let range = options.range.clone().unwrap_or(GetRange::Offset(0));
-        let range = resolve(&range, self.object.size(), location)?;
-        let bytes = self
-            .store
-            .read_pinned(&self.object, std::slice::from_ref(&range))
-            .await?;
-        let bytes = bytes.into_iter().next().unwrap_or_default();
-        Ok(ranged_result(&self.object, location, range, bytes))
+        self.inner.get_pinned(&self.object, location, &range).await
     }
 
     async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
         self.check(location)?;
-        let ranges = ranges
-            .iter()
-            .map(|r| resolve(&GetRange::Bounded(r.clone()), self.object.size(), location))
-            .collect::<Result<Vec<_>>>()?;
-        Ok(self.store.read_pinned(&self.object, &ranges).await?)
+        self.inner.get_pinned_ranges(&self.object, location, ranges).await
     }
 
     fn list(&self, _prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {

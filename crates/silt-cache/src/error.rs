@@ -125,6 +125,15 @@ impl CacheError {
         None
     }
 
+    /// [`CacheError::Changed`]: `version` of `path` is gone from the store.
+    pub fn changed(path: impl ToString, version: impl ToString) -> CacheError {
+        CacheError::Changed {
+            path: path.to_string(),
+            version: version.to_string(),
+            source: None,
+        }
+    }
+
     /// Whether this is [`CacheError::NotFound`].
     pub fn is_not_found(&self) -> bool {
         matches!(self, CacheError::NotFound { .. })

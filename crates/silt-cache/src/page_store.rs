@@ -139,12 +139,6 @@ impl PageStore {
         &self.memory
     }
 
-    /// The measured latency and bandwidth of the object store, which price
-    /// fetched pages for the disk tier's eviction policy.
-    pub fn fetch_cost(&self) -> &MeasuredCost {
-        &self.fetch_cost
-    }
-
     /// Drops every page of `keep`'s object that is not of `keep`'s version,
     /// from memory now and from disk on a blocking thread.
     pub(crate) fn drop_other_versions(&self, keep: &ObjectKey, memory_too: bool) {
@@ -363,11 +357,7 @@ impl PageStore {
         answered: &object_store::ObjectMeta,
         path: &Path,
     ) -> CacheResult<()> {
-        let changed = || CacheError::Changed {
-            path: path.to_string(),
-            version: object.version.tag.to_string(),
-            source: None,
-        };
+        let changed = || CacheError::changed(path, &object.version.tag);
         if !object.version.may_be(answered, expected) {
             return Err(changed());
         }
@@ -400,11 +390,9 @@ impl PageStore {
                 path: path.to_string(),
                 source: None,
             },
-            Ok(meta) if !object.version.may_be(&meta, expected.as_deref()) => CacheError::Changed {
-                path: path.to_string(),
-                version: object.version.tag.to_string(),
-                source: None,
-            },
+            Ok(meta) if !object.version.may_be(&meta, expected.as_deref()) => {
+                CacheError::changed(path, &object.version.tag)
+            }
             _ => error,
         }
     }

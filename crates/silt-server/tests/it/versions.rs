@@ -3,7 +3,7 @@
 //! revalidated and read again; a deleted object is not-found; a cache dir
 //! belongs to one server.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -60,25 +60,71 @@ fn rows_of(k: i64, same_size: bool) -> i64 {
     if same_size { ROWS } else { ROWS + k * 5000 }
 }
 
-async fn server(s3: &LocalS3, cache: &Path, tables: &[(&str, &str, Freshness)]) -> ServerHandle {
-    let mut cfg = ServerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        cache_dir: cache.to_path_buf(),
-        s3: s3_settings(s3),
-        page_size: PAGE,
-        ..Default::default()
-    };
-    for (name, url, validation) in tables {
+/// A bucket `mix` holding `t/part.parquet` (version 1), served by a
+/// loopback S3 server, and a cache dir for the Silt servers under test.
+struct MixBucket {
+    /// Holds the bucket folder for the fixture's lifetime.
+    _root: tempfile::TempDir,
+    file: PathBuf,
+    s3: LocalS3,
+    cache: tempfile::TempDir,
+}
+
+impl MixBucket {
+    async fn new(same_size: bool) -> MixBucket {
+        let root = tempfile::tempdir().unwrap();
+        let file = root.path().join("mix/t/part.parquet");
+        write_version(&file, 1, same_size);
+        let s3 = LocalS3::start(root.path()).await.unwrap();
+        let cache = tempfile::tempdir().unwrap();
+        MixBucket {
+            _root: root,
+            file,
+            s3,
+            cache,
+        }
+    }
+
+    /// A config with one table `mix` at `url`, on this bucket's cache dir.
+    fn config(&self, url: &str, validation: Freshness, page_size: u64) -> ServerConfig {
+        let mut cfg = ServerConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            cache_dir: self.cache.path().to_path_buf(),
+            s3: s3_settings(&self.s3),
+            page_size,
+            ..Default::default()
+        };
         cfg.tables.insert(
-            (*name).into(),
+            "mix".into(),
             TableConfig {
-                url: (*url).into(),
-                validation: *validation,
+                url: url.into(),
+                validation,
                 ..Default::default()
             },
         );
+        cfg
     }
-    silt_server::start(cfg).await.expect("start server")
+
+    /// A server with table `mix` at `url`, and a client of it.
+    async fn server(&self, url: &str, validation: Freshness) -> (ServerHandle, SessionContext) {
+        let server = silt_server::start(self.config(url, validation, PAGE))
+            .await
+            .expect("start server");
+        let ctx = client(&server).await;
+        (server, ctx)
+    }
+}
+
+/// Reads the footer and `id` only (so `v`'s pages are not cached).
+async fn read_ids(ctx: &SessionContext) {
+    let batches = ctx
+        .sql("SELECT count(id) FROM mix")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(batches[0].num_rows(), 1);
 }
 
 async fn client(server: &ServerHandle) -> SessionContext {
@@ -135,22 +181,19 @@ enum Store {
 }
 
 async fn overwrite_during_scans(same_size: bool, store: Store) {
-    let root = tempfile::tempdir().unwrap();
-    let file = root.path().join("mix/t/part.parquet");
-    let s1 = write_version(&file, 1, same_size);
+    let bucket = MixBucket::new(same_size).await;
+    let file = bucket.file.clone();
     if same_size {
+        let s1 = std::fs::metadata(&file).unwrap().len();
         let s2 = write_version(&file, 2, same_size);
         assert_eq!(s1, s2, "same-size versions must have equal sizes");
         write_version(&file, 1, same_size);
     }
-    let s3 = LocalS3::start(root.path()).await.unwrap();
-    let cache = tempfile::tempdir().unwrap();
     let url = match store {
         Store::S3 => "s3://mix/t/".to_string(),
         Store::Local => format!("file://{}/", file.parent().unwrap().display()),
     };
-    let server = server(&s3, cache.path(), &[("mix", &url, Freshness::Always)]).await;
-    let ctx = client(&server).await;
+    let (server, ctx) = bucket.server(&url, Freshness::Always).await;
     let mut answered = 0;
     // Round `i` overwrites the object with this version.
     let version_of_round = |i: i64| 1 + (i + 1) % 2;
@@ -201,25 +244,12 @@ async fn overwrites_of_another_size_during_scans_never_mix_versions() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_change_between_listing_and_read_is_revalidated_not_an_error() {
-    let root = tempfile::tempdir().unwrap();
-    let file = root.path().join("mix/t/part.parquet");
-    write_version(&file, 1, true);
-    let s3 = LocalS3::start(root.path()).await.unwrap();
-    let cache = tempfile::tempdir().unwrap();
+    let bucket = MixBucket::new(true).await;
     // The listing is trusted for an hour: only a failed read can reveal the change.
     let ttl = Freshness::Ttl(Duration::from_secs(3600));
-    let server = server(&s3, cache.path(), &[("mix", "s3://mix/t/", ttl)]).await;
-    let ctx = client(&server).await;
-    // Reads the footer and `id` only: `v`'s pages are not cached.
-    let batches = ctx
-        .sql("SELECT count(id) FROM mix")
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
-    assert_eq!(batches[0].num_rows(), 1);
-    write_version(&file, 2, true);
+    let (server, ctx) = bucket.server("s3://mix/t/", ttl).await;
+    read_ids(&ctx).await;
+    write_version(&bucket.file, 2, true);
     assert_eq!(
         summary(&ctx, "mix").await.unwrap(),
         (2, 2, ROWS),
@@ -231,22 +261,12 @@ async fn a_change_between_listing_and_read_is_revalidated_not_an_error() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_object_is_not_found() {
-    let root = tempfile::tempdir().unwrap();
-    let file = root.path().join("mix/t/part.parquet");
-    write_version(&file, 1, true);
-    let s3 = LocalS3::start(root.path()).await.unwrap();
-    let cache = tempfile::tempdir().unwrap();
+    let bucket = MixBucket::new(true).await;
     let ttl = Freshness::Ttl(Duration::from_secs(3600));
     // A one-object table: once deleted, it is gone, not an empty folder.
-    let server = server(&s3, cache.path(), &[("mix", "s3://mix/t/part.parquet", ttl)]).await;
-    let ctx = client(&server).await;
-    ctx.sql("SELECT count(id) FROM mix")
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
-    std::fs::remove_file(&file).unwrap();
+    let (server, ctx) = bucket.server("s3://mix/t/part.parquet", ttl).await;
+    read_ids(&ctx).await;
+    std::fs::remove_file(&bucket.file).unwrap();
     // Several scans at once: the one that fetches and those that wait on its
     // fetch all get not-found.
     let answers = futures::future::join_all((0..4).map(|_| summary(&ctx, "mix"))).await;
@@ -259,39 +279,21 @@ async fn a_deleted_object_is_not_found() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_server_on_the_same_cache_dir_is_refused_and_the_first_keeps_its_pages() {
-    let root = tempfile::tempdir().unwrap();
-    write_version(&root.path().join("mix/t/part.parquet"), 1, true);
-    let s3 = LocalS3::start(root.path()).await.unwrap();
-    let cache = tempfile::tempdir().unwrap();
-    let tables = [("mix", "s3://mix/t/", Freshness::Always)];
-    let first = server(&s3, cache.path(), &tables).await;
-    let ctx = client(&first).await;
+    let bucket = MixBucket::new(true).await;
+    let (first, ctx) = bucket.server("s3://mix/t/", Freshness::Always).await;
     assert_eq!(summary(&ctx, "mix").await.unwrap(), (1, 1, ROWS));
     let disk = first.engine.disk_tier().cloned().expect("disk tier on");
     let pages = disk.page_count();
     assert!(pages > 0);
 
-    let mut cfg = ServerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        cache_dir: cache.path().to_path_buf(),
-        s3: s3_settings(&s3),
-        page_size: PAGE * 4,
-        ..Default::default()
-    };
-    cfg.tables.insert(
-        "mix".into(),
-        TableConfig {
-            url: "s3://mix/t/".into(),
-            ..Default::default()
-        },
-    );
+    let cfg = bucket.config("s3://mix/t/", Freshness::Always, PAGE * 4);
     let err = silt_server::start(cfg)
         .await
         .err()
         .expect("a second server must be refused");
     assert!(err.to_string().contains("in use"), "{err}");
     assert_eq!(disk.page_count(), pages, "the first server keeps its pages");
-    let page_dir = cache.path().join(format!("disk/p{PAGE}"));
+    let page_dir = bucket.cache.path().join(format!("disk/p{PAGE}"));
     assert!(page_dir.exists(), "the first server's page folder is intact");
     assert_eq!(summary(&ctx, "mix").await.unwrap(), (1, 1, ROWS));
     first.shutdown().await.unwrap();
