@@ -3,12 +3,8 @@ read by stock S3 clients — boto3 and pyarrow's S3FileSystem — with SigV4-sig
 requests. No Silt code runs on the client side.
 """
 
-import json
 import os
-import socket
-import subprocess
 import tempfile
-import time
 import urllib.request
 
 import boto3
@@ -21,15 +17,11 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
+import silt_server
+
 KEY_ID = "reader"
 SECRET = "s3cr3t/key+1"
 TOKEN = "py-token"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -53,28 +45,15 @@ def lake():
 
 
 def start_server(lake, name, extra_args, config_text=None):
-    silt = os.environ.get("SILT_BIN", "silt")
-    port, admin = free_port(), free_port()
-    args = [silt, "serve", "--listen", f"127.0.0.1:{port}", "--admin", f"127.0.0.1:{admin}",
-            "--cache-dir", os.path.join(lake["tmp"], f"cache-{name}"),
-            "--table", f"events=file://{lake['root']}/"]
+    """`silt serve` with the table `events`, `extra_args` and, if given, a config file."""
+    args = ["--table", f"events=file://{lake['root']}/", *extra_args]
     if config_text is not None:
         config = os.path.join(lake["tmp"], f"{name}.toml")
         with open(config, "w") as f:
             f.write(config_text)
         args += ["--config", config]
-    proc = subprocess.Popen(args + extra_args, stderr=subprocess.PIPE)
-    deadline = time.time() + 60
-    while True:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{admin}/health", timeout=1) as r:
-                if json.load(r)["status"] == "ok":
-                    return proc, admin
-        except OSError:
-            if proc.poll() is not None or time.time() > deadline:
-                proc.kill()
-                raise RuntimeError("silt serve did not start: " + proc.stderr.read().decode())
-            time.sleep(0.2)
+    proc, _, admin = silt_server.start(args, os.path.join(lake["tmp"], f"cache-{name}"))
+    return proc, admin
 
 
 @pytest.fixture(scope="module")
@@ -84,8 +63,7 @@ def keyed(lake):
     config = f'[s3_api]\naccess_key_id = "{KEY_ID}"\nsecret_access_key = "{SECRET}"\n'
     proc, admin = start_server(lake, "keyed", ["--auth-token", TOKEN], config)
     yield admin
-    proc.terminate()
-    proc.wait(timeout=10)
+    silt_server.stop(proc)
 
 
 @pytest.fixture(scope="module")
@@ -93,8 +71,7 @@ def token_only(lake):
     """A server with only `--auth-token`: S3 clients sign with `silt` / token."""
     proc, admin = start_server(lake, "token", ["--auth-token", TOKEN])
     yield admin
-    proc.terminate()
-    proc.wait(timeout=10)
+    silt_server.stop(proc)
 
 
 def boto(admin, key_id=KEY_ID, secret=SECRET, unsigned=False):

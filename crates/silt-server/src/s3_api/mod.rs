@@ -283,15 +283,14 @@ mod tests {
         assert!(check_path("/s3/events").is_ok());
         assert!(check_path("/s3/events/").is_ok());
         assert!(check_path("/s3/events/day%3D2/part%200.parquet").is_ok());
+        // Not UTF-8, a control character, `..` once decoded (the rest: `parse_key`'s test).
         for bad in [
             "/s3/events/%ff.parquet",
             "/s3/events/%00.parquet",
-            "/s3/events/../x.parquet",
             "/s3/events/%2e%2e/x.parquet",
-            "/s3/events/a//b.parquet",
         ] {
-            let err = check_path(bad).unwrap_err();
-            assert_eq!(err.code(), &s3s::S3ErrorCode::InvalidArgument, "{bad}");
+            let code = check_path(bad).unwrap_err().code().clone();
+            assert_eq!(code, s3s::S3ErrorCode::InvalidArgument, "{bad}");
         }
     }
 
