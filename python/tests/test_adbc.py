@@ -3,12 +3,8 @@
 Silt code plays no part on the client side: this is what any SQL tool sees.
 """
 
-import json
 import os
-import socket
-import subprocess
 import tempfile
-import time
 import urllib.request
 
 import adbc_driver_flightsql.dbapi as flight_sql
@@ -17,16 +13,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+import silt_server
 
 
 @pytest.fixture(scope="module")
 def server():
-    silt = os.environ.get("SILT_BIN", "silt")
     tmp = tempfile.mkdtemp(prefix="silt-py-")
     path = os.path.join(tmp, "lineitem.parquet")
     n = 50_000
@@ -34,26 +25,11 @@ def server():
     table = pa.table({"l_orderkey": pa.array(range(n), pa.int64()), "l_quantity": quantity})
     pq.write_table(table, path, row_group_size=8192)
     expected = pc.sum(pc.less(quantity, 10)).as_py()
-    port, admin = free_port(), free_port()
-    proc = subprocess.Popen(
-        [silt, "serve", "--listen", f"127.0.0.1:{port}", "--admin", f"127.0.0.1:{admin}",
-         "--cache-dir", os.path.join(tmp, "cache"), "--table", f"lineitem=file://{path}"],
-        stderr=subprocess.PIPE,
+    proc, port, admin = silt_server.start(
+        ["--table", f"lineitem=file://{path}"], os.path.join(tmp, "cache")
     )
-    deadline = time.time() + 60
-    while True:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{admin}/health", timeout=1) as r:
-                if json.load(r)["status"] == "ok":
-                    break
-        except OSError:
-            if proc.poll() is not None or time.time() > deadline:
-                proc.kill()
-                raise RuntimeError("silt serve did not start: " + proc.stderr.read().decode())
-            time.sleep(0.2)
     yield {"port": port, "admin": admin, "expected": expected}
-    proc.terminate()
-    proc.wait(timeout=10)
+    silt_server.stop(proc)
 
 
 def query(conn, sql):

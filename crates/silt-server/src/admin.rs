@@ -19,7 +19,7 @@ pub fn router(engine: Arc<Engine>) -> Router {
         .route("/health", get(health))
         .route("/metrics", get(metrics))
         .route("/stats", get(stats))
-        .merge(crate::s3_api::routes())
+        .merge(crate::s3_api::routes(engine.clone()))
         .with_state(engine)
 }
 

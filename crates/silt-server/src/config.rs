@@ -16,6 +16,10 @@
 //! query_timeout = "5m"
 //! auth_token = "secret"           # or SILT_AUTH_TOKEN
 //!
+//! [s3_api]                        # keys of the S3-compatible API under /s3 (SigV4)
+//! access_key_id = "silt-reader"
+//! secret_access_key = "change-me"
+//!
 //! [s3]                            # defaults for every s3:// table
 //! endpoint = "http://127.0.0.1:9000"
 //!
@@ -98,6 +102,8 @@ pub struct ServerConfig {
     pub query_timeout: Duration,
     /// When set, every Flight call must carry `authorization: Bearer <token>`.
     pub auth_token: Option<String>,
+    /// Keys of the S3-compatible read API (`/s3` on the admin listener).
+    pub s3_api: S3ApiConfig,
     /// Defaults for every `s3://` table (over the AWS environment variables).
     pub s3: S3Settings,
     /// Registered tables by name.
@@ -122,6 +128,37 @@ pub struct TableConfig {
     /// How often the table's objects are revalidated: `always`, `ttl=30s`, `immutable`.
     #[serde(default, deserialize_with = "de_from_str")]
     pub validation: Freshness,
+}
+
+/// Credentials of the S3-compatible read API: requests must be signed
+/// (SigV4) with this key pair. Without one, a server with an auth token
+/// accepts the key id `silt` with the token as its secret; a server with
+/// neither serves unsigned requests.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct S3ApiConfig {
+    /// The access key id clients sign with.
+    pub access_key_id: Option<String>,
+    /// Its secret access key.
+    pub secret_access_key: Option<String>,
+}
+
+/// The key id a server with only an auth token accepts (its secret is the token).
+pub const TOKEN_ACCESS_KEY_ID: &str = "silt";
+
+impl ServerConfig {
+    /// The key pair S3 requests must be signed with: `[s3_api]`'s keys, else
+    /// (`silt`, auth token); `None` when neither is set (unsigned requests are served).
+    pub fn s3_api_key(&self) -> Option<(String, String)> {
+        match (&self.s3_api.access_key_id, &self.s3_api.secret_access_key) {
+            (Some(id), Some(secret)) => Some((id.clone(), secret.clone())),
+            _ => self
+                .auth_token
+                .as_ref()
+                .filter(|t| !t.is_empty())
+                .map(|t| (TOKEN_ACCESS_KEY_ID.to_string(), t.clone())),
+        }
+    }
 }
 
 /// How the server talks to object stores.
@@ -196,6 +233,7 @@ impl Default for ServerConfig {
             query_memory_limit: 4 << 30,
             query_timeout: Duration::from_secs(300),
             auth_token: None,
+            s3_api: S3ApiConfig::default(),
             s3: S3Settings::default(),
             tables: BTreeMap::new(),
             views: BTreeMap::new(),
@@ -265,6 +303,15 @@ impl ServerConfig {
         }
         if self.query_timeout.is_zero() {
             return Err(ServerError::Config("query_timeout must be positive".into()));
+        }
+        match (&self.s3_api.access_key_id, &self.s3_api.secret_access_key) {
+            (Some(id), Some(secret)) if !id.is_empty() && !secret.is_empty() => {}
+            (None, None) => {}
+            _ => {
+                return Err(ServerError::Config(
+                    "s3_api needs both access_key_id and secret_access_key, neither empty".into(),
+                ));
+            }
         }
         Ok(())
     }
@@ -405,6 +452,23 @@ mod tests {
         assert_eq!(cfg.store.faults().latency, Duration::from_millis(20));
         let bad = toml::from_str::<ServerConfig>("[tables.t]\nurl = \"file:///x/\"\nvalidation = \"sometimes\"");
         assert!(bad.unwrap_err().to_string().contains("sometimes"));
+    }
+
+    #[test]
+    fn s3_api_keys_come_from_the_config_else_the_token() {
+        let cfg: ServerConfig =
+            toml::from_str("auth_token = \"t\"\n[s3_api]\naccess_key_id = \"ak\"\nsecret_access_key = \"sk\"").unwrap();
+        cfg.validate().unwrap();
+        assert_eq!(cfg.s3_api_key(), Some(("ak".into(), "sk".into())));
+        let token_only = ServerConfig {
+            auth_token: Some("t".into()),
+            ..Default::default()
+        };
+        assert_eq!(token_only.s3_api_key(), Some(("silt".into(), "t".into())));
+        assert_eq!(ServerConfig::default().s3_api_key(), None);
+        let half: ServerConfig = toml::from_str("[s3_api]\naccess_key_id = \"ak\"").unwrap();
+        assert!(half.validate().is_err());
+        assert!(toml::from_str::<ServerConfig>("[s3_api]\nregion = \"x\"").is_err());
     }
 
     #[test]

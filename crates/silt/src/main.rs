@@ -40,7 +40,9 @@ fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("SILT_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                // s3s logs every refused S3 request (a 404, a bad signature)
+                // as an error; the S3 API logs store failures itself.
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,s3s=off")),
         )
         .with_writer(std::io::stderr)
         .init();

@@ -32,7 +32,9 @@ pub struct ServeArgs {
     /// TOML config file (the same settings plus per-table options).
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Require `authorization: Bearer TOKEN` on every Flight call.
+    /// Require `authorization: Bearer TOKEN` on every Flight call; S3 API
+    /// requests must then be signed with key id `silt` and this secret
+    /// (unless `[s3_api]` keys are configured).
     #[arg(long, env = "SILT_AUTH_TOKEN", hide_env_values = true)]
     auth_token: Option<String>,
     /// Memory tier budget (decoded column batches), e.g. 2GiB [default: 1GiB].

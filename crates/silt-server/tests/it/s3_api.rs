@@ -1,7 +1,8 @@
 //! The S3-compatible read API (`/s3` on the admin listener): object_store's
 //! `AmazonS3` and DataFusion read a table's Parquet files through Silt's
 //! tiers; a warm read reaches no object store; errors are S3 XML documents
-//! with S3's status codes; a server with an auth token refuses it all.
+//! with S3's status codes; a server with keys (or an auth token) serves only
+//! requests signed with them (SigV4, presigned URLs too).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -16,9 +17,10 @@ use datafusion::prelude::{ParquetReadOptions, SessionContext};
 use futures::TryStreamExt;
 use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::path::Path as ObjectPath;
+use object_store::signer::Signer;
 use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore, ObjectStoreExt, RetryConfig};
 use silt_bench::local_s3::LocalS3;
-use silt_server::config::TableConfig;
+use silt_server::config::{S3ApiConfig, TableConfig};
 use silt_server::{ServerConfig, ServerHandle};
 
 use crate::common::metric;
@@ -79,21 +81,32 @@ impl Lake {
         self.server.admin_addr.unwrap()
     }
 
-    /// object_store's S3 client pointed at Silt, with `table` as the bucket.
+    /// object_store's S3 client pointed at Silt, with `table` as the bucket,
+    /// sending unsigned requests.
     fn client(&self, table: &str) -> AmazonS3 {
+        self.builder(table).with_skip_signature(true).build().unwrap()
+    }
+
+    /// The same client signing its requests (SigV4) with a key pair.
+    fn signed_client(&self, table: &str, key_id: &str, secret: &str) -> AmazonS3 {
+        self.builder(table)
+            .with_access_key_id(key_id)
+            .with_secret_access_key(secret)
+            .build()
+            .unwrap()
+    }
+
+    fn builder(&self, table: &str) -> AmazonS3Builder {
         AmazonS3Builder::new()
             .with_endpoint(format!("http://{}/s3", self.admin()))
             .with_allow_http(true)
             .with_virtual_hosted_style_request(false)
-            .with_skip_signature(true)
             .with_region("us-east-1")
             .with_bucket_name(table)
             .with_retry(RetryConfig {
                 max_retries: 0,
                 ..Default::default()
             })
-            .build()
-            .unwrap()
     }
 
     /// The local file behind `events/<key>`.
@@ -161,7 +174,7 @@ impl Reply {
 async fn http(addr: SocketAddr, method: &str, target: &str, headers: &[(&str, &str)]) -> Reply {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let mut request = format!("{method} {target} HTTP/1.1\r\nHost: silt\r\nConnection: close\r\n");
+    let mut request = format!("{method} {target} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
     for (name, value) in headers {
         request.push_str(&format!("{name}: {value}\r\n"));
     }
@@ -326,7 +339,7 @@ async fn s3_api_errors_are_s3_documents() {
         ("/s3/events/missing.parquet", 404, "NoSuchKey"),
         ("/s3/events/_SUCCESS", 404, "NoSuchKey"),
         ("/s3/one/part-1.parquet", 404, "NoSuchKey"),
-        ("/s3/events", 400, "InvalidArgument"),
+        ("/s3/events", 501, "NotImplemented"),
         ("/s3/events?list-type=2&max-keys=many", 400, "InvalidArgument"),
         ("/s3/events/../one/part-0.parquet", 400, "InvalidArgument"),
         ("/s3/events/%2e%2e/events/part-0.parquet", 400, "InvalidArgument"),
@@ -366,8 +379,10 @@ async fn s3_api_errors_are_s3_documents() {
         Some(format!("bytes */{size}").as_str())
     );
 
-    // A range past the end is cut there; one past u64 too.
-    let huge = get(part0, Some("bytes=10-99999999999999999999999")).await;
+    // A range past the end is cut there; one past what S3 allows (i64) is refused.
+    let past = get(part0, Some("bytes=10-99999999999999999999999")).await;
+    assert_eq!((past.status, code(&past).as_str()), (400, "InvalidArgument"));
+    let huge = get(part0, Some("bytes=10-999999999999999999")).await;
     assert_eq!(huge.status, 206);
     assert_eq!(huge.body.len() as u64, size - 10);
     let content_range = format!("bytes 10-{}/{size}", size - 1);
@@ -384,6 +399,30 @@ async fn s3_api_errors_are_s3_documents() {
     assert_eq!(head.header("content-length"), Some(size.to_string().as_str()));
     assert_eq!(http(admin, "HEAD", "/s3/events", &[]).await.status, 200);
     assert_eq!(http(admin, "HEAD", "/s3/nope", &[]).await.status, 404);
+
+    // ListBuckets: the tables, not the view; writes are never served.
+    let buckets = get("/s3", None).await;
+    assert_eq!(buckets.status, 200, "{}", buckets.text());
+    let names = buckets.text();
+    assert!(
+        names.contains("<Name>events</Name>") && names.contains("<Name>one</Name>"),
+        "{names}"
+    );
+    assert!(!names.contains("<Name>v</Name>"), "{names}");
+    for (method, target) in [
+        ("PUT", "/s3/events/new.parquet"),
+        ("DELETE", "/s3/events/part-0.parquet"),
+        ("PUT", "/s3/fresh"),
+    ] {
+        let reply = http(admin, method, target, &[("Content-Length", "0")]).await;
+        assert_eq!(
+            (reply.status, code(&reply).as_str()),
+            (501, "NotImplemented"),
+            "{method} {target}: {}",
+            reply.text()
+        );
+    }
+    assert!(lake.file("part-0.parquet").exists());
 
     // Listing pages: max-keys and the continuation token.
     let page = get("/s3/events?list-type=2&max-keys=2", None).await.text();
@@ -421,26 +460,92 @@ async fn s3_api_errors_are_s3_documents() {
     assert!(lake.metric("silt_s3_requests_total") >= 27.0);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn s3_api_is_refused_on_a_server_with_an_auth_token() {
-    let lake = Lake::start(|c| c.auth_token = Some("secret".into())).await;
+/// Reads `part-0.parquet` of `events` with `store` (ranged and whole) and
+/// lists the table: what a signed client must be able to do.
+async fn read_events(lake: &Lake, store: &AmazonS3) {
+    let key = ObjectPath::from("part-0.parquet");
+    let bytes = std::fs::read(lake.file("part-0.parquet")).unwrap();
+    assert_eq!(store.get_range(&key, 10..5_000).await.unwrap(), &bytes[10..5_000]);
+    assert_eq!(store.get(&key).await.unwrap().bytes().await.unwrap(), &bytes[..]);
+    assert_eq!(store.head(&key).await.unwrap().size, bytes.len() as u64);
+    let listed: Vec<ObjectMeta> = store.list(None).try_collect().await.unwrap();
+    assert_eq!(listed.len(), 3);
+}
+
+/// Every way an unsigned or wrongly signed request is refused with 403.
+async fn assert_refused(lake: &Lake, wrong: &[AmazonS3]) {
     for (method, target) in [
         ("GET", "/s3/events?list-type=2"),
         ("GET", "/s3/events/part-0.parquet"),
         ("GET", "/s3/nope/x.parquet"),
+        ("GET", "/s3"),
         ("HEAD", "/s3/events/part-0.parquet"),
         ("HEAD", "/s3/events"),
     ] {
+        // Silt's bearer token is no S3 credential.
         let reply = http(lake.admin(), method, target, &[("Authorization", "Bearer secret")]).await;
+        assert_eq!(reply.status, 403, "{method} {target}: {}", reply.text());
+        let reply = http(lake.admin(), method, target, &[]).await;
         assert_eq!(reply.status, 403, "{method} {target}");
         if method == "GET" {
             assert!(reply.text().contains("<Code>AccessDenied</Code>"), "{}", reply.text());
         }
     }
-    let err = lake
-        .client("events")
-        .head(&ObjectPath::from("part-0.parquet"))
-        .await
-        .unwrap_err();
+    let key = ObjectPath::from("part-0.parquet");
+    let err = lake.client("events").head(&key).await.unwrap_err();
     assert!(matches!(err, object_store::Error::PermissionDenied { .. }), "{err}");
+    for store in wrong {
+        let err = store.get(&key).await.unwrap_err();
+        assert!(matches!(err, object_store::Error::PermissionDenied { .. }), "{err}");
+        // (object_store reports a refused listing as a generic error.)
+        let err = store.list(None).try_collect::<Vec<_>>().await.unwrap_err();
+        assert!(err.to_string().contains("403 Forbidden"), "{err}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_api_with_an_auth_token_serves_requests_signed_with_it() {
+    let lake = Lake::start(|c| c.auth_token = Some("secret".into())).await;
+    read_events(&lake, &lake.signed_client("events", "silt", "secret")).await;
+    let wrong_secret = lake.signed_client("events", "silt", "guess");
+    let wrong_key = lake.signed_client("events", "admin", "secret");
+    assert_refused(&lake, &[wrong_secret, wrong_key]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_api_with_keys_serves_requests_signed_with_them() {
+    let lake = Lake::start(|c| {
+        c.auth_token = Some("secret".into());
+        c.s3_api = S3ApiConfig {
+            access_key_id: Some("reader".into()),
+            secret_access_key: Some("s3cr3t/+key".into()),
+        };
+    })
+    .await;
+    let store = lake.signed_client("events", "reader", "s3cr3t/+key");
+    read_events(&lake, &store).await;
+    // Keys in sub-folders and listings with parameters are signed over the
+    // full path and query too.
+    let grouped = store.list_with_delimiter(None).await.unwrap();
+    assert_eq!(grouped.common_prefixes, [ObjectPath::from("day=2")]);
+    let nested = ObjectPath::from("day=2/part-2.parquet");
+    let bytes = std::fs::read(lake.file("day=2/part-2.parquet")).unwrap();
+    assert_eq!(store.get(&nested).await.unwrap().bytes().await.unwrap(), &bytes[..]);
+
+    // A presigned URL works as it is, and not once altered.
+    let url = store
+        .signed_url(axum::http::Method::GET, &nested, std::time::Duration::from_secs(60))
+        .await
+        .unwrap();
+    let target = format!("{}?{}", url.path(), url.query().unwrap());
+    let reply = http(lake.admin(), "GET", &target, &[]).await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    assert_eq!(reply.body, bytes);
+    let tampered = target.replace("part-2", "part-0");
+    assert_eq!(http(lake.admin(), "GET", &tampered, &[]).await.status, 403);
+
+    // The token's key pair is not accepted once keys are configured.
+    let token_key = lake.signed_client("events", "silt", "secret");
+    let wrong_secret = lake.signed_client("events", "reader", "s3cr3t");
+    assert_refused(&lake, &[token_key, wrong_secret]).await;
 }

@@ -1,0 +1,322 @@
+//! An S3-compatible read API over the registered tables (DESIGN.md: Alluxio's
+//! "unchanged byte readers"): any S3 client — object_store's `AmazonS3`,
+//! boto3, pyarrow, DuckDB — reads a table's Parquet files through Silt's
+//! tiers instead of from the object store, and decodes them itself.
+//!
+//! Served on the admin listener under `/s3`, path-style, by the `s3s` crate
+//! (request parsing, SigV4 checks, XML):
+//!
+//! | request | S3 operation |
+//! |---|---|
+//! | `GET /s3` | ListBuckets (the tables) |
+//! | `GET /s3/{table}?list-type=2[&prefix=&delimiter=&start-after=&continuation-token=&max-keys=]` | ListObjectsV2 |
+//! | `HEAD /s3/{table}` | HeadBucket |
+//! | `GET /s3/{table}/{key}` (`Range: bytes=a-b`, `a-`, `-n`) | GetObject |
+//! | `HEAD /s3/{table}/{key}` | HeadObject |
+//!
+//! Everything else (writes, ListObjects v1, ...) is `NotImplemented`.
+//!
+//! **Keys** ([`bucket`]): the bucket is the table's name. A table registered
+//! with a prefix URL (`s3://tpch/lineitem/`) holds every `*.parquet` object
+//! below it, keyed by the path relative to the prefix; a one-object table
+//! holds one key, the object's file name.
+//!
+//! **Reads** ([`read`]) go through the table's [`silt_cache::CachedStore`]:
+//! one response is pinned to one version, the first chunk is read before the
+//! headers go out, the rest streams in chunks of [`BODY_CHUNK_PAGES`] pages.
+//!
+//! **Auth.** With a key pair (`[s3_api]`, else `silt` + the auth token; see
+//! [`crate::config::ServerConfig::s3_api_key`]) every request must be signed
+//! with it (SigV4, or a presigned URL); unsigned ones get 403 `AccessDenied`.
+//! Clients sign the full path, `/s3` included, so the signature is checked by
+//! a first s3s service that sees the request as sent (its bucket is `s3`) and
+//! hands every request to one route, [`Forward`]; that route strips `/s3` and
+//! the signature and passes the request to the second s3s service, which
+//! routes it to the operations of [`service::TableBuckets`]. Without a key
+//! pair the first service is skipped and signatures are ignored.
+
+mod bucket;
+mod listing;
+mod read;
+mod service;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::uri::PathAndQuery;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::any;
+use http_body_util::BodyExt;
+use s3s::auth::SimpleAuth;
+use s3s::route::S3Route;
+use s3s::service::{S3Service, S3ServiceBuilder};
+use s3s::validation::NameValidation;
+use s3s::{HttpRequest, S3, S3Error, S3Request, S3Response, S3Result, s3_error};
+
+use crate::engine::Engine;
+use crate::metrics::ServerMetrics;
+
+/// Cache pages read per step of a response body (8 MiB with the default
+/// 1 MiB pages): bounds the memory one response holds, however large the
+/// range asked for. Chunks are aligned to whole pages.
+pub const BODY_CHUNK_PAGES: u64 = 8;
+
+/// Where the API is mounted on the admin listener.
+const MOUNT: &str = "/s3";
+
+/// Query parameters that carry a signature (SigV4 and SigV2 presigned URLs).
+const SIGNATURE_PARAMS: [&str; 10] = [
+    "X-Amz-Algorithm",
+    "X-Amz-Credential",
+    "X-Amz-Date",
+    "X-Amz-Expires",
+    "X-Amz-SignedHeaders",
+    "X-Amz-Signature",
+    "X-Amz-Security-Token",
+    "AWSAccessKeyId",
+    "Signature",
+    "Expires",
+];
+
+/// The `/s3` routes, merged into the admin router.
+pub fn routes(engine: Arc<Engine>) -> Router<Arc<Engine>> {
+    let api = Arc::new(S3Api::new(engine));
+    let serve = move |req: Request| {
+        let api = api.clone();
+        async move { api.serve(req).await }
+    };
+    Router::new()
+        .route(MOUNT, any(serve.clone()))
+        .route("/s3/", any(serve.clone()))
+        .route("/s3/{*rest}", any(serve))
+}
+
+/// The S3 API of one server.
+struct S3Api {
+    /// Checks signatures on the full path, then [`Forward`]s; `None` when
+    /// no key pair is configured (requests go straight to `tables`).
+    gate: Option<S3Service>,
+    /// Serves the operations, on paths without `/s3`.
+    tables: S3Service,
+    metrics: Arc<ServerMetrics>,
+}
+
+impl S3Api {
+    fn new(engine: Arc<Engine>) -> S3Api {
+        let metrics = engine.metrics().clone();
+        let key = engine.config().s3_api_key();
+        let mut tables = S3ServiceBuilder::new(service::TableBuckets { engine });
+        tables.set_validation(AnyTableName);
+        let tables = tables.build();
+        let gate = key.map(|(id, secret)| {
+            let mut gate = S3ServiceBuilder::new(NoOperations);
+            gate.set_validation(AnyTableName); // its bucket, `s3`, is too short for S3's rules
+            gate.set_auth(SimpleAuth::from_single(id, secret));
+            gate.set_route(Forward { tables: tables.clone() });
+            gate.build()
+        });
+        S3Api { gate, tables, metrics }
+    }
+
+    /// Answers one request: counts it, refuses a key that is no plain object
+    /// path, checks its signature (when keys are set), serves it, and counts
+    /// the body bytes as they are handed to HTTP.
+    async fn serve(&self, req: Request) -> Response {
+        self.metrics.s3_requests.increment(1);
+        let head = req.method() == Method::HEAD;
+        let (mut parts, body) = req.into_parts();
+        let body = s3s::Body::http_body_unsync(body);
+        // Another scheme (Silt's `Bearer` token) is no S3 signature: such a
+        // request is unsigned, so 403 `AccessDenied` rather than malformed.
+        let aws = |v: &HeaderValue| v.as_bytes().starts_with(b"AWS4-") || v.as_bytes().starts_with(b"AWS ");
+        if parts.headers.get(header::AUTHORIZATION).is_some_and(|v| !aws(v)) {
+            parts.headers.remove(header::AUTHORIZATION);
+        }
+        let answer = match (check_path(parts.uri.path()), &self.gate) {
+            (Err(e), _) => e.to_http_response().map_err(|e| format!("{e:?}")),
+            (Ok(()), Some(gate)) => gate
+                .call(HttpRequest::from_parts(parts, body))
+                .await
+                .map_err(|e| format!("{e:?}")),
+            (Ok(()), None) => match forwarded(parts.method, &parts.uri, parts.headers, body) {
+                Ok(req) => self.tables.call(req).await.map_err(|e| format!("{e:?}")),
+                Err(e) => e.to_http_response().map_err(|e| format!("{e:?}")),
+            },
+        };
+        let response = match answer {
+            Ok(response) => response,
+            Err(e) => {
+                tracing::warn!(error = %e, "S3 API: no answer");
+                return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+            }
+        };
+        if head {
+            return response.map(|_| Body::empty());
+        }
+        let sent = self.metrics.s3_bytes_sent.clone();
+        response.map(|body| {
+            Body::new(body.map_frame(move |frame| {
+                if let Some(data) = frame.data_ref() {
+                    sent.increment(data.len() as u64);
+                }
+                frame
+            }))
+        })
+    }
+}
+
+/// Refuses (400 `InvalidArgument`) a request whose path, after `/s3/TABLE/`,
+/// is no plain object key (see [`bucket::parse_key`]) or is not UTF-8 once
+/// percent-decoded — before s3s, which would answer `InvalidURI`.
+fn check_path(path: &str) -> Result<(), S3Error> {
+    let Some(rest) = path.strip_prefix(MOUNT).and_then(|p| p.strip_prefix('/')) else {
+        return Ok(());
+    };
+    let decoded = percent_encoding::percent_decode_str(rest)
+        .decode_utf8()
+        .map_err(|_| s3_error!(InvalidArgument, "the request path {path:?} is not UTF-8"))?;
+    match decoded.split_once('/') {
+        Some((_, key)) if !key.is_empty() => bucket::parse_key(key).map(|_| ()),
+        _ => Ok(()),
+    }
+}
+
+/// The request the operations see: the path without `/s3` (so s3s parses
+/// the table as the bucket), and no signature (checked already, or ignored
+/// when no key is set).
+fn forwarded(method: Method, uri: &Uri, mut headers: HeaderMap, body: s3s::Body) -> S3Result<HttpRequest> {
+    let path = match uri.path().strip_prefix(MOUNT) {
+        Some("") => "/",
+        Some(p) if p.starts_with('/') => p,
+        _ => return Err(s3_error!(InternalError, "{:?} is not under {MOUNT}", uri.path())),
+    };
+    let query: Vec<&str> = uri
+        .query()
+        .unwrap_or_default()
+        .split('&')
+        .filter(|pair| {
+            let name = pair.split_once('=').map_or(*pair, |(name, _)| name);
+            !pair.is_empty() && !SIGNATURE_PARAMS.contains(&name)
+        })
+        .collect();
+    let target = if query.is_empty() {
+        path.to_string()
+    } else {
+        format!("{path}?{}", query.join("&"))
+    };
+    let uri = PathAndQuery::try_from(target)
+        .map(Uri::from)
+        .map_err(|e| s3_error!(InvalidURI, "{e}"))?;
+    headers.remove(header::AUTHORIZATION);
+    let mut req = HttpRequest::new(body);
+    *req.method_mut() = method;
+    *req.uri_mut() = uri;
+    *req.headers_mut() = headers;
+    Ok(req)
+}
+
+/// The route of the signature-checking service: every request, once its
+/// signature checked out, goes to the operations.
+struct Forward {
+    tables: S3Service,
+}
+
+#[async_trait::async_trait]
+impl S3Route for Forward {
+    fn is_match(&self, _: &Method, _: &Uri, _: &HeaderMap, _: &mut axum::http::Extensions) -> bool {
+        true
+    }
+
+    /// Only signed requests pass (s3s has verified the signature against the
+    /// key pair before this is asked).
+    async fn check_access(&self, req: &mut S3Request<s3s::Body>) -> S3Result<()> {
+        match req.credentials {
+            Some(_) => Ok(()),
+            None => Err(s3_error!(
+                AccessDenied,
+                "this server's S3 API needs requests signed (AWS SigV4) with its access key"
+            )),
+        }
+    }
+
+    async fn call(&self, req: S3Request<s3s::Body>) -> S3Result<S3Response<s3s::Body>> {
+        let req = forwarded(req.method, &req.uri, req.headers, req.input)?;
+        let answer = self
+            .tables
+            .call(req)
+            .await
+            .map_err(|e| s3_error!(InternalError, "{e:?}"))?;
+        let (parts, body) = answer.into_parts();
+        let mut response = S3Response::with_status(body, parts.status);
+        response.headers = parts.headers;
+        Ok(response)
+    }
+}
+
+/// The signature-checking service's own operations: none (its one route
+/// takes every request).
+struct NoOperations;
+
+impl S3 for NoOperations {}
+
+/// Any non-empty bucket name reaches the operations, which answer
+/// `NoSuchBucket` for names that are no table (not S3's naming rules, which
+/// would refuse table names like `hits_raw`).
+struct AnyTableName;
+
+impl NameValidation for AnyTableName {
+    fn validate_bucket_name(&self, name: &str) -> bool {
+        !name.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_checked_before_s3s_sees_them() {
+        assert!(check_path("/s3").is_ok());
+        assert!(check_path("/s3/events").is_ok());
+        assert!(check_path("/s3/events/").is_ok());
+        assert!(check_path("/s3/events/day%3D2/part%200.parquet").is_ok());
+        // Not UTF-8, a control character, `..` once decoded (the rest: `parse_key`'s test).
+        for bad in [
+            "/s3/events/%ff.parquet",
+            "/s3/events/%00.parquet",
+            "/s3/events/%2e%2e/x.parquet",
+        ] {
+            let code = check_path(bad).unwrap_err().code().clone();
+            assert_eq!(code, s3s::S3ErrorCode::InvalidArgument, "{bad}");
+        }
+    }
+
+    #[test]
+    fn forwarded_requests_lose_the_mount_and_the_signature() {
+        let uri: Uri = "/s3/events?list-type=2&X-Amz-Signature=ab&prefix=a%2Fb&X-Amz-Credential=x"
+            .parse()
+            .unwrap();
+        let mut headers = HeaderMap::new();
+        headers.insert(header::AUTHORIZATION, "AWS4-HMAC-SHA256 ...".parse().unwrap());
+        let req = forwarded(Method::GET, &uri, headers, s3s::Body::empty()).unwrap();
+        assert_eq!(req.uri().to_string(), "/events?list-type=2&prefix=a%2Fb");
+        assert!(req.headers().get(header::AUTHORIZATION).is_none());
+        let root = forwarded(
+            Method::GET,
+            &"/s3".parse().unwrap(),
+            HeaderMap::new(),
+            s3s::Body::empty(),
+        );
+        assert_eq!(root.unwrap().uri().to_string(), "/");
+        let outside = forwarded(
+            Method::GET,
+            &"/s3x".parse().unwrap(),
+            HeaderMap::new(),
+            s3s::Body::empty(),
+        );
+        assert!(outside.is_err());
+    }
+}
