@@ -8,7 +8,7 @@
 //! a version up again and no read can mix two versions.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::version::ObjectVersion;
 
@@ -58,10 +58,16 @@ impl fmt::Display for ObjectKey {
 /// An object a query has pinned: its key and the full version it validated
 /// (size and ETag are needed to read it: ranges are checked against the
 /// size, misses are fetched with `If-Match` on the ETag).
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// When validation gave no ETag (stores whose listings carry none), the
+/// first answer's ETag is learned into the pin and shared by its clones, so
+/// every later read of this pin must be of that same content, whatever
+/// happens to the shared tiers meanwhile.
+#[derive(Debug, Clone)]
 pub struct PinnedObject {
     pub key: ObjectKey,
     pub version: ObjectVersion,
+    learned_etag: Arc<OnceLock<String>>,
 }
 
 impl PinnedObject {
@@ -74,7 +80,25 @@ impl PinnedObject {
                 version: version.tag.clone(),
             },
             version,
+            learned_etag: Arc::default(),
         }
+    }
+
+    /// The ETag every read of this pin must answer with: the validated one,
+    /// else the one learned from the pin's first answer (if any yet).
+    pub fn etag(&self) -> Option<&str> {
+        self.version
+            .e_tag
+            .as_deref()
+            .or_else(|| self.learned_etag.get().map(String::as_str))
+    }
+
+    /// Learns `etag` as the pin's content (the first learned one wins);
+    /// whether the pin's ETag is now `etag`.
+    pub fn learn_etag(&self, etag: &str) -> bool {
+        self.etag()
+            .unwrap_or_else(|| self.learned_etag.get_or_init(|| etag.to_string()))
+            == etag
     }
 
     /// Object size in bytes.

@@ -337,19 +337,21 @@ impl PageStore {
         Ok(body)
     }
 
-    /// The ETag a fetch of `object` must answer with: the validated one,
-    /// else one learned from an earlier answer for the same version.
+    /// The ETag a fetch of `object` must answer with: the pin's own
+    /// (validated or learned), else one another pin of the same version
+    /// learned earlier.
     fn expected_etag(&self, object: &PinnedObject) -> Option<String> {
         object
-            .version
-            .e_tag
-            .clone()
+            .etag()
+            .map(str::to_string)
             .or_else(|| self.etags.lock().get(&object.key).cloned())
     }
 
     /// Refuses an answer of another version than `object`'s (a store that
     /// ignores `If-Match`), and learns the version's ETag from its first
-    /// answer when validation gave none.
+    /// answer when validation gave none: into the pin (which its later reads
+    /// hold to even if the tiers drop this version meanwhile) and into the
+    /// store (which later pins of the same version start from).
     fn check_answer(
         &self,
         object: &PinnedObject,
@@ -361,12 +363,16 @@ impl PageStore {
         if !object.version.may_be(answered, expected) {
             return Err(changed());
         }
-        if expected.is_none()
+        if object.version.e_tag.is_none()
             && let Some(etag) = &answered.e_tag
         {
-            let mut etags = self.etags.lock();
-            let learned = etags.entry(object.key.clone()).or_insert_with(|| etag.clone());
-            if learned != etag {
+            let shared = self
+                .etags
+                .lock()
+                .entry(object.key.clone())
+                .or_insert_with(|| etag.clone())
+                .clone();
+            if shared != *etag || !object.learn_etag(etag) {
                 return Err(changed());
             }
         }

@@ -1,25 +1,35 @@
 //! `CachedParquetTable`: a Parquet table whose scans go through the memory
 //! tier of decoded column batches ([`CachedScanExec`]).
 //!
-//! Listing, schema inference, file statistics and validation stay with
-//! DataFusion's `ListingTable` (its LIST or HEAD per query is what validates
-//! object versions under `always`); only the reading of row groups is
-//! Silt's. Tables with nested columns are read by the `ListingTable` itself
-//! (their Parquet-to-Arrow mapping is not one column chunk per root column).
+//! Schema inference stays with DataFusion's `ListingTable`, and so does the
+//! listing rule (which objects under a URL are the table's:
+//! [`ListingTableUrl::list_all_files`](datafusion::datasource::listing::ListingTableUrl)).
+//! The scan lists (the LIST or HEAD per query that validates versions under
+//! `always`), pins each listed object version, and takes the file statistics
+//! from the pinned footers, so planning and reading see the same version of
+//! every object (DataFusion's own statistics reads would re-resolve the
+//! version per read). Tables with nested columns are read by the
+//! `ListingTable` itself (their Parquet-to-Arrow mapping is not one column
+//! chunk per root column).
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::Session;
+use datafusion::common::Statistics;
 use datafusion::datasource::listing::ListingTable;
+use datafusion::datasource::physical_plan::parquet::metadata::DFParquetMetadata;
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::error::Result;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::empty::EmptyExec;
+use futures::{StreamExt, TryStreamExt};
+use object_store::{ObjectMeta, ObjectStore};
 
 use crate::cached_scan::{CachedScanExec, ScanSources, ScanSpec};
+use crate::footer::pinned_footer;
 use crate::scan_filter::ScanFilter;
 
 #[derive(Debug)]
@@ -44,6 +54,49 @@ impl CachedParquetTable {
             sources,
             cached,
         }
+    }
+}
+
+/// Footers read at once while planning a scan of a table of many files.
+const FOOTER_CONCURRENCY: usize = 8;
+
+impl CachedParquetTable {
+    /// The table's objects, as DataFusion's listing finds them (through the
+    /// table's store, which records their versions), sorted by path.
+    async fn list_files(&self, state: &dyn Session) -> Result<Vec<ObjectMeta>> {
+        let store: &dyn ObjectStore = self.sources.store.as_ref();
+        let mut files = Vec::new();
+        for url in self.listing.table_paths() {
+            let listed: Vec<ObjectMeta> = url
+                .list_all_files(state, store, ".parquet")
+                .await?
+                .try_collect()
+                .await?;
+            files.extend(listed);
+        }
+        files.sort_by(|a, b| a.location.cmp(&b.location));
+        Ok(files)
+    }
+
+    /// The table's statistics, from the footers of exactly the listed
+    /// versions (the scan then finds the same footers in the metadata tier).
+    async fn statistics(&self, files: &[ObjectMeta], schema: &SchemaRef) -> Result<Statistics> {
+        let reads = files.iter().cloned().map(|meta| {
+            let (store, cache, schema) = (
+                self.sources.store.clone(),
+                self.sources.metadata_cache.clone(),
+                schema.clone(),
+            );
+            async move {
+                let (_, metadata) = pinned_footer(&store, &cache, &meta).await?;
+                DFParquetMetadata::statistics_from_parquet_metadata(&metadata, &schema)
+            }
+        });
+        let per_file: Vec<Statistics> = futures::stream::iter(reads)
+            .buffered(FOOTER_CONCURRENCY)
+            .try_collect()
+            .await?;
+        Statistics::try_merge_iter(&per_file, schema)
     }
 }
 
@@ -88,12 +141,7 @@ impl TableProvider for CachedParquetTable {
             Some(p) => p.clone(),
             None => (0..table_schema.fields().len()).collect(),
         };
-        let listed = self.listing.list_files_for_scan(state, &[], None).await?;
-        let files: Vec<_> = listed
-            .file_groups
-            .iter()
-            .flat_map(|g| g.files().iter().map(|f| f.object_meta.clone()))
-            .collect();
+        let files = self.list_files(state).await?;
         if files.is_empty() {
             return Ok(Arc::new(EmptyExec::new(Arc::new(table_schema.project(&projection)?))));
         }
@@ -103,7 +151,7 @@ impl TableProvider for CachedParquetTable {
             tracing::debug!("scan filter not compiled, evaluated above the scan: {e}");
             None
         });
-        let mut statistics = listed.statistics.project(Some(&projection));
+        let mut statistics = self.statistics(&files, &table_schema).await?.project(Some(&projection));
         if filter.is_some() {
             statistics = statistics.to_inexact();
         }

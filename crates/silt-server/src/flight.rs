@@ -95,8 +95,8 @@ impl SiltFlightService {
         }
     }
 
-    /// Plans and executes `query` and waits for its first batch. If that
-    /// first result is [`silt_cache::CacheError::Changed`] (an object was
+    /// Plans and executes `query` and waits for its first batch. If planning
+    /// or that first result fails with [`silt_cache::CacheError::Changed`] (an object was
     /// overwritten between the planning's validation and the read), nothing
     /// has reached the client yet, so the query is planned again (which
     /// validates the new version) and restarted, once.
@@ -104,7 +104,15 @@ impl SiltFlightService {
         let timeout = self.engine.config().query_timeout;
         let mut restarted = false;
         loop {
-            let planned = self.plan(query).await?;
+            // Planning reads footers too: a version gone by then (`ABORTED`) restarts as well.
+            let planned = match self.plan(query).await {
+                Err(status) if status.code() == tonic::Code::Aborted && !restarted => {
+                    self.engine.metrics().query_restarts.increment(1);
+                    restarted = true;
+                    continue;
+                }
+                planned => planned?,
+            };
             let schema = planned.schema();
             let sources = planned.sources.clone();
             let mut batches = match tokio::time::timeout_at(deadline, planned.execute()).await {

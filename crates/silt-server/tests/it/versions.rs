@@ -215,8 +215,9 @@ async fn overwrite_during_scans(same_size: bool, store: Store) {
         answered += usize::from(check_one_version(&a, same_size, &format!("round {i} a")));
         answered += usize::from(check_one_version(&b, same_size, &format!("round {i} b")));
     }
-    // Most scans answer (a restart absorbs one change); errors are rare.
-    assert!(answered >= 100, "only {answered} of 200 scans answered");
+    // Every round overwrites the object under its scans, so many of them
+    // get the typed error; enough must answer for the check to mean something.
+    assert!(answered >= 20, "only {answered} of 200 scans answered");
     // After the last overwrite, the current version is what a query sees.
     let last = version_of_round(ROUNDS - 1);
     assert_eq!(
