@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use crate::chunks::column_chunk_ranges;
 use crate::file_reader::CachedFileReader;
 use datafusion::arrow::array::{ArrayRef, new_null_array};
 use datafusion::arrow::compute::{CastOptions, cast_with_options};
@@ -151,23 +152,11 @@ impl ColumnLoader {
     /// bytes up front keeps that to one round trip to the object store (the
     /// bytes land in the page buffer and disk tier, where decoding finds them).
     pub async fn prefetch(&self, file: &FileContext, rg: usize, columns: &[usize]) -> Result<()> {
-        let row_group = file.reader.metadata().row_group(rg);
-        let ranges: Vec<std::ops::Range<u64>> = self
+        let roots: Vec<usize> = self
             .not_in_memory(file, rg, columns)
             .filter_map(|c| file.file_columns[c])
-            .flat_map(|root| {
-                let descr = file.reader.metadata().file_metadata().schema_descr();
-                row_group
-                    .columns()
-                    .iter()
-                    .enumerate()
-                    .filter(move |(leaf, _)| descr.get_column_root_idx(*leaf) == root)
-                    .map(|(_, chunk)| {
-                        let (start, len) = chunk.byte_range();
-                        start..start + len
-                    })
-            })
             .collect();
+        let ranges = column_chunk_ranges(file.reader.metadata(), [rg], Some(&roots));
         if !ranges.is_empty() {
             self.store
                 .read_pinned(&file.object, &ranges)

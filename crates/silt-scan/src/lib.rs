@@ -12,6 +12,7 @@
 
 pub mod cached_scan;
 pub mod cached_table;
+pub mod chunks;
 pub mod column_loader;
 pub mod file_reader;
 pub mod footer;

@@ -6,7 +6,6 @@
 //! Runs as the `silt.preload` Flight action; the action's result stream
 //! carries progress, so `silt preload` can draw a bar with rate and ETA.
 
-use std::ops::Range;
 use std::sync::Arc;
 
 use datafusion::error::DataFusionError;
@@ -17,6 +16,7 @@ use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt};
 use serde::{Deserialize, Serialize};
 use silt_cache::CachedStore;
 use silt_proto::{Projection, ScanRequest};
+use silt_scan::chunks::{column_chunk_ranges, root_indices};
 use silt_scan::footer::pinned_footer;
 use silt_store::TableLocation;
 use tokio::sync::mpsc;
@@ -44,24 +44,6 @@ pub struct PreloadProgress {
     pub bytes_total: u64,
     pub bytes_done: u64,
     pub done: bool,
-}
-
-/// Column-chunk byte ranges of one object for the chosen columns.
-fn chunk_ranges(
-    metadata: &datafusion::parquet::file::metadata::ParquetMetaData,
-    columns: Option<&[String]>,
-) -> Vec<Range<u64>> {
-    let mut ranges = Vec::new();
-    for rg in metadata.row_groups() {
-        for col in rg.columns() {
-            let name = col.column_descr().path().parts().first().cloned().unwrap_or_default();
-            if columns.is_none_or(|cs| cs.contains(&name)) {
-                let (start, len) = col.byte_range();
-                ranges.push(start..start + len);
-            }
-        }
-    }
-    ranges
 }
 
 /// The table's store and the objects it reads.
@@ -137,7 +119,8 @@ pub async fn run(
                 )));
             }
         }
-        let ranges = chunk_ranges(&parquet, request.columns.as_deref());
+        let roots = request.columns.as_deref().map(|names| root_indices(&parquet, names));
+        let ranges = column_chunk_ranges(&parquet, 0..parquet.num_row_groups(), roots.as_deref());
         report.bytes_total += ranges.iter().map(|r| r.end - r.start).sum::<u64>();
         plan.push((meta.location.clone(), object, ranges));
     }
