@@ -21,12 +21,13 @@ use datafusion::common::Statistics;
 use datafusion::datasource::listing::ListingTable;
 use datafusion::datasource::physical_plan::parquet::metadata::DFParquetMetadata;
 use datafusion::datasource::{TableProvider, TableType};
-use datafusion::error::Result;
+use datafusion::error::{DataFusionError, Result};
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::empty::EmptyExec;
 use futures::{StreamExt, TryStreamExt};
 use object_store::{ObjectMeta, ObjectStore};
+use silt_cache::CacheError;
 
 use crate::cached_scan::{CachedScanExec, ScanSources, ScanSpec};
 use crate::footer::pinned_footer;
@@ -72,6 +73,14 @@ impl CachedParquetTable {
                 .await?
                 .try_collect()
                 .await?;
+            if listed.is_empty() && !url.is_collection() {
+                // A one-object table whose object is gone: not found, not empty.
+                let gone = CacheError::NotFound {
+                    path: url.to_string(),
+                    source: None,
+                };
+                return Err(DataFusionError::External(Box::new(gone)));
+            }
             files.extend(listed);
         }
         files.sort_by(|a, b| a.location.cmp(&b.location));
