@@ -38,6 +38,9 @@ pub struct LocalS3 {
     addr: SocketAddr,
     root: PathBuf,
     stop: watch::Sender<bool>,
+    /// Closed (every sender dropped) once the accept loop and every
+    /// connection task have ended: what [`LocalS3::stop_and_wait`] awaits.
+    ended: tokio::sync::Mutex<tokio::sync::mpsc::Receiver<()>>,
 }
 
 impl LocalS3 {
@@ -51,6 +54,7 @@ impl LocalS3 {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let (stop, mut stopped) = watch::channel(false);
+        let (alive, ended) = tokio::sync::mpsc::channel::<()>(1);
         tokio::spawn(async move {
             let http = ConnBuilder::new(TokioExecutor::new());
             loop {
@@ -65,7 +69,9 @@ impl LocalS3 {
                     .serve_connection(TokioIo::new(socket), service.clone())
                     .into_owned();
                 let mut stop_conn = stopped.clone();
+                let alive = alive.clone();
                 tokio::spawn(async move {
+                    let _alive = alive;
                     tokio::select! {
                         _ = conn => {}
                         _ = stop_conn.changed() => {}
@@ -77,6 +83,7 @@ impl LocalS3 {
             addr,
             root: root.to_path_buf(),
             stop,
+            ended: tokio::sync::Mutex::new(ended),
         })
     }
 
@@ -135,6 +142,13 @@ impl LocalS3 {
     /// Stop accepting connections and close open ones.
     pub fn stop(&self) {
         let _ = self.stop.send(true);
+    }
+
+    /// [`LocalS3::stop`], then wait until every open connection is closed,
+    /// so no request (on a kept-alive connection) is answered afterwards.
+    pub async fn stop_and_wait(&self) {
+        self.stop();
+        while self.ended.lock().await.recv().await.is_some() {}
     }
 }
 

@@ -448,7 +448,7 @@ async fn s3_api_errors_are_s3_documents() {
     );
 
     // The upstream failing is a 5xx naming the object.
-    lake.s3.stop();
+    lake.s3.stop_and_wait().await;
     let down = get("/s3/events/ghost.parquet", None).await;
     assert_eq!(
         (down.status, code(&down).as_str()),
