@@ -52,6 +52,38 @@ impl ProstMessageExt for ScanRequest {
     }
 }
 
+/// A point lookup, answered in one `DoGet` (no `GetFlightInfo`, nothing
+/// planned): the rows of `table` whose `key_column` equals one of `keys`,
+/// with the columns of `projection` (all columns when `None`). Semantics are
+/// SQL's `WHERE key_column IN (keys)`: each matching row once, null keys
+/// match nothing, rows in file order.
+#[derive(Clone, PartialEq, Message)]
+pub struct LookupRequest {
+    #[prost(string, tag = "1")]
+    pub table: String,
+    #[prost(string, tag = "2")]
+    pub key_column: String,
+    /// The keys: an Arrow IPC stream holding one batch of one column (any
+    /// type castable to the key column's: integers, strings, dates).
+    #[prost(bytes = "vec", tag = "3")]
+    pub keys: Vec<u8>,
+    #[prost(message, optional, tag = "4")]
+    pub projection: Option<Projection>,
+}
+
+impl ProstMessageExt for LookupRequest {
+    fn type_url() -> &'static str {
+        "type.googleapis.com/silt.LookupRequest"
+    }
+
+    fn as_any(&self) -> Any {
+        Any {
+            type_url: Self::type_url().to_string(),
+            value: self.encode_to_vec().into(),
+        }
+    }
+}
+
 /// Name of the single column the server returns when a scan asks for no
 /// columns: one boolean per matching row, so the client can count rows.
 pub const ROW_MARKER_COLUMN: &str = "__silt_row";

@@ -58,13 +58,31 @@ impl CachedParquetTable {
     }
 }
 
+impl CachedParquetTable {
+    /// What the table reads through (store, memory tier, metadata tier).
+    pub fn sources(&self) -> &ScanSources {
+        &self.sources
+    }
+
+    /// The table's schema.
+    pub fn schema_ref(&self) -> SchemaRef {
+        self.listing.schema()
+    }
+
+    /// Whether scans and lookups read through the tiers (false: the table
+    /// has nested columns and is read by DataFusion's own listing scan).
+    pub fn is_cached(&self) -> bool {
+        self.cached
+    }
+}
+
 /// Footers read at once while planning a scan of a table of many files.
 const FOOTER_CONCURRENCY: usize = 8;
 
 impl CachedParquetTable {
     /// The table's objects, as DataFusion's listing finds them (through the
     /// table's store, which records their versions), sorted by path.
-    async fn list_files(&self, state: &dyn Session) -> Result<Vec<ObjectMeta>> {
+    pub(crate) async fn list_files(&self, state: &dyn Session) -> Result<Vec<ObjectMeta>> {
         let store: &dyn ObjectStore = self.sources.store.as_ref();
         let mut files = Vec::new();
         for url in self.listing.table_paths() {

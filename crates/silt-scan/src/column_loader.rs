@@ -78,7 +78,8 @@ impl FileContext {
         usize::try_from(self.reader.metadata().row_group(rg).num_rows()).unwrap_or(0)
     }
 
-    fn key(&self, rg: usize, column: usize, batch: usize) -> BatchKey {
+    /// The memory-tier key of batch `batch` of table column `column` in row group `rg`.
+    pub fn batch_key(&self, rg: usize, column: usize, batch: usize) -> BatchKey {
         BatchKey {
             object: self.object.key.clone(),
             row_group: rg as u32,
@@ -122,7 +123,7 @@ impl ColumnLoader {
                 continue;
             }
             let cached: Option<Vec<CachedColumn>> = (0..lengths.len())
-                .map(|b| self.batches.get(&file.key(rg, c, b)))
+                .map(|b| self.batches.get(&file.batch_key(rg, c, b)))
                 .collect();
             let counters = self.store.counters();
             match cached {
@@ -177,7 +178,7 @@ impl ColumnLoader {
         columns
             .iter()
             .copied()
-            .filter(move |&c| !self.batches.contains(&file.key(rg, c, 0)))
+            .filter(move |&c| !self.batches.contains(&file.batch_key(rg, c, 0)))
     }
 
     /// Whether reading `columns` of row group `rg` needs bytes: some column
@@ -219,7 +220,7 @@ impl ColumnLoader {
                     ))
                 })?;
                 let column = CachedColumn::Arrow(array);
-                self.batches.insert(file.key(rg, c, b), column.clone());
+                self.batches.insert(file.batch_key(rg, c, b), column.clone());
                 out[slot].push(column);
             }
         }
@@ -228,7 +229,7 @@ impl ColumnLoader {
 }
 
 /// `array` as `data_type` (the table's type for the column).
-fn conform(array: &ArrayRef, data_type: &DataType) -> Result<ArrayRef> {
+pub(crate) fn conform(array: &ArrayRef, data_type: &DataType) -> Result<ArrayRef> {
     if array.data_type() == data_type {
         return Ok(array.clone());
     }

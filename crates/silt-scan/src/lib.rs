@@ -7,6 +7,8 @@
 //!   column batches, with statistics pruning and late materialization.
 //! * [`metadata_tier`]: the shared cache of decoded footers and page
 //!   indexes, checked against validated object versions.
+//! * [`lookup`]: point lookups by key, answered from per-version page
+//!   indexes without planning.
 //! * [`pushdown`]: turning a pushed-down scan (table, projection, filters,
 //!   limit) into a DataFusion plan over those files.
 
@@ -17,6 +19,7 @@ pub mod column_loader;
 pub mod file_reader;
 pub mod footer;
 pub mod liquid_predicate;
+pub mod lookup;
 pub mod metadata_tier;
 pub mod pushdown;
 pub mod scan_filter;

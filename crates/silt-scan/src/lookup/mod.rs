@@ -1,0 +1,347 @@
+//! Point lookups: the rows of a table whose key column equals one of a few
+//! keys, found without planning anything.
+//!
+//! Per object version and key column the server keeps a [`KeyIndex`]
+//! (row-group and page min/max of the key, page row ranges; from the
+//! footer and page index in the metadata tier). A lookup lists the table
+//! (validating versions as a scan would), pins each file, asks the index
+//! which pages may hold a key, and reads just those rows:
+//!
+//! * from the memory tier, when it holds the row group's decoded columns
+//!   (batches a scan or `silt preload --memory` admitted): the key column
+//!   is compared there and only matching rows of the projected columns are
+//!   decoded;
+//! * else from the page and disk tiers: Parquet's reader with the candidate
+//!   pages as its row selection and `key IN (keys)` as its row filter, so it
+//!   decodes the key column of those pages, then only the matching rows of
+//!   the projected columns (their pages located through the offset index).
+//!   Nothing is admitted to the memory tier (a lookup must not decode a
+//!   whole row group to return one row).
+//!
+//! Every read of one file goes through one pinned version, so a lookup
+//! never mixes versions, and the answer is SQL's `WHERE key IN (keys)`: each
+//! matching row once, null keys matching nothing, rows in file order.
+
+mod key_index;
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, RecordBatch, new_null_array};
+use datafusion::arrow::compute::{CastOptions, cast_with_options, prep_null_mask_filter};
+use datafusion::arrow::datatypes::{Schema, SchemaRef};
+use datafusion::catalog::Session;
+use datafusion::common::ScalarValue;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::parquet::arrow::ProjectionMask;
+use datafusion::parquet::arrow::arrow_reader::{ArrowPredicateFn, RowFilter, RowSelection};
+use datafusion::parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::expressions::{Column, in_list, lit};
+use futures::TryStreamExt;
+use object_store::ObjectMeta;
+use silt_cache::{BATCH_ROWS, CachedColumn};
+
+pub use key_index::{KeyIndex, is_lookup_type};
+
+use crate::cached_table::CachedParquetTable;
+use crate::column_loader::{FileContext, conform};
+use crate::file_reader::CachedFileReader;
+use crate::footer::pinned_footer;
+
+/// A lookup: table column indices and the keys.
+#[derive(Debug, Clone)]
+pub struct KeyLookup {
+    /// Table index of the key column.
+    pub key_column: usize,
+    /// The keys, of any type castable to the key column's.
+    pub keys: ArrayRef,
+    /// Table indices of the columns to return, in order (at least one).
+    pub projection: Vec<usize>,
+}
+
+/// Rows a lookup found, and where they came from (for metrics).
+#[derive(Debug, Default)]
+pub struct LookupOutcome {
+    pub batches: Vec<RecordBatch>,
+    /// Row groups answered from the memory tier.
+    pub memory_row_groups: usize,
+    /// Row groups answered by reading pages.
+    pub page_row_groups: usize,
+}
+
+/// The [`KeyIndex`]es of recently looked-up object versions, keyed by
+/// pinned object version and column, so a new version never meets an old
+/// index; indexes of replaced versions age out (least recently used first).
+pub struct LookupIndexes {
+    cache: moka::sync::Cache<(String, usize), Arc<Option<KeyIndex>>>,
+}
+
+impl LookupIndexes {
+    /// At most `budget` bytes of indexes.
+    pub fn new(budget: u64) -> Self {
+        LookupIndexes {
+            cache: moka::sync::Cache::builder()
+                .max_capacity(budget)
+                .weigher(|_, v: &Arc<Option<KeyIndex>>| {
+                    u32::try_from(v.as_ref().as_ref().map_or(64, KeyIndex::heap_size)).unwrap_or(u32::MAX)
+                })
+                .build(),
+        }
+    }
+
+    /// The index of `meta`'s version (pinned now) for table column `column`;
+    /// `None` when the file lacks the column.
+    async fn get(&self, table: &CachedParquetTable, meta: &ObjectMeta, column: usize) -> Result<Arc<Option<KeyIndex>>> {
+        let sources = table.sources();
+        let object = sources.store.pin(meta)?;
+        let key = (format!("{}@{}", meta.location, object.key.version), column);
+        if let Some(index) = self.cache.get(&key) {
+            return Ok(index);
+        }
+        let (object, metadata) = pinned_footer(&sources.store, &sources.metadata_cache, meta).await?;
+        let schema = table.schema_ref();
+        let file = FileContext::try_new(meta.clone(), object, metadata, &schema)?;
+        let index = Arc::new(KeyIndex::build(file, column, schema.field(column).name())?);
+        self.cache.insert(key, index.clone());
+        Ok(index)
+    }
+
+    /// Indexes held.
+    pub fn len(&self) -> u64 {
+        self.cache.entry_count()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Runs `lookup` on `table` (listing it through `state`, which validates
+/// object versions like a scan's listing).
+pub async fn lookup(
+    table: &CachedParquetTable,
+    state: &dyn Session,
+    indexes: &LookupIndexes,
+    request: &KeyLookup,
+) -> Result<LookupOutcome> {
+    let schema = table.schema_ref();
+    let key_field = schema.fields().get(request.key_column).ok_or_else(|| {
+        DataFusionError::Plan(format!("key column #{} is not in the table", request.key_column))
+    })?;
+    if !is_lookup_type(key_field.data_type()) {
+        return Err(DataFusionError::NotImplemented(format!(
+            "lookups on a {} key column ({})",
+            key_field.data_type(),
+            key_field.name()
+        )));
+    }
+    if request.projection.is_empty() {
+        return Err(DataFusionError::Plan("a lookup returns at least one column".into()));
+    }
+    let out_schema = Arc::new(schema.project(&request.projection)?);
+    let keys = cast_exact(&request.keys, key_field.data_type())?;
+    let mut outcome = LookupOutcome::default();
+    if keys.null_count() == keys.len() {
+        return Ok(outcome);
+    }
+    for meta in table.list_files(state).await? {
+        let index = indexes.get(table, &meta, request.key_column).await?;
+        let Some(index) = index.as_ref() else {
+            continue; // the file lacks the key column: no row matches
+        };
+        let file_keys = cast_exact(&keys, index.field.data_type())?;
+        let matcher = KeyMatcher::try_new(index, &file_keys)?;
+        let candidates = index.candidates(&file_keys)?;
+        let mut on_pages = Vec::new();
+        for (rg, ranges) in candidates {
+            match read_from_memory(table, index, &matcher, rg, &ranges, request, &out_schema)? {
+                Some(batches) => {
+                    outcome.memory_row_groups += 1;
+                    outcome.batches.extend(batches);
+                }
+                None => on_pages.push((rg, ranges)),
+            }
+        }
+        if !on_pages.is_empty() {
+            outcome.page_row_groups += on_pages.len();
+            let batches = read_pages(table, index, &matcher, on_pages, request, &out_schema).await?;
+            outcome.batches.extend(batches);
+        }
+    }
+    outcome.batches.retain(|b| b.num_rows() > 0);
+    Ok(outcome)
+}
+
+/// `array` as `data_type`, refusing lossy casts (a key that does not fit
+/// the column is an error, not a silently different key).
+fn cast_exact(array: &ArrayRef, data_type: &datafusion::arrow::datatypes::DataType) -> Result<ArrayRef> {
+    if array.data_type() == data_type {
+        return Ok(array.clone());
+    }
+    let options = CastOptions {
+        safe: false,
+        ..Default::default()
+    };
+    cast_with_options(array, data_type, &options)
+        .map_err(|e| DataFusionError::Plan(format!("lookup keys of type {} as {data_type}: {e}", array.data_type())))
+}
+
+/// `key IN (keys)` over a one-column batch of the key, as DataFusion
+/// evaluates it (a hash set for many keys), nulls as false.
+#[derive(Clone)]
+struct KeyMatcher {
+    schema: SchemaRef,
+    expr: Arc<dyn PhysicalExpr>,
+}
+
+impl KeyMatcher {
+    fn try_new(index: &KeyIndex, keys: &ArrayRef) -> Result<Self> {
+        let schema = Arc::new(Schema::new(vec![index.field.as_ref().clone()]));
+        let list = (0..keys.len())
+            .filter(|&i| keys.is_valid(i))
+            .map(|i| Ok(lit(ScalarValue::try_from_array(keys, i)?)))
+            .collect::<Result<Vec<_>>>()?;
+        let column: Arc<dyn PhysicalExpr> = Arc::new(Column::new(index.field.name(), 0));
+        let expr = in_list(column, list, &false, &schema)?;
+        Ok(KeyMatcher { schema, expr })
+    }
+
+    fn matches(&self, key: ArrayRef) -> Result<BooleanArray> {
+        let rows = key.len();
+        let batch = RecordBatch::try_new(self.schema.clone(), vec![key])?;
+        let value = self.expr.evaluate(&batch)?.into_array(rows)?;
+        let mask = value
+            .as_any()
+            .downcast_ref::<BooleanArray>()
+            .cloned()
+            .ok_or_else(|| DataFusionError::Internal("IN list did not return booleans".into()))?;
+        Ok(match mask.nulls() {
+            Some(_) => prep_null_mask_filter(&mask),
+            None => mask,
+        })
+    }
+}
+
+/// The matching rows of row group `rg` from the memory tier, if it holds
+/// every needed column of every batch the candidate ranges touch.
+fn read_from_memory(
+    table: &CachedParquetTable,
+    index: &KeyIndex,
+    matcher: &KeyMatcher,
+    rg: usize,
+    ranges: &[Range<usize>],
+    request: &KeyLookup,
+    out_schema: &SchemaRef,
+) -> Result<Option<Vec<RecordBatch>>> {
+    let batches = &table.sources().batches;
+    let file = &index.file;
+    let mut touched: Vec<usize> = ranges
+        .iter()
+        .flat_map(|r| r.start / BATCH_ROWS..r.end.div_ceil(BATCH_ROWS))
+        .collect();
+    touched.dedup();
+    let needed = || std::iter::once(request.key_column).chain(request.projection.iter().copied());
+    let mut loaded: Vec<Vec<(usize, CachedColumn)>> = Vec::with_capacity(touched.len());
+    for &b in &touched {
+        let mut columns = Vec::new();
+        for c in needed() {
+            if file.file_columns[c].is_none() || columns.iter().any(|(x, _)| *x == c) {
+                continue;
+            }
+            match batches.get(&file.batch_key(rg, c, b)) {
+                Some(column) => columns.push((c, column)),
+                None => return Ok(None),
+            }
+        }
+        loaded.push(columns);
+    }
+    let mut out = Vec::new();
+    for columns in loaded {
+        let find = |c: usize| columns.iter().find(|(x, _)| *x == c).map(|(_, col)| col);
+        let key = find(request.key_column)
+            .ok_or_else(|| DataFusionError::Internal("key column not loaded".into()))?;
+        let mask = matcher.matches(key.to_arrow())?;
+        let rows = mask.true_count();
+        if rows == 0 {
+            continue;
+        }
+        let arrays = request
+            .projection
+            .iter()
+            .map(|&c| match find(c) {
+                Some(col) => Ok(col.filter(&mask)?),
+                None => Ok(new_null_array(table.schema_ref().field(c).data_type(), rows)),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        out.push(RecordBatch::try_new(out_schema.clone(), arrays)?);
+    }
+    Ok(Some(out))
+}
+
+/// The matching rows of the candidate ranges of `groups` (ascending row
+/// groups), read from the page and disk tiers.
+async fn read_pages(
+    table: &CachedParquetTable,
+    index: &KeyIndex,
+    matcher: &KeyMatcher,
+    groups: Vec<(usize, Vec<Range<usize>>)>,
+    request: &KeyLookup,
+    out_schema: &SchemaRef,
+) -> Result<Vec<RecordBatch>> {
+    let file = &index.file;
+    let metadata = file.reader.metadata().clone();
+    let parquet_schema = metadata.file_metadata().schema_descr();
+    let key_root = file.file_columns[request.key_column]
+        .ok_or_else(|| DataFusionError::Internal("key column not in file".into()))?;
+    let roots: Vec<usize> = request.projection.iter().filter_map(|&c| file.file_columns[c]).collect();
+    // The selection spans the chosen row groups back to back.
+    let mut offset = 0;
+    let mut ranges = Vec::new();
+    for (rg, rg_ranges) in &groups {
+        ranges.extend(rg_ranges.iter().map(|r| offset + r.start..offset + r.end));
+        offset += file.rows(*rg);
+    }
+    let selection = RowSelection::from_consecutive_ranges(ranges.into_iter(), offset);
+    let key_matcher = matcher.clone();
+    let predicate = ArrowPredicateFn::new(
+        ProjectionMask::roots(parquet_schema, [key_root]),
+        move |batch: RecordBatch| {
+            key_matcher
+                .matches(batch.column(0).clone())
+                .map_err(|e| datafusion::arrow::error::ArrowError::ExternalError(Box::new(e)))
+        },
+    );
+    let reader = CachedFileReader {
+        store: table.sources().store.clone(),
+        object: file.object.clone(),
+        metadata: metadata.clone(),
+    };
+    let context = |e: DataFusionError| e.context(format!("looking up keys in {}", file.meta.location));
+    let stream = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, file.reader.clone())
+        .with_projection(ProjectionMask::roots(parquet_schema, roots))
+        .with_row_groups(groups.iter().map(|(rg, _)| *rg).collect())
+        .with_row_selection(selection)
+        .with_row_filter(RowFilter::new(vec![Box::new(predicate)]))
+        .with_batch_size(BATCH_ROWS)
+        .build()
+        .map_err(|e| context(e.into()))?;
+    let read: Vec<RecordBatch> = stream.try_collect().await.map_err(|e| context(e.into()))?;
+    let schema = table.schema_ref();
+    read.iter()
+        .map(|batch| {
+            let arrays = request
+                .projection
+                .iter()
+                .map(|&c| {
+                    let field = schema.field(c);
+                    match batch.column_by_name(field.name()) {
+                        Some(a) if file.file_columns[c].is_some() => conform(a, field.data_type()),
+                        _ => Ok(new_null_array(field.data_type(), batch.num_rows())),
+                    }
+                })
+                .collect::<Result<Vec<_>>>()?;
+            Ok(RecordBatch::try_new(out_schema.clone(), arrays)?)
+        })
+        .collect()
+}
