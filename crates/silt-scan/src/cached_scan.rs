@@ -434,10 +434,11 @@ impl PartitionRun {
         let needed = self.needed_columns();
         let read = self.loader.read(file, rg, &needed, Some(selection)).await?;
         let slot = |c: usize| needed.iter().position(|&n| n == c).unwrap_or_default();
-        let batches = read.first().map_or(0, Vec::len);
+        let Some(first) = read.first() else {
+            return Ok(Vec::new());
+        };
         let mut out = Vec::new();
-        for b in 0..batches {
-            let n = read[0][b].len();
+        for (b, n) in first.iter().map(|a| a.len()).enumerate() {
             let columns: Vec<CachedColumn> = filter
                 .columns()
                 .iter()
