@@ -1,19 +1,36 @@
 //! `CachedScanExec`: the server's scan of a Parquet table over the tiers.
 //!
 //! Work is a list of (file, row group); partition `p` of `n` takes every
-//! `n`-th row group that statistics do not prune. For each row group it
+//! `n`-th row group that statistics do not prune, then drops those its bloom
+//! filters rule out and narrows the rest to the rows the page index allows
+//! ([`crate::pruning`]). For each row group it
 //! 1. loads the filter's columns (memory tier, else decode and admit),
 //! 2. evaluates the filter per batch of [`silt_cache::BATCH_ROWS`] rows,
+//!    skipping batches the page index ruled out,
 //! 3. only if some row survives, loads the projected columns and keeps the
 //!    surviving rows.
 //!
 //! So a row group the filter rejects never has its projected columns read
 //! or decoded (late materialization at row-group granularity).
+//!
+//! One exception, the *selected-pages path*: when the page index keeps at
+//! most half of a row group's rows and the memory tier lacks some column the
+//! row group needs, only the selected rows are decoded — the Parquet reader,
+//! given the selection and the offset index, fetches only their pages — and
+//! the filter runs on them. Those batches are not admitted to the memory
+//! tier: they are not whole row-group batches (the tier's keys name batches
+//! of a row group), and caching them under other keys would make each
+//! selective query fill the tier with a private copy. Their pages stay in the
+//! page and disk tiers, so repeating the query reads no object bytes; a
+//! scan that needs the whole row group (a less selective filter) decodes and
+//! admits it as usual, after which selective scans take the memory tier.
 
 use std::fmt;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{BooleanArray, RecordBatch, RecordBatchOptions};
+use datafusion::arrow::buffer::BooleanBuffer;
+use datafusion::arrow::compute::filter as filter_array;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{Statistics, exec_err, internal_err};
@@ -21,6 +38,7 @@ use datafusion::datasource::physical_plan::parquet::ParquetFileMetrics;
 use datafusion::error::Result;
 use datafusion::execution::cache::cache_manager::FileMetadataCache;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::parquet::arrow::arrow_reader::RowSelection;
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
@@ -34,7 +52,9 @@ use tokio::sync::mpsc::Sender;
 
 use crate::column_loader::{ColumnLoader, FileContext, batch_lengths};
 use crate::footer::pinned_footer;
+use crate::pruning::{FilePruner, RowGroupWork};
 use crate::scan_filter::ScanFilter;
+use crate::scan_metrics::ScanMetrics;
 
 /// Everything a scan reads through, shared by all partitions.
 #[derive(Clone)]
@@ -42,6 +62,8 @@ pub struct ScanSources {
     pub store: Arc<CachedStore>,
     pub batches: Arc<silt_cache::BatchCache>,
     pub metadata_cache: Arc<FileMetadataCache>,
+    /// The server's pruning counters.
+    pub metrics: ScanMetrics,
 }
 
 /// What to scan: files, columns, filter, limit.
@@ -203,6 +225,9 @@ impl PartitionRun {
     async fn run(&self, tx: &Sender<Result<RecordBatch>>) -> Result<()> {
         let mut remaining = self.spec.limit.unwrap_or(usize::MAX);
         let mut index = 0usize;
+        // Row groups of the files before this one (whose pruning counts are
+        // attributed to partition `(first + rg) % partitions`).
+        let mut first = 0usize;
         // Per projected column: dictionaries decoded by earlier batches of this partition.
         let mut decoded: Vec<DecodedDictionaries> = self.spec.projection.iter().map(|_| Default::default()).collect();
         // Name the columns this scan reads for `silt stats` (the cache keys hold indices).
@@ -215,10 +240,18 @@ impl PartitionRun {
         for meta in &self.spec.files {
             let file = Arc::new(self.open(meta).await?);
             let file_metrics = ParquetFileMetrics::new(self.partition, meta.location.as_ref(), &self.metrics);
-            let groups = match &self.spec.filter {
-                Some(f) => f.row_groups(&self.spec.table_schema, file.reader.metadata(), &file_metrics),
+            let pruner = self.spec.filter.as_ref().map(|filter| FilePruner {
+                filter,
+                table_schema: &self.spec.table_schema,
+                file: &file,
+                sources: &self.sources,
+                file_metrics: &file_metrics,
+            });
+            let groups = match &pruner {
+                Some(p) => p.statistics(|rg| (first + rg) % self.partitions == self.partition),
                 None => (0..file.reader.metadata().num_row_groups()).collect(),
             };
+            first += file.reader.metadata().num_row_groups();
             // Row groups are dealt round-robin over the partitions.
             let mine: Vec<usize> = groups
                 .into_iter()
@@ -227,11 +260,15 @@ impl PartitionRun {
                     (index - 1) % self.partitions == self.partition
                 })
                 .collect();
-            for (i, &rg) in mine.iter().enumerate() {
-                if let Some(&next) = mine.get(i + 1) {
+            let work = match &pruner {
+                Some(p) => p.pages(&p.bloom_filters(mine).await?),
+                None => mine.into_iter().map(RowGroupWork::all).collect(),
+            };
+            for (i, group) in work.iter().enumerate() {
+                if let Some(next) = work.get(i + 1) {
                     self.read_ahead(&file, next);
                 }
-                for batch in self.row_group(&file, rg, &mut decoded).await? {
+                for batch in self.row_group(&file, group, &mut decoded).await? {
                     if remaining == 0 {
                         return Ok(());
                     }
@@ -259,26 +296,39 @@ impl PartitionRun {
         if let Some(f) = &self.spec.filter {
             needed.extend_from_slice(f.columns());
         }
+        needed.sort_unstable();
+        needed.dedup();
         needed
     }
 
-    /// Starts fetching the bytes of row group `rg` in the background, so a
+    /// Whether `group` takes the selected-pages path (module doc): the page
+    /// index keeps at most half its rows and some needed column is not in
+    /// the memory tier.
+    fn reads_selected_pages(&self, file: &FileContext, group: &RowGroupWork) -> bool {
+        group.is_selective(file.rows(group.rg)) && self.loader.must_fetch(file, group.rg, &self.needed_columns())
+    }
+
+    /// Starts fetching the bytes of row group `group` in the background, so a
     /// cold scan overlaps the next row group's round trip to the object store
     /// with decoding this one (DataFusion's own reader fetches, then decodes).
     /// At most one row group ahead per partition; the bytes land in the page
     /// buffer and disk tier, and the row group's own prefetch then finds them
     /// there or joins the request in flight. Errors are left to that prefetch.
-    fn read_ahead(&self, file: &Arc<FileContext>, rg: usize) {
+    /// Not for a row group read by selected pages: it needs only a few pages
+    /// of its column chunks, not all of them.
+    fn read_ahead(&self, file: &Arc<FileContext>, group: &RowGroupWork) {
         let needed = self.needed_columns();
-        if !self.loader.must_fetch(file, rg, &needed) {
-            return; // warm: the memory tier holds every column, no task needed
+        if !self.loader.must_fetch(file, group.rg, &needed) || self.reads_selected_pages(file, group) {
+            return; // warm (the memory tier holds every column), or few pages
         }
         let loader = self.loader.clone();
         let file = file.clone();
+        let rg = group.rg;
         tokio::spawn(async move {
             let _ = loader.prefetch(&file, rg, &needed).await;
         });
     }
+
     /// Pins one listed file to the version its listing validated, with its
     /// footer at that version (metadata tier).
     async fn open(&self, meta: &ObjectMeta) -> Result<FileContext> {
@@ -291,10 +341,17 @@ impl PartitionRun {
     async fn row_group(
         &self,
         file: &FileContext,
-        rg: usize,
+        group: &RowGroupWork,
         decoded: &mut [DecodedDictionaries],
     ) -> Result<Vec<RecordBatch>> {
+        if let (Some(f), Some(selection)) = (&self.spec.filter, &group.selection)
+            && self.reads_selected_pages(file, group)
+        {
+            return self.selected_rows(f, file, group.rg, selection.clone()).await;
+        }
+        let rg = group.rg;
         let lengths: Vec<usize> = batch_lengths(file.rows(rg)).collect();
+        let selected = group.batches_selected(file.rows(rg));
         self.loader.prefetch(file, rg, &self.needed_columns()).await?;
         let (masks, filter_columns) = match &self.spec.filter {
             None => (None, Vec::new()),
@@ -304,6 +361,10 @@ impl PartitionRun {
                     .iter()
                     .enumerate()
                     .map(|(b, &n)| {
+                        if selected.as_ref().is_some_and(|s| !s[b]) {
+                            // The page index ruled out every row of the batch.
+                            return Ok(BooleanArray::from(BooleanBuffer::new_unset(n)));
+                        }
                         let columns: Vec<CachedColumn> = loaded.iter().map(|c| c[b].clone()).collect();
                         f.evaluate(&columns, n)
                     })
@@ -314,6 +375,7 @@ impl PartitionRun {
                 (Some(masks), f.columns().iter().copied().zip(loaded).collect())
             }
         };
+
         // Projected columns the filter did not already load.
         let missing: Vec<usize> = self
             .spec
@@ -345,6 +407,58 @@ impl PartitionRun {
                     match (mask, &indices) {
                         (Some(m), Some(indices)) => Ok(batches[b].filter_rows(m, indices, decoded)?),
                         _ => Ok(batches[b].to_arrow()),
+                    }
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let options = RecordBatchOptions::new().with_row_count(Some(rows));
+            out.push(RecordBatch::try_new_with_options(
+                self.schema.clone(),
+                arrays,
+                &options,
+            )?);
+        }
+        Ok(out)
+    }
+
+    /// The selected-pages path (module doc): decodes only the rows of
+    /// row group `rg` that `selection` keeps, for every needed column at once,
+    /// evaluates `filter` on them and keeps the projected columns of the rows
+    /// that pass. Nothing is admitted to the memory tier.
+    async fn selected_rows(
+        &self,
+        filter: &ScanFilter,
+        file: &FileContext,
+        rg: usize,
+        selection: RowSelection,
+    ) -> Result<Vec<RecordBatch>> {
+        let needed = self.needed_columns();
+        let read = self.loader.read(file, rg, &needed, Some(selection)).await?;
+        let slot = |c: usize| needed.iter().position(|&n| n == c).unwrap_or_default();
+        let Some(first) = read.first() else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for (b, n) in first.iter().map(|a| a.len()).enumerate() {
+            let columns: Vec<CachedColumn> = filter
+                .columns()
+                .iter()
+                .map(|&c| CachedColumn::Arrow(read[slot(c)][b].clone()))
+                .collect();
+            let mask = filter.evaluate(&columns, n)?;
+            let rows = mask.true_count();
+            if rows == 0 {
+                continue;
+            }
+            let arrays = self
+                .spec
+                .projection
+                .iter()
+                .map(|&c| {
+                    let array = &read[slot(c)][b];
+                    if rows == n {
+                        Ok(array.clone())
+                    } else {
+                        Ok(filter_array(array, &mask)?)
                     }
                 })
                 .collect::<Result<Vec<_>>>()?;

@@ -11,7 +11,7 @@ use datafusion::arrow::compute::{CastOptions, cast_with_options};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::parquet::arrow::ProjectionMask;
-use datafusion::parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
+use datafusion::parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, RowSelection};
 use datafusion::parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
 use datafusion::parquet::file::metadata::ParquetMetaData;
 use futures::TryStreamExt;
@@ -191,6 +191,41 @@ impl ColumnLoader {
     /// Decodes `columns` (all present in the file) of row group `rg` and
     /// admits each batch to the memory tier.
     async fn decode(&self, file: &FileContext, rg: usize, columns: &[usize]) -> Result<Vec<Vec<CachedColumn>>> {
+        let decoded = self.read(file, rg, columns, None).await?;
+        Ok(columns
+            .iter()
+            .zip(decoded)
+            .map(|(&c, arrays)| {
+                arrays
+                    .into_iter()
+                    .enumerate()
+                    .map(|(b, array)| {
+                        let column = CachedColumn::Arrow(array);
+                        self.batches.insert(file.batch_key(rg, c, b), column.clone());
+                        column
+                    })
+                    .collect()
+            })
+            .collect())
+    }
+
+    /// Decodes `columns` (table indices; at least one present in the file,
+    /// the others read as nulls) of row group `rg`, in the table's types, as
+    /// batches of up to [`BATCH_ROWS`] rows, one `Vec` per column in the
+    /// order asked. Admits nothing.
+    ///
+    /// With a `selection`, only the selected rows are decoded and, since the
+    /// footer carries the offset index, the Parquet reader fetches only the
+    /// pages holding them (plus any dictionary page); the batches then hold
+    /// selected rows only, so they are not row-group batches and must not be
+    /// cached under [`BatchKey`]s.
+    pub async fn read(
+        &self,
+        file: &FileContext,
+        rg: usize,
+        columns: &[usize],
+        selection: Option<RowSelection>,
+    ) -> Result<Vec<Vec<ArrayRef>>> {
         let roots: Vec<usize> = columns.iter().filter_map(|&c| file.file_columns[c]).collect();
         let mask = ProjectionMask::roots(file.reader.metadata().file_metadata().schema_descr(), roots);
         let reader = CachedFileReader {
@@ -198,17 +233,23 @@ impl ColumnLoader {
             object: file.object.clone(),
             metadata: file.reader.metadata().clone(),
         };
-        let stream = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, file.reader.clone())
+        let mut builder = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, file.reader.clone())
             .with_projection(mask)
             .with_row_groups(vec![rg])
-            .with_batch_size(BATCH_ROWS)
-            .build()
-            .map_err(|e| read_error(file, rg, e.into()))?;
+            .with_batch_size(BATCH_ROWS);
+        if let Some(selection) = selection {
+            builder = builder.with_row_selection(selection);
+        }
+        let stream = builder.build().map_err(|e| read_error(file, rg, e.into()))?;
         let batches: Vec<_> = stream.try_collect().await.map_err(|e| read_error(file, rg, e.into()))?;
         let mut out = vec![Vec::with_capacity(batches.len()); columns.len()];
-        for (b, batch) in batches.iter().enumerate() {
+        for batch in &batches {
             for (slot, &c) in columns.iter().enumerate() {
                 let field = self.table_schema.field(c);
+                if file.file_columns[c].is_none() {
+                    out[slot].push(new_null_array(field.data_type(), batch.num_rows()));
+                    continue;
+                }
                 let array = batch.column_by_name(field.name()).ok_or_else(|| {
                     DataFusionError::Internal(format!("column {} missing from decoded batch", field.name()))
                 })?;
@@ -219,9 +260,7 @@ impl ColumnLoader {
                         file.meta.location
                     ))
                 })?;
-                let column = CachedColumn::Arrow(array);
-                self.batches.insert(file.batch_key(rg, c, b), column.clone());
-                out[slot].push(column);
+                out[slot].push(array);
             }
         }
         Ok(out)

@@ -28,6 +28,23 @@ pub fn pinned_key(location: &Path, version: &str) -> Path {
     Path::from(format!("{location}{VERSION_MARK}{version}"))
 }
 
+/// The metadata-tier key of something else kept per pinned version beside
+/// its footer (a column chunk's bloom filter): below [`pinned_key`], so it is
+/// dropped with the footer when the version changes
+/// ([`is_other_version`]).
+pub fn pinned_entry_key<'a>(location: &Path, version: &str, parts: impl IntoIterator<Item = &'a str>) -> Path {
+    parts
+        .into_iter()
+        .fold(pinned_key(location, version), |key, part| key.join(part))
+}
+
+/// Whether `key` is a pinned footer of `location` (or an entry beside it),
+/// of a version other than `version`.
+pub fn is_other_version(key: &Path, location: &Path, version: &str) -> bool {
+    let pinned = format!("{location}{VERSION_MARK}");
+    key.as_ref().starts_with(&pinned) && !key.prefix_matches(&pinned_key(location, version))
+}
+
 /// Pins `meta` (a namespaced object of `store`, as listed) and returns its
 /// footer at exactly that version.
 pub async fn pinned_footer(
@@ -52,4 +69,32 @@ pub async fn pinned_footer(
         CachedFileMetadataEntry::new(meta.clone(), Arc::new(CachedParquetMetaData::new(metadata.clone()))),
     );
     Ok((object, metadata))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_beside_a_pinned_footer_go_with_its_version() {
+        let location = Path::from("t0/a/x.parquet");
+        let bloom = pinned_entry_key(&location, "v1", ["bloom", "0", "3"]);
+        assert!(!is_other_version(&bloom, &location, "v1"));
+        assert!(!is_other_version(&pinned_key(&location, "v1"), &location, "v1"));
+        assert!(is_other_version(&bloom, &location, "v2"));
+        // A version whose tag extends another's is another version.
+        assert!(is_other_version(&pinned_key(&location, "v12"), &location, "v1"));
+        assert!(is_other_version(
+            &pinned_entry_key(&location, "v12", ["bloom"]),
+            &location,
+            "v1"
+        ));
+        // Other objects and DataFusion's own (unpinned) entry are left alone.
+        assert!(!is_other_version(&location, &location, "v2"));
+        assert!(!is_other_version(
+            &pinned_key(&Path::from("t0/a/y.parquet"), "v1"),
+            &location,
+            "v2"
+        ));
+    }
 }

@@ -68,12 +68,10 @@ impl VersionedTier for MetadataTier {
         {
             self.entries.remove(&path);
         }
-        // Pinned footers of other versions (walks the entries: runs only
-        // when a version changed).
-        let pinned = format!("{path}{}", crate::footer::VERSION_MARK);
-        let keep_key = crate::footer::pinned_key(&path, &keep.version);
+        // Pinned footers and bloom filters of other versions (walks the
+        // entries: runs only when a version changed).
         for key in self.entries.list_entries().into_keys() {
-            if key.as_ref().starts_with(&pinned) && key != keep_key {
+            if crate::footer::is_other_version(&key, &path, &keep.version) {
                 self.entries.remove(&key);
             }
         }

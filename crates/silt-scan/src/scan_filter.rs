@@ -1,7 +1,8 @@
 //! A scan's filters, compiled once per scan: the columns they read, the
 //! conjuncts over just those columns (evaluated per batch, on liquid columns
-//! without decoding where the encoding can), and a pruning predicate over the
-//! table schema (evaluated per row group on statistics).
+//! without decoding where the encoding can), a pruning predicate over the
+//! table schema (evaluated per row group on statistics and on bloom
+//! filters), and its single-column conjuncts for the page index.
 
 use std::sync::Arc;
 
@@ -10,7 +11,10 @@ use datafusion::arrow::buffer::BooleanBuffer;
 use datafusion::arrow::datatypes::{Schema, SchemaRef};
 use datafusion::catalog::Session;
 use datafusion::common::{DFSchema, Result};
-use datafusion::datasource::physical_plan::parquet::{ParquetAccessPlan, ParquetFileMetrics, RowGroupAccessPlanFilter};
+use datafusion::datasource::physical_plan::parquet::{
+    BloomFilterStatistics, PagePruningAccessPlanFilter, ParquetAccessPlan, ParquetFileMetrics, RowGroupAccess,
+    RowGroupAccessPlanFilter,
+};
 use datafusion::logical_expr::Expr;
 use datafusion::logical_expr::expr_rewriter::unnormalize_col;
 use datafusion::logical_expr::utils::{conjunction, split_conjunction};
@@ -46,6 +50,9 @@ pub struct ScanFilter {
     conjuncts: Vec<Conjunct>,
     /// The same conjunction for row-group pruning, when statistics can help.
     pruning: Option<Arc<PruningPredicate>>,
+    /// Its single-column conjuncts, for page pruning with the page index
+    /// (`None` when no conjunct can use it).
+    pages: Option<PagePruningAccessPlanFilter>,
     /// The filters as text, for `EXPLAIN`.
     text: String,
 }
@@ -64,6 +71,8 @@ impl ScanFilter {
         conjuncts.sort_by_key(|c| c.liquid.as_ref().map_or(u8::MAX, liquid_predicate::rank));
         let full = state.create_physical_expr(expr.clone(), &DFSchema::try_from(table_schema.as_ref().clone())?)?;
         // A predicate statistics cannot decide (e.g. a UDF) just prunes nothing.
+        let pages =
+            Some(PagePruningAccessPlanFilter::new(&full, table_schema.clone())).filter(|p| p.filter_number() > 0);
         let pruning = PruningPredicateBuilder::new()
             .with_file_schema(table_schema.clone())
             .build(full);
@@ -71,6 +80,7 @@ impl ScanFilter {
             columns,
             conjuncts,
             pruning,
+            pages,
             text: expr.to_string(),
         }))
     }
@@ -103,6 +113,57 @@ impl ScanFilter {
             );
         }
         plan.row_group_indexes().collect()
+    }
+
+    /// Table columns the filter compares with literals (`c = 5`,
+    /// `c IN ('a', 'b')`): the columns whose bloom filters can prune.
+    pub fn bloom_columns(&self) -> Vec<String> {
+        self.pruning.as_ref().map(|p| p.literal_columns()).unwrap_or_default()
+    }
+
+    /// Whether a row group whose bloom filters are `filters` may hold a
+    /// matching row (false only when every value some conjunct needs is
+    /// certainly absent). Counted in `file_metrics` as DataFusion does.
+    pub fn bloom_may_match(&self, filters: &BloomFilterStatistics, file_metrics: &ParquetFileMetrics) -> bool {
+        let Some(pruning) = &self.pruning else {
+            return true;
+        };
+        let mut plan = RowGroupAccessPlanFilter::new(ParquetAccessPlan::new_all(1));
+        plan.prune_by_bloom_filters(pruning, file_metrics, std::slice::from_ref(filters));
+        plan.remaining_row_group_count() > 0
+    }
+
+    /// For each of `groups` (row groups of the file `metadata` describes),
+    /// which rows the page index does not rule out: `Scan` (all),
+    /// `Selection`, or `Skip` (no page can match). Without a page index
+    /// (or a conjunct that can use one) every group is `Scan`. Pages pruned
+    /// are counted in `file_metrics.page_index_pages_pruned`.
+    pub fn page_selections(
+        &self,
+        table_schema: &Schema,
+        metadata: &ParquetMetaData,
+        groups: &[usize],
+        file_metrics: &ParquetFileMetrics,
+    ) -> Vec<RowGroupAccess> {
+        let Some(pages) = &self.pages else {
+            return vec![RowGroupAccess::Scan; groups.len()];
+        };
+        let mut plan = ParquetAccessPlan::new_none(metadata.num_row_groups());
+        for &rg in groups {
+            plan.scan(rg);
+        }
+        let plan = pages.prune_plan_with_page_index(
+            plan,
+            table_schema,
+            metadata.file_metadata().schema_descr(),
+            metadata,
+            file_metrics,
+        );
+        let mut access = plan.into_inner();
+        groups
+            .iter()
+            .map(|&rg| std::mem::replace(&mut access[rg], RowGroupAccess::Skip))
+            .collect()
     }
 
     /// Which rows of one batch pass, given the predicate's columns (in the

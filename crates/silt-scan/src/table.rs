@@ -10,8 +10,18 @@ use silt_cache::{BatchCache, CachedStore};
 
 use crate::cached_scan::ScanSources;
 use crate::cached_table::CachedParquetTable;
+use crate::scan_metrics::ScanMetrics;
 use silt_store::TableLocation;
 use url::Url;
+
+/// What the scans of every table of a server share.
+#[derive(Clone)]
+pub struct ScanShared {
+    /// The memory tier of decoded column batches.
+    pub batches: Arc<BatchCache>,
+    /// The pruning counters the server exports.
+    pub metrics: ScanMetrics,
+}
 
 /// Per-table read options.
 #[derive(Debug, Clone, Default)]
@@ -28,14 +38,15 @@ pub struct TableOptions {
 /// objects appear under the store's namespace (`silt://t<N>/<namespace>/...`)
 /// so that object paths are unique across the server. A directory or prefix
 /// means every `*.parquet` object under it. Scans keep decoded column
-/// batches in `batches` (the memory tier).
+/// batches in `shared.batches` (the memory tier) and count pruning in
+/// `shared.metrics`.
 pub async fn register_parquet_table(
     ctx: &SessionContext,
     name: &str,
     store_index: usize,
     location: &TableLocation,
     store: Arc<CachedStore>,
-    batches: Arc<BatchCache>,
+    shared: &ScanShared,
     options: &TableOptions,
 ) -> Result<()> {
     let base = format!("silt://t{store_index}");
@@ -65,8 +76,9 @@ pub async fn register_parquet_table(
     let listing = ListingTable::try_new(config)?;
     let sources = ScanSources {
         store,
-        batches,
+        batches: shared.batches.clone(),
         metadata_cache: ctx.runtime_env().cache_manager.get_file_metadata_cache(),
+        metrics: shared.metrics.clone(),
     };
     ctx.register_table(name, Arc::new(CachedParquetTable::new(listing, sources)))?;
     Ok(())

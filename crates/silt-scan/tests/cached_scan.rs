@@ -15,7 +15,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use silt_cache::{
     BATCH_ROWS, BatchCache, CacheMetrics, CacheTiers, CachedStore, Freshness, PageCache, PageCacheConfig, PageStore,
 };
-use silt_scan::{TableOptions, register_parquet_table};
+use silt_scan::{ScanMetrics, ScanShared, TableOptions, register_parquet_table};
 use silt_store::TableLocation;
 
 const ROWS: i64 = 100_000;
@@ -95,7 +95,10 @@ async fn setup(memory_budget: u64) -> Setup {
         0,
         &location,
         store,
-        batches.clone(),
+        &ScanShared {
+            batches: batches.clone(),
+            metrics: ScanMetrics::noop(),
+        },
         &TableOptions::default(),
     )
     .await

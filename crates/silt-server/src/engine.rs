@@ -28,7 +28,7 @@ use silt_cache::{
     PageTier,
 };
 use silt_proto::{ROW_MARKER_COLUMN, ScanRequest};
-use silt_scan::{MetadataTier, PushdownScan, TableOptions, plan_pushdown, register_parquet_table};
+use silt_scan::{MetadataTier, PushdownScan, ScanShared, TableOptions, plan_pushdown, register_parquet_table};
 use silt_store::{FaultyStore, MeteredStore, RetryingStore, S3Settings, TableLocation};
 use tracing::{info, warn};
 
@@ -374,7 +374,10 @@ impl Engine {
             index,
             &location,
             cached,
-            self.tiers.batches().clone(),
+            &ScanShared {
+                batches: self.tiers.batches().clone(),
+                metrics: self.metrics.scan.clone(),
+            },
             &options,
         )
         .await

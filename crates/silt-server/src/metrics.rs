@@ -9,6 +9,7 @@ use std::sync::Arc;
 use metrics::{Counter, Gauge, Key, Level, Metadata, Recorder};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusRecorder};
 use silt_cache::CacheMetrics;
+use silt_scan::ScanMetrics;
 use silt_store::StoreMetrics;
 
 static METADATA: Metadata<'static> = Metadata::new("silt_server", Level::INFO, None);
@@ -42,6 +43,9 @@ pub struct ServerMetrics {
     pub pages: CacheMetrics,
     /// The metadata tier (`tier="metadata"`).
     pub metadata: CacheMetrics,
+    /// Row groups and pages the scan pruned
+    /// (`silt_scan_row_groups_pruned_total{by}`, `silt_scan_pages_pruned_total`).
+    pub scan: ScanMetrics,
 }
 
 impl ServerMetrics {
@@ -60,6 +64,7 @@ impl ServerMetrics {
         let memory = CacheMetrics::register(&recorder, "memory");
         let pages = CacheMetrics::register(&recorder, "pages");
         let metadata = CacheMetrics::register(&recorder, "metadata");
+        let scan = ScanMetrics::register(&recorder);
         // Touch every counter so it is rendered (as 0) before first use.
         for c in [
             &queries,
@@ -104,6 +109,7 @@ impl ServerMetrics {
             memory,
             pages,
             metadata,
+            scan,
         })
     }
 
@@ -148,5 +154,7 @@ mod tests {
         assert_eq!(snap["silt_queries_total"], 3.0);
         assert_eq!(snap["silt_query_errors_total"], 0.0);
         assert_eq!(snap["silt_cache_hits_total{tier=\"memory\"}"], 2.0);
+        assert_eq!(snap["silt_scan_row_groups_pruned_total{by=\"bloom_filter\"}"], 0.0);
+        assert_eq!(snap["silt_scan_pages_pruned_total"], 0.0);
     }
 }
