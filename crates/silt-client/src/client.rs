@@ -13,7 +13,7 @@ use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::error::DataFusionError;
 use futures::{StreamExt, TryStreamExt};
 use prost::Message;
-use silt_proto::{ACTION_PRELOAD, ACTION_STATS, ScanRequest};
+use silt_proto::{ACTION_PRELOAD, ACTION_STATS, LookupRequest, Projection, ScanRequest};
 use tonic::transport::{Channel, Endpoint};
 
 /// Errors talking to a Silt server.
@@ -190,6 +190,50 @@ impl SiltClient {
     /// Run a pushdown scan and stream its batches.
     pub async fn scan(&self, scan: &ScanRequest) -> Result<FlightRecordBatchStream, ClientError> {
         self.do_get(Ticket::new(scan.as_any().encode_to_vec())).await
+    }
+
+    /// The rows of `table` whose `key_column` equals one of `keys` (SQL's
+    /// `key_column IN (keys)`: each row once, nulls match nothing), with
+    /// `columns` (all when `None`), in one round trip: the server plans
+    /// nothing and reads only the pages that may hold the keys.
+    pub async fn lookup(
+        &self,
+        table: &str,
+        key_column: &str,
+        keys: datafusion::arrow::array::ArrayRef,
+        columns: Option<Vec<String>>,
+    ) -> Result<Vec<RecordBatch>, ClientError> {
+        let protocol = |message: String| ClientError::Protocol {
+            url: self.url.clone(),
+            message,
+        };
+        let field = datafusion::arrow::datatypes::Field::new("key", keys.data_type().clone(), true);
+        let batch = RecordBatch::try_new(
+            std::sync::Arc::new(datafusion::arrow::datatypes::Schema::new(vec![field])),
+            vec![keys],
+        )
+        .map_err(|e| protocol(format!("encoding lookup keys: {e}")))?;
+        let mut encoded = Vec::new();
+        {
+            let mut writer = datafusion::arrow::ipc::writer::StreamWriter::try_new(&mut encoded, &batch.schema())
+                .map_err(|e| protocol(format!("encoding lookup keys: {e}")))?;
+            writer
+                .write(&batch)
+                .and_then(|_| writer.finish())
+                .map_err(|e| protocol(format!("encoding lookup keys: {e}")))?;
+        }
+        let request = LookupRequest {
+            table: table.to_string(),
+            key_column: key_column.to_string(),
+            keys: encoded,
+            projection: columns.map(|columns| Projection { columns }),
+        };
+        let mut stream = self.do_get(Ticket::new(request.as_any().encode_to_vec())).await?;
+        let mut batches = Vec::new();
+        while let Some(b) = stream.next().await {
+            batches.push(b.map_err(|e| self.flight_error(e))?);
+        }
+        Ok(batches)
     }
 
     /// Run SQL entirely on the server (plain Flight SQL) and collect it.

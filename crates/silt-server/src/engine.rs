@@ -28,6 +28,7 @@ use silt_cache::{
     PageTier,
 };
 use silt_proto::{ROW_MARKER_COLUMN, ScanRequest};
+use silt_scan::lookup::LookupIndexes;
 use silt_scan::{MetadataTier, PushdownScan, ScanShared, TableOptions, plan_pushdown, register_parquet_table};
 use silt_store::{FaultyStore, MeteredStore, RetryingStore, S3Settings, TableLocation};
 use tracing::{info, warn};
@@ -44,6 +45,8 @@ pub const SCHEMA: &str = "public";
 
 /// How long registering one table (listing + reading footers) may take.
 const REGISTER_TIMEOUT: Duration = Duration::from_secs(60);
+/// Bytes of lookup indexes (page min/max of key columns) kept.
+const LOOKUP_INDEX_BUDGET: u64 = 64 << 20;
 /// Tables that failed to register are retried at most this often.
 const RETRY_INTERVAL: Duration = Duration::from_secs(5);
 
@@ -115,6 +118,8 @@ pub struct Engine {
     single_files: RwLock<BTreeMap<String, SingleObject>>,
     last_retry: Mutex<Option<Instant>>,
     retry_lock: tokio::sync::Mutex<()>,
+    /// Per object version and key column: what point lookups need.
+    lookup_indexes: LookupIndexes,
     /// The exclusive lock on `cache_dir`, held while the engine lives.
     _cache_dir_lock: std::fs::File,
 }
@@ -219,6 +224,7 @@ impl Engine {
             single_files: RwLock::new(BTreeMap::new()),
             last_retry: Mutex::new(None),
             retry_lock: tokio::sync::Mutex::new(()),
+            lookup_indexes: LookupIndexes::new(LOOKUP_INDEX_BUDGET),
             _cache_dir_lock: cache_dir_lock,
         });
         engine.register_pending().await;
@@ -236,6 +242,16 @@ impl Engine {
 
     pub fn config(&self) -> &ServerConfig {
         &self.config
+    }
+
+    /// The context every query's context is made from (tables, caches).
+    pub fn base_context(&self) -> &SessionContext {
+        &self.base
+    }
+
+    /// The lookup indexes shared by every lookup.
+    pub fn lookup_indexes(&self) -> &LookupIndexes {
+        &self.lookup_indexes
     }
 
     /// The cache tiers shared by every table.
@@ -266,6 +282,11 @@ impl Engine {
     /// A snapshot of the catalog (tables and views, available or not).
     pub fn catalog(&self) -> BTreeMap<String, CatalogEntry> {
         self.catalog.read().clone()
+    }
+
+    /// The catalog entry of `name`.
+    pub fn catalog_entry(&self, name: &str) -> Option<CatalogEntry> {
+        self.catalog.read().get(name).cloned()
     }
 
     fn available(&self) -> BTreeSet<String> {

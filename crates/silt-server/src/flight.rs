@@ -27,13 +27,14 @@ use datafusion::arrow::datatypes::Schema;
 use datafusion::arrow::ipc::writer::IpcWriteOptions;
 use futures::{Stream, StreamExt, TryStreamExt};
 use prost::Message;
-use silt_proto::{ACTION_PRELOAD, ACTION_STATS, ScanRequest};
+use silt_proto::{ACTION_PRELOAD, ACTION_STATS, LookupRequest, ScanRequest};
 use tokio::time::Instant;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::{debug, warn};
 
 use crate::engine::{CATALOG, Engine, PlannedQuery, SCHEMA};
 use crate::error::ServerError;
+use crate::lookup::{LookupQuery, lookup_shape};
 
 static SQL_INFO: LazyLock<SqlInfoData> = LazyLock::new(|| {
     let mut b = SqlInfoDataBuilder::new();
@@ -191,6 +192,38 @@ impl SiltFlightService {
         Ok(Response::new(Box::pin(flight)))
     }
 
+    /// The lookup `sql` is, when it has exactly a lookup's shape.
+    async fn sql_lookup(&self, sql: &str) -> Option<LookupQuery> {
+        let statement = crate::guard::parse_single_query(sql).ok()?;
+        lookup_shape(&self.engine, &statement).await
+    }
+
+    /// Answers a lookup in this one call: found rows, encoded and counted
+    /// like a query's.
+    async fn stream_lookup(&self, query: &LookupQuery) -> Result<Response<DoGetStream>, Status> {
+        let metrics = self.engine.metrics().clone();
+        metrics.queries.increment(1);
+        let timeout = self.engine.config().query_timeout;
+        let answer = tokio::time::timeout(timeout, self.engine.lookup(query))
+            .await
+            .unwrap_or(Err(ServerError::Timeout(timeout)));
+        let (schema, batches) = self.counted(answer)?;
+        let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+        metrics.flight_rows_sent.increment(rows as u64);
+        let flight = FlightDataEncoderBuilder::new()
+            .with_schema(schema)
+            .build(futures::stream::iter(batches.into_iter().map(Ok)))
+            .map(move |r| {
+                r.inspect(|fd| {
+                    metrics
+                        .flight_bytes_sent
+                        .increment((fd.data_header.len() + fd.data_body.len()) as u64)
+                })
+                .map_err(Status::from)
+            });
+        Ok(Response::new(Box::pin(flight)))
+    }
+
     fn info(&self, schema: &Schema, ticket: Any, total_records: Option<usize>) -> Result<Response<FlightInfo>, Status> {
         let endpoint = FlightEndpoint::new().with_ticket(Ticket::new(ticket.encode_to_vec()));
         let info = FlightInfo::new()
@@ -263,10 +296,14 @@ impl FlightSqlService for SiltFlightService {
         query: CommandStatementQuery,
         _request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        let planned = self.plan_statement(&query.query).await?;
         let ticket = TicketStatementQuery {
-            statement_handle: query.query.into_bytes().into(),
+            statement_handle: query.query.clone().into_bytes().into(),
         };
+        if let Some(lookup) = self.sql_lookup(&query.query).await {
+            let schema = self.counted(self.engine.lookup_schema(&lookup).await)?;
+            return self.info(&schema, ticket.as_any(), None);
+        }
+        let planned = self.plan_statement(&query.query).await?;
         self.info(&planned.schema(), ticket.as_any(), None)
     }
 
@@ -326,6 +363,10 @@ impl FlightSqlService for SiltFlightService {
         _request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
         let any = cmd.into_any();
+        if let Some(lookup) = unpack_lookup(&any)? {
+            let schema = self.counted(self.engine.lookup_schema(&lookup).await)?;
+            return self.info(&schema, any, None);
+        }
         let Some(scan) = unpack_scan(&any)? else {
             return Err(Status::unimplemented(format!("unsupported command {}", any.type_url)));
         };
@@ -340,6 +381,9 @@ impl FlightSqlService for SiltFlightService {
         _request: Request<Ticket>,
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
         let sql = handle_sql(&ticket.statement_handle)?;
+        if let Some(lookup) = self.sql_lookup(&sql).await {
+            return self.stream_lookup(&lookup).await;
+        }
         self.stream(Query::Sql(sql)).await
     }
 
@@ -357,6 +401,9 @@ impl FlightSqlService for SiltFlightService {
         _request: Request<Ticket>,
         message: Any,
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
+        if let Some(lookup) = unpack_lookup(&message)? {
+            return self.stream_lookup(&lookup).await;
+        }
         let Some(scan) = unpack_scan(&message)? else {
             return Err(Status::unimplemented(format!(
                 "unsupported ticket {}",
@@ -497,4 +544,15 @@ fn handle_sql(handle: &[u8]) -> Result<String, Status> {
 fn unpack_scan(any: &Any) -> Result<Option<ScanRequest>, Status> {
     any.unpack::<ScanRequest>()
         .map_err(|e| Status::invalid_argument(format!("malformed scan request: {e}")))
+}
+
+/// A `LookupRequest` ticket or command, decoded.
+fn unpack_lookup(any: &Any) -> Result<Option<LookupQuery>, Status> {
+    let request = any
+        .unpack::<LookupRequest>()
+        .map_err(|e| Status::invalid_argument(format!("malformed lookup request: {e}")))?;
+    request
+        .map(|r| LookupQuery::from_request(&r))
+        .transpose()
+        .map_err(|e| e.to_status())
 }

@@ -11,6 +11,7 @@ pub mod engine;
 pub mod error;
 pub mod flight;
 pub mod guard;
+pub mod lookup;
 pub mod metrics;
 pub mod preload;
 pub mod s3_api;

@@ -46,6 +46,15 @@ pub struct ServerMetrics {
     /// Row groups and pages the scan pruned
     /// (`silt_scan_row_groups_pruned_total{by}`, `silt_scan_pages_pruned_total`).
     pub scan: ScanMetrics,
+    /// `silt_lookups_total`: point lookups answered by the lookup path
+    /// (`LookupRequest` tickets and SQL of exactly that shape).
+    pub lookups: Counter,
+    /// `silt_lookup_row_groups_total{from="memory"}`: row groups a lookup
+    /// answered from the memory tier's decoded columns.
+    pub lookup_row_groups_memory: Counter,
+    /// `silt_lookup_row_groups_total{from="pages"}`: row groups a lookup
+    /// answered by reading the candidate pages (page and disk tiers).
+    pub lookup_row_groups_pages: Counter,
 }
 
 impl ServerMetrics {
@@ -65,6 +74,15 @@ impl ServerMetrics {
         let pages = CacheMetrics::register(&recorder, "pages");
         let metadata = CacheMetrics::register(&recorder, "metadata");
         let scan = ScanMetrics::register(&recorder);
+        let lookups = counter("silt_lookups_total");
+        let from = |what: &'static str| {
+            recorder.register_counter(
+                &Key::from_parts("silt_lookup_row_groups_total", vec![metrics::Label::new("from", what)]),
+                &METADATA,
+            )
+        };
+        let lookup_row_groups_memory = from("memory");
+        let lookup_row_groups_pages = from("pages");
         // Touch every counter so it is rendered (as 0) before first use.
         for c in [
             &queries,
@@ -88,6 +106,9 @@ impl ServerMetrics {
             &metadata.hits,
             &metadata.misses,
             &metadata.evictions,
+            &lookups,
+            &lookup_row_groups_memory,
+            &lookup_row_groups_pages,
         ] {
             c.increment(0);
         }
@@ -110,6 +131,9 @@ impl ServerMetrics {
             pages,
             metadata,
             scan,
+            lookups,
+            lookup_row_groups_memory,
+            lookup_row_groups_pages,
         })
     }
 

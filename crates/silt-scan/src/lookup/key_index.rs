@@ -67,7 +67,11 @@ impl KeyIndex {
         let parquet_schema = metadata.file_metadata().schema_descr();
         let converter = StatisticsConverter::try_new(name, &schema, parquet_schema)?;
         let groups: Vec<usize> = (0..metadata.num_row_groups()).collect();
-        let pages = match (metadata.column_index(), metadata.offset_index(), converter.parquet_column_index()) {
+        let pages = match (
+            metadata.column_index(),
+            metadata.offset_index(),
+            converter.parquet_column_index(),
+        ) {
             (Some(index), Some(offsets), Some(leaf)) if !groups.is_empty() => {
                 let mins = converter.data_page_mins(index, offsets, &groups)?;
                 let maxes = converter.data_page_maxes(index, offsets, &groups)?;
@@ -124,10 +128,8 @@ impl KeyIndex {
     /// nulls ignored): per row group, ascending and merged row ranges.
     pub fn candidates(&self, keys: &ArrayRef) -> Result<Vec<(usize, Vec<Range<usize>>)>> {
         let options = SortOptions::default();
-        let cmp_min = make_comparator(self.mins.as_ref(), keys, options)
-            .map_err(DataFusionError::from)?;
-        let cmp_max = make_comparator(self.maxes.as_ref(), keys, options)
-            .map_err(DataFusionError::from)?;
+        let cmp_min = make_comparator(self.mins.as_ref(), keys, options).map_err(DataFusionError::from)?;
+        let cmp_max = make_comparator(self.maxes.as_ref(), keys, options).map_err(DataFusionError::from)?;
         // Whether unit `u` may hold key `k`: min <= k <= max, unknown bounds admitting.
         let may_hold = |u: usize, k: usize| {
             (self.mins.is_null(u) || cmp_min(u, k) != Ordering::Greater)
@@ -179,18 +181,9 @@ fn is_sorted(mins: &ArrayRef, maxes: &ArrayRef) -> Result<bool> {
     if mins.null_count() > 0 || maxes.null_count() > 0 {
         return Ok(false);
     }
-    let cmp = make_comparator(
-        maxes.as_ref(),
-        mins.as_ref(),
-        SortOptions::default(),
-    )
-    .map_err(DataFusionError::from)?;
-    let within = make_comparator(
-        mins.as_ref(),
-        maxes.as_ref(),
-        SortOptions::default(),
-    )
-    .map_err(DataFusionError::from)?;
+    let cmp = make_comparator(maxes.as_ref(), mins.as_ref(), SortOptions::default()).map_err(DataFusionError::from)?;
+    let within =
+        make_comparator(mins.as_ref(), maxes.as_ref(), SortOptions::default()).map_err(DataFusionError::from)?;
     Ok((0..mins.len()).all(|i| within(i, i) != Ordering::Greater)
         && (1..mins.len()).all(|i| cmp(i - 1, i) != Ordering::Greater))
 }

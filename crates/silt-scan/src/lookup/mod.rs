@@ -126,9 +126,10 @@ pub async fn lookup(
     request: &KeyLookup,
 ) -> Result<LookupOutcome> {
     let schema = table.schema_ref();
-    let key_field = schema.fields().get(request.key_column).ok_or_else(|| {
-        DataFusionError::Plan(format!("key column #{} is not in the table", request.key_column))
-    })?;
+    let key_field = schema
+        .fields()
+        .get(request.key_column)
+        .ok_or_else(|| DataFusionError::Plan(format!("key column #{} is not in the table", request.key_column)))?;
     if !is_lookup_type(key_field.data_type()) {
         return Err(DataFusionError::NotImplemented(format!(
             "lookups on a {} key column ({})",
@@ -259,8 +260,7 @@ fn read_from_memory(
     let mut out = Vec::new();
     for columns in loaded {
         let find = |c: usize| columns.iter().find(|(x, _)| *x == c).map(|(_, col)| col);
-        let key = find(request.key_column)
-            .ok_or_else(|| DataFusionError::Internal("key column not loaded".into()))?;
+        let key = find(request.key_column).ok_or_else(|| DataFusionError::Internal("key column not loaded".into()))?;
         let mask = matcher.matches(key.to_arrow())?;
         let rows = mask.true_count();
         if rows == 0 {
@@ -294,7 +294,11 @@ async fn read_pages(
     let parquet_schema = metadata.file_metadata().schema_descr();
     let key_root = file.file_columns[request.key_column]
         .ok_or_else(|| DataFusionError::Internal("key column not in file".into()))?;
-    let roots: Vec<usize> = request.projection.iter().filter_map(|&c| file.file_columns[c]).collect();
+    let roots: Vec<usize> = request
+        .projection
+        .iter()
+        .filter_map(|&c| file.file_columns[c])
+        .collect();
     // The selection spans the chosen row groups back to back.
     let mut offset = 0;
     let mut ranges = Vec::new();

@@ -1,0 +1,281 @@
+//! Point lookups: `SiltClient::lookup` (one `DoGet`, nothing planned) and SQL
+//! of exactly the lookup shape answer like plain DataFusion on the same
+//! files, for present, absent, null and duplicate keys, across row groups and
+//! files, on integer, string and date keys; other shapes and key types take
+//! the general path; an overwritten object is seen by the next lookup.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{ArrayRef, Date32Array, Float64Array, Int64Array, RecordBatch, StringArray};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::parquet::arrow::ArrowWriter;
+use datafusion::parquet::file::properties::WriterProperties;
+use datafusion::prelude::{ParquetReadOptions, SessionContext};
+use silt_client::SiltClient;
+use silt_server::config::TableConfig;
+use silt_server::{ServerConfig, ServerHandle};
+
+use crate::common::{check_same, metric};
+
+const ROW_GROUP: usize = 3_000;
+const PAGE_ROWS: usize = 250;
+
+/// Rows `ids` with a name (null every 11th row), a day, a score and a payload.
+fn batch(ids: &[i64], tag: &str) -> RecordBatch {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("name", DataType::Utf8, true),
+        Field::new("day", DataType::Date32, false),
+        Field::new("score", DataType::Float64, false),
+        Field::new("payload", DataType::Utf8, false),
+    ]));
+    RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(Int64Array::from(ids.to_vec())),
+            Arc::new(StringArray::from_iter(
+                ids.iter().map(|i| (i % 11 != 0).then(|| format!("n-{}", i % 500))),
+            )),
+            Arc::new(Date32Array::from_iter_values(
+                ids.iter().map(|i| 19_000 + (*i % 40) as i32),
+            )),
+            Arc::new(Float64Array::from_iter_values(ids.iter().map(|i| *i as f64 / 2.0))),
+            Arc::new(StringArray::from_iter_values(ids.iter().map(|i| format!("{tag}-{i}")))),
+        ],
+    )
+    .unwrap()
+}
+
+fn write(path: &Path, batch: &RecordBatch) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let props = WriterProperties::builder()
+        .set_max_row_group_row_count(Some(ROW_GROUP))
+        .set_data_page_row_count_limit(PAGE_ROWS)
+        .set_write_batch_size(PAGE_ROWS)
+        .build();
+    let tmp = path.with_extension("tmp");
+    let mut w = ArrowWriter::try_new(std::fs::File::create(&tmp).unwrap(), batch.schema(), Some(props)).unwrap();
+    w.write(batch).unwrap();
+    w.close().unwrap();
+    std::fs::rename(tmp, path).unwrap();
+}
+
+/// Two files: `a` holds ids 0..10,000 (sorted), `b` ids 10,000..16,000 and
+/// again 500..600 (duplicates of `a`'s, unsorted tail).
+fn write_table(dir: &Path) {
+    let a: Vec<i64> = (0..10_000).collect();
+    write(&dir.join("a.parquet"), &batch(&a, "a"));
+    let b: Vec<i64> = (10_000..16_000).chain(500..600).collect();
+    write(&dir.join("b.parquet"), &batch(&b, "b"));
+}
+
+async fn server(dir: &Path, cache: &Path) -> ServerHandle {
+    let mut cfg = ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        cache_dir: cache.to_path_buf(),
+        page_size: 16 << 10,
+        ..Default::default()
+    };
+    cfg.tables.insert(
+        "t".into(),
+        TableConfig {
+            url: format!("file://{}/", dir.display()),
+            ..Default::default()
+        },
+    );
+    silt_server::start(cfg).await.expect("start server")
+}
+
+async fn plain(dir: &Path) -> SessionContext {
+    let ctx = SessionContext::new();
+    ctx.register_parquet("t", dir.to_str().unwrap(), ParquetReadOptions::default())
+        .await
+        .unwrap();
+    ctx
+}
+
+async fn expected(base: &SessionContext, sql: &str) -> Vec<RecordBatch> {
+    base.sql(sql).await.unwrap().collect().await.unwrap()
+}
+
+fn lookups(server: &ServerHandle) -> f64 {
+    metric(server, "silt_lookups_total")
+}
+
+/// `keys` as SQL literals of `IN (...)`.
+fn in_list(keys: &[Option<String>]) -> String {
+    keys.iter()
+        .map(|k| k.clone().unwrap_or_else(|| "NULL".into()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lookups_answer_like_datafusion_on_every_key_type() {
+    let data = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let dir = data.path().join("t");
+    write_table(&dir);
+    let server = server(&dir, cache.path()).await;
+    let client = SiltClient::connect(&server.flight_url()).await.unwrap();
+    let base = plain(&dir).await;
+
+    // Integers: present in several row groups of `a`, in `b`, duplicated
+    // across files, absent (inside and outside the range), null, and asked twice.
+    let ids: ArrayRef = Arc::new(Int64Array::from(vec![
+        Some(0),
+        Some(2_999),
+        Some(3_000),
+        Some(9_999),
+        Some(12_345),
+        Some(550),
+        Some(550),
+        None,
+        Some(-4),
+        Some(99_999),
+    ]));
+    let sql_keys = "0, 2999, 3000, 9999, 12345, 550, 550, NULL, -4, 99999";
+    let cols = ["id", "name", "payload"].map(String::from).to_vec();
+    let got = client.lookup("t", "id", ids, Some(cols)).await.unwrap();
+    let want = expected(
+        &base,
+        &format!("SELECT id, name, payload FROM t WHERE id IN ({sql_keys})"),
+    )
+    .await;
+    check_same("lookup by id", &got, &want, false).unwrap();
+    // 0, 2999, 3000, 9999, 12345 once; 550 in both files.
+    assert_eq!(got.iter().map(RecordBatch::num_rows).sum::<usize>(), 7);
+
+    // Strings (nulls in the column, a duplicate-heavy key), all columns.
+    let names: Vec<Option<String>> = vec![Some("n-7".into()), Some("n-499".into()), Some("nope".into()), None];
+    let got = client
+        .lookup("t", "name", Arc::new(StringArray::from(names.clone())), None)
+        .await
+        .unwrap();
+    let sql_names: Vec<Option<String>> = names.iter().map(|n| n.as_ref().map(|s| format!("'{s}'"))).collect();
+    let want = expected(
+        &base,
+        &format!("SELECT * FROM t WHERE name IN ({})", in_list(&sql_names)),
+    )
+    .await;
+    check_same("lookup by name", &got, &want, false).unwrap();
+    assert!(got.iter().map(RecordBatch::num_rows).sum::<usize>() > 10);
+
+    // Dates, keys given as strings (cast to the column's type).
+    let days: ArrayRef = Arc::new(StringArray::from(vec!["2022-01-05", "1999-01-01"]));
+    let got = client
+        .lookup("t", "day", days, Some(vec!["id".into(), "day".into()]))
+        .await
+        .unwrap();
+    let want = expected(
+        &base,
+        "SELECT id, day FROM t WHERE day IN (DATE '2022-01-05', DATE '1999-01-01')",
+    )
+    .await;
+    check_same("lookup by day", &got, &want, false).unwrap();
+
+    // Errors name the problem; the server carries on.
+    let float_key = client
+        .lookup("t", "score", Arc::new(Float64Array::from(vec![1.5])), None)
+        .await
+        .unwrap_err();
+    assert!(float_key.to_string().contains("key column"), "{float_key}");
+    let unknown = client
+        .lookup("nope", "id", Arc::new(Int64Array::from(vec![1])), None)
+        .await
+        .unwrap_err();
+    assert!(unknown.to_string().contains("unknown table"), "{unknown}");
+    let bad_key = client
+        .lookup("t", "id", Arc::new(StringArray::from(vec!["x"])), None)
+        .await
+        .unwrap_err();
+    assert!(bad_key.to_string().contains("lookup keys"), "{bad_key}");
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sql_of_the_lookup_shape_takes_the_lookup_path_and_others_do_not() {
+    let data = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let dir = data.path().join("t");
+    write_table(&dir);
+    let server = server(&dir, cache.path()).await;
+    let client = SiltClient::connect(&server.flight_url()).await.unwrap();
+    let base = plain(&dir).await;
+
+    let lookup_shaped = [
+        "SELECT id, payload FROM t WHERE id = 4321",
+        "SELECT id, payload FROM t WHERE id = 550",
+        "SELECT * FROM t WHERE id IN (1, 10001, 77777, NULL)",
+        "SELECT name, id FROM t WHERE name = 'n-42'",
+        "SELECT id FROM silt.public.t WHERE day = DATE '2022-01-09'",
+        "SELECT id FROM t WHERE 15999 = id",
+        "SELECT id FROM t WHERE id = -1",
+    ];
+    for sql in lookup_shaped {
+        let before = lookups(&server);
+        let got = client.sql(sql).await.unwrap();
+        let baseline = sql.replace("silt.public.", "");
+        check_same(sql, &got, &expected(&base, &baseline).await, false).unwrap();
+        assert_eq!(lookups(&server), before + 1.0, "not served as a lookup: {sql}");
+    }
+    let general = [
+        "SELECT id FROM t WHERE id = 5 LIMIT 1",
+        "SELECT id, score FROM t WHERE score = 2.5",
+        "SELECT DISTINCT name FROM t WHERE name = 'n-7'",
+        "SELECT id FROM t WHERE id = 5 OR id = 6",
+        "SELECT count(*) FROM t WHERE id = 5",
+        "SELECT id FROM t WHERE id = '5'",
+        "SELECT id + 1 FROM t WHERE id = 5",
+        "SELECT x.id FROM t x WHERE x.id = 5",
+    ];
+    for sql in general {
+        let before = lookups(&server);
+        let got = client.sql(sql).await.unwrap();
+        check_same(sql, &got, &expected(&base, sql).await, false).unwrap();
+        assert_eq!(lookups(&server), before, "served as a lookup: {sql}");
+    }
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lookups_read_the_memory_tier_when_it_holds_the_columns_and_see_overwrites() {
+    let data = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let dir = data.path().join("t");
+    write_table(&dir);
+    let server = server(&dir, cache.path()).await;
+    let client = SiltClient::connect(&server.flight_url()).await.unwrap();
+    let base = plain(&dir).await;
+    let sql = "SELECT id, name, payload FROM t WHERE id IN (7, 3001, 12000, 599)";
+
+    // Cold: from pages.
+    let got = client.sql(sql).await.unwrap();
+    check_same(sql, &got, &expected(&base, sql).await, false).unwrap();
+    assert!(metric(&server, "silt_lookup_row_groups_total{from=\"pages\"}") > 0.0);
+    assert_eq!(metric(&server, "silt_lookup_row_groups_total{from=\"memory\"}"), 0.0);
+
+    // A full scan fills the memory tier; the same lookup now reads it.
+    client
+        .sql("SELECT count(*), max(name), max(payload) FROM t WHERE id >= 0")
+        .await
+        .unwrap();
+    let got = client.sql(sql).await.unwrap();
+    check_same(sql, &got, &expected(&base, sql).await, false).unwrap();
+    assert!(metric(&server, "silt_lookup_row_groups_total{from=\"memory\"}") > 0.0);
+
+    // Overwritten between two lookups (validation `always`, the default):
+    // the second sees the new version.
+    let ids: Vec<i64> = (0..10_000).collect();
+    write(&dir.join("a.parquet"), &batch(&ids, "new"));
+    let fresh = plain(&dir).await;
+    let got = client.sql(sql).await.unwrap();
+    let want = expected(&fresh, sql).await;
+    check_same(sql, &got, &want, false).unwrap();
+    let payloads = datafusion::arrow::util::pretty::pretty_format_batches(&got)
+        .unwrap()
+        .to_string();
+    assert!(payloads.contains("new-7"), "{payloads}");
+    server.shutdown().await.unwrap();
+}
