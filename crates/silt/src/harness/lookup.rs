@@ -33,6 +33,10 @@ pub struct LookupArgs {
     /// Concurrent clients (closed loop: each waits for its answer).
     #[arg(long, default_value_t = 4)]
     clients: usize,
+    /// Keys per call (`WHERE id IN (...)` / one `LookupRequest` with that
+    /// many keys); a call's latency is that of the whole batch.
+    #[arg(long, default_value_t = 1)]
+    keys_per_call: usize,
     /// Seconds to measure each mode (after the warm-up).
     #[arg(long, default_value_t = 10.0)]
     seconds: f64,
@@ -53,6 +57,11 @@ pub struct LookupArgs {
     /// add one HEAD to the store per lookup.
     #[arg(long, default_value = "immutable")]
     validation: String,
+    /// How pushdown modes ask: `sql` (a Flight SQL statement, which the
+    /// server answers on its lookup path) or `lookup` (Silt's one-call
+    /// `LookupRequest`, `SiltClient::lookup`).
+    #[arg(long, default_value = "lookup", value_parser = ["sql", "lookup"])]
+    api: String,
     /// Where the data lives [default: data/lookup-<rows>].
     #[arg(long)]
     data_dir: Option<PathBuf>,
@@ -66,8 +75,14 @@ pub struct LookupArgs {
 
 const SQL: &str = "SELECT id, data FROM lookup WHERE id = ?";
 
-fn sql_for(id: i64) -> String {
-    SQL.replace('?', &id.to_string())
+fn sql_for(ids: &[i64]) -> String {
+    match ids {
+        [id] => SQL.replace('?', &id.to_string()),
+        _ => {
+            let list: Vec<String> = ids.iter().map(i64::to_string).collect();
+            SQL.replace("= ?", &format!("IN ({})", list.join(", ")))
+        }
+    }
 }
 
 /// How one client asks.
@@ -77,21 +92,29 @@ enum Asker {
     Local(SessionContext),
     /// The whole statement on the server.
     Remote(SiltClient),
+    /// One `LookupRequest` per key.
+    Lookup(SiltClient),
 }
 
 impl Asker {
-    async fn ask(&self, id: i64) -> anyhow::Result<Vec<RecordBatch>> {
-        let sql = sql_for(id);
+    async fn ask(&self, ids: &[i64]) -> anyhow::Result<Vec<RecordBatch>> {
+        let sql = sql_for(ids);
         match self {
             Asker::Local(ctx) => Ok(ctx.sql(&sql).await?.collect().await?),
             Asker::Remote(client) => Ok(client.sql(&sql).await?),
+            Asker::Lookup(client) => {
+                let keys = Arc::new(Int64Array::from(ids.to_vec()));
+                let columns = Some(vec!["id".to_string(), "data".to_string()]);
+                Ok(client.lookup("lookup", "id", keys, columns).await?)
+            }
         }
     }
 }
 
-/// Exactly one row, the one asked for, with its payload. Engines may return
-/// the payload as Binary or BinaryView, so it is cast before comparing.
-fn is_right(batches: &[RecordBatch], id: i64) -> bool {
+/// Exactly one row per distinct id asked for, each with its payload.
+/// Engines may return the payload as Binary or BinaryView, so it is cast
+/// before comparing.
+fn is_right(batches: &[RecordBatch], ids: &[i64]) -> bool {
     let mut rows = Vec::new();
     for b in batches.iter().filter(|b| b.num_columns() == 2) {
         let (Ok(ids), Ok(data)) = (
@@ -108,13 +131,26 @@ fn is_right(batches: &[RecordBatch], id: i64) -> bool {
         };
         rows.extend((0..b.num_rows()).map(|i| (ids.value(i), (!data.is_null(i)).then(|| data.value(i).to_vec()))));
     }
-    rows.len() == 1 && rows[0].0 == id && rows[0].1.as_deref() == Some(table::payload(id).as_slice())
+    let mut wanted: Vec<i64> = ids.to_vec();
+    wanted.sort_unstable();
+    wanted.dedup();
+    rows.sort_by_key(|r| r.0);
+    rows.len() == wanted.len()
+        && rows
+            .iter()
+            .zip(&wanted)
+            .all(|((id, data), want)| id == want && data.as_deref() == Some(table::payload(*id).as_slice()))
 }
 
 /// A small deterministic generator per client (xorshift64*).
 struct Ids(u64, u64);
 
 impl Ids {
+    /// `n` ids (the keys of one call).
+    fn take(&mut self, n: usize) -> Vec<i64> {
+        (0..n.max(1)).map(|_| self.next()).collect()
+    }
+
     fn next(&mut self) -> i64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
@@ -132,16 +168,17 @@ struct ClientRun {
 async fn client_loop(
     asker: Asker,
     mut ids: Ids,
+    keys_per_call: usize,
     warmup: usize,
     window: Duration,
     barrier: Arc<Barrier>,
 ) -> anyhow::Result<ClientRun> {
     for _ in 0..warmup {
-        let id = ids.next();
+        let keys = ids.take(keys_per_call);
         asker
-            .ask(id)
+            .ask(&keys)
             .await
-            .with_context(|| format!("warm-up lookup of id {id}"))?;
+            .with_context(|| format!("warm-up lookup of ids {keys:?}"))?;
     }
     barrier.wait().await;
     let deadline = Instant::now() + window;
@@ -150,11 +187,11 @@ async fn client_loop(
         wrong: 0,
     };
     while Instant::now() < deadline {
-        let id = ids.next();
+        let keys = ids.take(keys_per_call);
         let start = Instant::now();
-        let batches = asker.ask(id).await.with_context(|| format!("lookup of id {id}"))?;
+        let batches = asker.ask(&keys).await.with_context(|| format!("lookup of ids {keys:?}"))?;
         run.latencies.push(start.elapsed().as_secs_f64() * 1e3);
-        if !is_right(&batches, id) {
+        if !is_right(&batches, &keys) {
             run.wrong += 1;
         }
     }
@@ -172,7 +209,14 @@ async fn measure(
     let mut askers = Vec::new();
     for _ in 0..args.clients.max(1) {
         askers.push(match session.flight_url() {
-            Some(url) if !matches!(mode, Mode::FileServer) => Asker::Remote(SiltClient::connect(url).await?),
+            Some(url) if !matches!(mode, Mode::FileServer) => {
+                let client = SiltClient::connect(url).await?;
+                if args.api == "lookup" {
+                    Asker::Lookup(client)
+                } else {
+                    Asker::Remote(client)
+                }
+            }
             _ => Asker::Local(session.ctx.clone()),
         });
     }
@@ -186,7 +230,14 @@ async fn measure(
                 0x9E37_79B9_7F4A_7C15 ^ (i as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03),
                 args.rows.max(1),
             );
-            tokio::spawn(client_loop(asker, ids, args.warmup, window, barrier.clone()))
+            tokio::spawn(client_loop(
+                asker,
+                ids,
+                args.keys_per_call,
+                args.warmup,
+                window,
+                barrier.clone(),
+            ))
         })
         .collect();
     barrier.wait().await;
@@ -309,7 +360,10 @@ pub async fn lookup(args: LookupArgs) -> anyhow::Result<()> {
             warmup_lookups: args.warmup,
             store_latency_ms: args.latency_ms,
             store_mbps: args.mbps,
-            sql: SQL.into(),
+            sql: format!(
+                "{SQL} ({} key(s) per call; pushdown modes ask through the {} API)",
+                args.keys_per_call, args.api
+            ),
         },
         data: suite.data.clone(),
         results,
