@@ -28,6 +28,17 @@ pub struct QueryArgs {
     /// Print the plan (showing what is pushed down) instead of running.
     #[arg(long)]
     explain: bool,
+    /// A point lookup instead of SQL: `TABLE.KEY_COLUMN`, with --keys;
+    /// answered in one call, nothing planned.
+    #[arg(long, value_name = "TABLE.COLUMN", conflicts_with_all = ["sql", "file", "explain"], requires = "keys")]
+    lookup: Option<String>,
+    /// Keys of --lookup, comma separated (the server casts them to the key
+    /// column's type: integers, strings, dates as YYYY-MM-DD).
+    #[arg(long, value_delimiter = ',')]
+    keys: Vec<String>,
+    /// Columns --lookup returns, comma separated [default: all].
+    #[arg(long, value_delimiter = ',')]
+    columns: Option<Vec<String>>,
     /// Bearer token for a server started with --auth-token.
     #[arg(long, env = "SILT_AUTH_TOKEN", hide_env_values = true)]
     token: Option<String>,
@@ -44,6 +55,9 @@ pub async fn connect(server: &str, token: Option<String>) -> anyhow::Result<Sess
 }
 
 pub async fn run(args: QueryArgs) -> anyhow::Result<()> {
+    if let Some(target) = &args.lookup {
+        return lookup(&args, target).await;
+    }
     let ctx = connect(&args.server, args.token.clone()).await?;
     let sql = match (&args.sql, &args.file) {
         (Some(s), _) => s.clone(),
@@ -52,6 +66,20 @@ pub async fn run(args: QueryArgs) -> anyhow::Result<()> {
     };
     let sql = if args.explain { format!("EXPLAIN {sql}") } else { sql };
     execute(&ctx, &sql, args.format, false).await
+}
+
+/// `silt query --lookup TABLE.COLUMN --keys ...`: one `LookupRequest`.
+async fn lookup(args: &QueryArgs, target: &str) -> anyhow::Result<()> {
+    let Some((table, column)) = target.split_once('.') else {
+        bail!("--lookup takes TABLE.KEY_COLUMN, got '{target}'");
+    };
+    let client = SiltClient::connect(&args.server).await?.with_token(args.token.clone());
+    let keys = std::sync::Arc::new(datafusion::arrow::array::StringArray::from(args.keys.clone()));
+    let batches = client
+        .lookup(table, column, keys, args.columns.clone())
+        .await
+        .with_context(|| format!("looking up {} key(s) in {table}.{column}", args.keys.len()))?;
+    print(&batches, args.format, &mut std::io::stdout().lock())
 }
 
 async fn execute(ctx: &SessionContext, sql: &str, format: Format, timing: bool) -> anyhow::Result<()> {

@@ -189,7 +189,10 @@ async fn client_loop(
     while Instant::now() < deadline {
         let keys = ids.take(keys_per_call);
         let start = Instant::now();
-        let batches = asker.ask(&keys).await.with_context(|| format!("lookup of ids {keys:?}"))?;
+        let batches = asker
+            .ask(&keys)
+            .await
+            .with_context(|| format!("lookup of ids {keys:?}"))?;
         run.latencies.push(start.elapsed().as_secs_f64() * 1e3);
         if !is_right(&batches, &keys) {
             run.wrong += 1;
