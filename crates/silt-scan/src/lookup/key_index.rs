@@ -140,11 +140,11 @@ impl KeyIndex {
             if self.sorted {
                 // First unit whose max is not below the key; units from there on while min <= key.
                 let first = partition_point(self.units.len(), |u| cmp_max(u, k) == Ordering::Less);
-                for u in first..self.units.len() {
+                for (u, c) in chosen.iter_mut().enumerate().skip(first) {
                     if cmp_min(u, k) == Ordering::Greater {
                         break;
                     }
-                    chosen[u] = true;
+                    *c = true;
                 }
             } else {
                 for (u, c) in chosen.iter_mut().enumerate() {
