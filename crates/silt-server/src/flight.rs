@@ -35,6 +35,7 @@ use tracing::{debug, warn};
 use crate::engine::{CATALOG, Engine, PlannedQuery, SCHEMA};
 use crate::error::ServerError;
 use crate::lookup::{LookupQuery, lookup_shape};
+use crate::pending_plans::PendingPlans;
 
 static SQL_INFO: LazyLock<SqlInfoData> = LazyLock::new(|| {
     let mut b = SqlInfoDataBuilder::new();
@@ -55,11 +56,16 @@ type DoGetStream = Pin<Box<dyn Stream<Item = Result<arrow_flight::FlightData, St
 #[derive(Clone)]
 pub struct SiltFlightService {
     engine: Arc<Engine>,
+    /// Plans made by `GetFlightInfo`, for the `DoGet` that follows.
+    pending: Arc<PendingPlans>,
 }
 
 impl SiltFlightService {
     pub fn new(engine: Arc<Engine>) -> Self {
-        SiltFlightService { engine }
+        SiltFlightService {
+            engine,
+            pending: Arc::new(PendingPlans::default()),
+        }
     }
 
     fn counted<T>(&self, r: Result<T, ServerError>) -> Result<T, Status> {
@@ -72,6 +78,7 @@ impl SiltFlightService {
 
     async fn plan_statement(&self, sql: &str) -> Result<PlannedQuery, Status> {
         self.engine.metrics().queries.increment(1);
+        self.engine.metrics().plans.increment(1);
         let timeout = self.engine.config().query_timeout;
         let planned = tokio::time::timeout(timeout, self.engine.plan_sql(sql))
             .await
@@ -81,6 +88,7 @@ impl SiltFlightService {
 
     async fn plan_scan(&self, scan: &ScanRequest) -> Result<PlannedQuery, Status> {
         self.engine.metrics().queries.increment(1);
+        self.engine.metrics().plans.increment(1);
         let timeout = self.engine.config().query_timeout;
         let planned = tokio::time::timeout(timeout, self.engine.plan_scan(scan))
             .await
@@ -100,13 +108,23 @@ impl SiltFlightService {
     /// or that first result fails with [`silt_cache::CacheError::Changed`] (an object was
     /// overwritten between the planning's validation and the read), nothing
     /// has reached the client yet, so the query is planned again (which
-    /// validates the new version) and restarted, once.
-    async fn start(&self, query: &Query, deadline: Instant) -> Result<Started, Status> {
+    /// validates the new version) and restarted, once. `planned`: the plan
+    /// `GetFlightInfo` made, run first instead of planning again.
+    async fn start(
+        &self,
+        query: &Query,
+        deadline: Instant,
+        mut planned: Option<PlannedQuery>,
+    ) -> Result<Started, Status> {
         let timeout = self.engine.config().query_timeout;
         let mut restarted = false;
         loop {
+            let plan = match planned.take() {
+                Some(p) => Ok(p),
+                None => self.plan(query).await,
+            };
             // Planning reads footers too: a version gone by then (`ABORTED`) restarts as well.
-            let planned = match self.plan(query).await {
+            let planned = match plan {
                 Err(status) if status.code() == tonic::Code::Aborted && !restarted => {
                     self.engine.metrics().query_restarts.increment(1);
                     restarted = true;
@@ -144,7 +162,7 @@ impl SiltFlightService {
 
     /// Runs `query` and streams it as Flight data, enforcing the query
     /// timeout and counting what is sent.
-    async fn stream(&self, query: Query) -> Result<Response<DoGetStream>, Status> {
+    async fn stream(&self, query: Query, planned: Option<PlannedQuery>) -> Result<Response<DoGetStream>, Status> {
         let metrics = self.engine.metrics().clone();
         let timeout = self.engine.config().query_timeout;
         let deadline = Instant::now() + timeout;
@@ -153,7 +171,7 @@ impl SiltFlightService {
             sources,
             first,
             rest,
-        } = self.start(&query, deadline).await?;
+        } = self.start(&query, deadline, planned).await?;
         let batches = futures::stream::iter(first).chain(rest);
         let active = ActiveQuery::new(metrics.clone());
         let err_metrics = metrics.clone();
@@ -222,6 +240,24 @@ impl SiltFlightService {
                 .map_err(Status::from)
             });
         Ok(Response::new(Box::pin(flight)))
+    }
+
+    /// `GetFlightInfo` of a SQL statement: a lookup's schema (nothing
+    /// planned), or the plan's, kept for the `DoGet` its ticket names.
+    async fn statement_info(&self, sql: &str) -> Result<Response<FlightInfo>, Status> {
+        if let Some(lookup) = self.sql_lookup(sql).await {
+            let schema = self.counted(self.engine.lookup_schema(&lookup).await)?;
+            let ticket = TicketStatementQuery {
+                statement_handle: sql.to_string().into_bytes().into(),
+            };
+            return self.info(&schema, ticket.as_any(), None);
+        }
+        let planned = self.plan_statement(sql).await?;
+        let schema = planned.schema();
+        let ticket = TicketStatementQuery {
+            statement_handle: self.pending.keep(sql, planned).into_bytes().into(),
+        };
+        self.info(&schema, ticket.as_any(), None)
     }
 
     fn info(&self, schema: &Schema, ticket: Any, total_records: Option<usize>) -> Result<Response<FlightInfo>, Status> {
@@ -296,15 +332,7 @@ impl FlightSqlService for SiltFlightService {
         query: CommandStatementQuery,
         _request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        let ticket = TicketStatementQuery {
-            statement_handle: query.query.clone().into_bytes().into(),
-        };
-        if let Some(lookup) = self.sql_lookup(&query.query).await {
-            let schema = self.counted(self.engine.lookup_schema(&lookup).await)?;
-            return self.info(&schema, ticket.as_any(), None);
-        }
-        let planned = self.plan_statement(&query.query).await?;
-        self.info(&planned.schema(), ticket.as_any(), None)
+        self.statement_info(&query.query).await
     }
 
     async fn get_flight_info_prepared_statement(
@@ -313,11 +341,7 @@ impl FlightSqlService for SiltFlightService {
         _request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
         let sql = handle_sql(&cmd.prepared_statement_handle)?;
-        let planned = self.plan_statement(&sql).await?;
-        let ticket = TicketStatementQuery {
-            statement_handle: cmd.prepared_statement_handle,
-        };
-        self.info(&planned.schema(), ticket.as_any(), None)
+        self.statement_info(&sql).await
     }
 
     async fn get_flight_info_catalogs(
@@ -380,11 +404,13 @@ impl FlightSqlService for SiltFlightService {
         ticket: TicketStatementQuery,
         _request: Request<Ticket>,
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
-        let sql = handle_sql(&ticket.statement_handle)?;
-        if let Some(lookup) = self.sql_lookup(&sql).await {
+        let (sql, planned) = self.pending.redeem(&handle_sql(&ticket.statement_handle)?);
+        if planned.is_none()
+            && let Some(lookup) = self.sql_lookup(&sql).await
+        {
             return self.stream_lookup(&lookup).await;
         }
-        self.stream(Query::Sql(sql)).await
+        self.stream(Query::Sql(sql), planned).await
     }
 
     async fn do_get_prepared_statement(
@@ -393,7 +419,7 @@ impl FlightSqlService for SiltFlightService {
         _request: Request<Ticket>,
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
         let sql = handle_sql(&query.prepared_statement_handle)?;
-        self.stream(Query::Sql(sql)).await
+        self.stream(Query::Sql(sql), None).await
     }
 
     async fn do_get_fallback(
@@ -410,7 +436,7 @@ impl FlightSqlService for SiltFlightService {
                 message.type_url
             )));
         };
-        self.stream(Query::Scan(scan)).await
+        self.stream(Query::Scan(scan), None).await
     }
 
     async fn do_get_catalogs(

@@ -13,6 +13,7 @@ pub mod flight;
 pub mod guard;
 pub mod lookup;
 pub mod metrics;
+pub mod pending_plans;
 pub mod preload;
 pub mod s3_api;
 pub mod stats;

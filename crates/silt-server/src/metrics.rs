@@ -46,6 +46,9 @@ pub struct ServerMetrics {
     /// Row groups and pages the scan pruned
     /// (`silt_scan_row_groups_pruned_total{by}`, `silt_scan_pages_pruned_total`).
     pub scan: ScanMetrics,
+    /// `silt_plans_total`: SQL statements and pushdown scans planned (a
+    /// statement's `GetFlightInfo` plans it; its `DoGet` runs that plan).
+    pub plans: Counter,
     /// `silt_lookups_total`: point lookups answered by the lookup path
     /// (`LookupRequest` tickets and SQL of exactly that shape).
     pub lookups: Counter,
@@ -75,6 +78,7 @@ impl ServerMetrics {
         let metadata = CacheMetrics::register(&recorder, "metadata");
         let scan = ScanMetrics::register(&recorder);
         let lookups = counter("silt_lookups_total");
+        let plans = counter("silt_plans_total");
         let from = |what: &'static str| {
             recorder.register_counter(
                 &Key::from_parts("silt_lookup_row_groups_total", vec![metrics::Label::new("from", what)]),
@@ -107,6 +111,7 @@ impl ServerMetrics {
             &metadata.misses,
             &metadata.evictions,
             &lookups,
+            &plans,
             &lookup_row_groups_memory,
             &lookup_row_groups_pages,
         ] {
@@ -132,6 +137,7 @@ impl ServerMetrics {
             metadata,
             scan,
             lookups,
+            plans,
             lookup_row_groups_memory,
             lookup_row_groups_pages,
         })

@@ -279,3 +279,60 @@ async fn lookups_read_the_memory_tier_when_it_holds_the_columns_and_see_overwrit
     assert!(payloads.contains("new-7"), "{payloads}");
     server.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statement_is_planned_once_and_a_stale_ticket_is_planned_again() {
+    let data = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let dir = data.path().join("t");
+    write_table(&dir);
+    let server = server(&dir, cache.path()).await;
+    let client = SiltClient::connect(&server.flight_url()).await.unwrap();
+    let base = plain(&dir).await;
+    let plans = || metric(&server, "silt_plans_total");
+
+    // GetFlightInfo plans; DoGet runs that plan.
+    let sql = "SELECT name, count(*) AS n FROM t WHERE id > 100 GROUP BY name ORDER BY n DESC, name LIMIT 5";
+    let before = plans();
+    let got = client.sql(sql).await.unwrap();
+    check_same(sql, &got, &expected(&base, sql).await, true).unwrap();
+    assert_eq!(plans(), before + 1.0, "a statement was planned more than once");
+
+    // A lookup plans nothing.
+    let before = plans();
+    client.sql("SELECT id FROM t WHERE id = 3").await.unwrap();
+    assert_eq!(plans(), before);
+
+    // A ticket naming no kept plan (another server's, or an old one) still
+    // runs: the SQL it carries is planned.
+    let handle = format!(
+        "{}999999\nSELECT count(*) AS c FROM t",
+        silt_server::pending_plans::PLAN_MARK
+    );
+    let ticket = arrow_flight::sql::TicketStatementQuery {
+        statement_handle: handle.into_bytes().into(),
+    };
+    use arrow_flight::sql::ProstMessageExt;
+    use prost::Message;
+    let channel = tonic::transport::Endpoint::from_shared(server.flight_url())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut flight = arrow_flight::flight_service_client::FlightServiceClient::new(channel);
+    let stream = flight
+        .do_get(arrow_flight::Ticket::new(ticket.as_any().encode_to_vec()))
+        .await
+        .unwrap()
+        .into_inner();
+    use futures::TryStreamExt;
+    let batches: Vec<RecordBatch> = arrow_flight::decode::FlightRecordBatchStream::new_from_flight_data(
+        stream.map_err(|s| arrow_flight::error::FlightError::Tonic(Box::new(s))),
+    )
+    .try_collect()
+    .await
+    .unwrap();
+    let want = expected(&base, "SELECT count(*) AS c FROM t").await;
+    check_same("stale ticket", &batches, &want, false).unwrap();
+    server.shutdown().await.unwrap();
+}
