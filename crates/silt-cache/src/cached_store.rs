@@ -15,6 +15,13 @@
 //!
 //! Reads through the `ObjectStore` trait (DataFusion's own listing and
 //! footer reads) pin the version validated last at the moment of the call.
+//!
+//! **Speculation** (`always` only): a clone made with [`CachedStore::gated`]
+//! for one query answers a LIST or HEAD it has answered before from that last
+//! validated answer at once, and registers on the query's
+//! [`ValidationGate`] a confirmation by a validation sent after the query
+//! started; the query runs meanwhile and releases nothing before the gate
+//! confirms. Validations of a probe are shared by all queries ([`Probes`]).
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -34,7 +41,9 @@ use crate::error::{CacheError, CacheResult};
 use crate::freshness::Freshness;
 use crate::key::{ObjectKey, PinnedObject};
 use crate::page_store::{Admit, Source};
+use crate::probe::{Answer, Probe, Probes};
 use crate::tiers::CacheTiers;
+use crate::validation_gate::ValidationGate;
 use crate::version::ObjectVersion;
 use crate::versions::Validation;
 
@@ -50,8 +59,14 @@ pub struct CachedStore {
     store_id: Arc<str>,
     namespace: Path,
     freshness: Freshness,
+    /// The last validated listing per prefix (under `always`: the base of
+    /// speculative queries; otherwise reused while the freshness trusts it).
     listings: Arc<Mutex<HashMap<Option<Path>, Listing>>>,
+    /// LISTs and HEADs in flight, shared by the table's queries.
+    probes: Arc<Probes>,
     counters: Arc<TableCounters>,
+    /// The query this clone lists for (see [`CachedStore::gated`]).
+    gate: Option<Arc<ValidationGate>>,
 }
 
 impl CachedStore {
@@ -71,8 +86,127 @@ impl CachedStore {
             store_id,
             freshness,
             listings: Arc::default(),
+            probes: Arc::default(),
             counters: Arc::default(),
+            gate: None,
         }
+    }
+
+    /// This store, listing and HEADing for the query that owns `gate`: under
+    /// `always`, a LIST or HEAD answered before is answered from the last
+    /// validation at once, and the query's gate gets a confirmation to await
+    /// before the query releases results. Other modes ignore the gate.
+    pub fn gated(&self, gate: Arc<ValidationGate>) -> CachedStore {
+        CachedStore {
+            gate: Some(gate),
+            ..self.clone()
+        }
+    }
+
+    /// The query this store answers for, if speculation applies to it.
+    fn speculating(&self) -> Option<&Arc<ValidationGate>> {
+        self.gate.as_ref().filter(|_| self.freshness == Freshness::Always)
+    }
+
+    /// This store without a gate (for work that outlives the query).
+    fn ungated(&self) -> CachedStore {
+        CachedStore {
+            gate: None,
+            ..self.clone()
+        }
+    }
+
+    /// The answer of a validation of `probe` sent at or after `since`
+    /// (shared with every other query that may use it).
+    async fn validated_after(&self, probe: &Probe, since: Instant) -> Answer {
+        let this = self.ungated();
+        self.probes
+            .after(probe, since, || {
+                let (this, probe) = (this.clone(), probe.clone());
+                Box::pin(async move { this.send_probe(&probe).await })
+            })
+            .await
+    }
+
+    /// Asks the store: LISTs the prefix (recording every version and the
+    /// listing) or HEADs the object (recording its version).
+    async fn send_probe(&self, probe: &Probe) -> Answer {
+        match probe {
+            Probe::Head(location) => match self.head_inner(location).await {
+                Ok(meta) => Ok(Arc::new(vec![meta])),
+                Err(e) => Err(CacheError::from_store(location.as_ref(), e)),
+            },
+            Probe::List(prefix) => {
+                let inner_prefix = match prefix {
+                    Some(p) => Some(self.strip(p).map_err(|e| CacheError::from_store(p.as_ref(), e))?),
+                    None => None,
+                };
+                let metas: Vec<ObjectMeta> = futures::TryStreamExt::try_collect(self.inner.list(inner_prefix.as_ref()))
+                    .await
+                    .map_err(|e| CacheError::from_store(&probe.path(), e))?;
+                let metas: Vec<ObjectMeta> = metas.into_iter().map(|m| self.qualify_meta(m)).collect();
+                for m in &metas {
+                    self.remember(m);
+                }
+                let metas = Arc::new(metas);
+                self.listings
+                    .lock()
+                    .insert(prefix.clone(), (Instant::now(), metas.clone()));
+                Ok(metas)
+            }
+        }
+    }
+
+    /// Registers on `gate` the confirmation that `used` (the answer the query
+    /// got for `probe` without waiting) is what a validation sent after the
+    /// query started answers. Runs on its own task from now on.
+    fn speculate(&self, gate: &ValidationGate, probe: Probe, used: Arc<Vec<ObjectMeta>>) {
+        let this = self.ungated();
+        let since = gate.started();
+        let task = tokio::spawn(async move {
+            match this.validated_after(&probe, since).await {
+                Ok(now) => same_answer(&used, &now),
+                // The object a HEAD confirmed is gone: a change, so the query
+                // restarts (and then reports it not found).
+                Err(e) if e.is_not_found() => Err(CacheError::changed(probe.path(), "deleted")),
+                Err(e) => Err(e),
+            }
+        });
+        gate.register(Box::pin(async move {
+            task.await.unwrap_or_else(|e| {
+                Err(CacheError::Store {
+                    path: String::new(),
+                    source: Arc::new(object_store::Error::Generic {
+                        store: "CachedStore",
+                        source: Box::new(e),
+                    }),
+                })
+            })
+        }));
+    }
+
+    /// The HEAD of `location` (namespaced) as a query sees it: the last
+    /// validation while the freshness trusts it; under `always`, for a
+    /// gated query, the last validated version speculatively; else a HEAD
+    /// sent at or after the call (shared with concurrent callers).
+    async fn head_meta(&self, location: &Path) -> Result<ObjectMeta> {
+        let last = self.tiers.versions().get(location);
+        if let Some((v, at)) = &last
+            && self.freshness.still_valid(at.elapsed())
+        {
+            return Ok(v.meta.clone());
+        }
+        let probe = Probe::Head(location.clone());
+        if let (Some(gate), Some((v, _))) = (self.speculating(), last) {
+            self.speculate(gate, probe, Arc::new(vec![v.meta.clone()]));
+            return Ok(v.meta);
+        }
+        let since = self.gate.as_ref().map_or_else(Instant::now, |g| g.started());
+        let answer = self.validated_after(&probe, since).await?;
+        answer.first().cloned().ok_or_else(|| object_store::Error::NotFound {
+            path: location.to_string(),
+            source: "empty HEAD answer".into(),
+        })
     }
 
     /// Page hits and misses of reads through this store.
@@ -295,29 +429,46 @@ impl CachedStore {
         Ok(bytes.pop().unwrap_or_default())
     }
 
-    /// Lists through the store, or from a listing the table's freshness still trusts.
+    /// Lists through the store, or from a listing the table's freshness
+    /// still trusts; under `always`, for a gated query with a previous
+    /// listing, that listing speculatively (confirmed through the gate).
     async fn listing(&self, prefix: Option<&Path>) -> Result<Arc<Vec<ObjectMeta>>> {
         let key = prefix.cloned();
-        if let Some((at, metas)) = self.listings.lock().get(&key)
+        let last = self.listings.lock().get(&key).cloned();
+        if let Some((at, metas)) = &last
             && self.freshness.still_valid(at.elapsed())
         {
             return Ok(metas.clone());
         }
-        let inner_prefix = match prefix {
-            Some(p) => Some(self.strip(p)?),
-            None => None,
-        };
-        let metas: Vec<ObjectMeta> = futures::TryStreamExt::try_collect(self.inner.list(inner_prefix.as_ref())).await?;
-        let metas: Vec<ObjectMeta> = metas.into_iter().map(|m| self.qualify_meta(m)).collect();
-        for m in &metas {
-            self.remember(m);
+        let probe = Probe::List(key);
+        if let (Some(gate), Some((_, metas))) = (self.speculating(), last) {
+            self.speculate(gate, probe, metas.clone());
+            return Ok(metas);
         }
-        let metas = Arc::new(metas);
-        if self.freshness != Freshness::Always {
-            self.listings.lock().insert(key, (Instant::now(), metas.clone()));
-        }
-        Ok(metas)
+        let since = self.gate.as_ref().map_or_else(Instant::now, |g| g.started());
+        Ok(self.validated_after(&probe, since).await?)
     }
+}
+
+/// Whether a validation's answer `now` is what a query used (`used`): the
+/// same objects, each at the same version ([`ObjectVersion::same`]). An
+/// object added, deleted or overwritten is [`CacheError::Changed`].
+fn same_answer(used: &[ObjectMeta], now: &[ObjectMeta]) -> CacheResult<()> {
+    let now_by_path: HashMap<&Path, &ObjectMeta> = now.iter().map(|m| (&m.location, m)).collect();
+    for u in used {
+        match now_by_path.get(&u.location) {
+            Some(n) if ObjectVersion::same(u, n) => {}
+            Some(n) => return Err(CacheError::changed(&u.location, ObjectVersion::from_meta(n).tag)),
+            None => return Err(CacheError::changed(&u.location, "deleted")),
+        }
+    }
+    if now.len() != used.len() {
+        let used_paths: std::collections::HashSet<&Path> = used.iter().map(|m| &m.location).collect();
+        let added = now.iter().find(|m| !used_paths.contains(&m.location));
+        let path = added.map_or_else(String::new, |m| m.location.to_string());
+        return Err(CacheError::changed(path, "added"));
+    }
+    Ok(())
 }
 
 /// `range` of an object of `size` bytes. A bounded range past the end is an
@@ -360,10 +511,7 @@ fn plain_range(options: &GetOptions) -> Option<&GetRange> {
 silt_store::read_path_store!(CachedStore, "CachedStore", {
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
         if options.head && options.if_match.is_none() && options.if_none_match.is_none() && options.version.is_none() {
-            let meta = match self.tiers.versions().get(location) {
-                Some((v, at)) if self.freshness.still_valid(at.elapsed()) => v.meta,
-                _ => self.head_inner(location).await?,
-            };
+            let meta = self.head_meta(location).await?;
             return Ok(GetResult {
                 payload: GetResultPayload::Stream(futures::stream::empty().boxed()),
                 range: 0..0,
@@ -572,6 +720,95 @@ mod tests {
             let n = store.list(None).collect::<Vec<_>>().await.len();
             assert_eq!(n == 2, sees_new, "{freshness}");
         }
+    }
+
+    /// A store over `mem` whose requests take `latency`, counting LISTs.
+    fn slow_counted(
+        mem: Arc<InMemory>,
+        latency: std::time::Duration,
+    ) -> (CachedStore, Arc<std::sync::atomic::AtomicU64>) {
+        let lists = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let slow: Arc<dyn ObjectStore> = Arc::new(silt_store::FaultyStore::new(
+            mem,
+            silt_store::FaultConfig {
+                latency,
+                ..Default::default()
+            },
+        ));
+        let counted = StoreMetrics {
+            list_requests: metrics::Counter::from_arc(lists.clone()),
+            ..StoreMetrics::noop()
+        };
+        let metered: Arc<dyn ObjectStore> = Arc::new(MeteredStore::new(slow, counted));
+        (CachedStore::new(metered, tiers(64, 0), "mem", Freshness::Always), lists)
+    }
+
+    #[tokio::test]
+    async fn a_gated_warm_listing_is_speculative_and_confirmed_after_the_query_started() {
+        let mem = Arc::new(InMemory::new());
+        mem.put(&Path::from("o"), vec![1u8; 10].into()).await.unwrap();
+        let (store, lists) = slow_counted(mem.clone(), std::time::Duration::ZERO);
+        let cold: Vec<ObjectMeta> = store.list(None).try_collect().await.unwrap();
+        assert_eq!(cold[0].size, 10);
+        // Unchanged: the last listing, confirmed by a new LIST.
+        let gate = ValidationGate::new();
+        let warm: Vec<ObjectMeta> = store.gated(gate.clone()).list(None).try_collect().await.unwrap();
+        assert_eq!(warm, cold);
+        assert!(gate.is_speculative());
+        gate.confirm().await.unwrap();
+        assert_eq!(lists.load(std::sync::atomic::Ordering::Relaxed), 2);
+        // Overwritten: the query starts on the old listing, the gate says changed.
+        mem.put(&Path::from("o"), vec![2u8; 20].into()).await.unwrap();
+        let gate = ValidationGate::new();
+        let stale: Vec<ObjectMeta> = store.gated(gate.clone()).list(None).try_collect().await.unwrap();
+        assert_eq!(stale[0].size, 10);
+        assert!(gate.confirm().await.unwrap_err().is_changed());
+        // The restart starts on the new listing, confirmed.
+        let gate = ValidationGate::new();
+        let fresh: Vec<ObjectMeta> = store.gated(gate.clone()).list(None).try_collect().await.unwrap();
+        assert_eq!(fresh[0].size, 20);
+        gate.confirm().await.unwrap();
+        // Added or deleted objects are changes too.
+        mem.put(&Path::from("p"), vec![3u8; 5].into()).await.unwrap();
+        let gate = ValidationGate::new();
+        let _: Vec<ObjectMeta> = store.gated(gate.clone()).list(None).try_collect().await.unwrap();
+        assert!(gate.confirm().await.unwrap_err().is_changed(), "added");
+        mem.delete(&Path::from("p")).await.unwrap();
+        let gate = ValidationGate::new();
+        let _: Vec<ObjectMeta> = store.gated(gate.clone()).list(None).try_collect().await.unwrap();
+        assert!(gate.confirm().await.unwrap_err().is_changed(), "deleted");
+    }
+
+    #[tokio::test]
+    async fn concurrent_queries_share_one_list_but_not_one_sent_before_they_started() {
+        let mem = Arc::new(InMemory::new());
+        mem.put(&Path::from("o"), vec![1u8; 10].into()).await.unwrap();
+        let (store, lists) = slow_counted(mem, std::time::Duration::from_millis(50));
+        let count = || lists.load(std::sync::atomic::Ordering::Relaxed);
+        let _: Vec<ObjectMeta> = store.list(None).try_collect().await.unwrap();
+        assert_eq!(count(), 1);
+        // Queries that all started before any validation was sent share one.
+        let gates: Vec<_> = (0..16).map(|_| ValidationGate::new()).collect();
+        for gate in &gates {
+            let _: Vec<ObjectMeta> = store.gated(gate.clone()).list(None).try_collect().await.unwrap();
+        }
+        for gate in &gates {
+            gate.confirm().await.unwrap();
+        }
+        assert_eq!(count(), 2, "one LIST for 16 queries");
+        // A LIST sent before a query started does not confirm it.
+        let early = tokio::spawn({
+            let store = store.clone();
+            async move { store.list(None).try_collect::<Vec<_>>().await }
+        });
+        while count() < 3 {
+            tokio::task::yield_now().await;
+        }
+        let gate = ValidationGate::new();
+        let _: Vec<ObjectMeta> = store.gated(gate.clone()).list(None).try_collect().await.unwrap();
+        gate.confirm().await.unwrap();
+        early.await.unwrap().unwrap();
+        assert_eq!(count(), 4, "the query waited for a LIST of its own");
     }
 
     #[tokio::test]

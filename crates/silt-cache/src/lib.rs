@@ -23,8 +23,10 @@ mod key;
 mod page_cache;
 mod page_store;
 pub mod policy;
+mod probe;
 mod tiers;
 mod transcoder;
+mod validation_gate;
 mod version;
 mod versions;
 
@@ -38,5 +40,6 @@ pub use key::{ObjectKey, PinnedObject};
 pub use page_cache::{CacheMetrics, PageCache, PageCacheConfig, PageKey};
 pub use page_store::{Admit, PageStore, PageStoreBuilder, PageTier, Source};
 pub use tiers::{CacheTiers, VersionedTier};
+pub use validation_gate::ValidationGate;
 pub use version::ObjectVersion;
 pub use versions::VersionRegistry;

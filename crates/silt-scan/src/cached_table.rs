@@ -27,7 +27,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::empty::EmptyExec;
 use futures::{StreamExt, TryStreamExt};
 use object_store::{ObjectMeta, ObjectStore};
-use silt_cache::CacheError;
+use silt_cache::{CacheError, ValidationGate};
 
 use crate::cached_scan::{CachedScanExec, ScanSources, ScanSpec};
 use crate::footer::pinned_footer;
@@ -82,8 +82,20 @@ const FOOTER_CONCURRENCY: usize = 8;
 impl CachedParquetTable {
     /// The table's objects, as DataFusion's listing finds them (through the
     /// table's store, which records their versions), sorted by path.
+    ///
+    /// A query that carries a [`ValidationGate`] in its session config (the
+    /// Flight service's queries) lists through the store gated for it: under
+    /// `always` a warm listing is then the last validated one, confirmed
+    /// through the gate before the query's results are released.
     pub(crate) async fn list_files(&self, state: &dyn Session) -> Result<Vec<ObjectMeta>> {
-        let store: &dyn ObjectStore = self.sources.store.as_ref();
+        let gated = state
+            .config()
+            .get_extension::<ValidationGate>()
+            .map(|gate| self.sources.store.gated(gate));
+        let store: &dyn ObjectStore = match &gated {
+            Some(gated) => gated,
+            None => self.sources.store.as_ref(),
+        };
         let mut files = Vec::new();
         for url in self.listing.table_paths() {
             let listed: Vec<ObjectMeta> = url

@@ -25,7 +25,7 @@ use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt};
 use silt_cache::{
     BatchCache, CacheTiers, CachedStore, DiskConfig, DiskMetrics, DiskTier, PageCache, PageCacheConfig, PageStore,
-    PageTier,
+    PageTier, ValidationGate,
 };
 use silt_proto::{ROW_MARKER_COLUMN, ScanRequest};
 use silt_scan::lookup::LookupIndexes;
@@ -447,22 +447,32 @@ impl Engine {
 
     /// A context for one query: shares tables and caches with every other
     /// query, but has its own memory pool so a query over the limit fails alone.
-    fn query_context(&self) -> Result<SessionContext, ServerError> {
+    /// A `gate` travels in the session config (see [`ValidationGate`]) so the
+    /// query's listings may run ahead of their validation.
+    fn query_context(&self, gate: Option<&Arc<ValidationGate>>) -> Result<SessionContext, ServerError> {
         let limit = usize::try_from(self.config.query_memory_limit).unwrap_or(usize::MAX);
         let pool = TrackConsumersPool::new(GreedyMemoryPool::new(limit), NonZeroUsize::new(3).expect("3 > 0"));
         let runtime = RuntimeEnvBuilder::from_runtime_env(self.base.runtime_env().as_ref())
             .with_memory_pool(Arc::new(pool))
             .build_arc()?;
-        let state = SessionStateBuilder::new_from_existing(self.base.state())
+        let mut state = SessionStateBuilder::new_from_existing(self.base.state())
             .with_runtime_env(runtime)
             .build();
+        if let Some(gate) = gate {
+            state.config_mut().set_extension(gate.clone());
+        }
         Ok(SessionContext::new_with_state(state))
     }
 
     /// Check the names a query reads and return the objects behind them
     /// (for error messages). Single-object tables get a HEAD so a deleted
-    /// object is reported instead of read as an empty table.
-    async fn check_names(&self, refs: &[TableReference]) -> Result<String, ServerError> {
+    /// object is reported instead of read as an empty table (speculative
+    /// under `gate`, like the query's listings).
+    async fn check_names(
+        &self,
+        refs: &[TableReference],
+        gate: Option<&Arc<ValidationGate>>,
+    ) -> Result<String, ServerError> {
         let catalog = self.catalog();
         let all: BTreeSet<String> = catalog.keys().cloned().collect();
         guard::check_references(refs, &all)?;
@@ -488,7 +498,12 @@ impl Engine {
             };
             urls.push(format!("{t}={}", config.url));
             let single = self.single_files.read().get(t).cloned();
-            if let Some((store, path)) = single {
+            if let Some((mut store, path)) = single {
+                if let Some(gate) = gate
+                    && let Some(cached) = self.stores.read().get(t)
+                {
+                    store = Arc::new(cached.gated(gate.clone()));
+                }
                 match store.head(&path).await {
                     Ok(_) => {}
                     Err(object_store::Error::NotFound { .. }) => {
@@ -507,12 +522,22 @@ impl Engine {
     /// Plan one SQL statement from a Flight SQL client, refusing anything but
     /// a read-only query over registered tables.
     pub async fn plan_sql(&self, sql: &str) -> Result<PlannedQuery, ServerError> {
+        self.plan_sql_gated(sql, None).await
+    }
+
+    /// [`Engine::plan_sql`] for a query whose results are held until `gate`
+    /// confirms the versions it read speculatively.
+    pub async fn plan_sql_gated(
+        &self,
+        sql: &str,
+        gate: Option<&Arc<ValidationGate>>,
+    ) -> Result<PlannedQuery, ServerError> {
         self.retry_unavailable().await;
         let statement = guard::parse_single_query(sql)?;
-        let ctx = self.query_context()?;
+        let ctx = self.query_context(gate)?;
         let state = ctx.state();
         let refs = state.resolve_table_references(&statement)?;
-        let sources = self.check_names(&refs).await?;
+        let sources = self.check_names(&refs, gate).await?;
         let plan: LogicalPlan = state
             .statement_to_plan(statement)
             .await
@@ -527,11 +552,21 @@ impl Engine {
 
     /// Plan a pushdown scan from Silt's client.
     pub async fn plan_scan(&self, request: &ScanRequest) -> Result<PlannedQuery, ServerError> {
+        self.plan_scan_gated(request, None).await
+    }
+
+    /// [`Engine::plan_scan`] for a query whose results are held until `gate`
+    /// confirms the versions it read speculatively.
+    pub async fn plan_scan_gated(
+        &self,
+        request: &ScanRequest,
+        gate: Option<&Arc<ValidationGate>>,
+    ) -> Result<PlannedQuery, ServerError> {
         self.retry_unavailable().await;
         let sources = self
-            .check_names(&[TableReference::bare(request.table.as_str())])
+            .check_names(&[TableReference::bare(request.table.as_str())], gate)
             .await?;
-        let ctx = self.query_context()?;
+        let ctx = self.query_context(gate)?;
         let task = ctx.task_ctx();
         let filters = request
             .filters

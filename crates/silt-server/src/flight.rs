@@ -35,7 +35,8 @@ use tracing::{debug, warn};
 use crate::engine::{CATALOG, Engine, PlannedQuery, SCHEMA};
 use crate::error::ServerError;
 use crate::lookup::{LookupQuery, lookup_shape};
-use crate::pending_plans::PendingPlans;
+use crate::pending_plans::{KeptPlan, PendingPlans};
+use silt_cache::ValidationGate;
 
 static SQL_INFO: LazyLock<SqlInfoData> = LazyLock::new(|| {
     let mut b = SqlInfoDataBuilder::new();
@@ -77,92 +78,161 @@ impl SiltFlightService {
     }
 
     async fn plan_statement(&self, sql: &str) -> Result<PlannedQuery, Status> {
+        self.plan_statement_gated(sql, None).await
+    }
+
+    async fn plan_statement_gated(
+        &self,
+        sql: &str,
+        gate: Option<&Arc<ValidationGate>>,
+    ) -> Result<PlannedQuery, Status> {
         self.engine.metrics().queries.increment(1);
         self.engine.metrics().plans.increment(1);
         let timeout = self.engine.config().query_timeout;
-        let planned = tokio::time::timeout(timeout, self.engine.plan_sql(sql))
+        let planned = tokio::time::timeout(timeout, self.engine.plan_sql_gated(sql, gate))
             .await
             .unwrap_or(Err(ServerError::Timeout(timeout)));
         self.counted(planned)
     }
 
     async fn plan_scan(&self, scan: &ScanRequest) -> Result<PlannedQuery, Status> {
+        self.plan_scan_gated(scan, None).await
+    }
+
+    async fn plan_scan_gated(
+        &self,
+        scan: &ScanRequest,
+        gate: Option<&Arc<ValidationGate>>,
+    ) -> Result<PlannedQuery, Status> {
         self.engine.metrics().queries.increment(1);
         self.engine.metrics().plans.increment(1);
         let timeout = self.engine.config().query_timeout;
-        let planned = tokio::time::timeout(timeout, self.engine.plan_scan(scan))
+        let planned = tokio::time::timeout(timeout, self.engine.plan_scan_gated(scan, gate))
             .await
             .unwrap_or(Err(ServerError::Timeout(timeout)));
         self.counted(planned)
     }
 
-    /// Plans `query` (SQL or a pushdown scan).
-    async fn plan(&self, query: &Query) -> Result<PlannedQuery, Status> {
+    /// Plans `query` (SQL or a pushdown scan) for the attempt that owns `gate`.
+    async fn plan(&self, query: &Query, gate: &Arc<ValidationGate>) -> Result<PlannedQuery, Status> {
         match query {
-            Query::Sql(sql) => self.plan_statement(sql).await,
-            Query::Scan(scan) => self.plan_scan(scan).await,
+            Query::Sql(sql) => self.plan_statement_gated(sql, Some(gate)).await,
+            Query::Scan(scan) => self.plan_scan_gated(scan, Some(gate)).await,
         }
     }
 
-    /// Plans and executes `query` and waits for its first batch. If planning
-    /// or that first result fails with [`silt_cache::CacheError::Changed`] (an object was
-    /// overwritten between the planning's validation and the read), nothing
-    /// has reached the client yet, so the query is planned again (which
-    /// validates the new version) and restarted, once. `planned`: the plan
-    /// `GetFlightInfo` made, run first instead of planning again.
-    async fn start(
-        &self,
-        query: &Query,
-        deadline: Instant,
-        mut planned: Option<PlannedQuery>,
-    ) -> Result<Started, Status> {
-        let timeout = self.engine.config().query_timeout;
+    /// Plans and executes `query` and waits for its first batch, which is
+    /// held until every validation the query's listings were speculative on
+    /// has confirmed them (see [`ValidationGate`]: under `always`, a warm
+    /// query runs on the last validated listing while its LIST/HEAD is in
+    /// flight).
+    ///
+    /// Nothing reaches the client before that, so the query is planned again
+    /// (on the new listing) and restarted, once, if the validation found an
+    /// object added, deleted or overwritten, or if planning or that first
+    /// result fails with [`silt_cache::CacheError::Changed`] (an object was
+    /// overwritten between the planning's validation and the read). A
+    /// validation that fails with a store error fails the query with it.
+    ///
+    /// `kept`: the plan (and its gate) `GetFlightInfo` made, run as the
+    /// first attempt instead of planning again.
+    async fn start(&self, query: &Query, deadline: Instant, mut kept: Option<KeptPlan>) -> Result<Started, Status> {
+        let metrics = self.engine.metrics().clone();
         let mut restarted = false;
         loop {
-            let plan = match planned.take() {
-                Some(p) => Ok(p),
-                None => self.plan(query).await,
-            };
-            // Planning reads footers too: a version gone by then (`ABORTED`) restarts as well.
-            let planned = match plan {
-                Err(status) if status.code() == tonic::Code::Aborted && !restarted => {
-                    self.engine.metrics().query_restarts.increment(1);
-                    restarted = true;
-                    continue;
+            // Each attempt has its own gate: its validations must be sent after it started.
+            let (gate, attempt) = match kept.take() {
+                Some(KeptPlan { plan, gate }) => (gate, self.run(plan, deadline).await),
+                None => {
+                    let gate = ValidationGate::new();
+                    let attempt = self.attempt(query, &gate, deadline).await;
+                    (gate, attempt)
                 }
-                planned => planned?,
             };
-            let schema = planned.schema();
-            let sources = planned.sources.clone();
-            let mut batches = match tokio::time::timeout_at(deadline, planned.execute()).await {
-                Ok(r) => self.counted(r)?,
-                Err(_) => return Err(self.counted::<()>(Err(ServerError::Timeout(timeout))).unwrap_err()),
+            let confirmed = match tokio::time::timeout_at(deadline, gate.confirm()).await {
+                Ok(confirmed) => confirmed,
+                Err(_) => return Err(self.timed_out()),
             };
-            let first = match tokio::time::timeout_at(deadline, batches.next()).await {
-                Ok(first) => first,
-                Err(_) => return Err(self.counted::<()>(Err(ServerError::Timeout(timeout))).unwrap_err()),
+            if gate.is_speculative() {
+                metrics.validations_speculative.increment(1);
+            }
+            match confirmed {
+                Ok(()) => {}
+                Err(e) if e.is_changed() => {
+                    metrics.validation_mismatches.increment(1);
+                    if !restarted {
+                        metrics.query_restarts.increment(1);
+                        debug!(error = %e, "the query's speculative listing was stale; restarting it once");
+                        restarted = true;
+                        continue;
+                    }
+                    return Err(self.validation_failed(&attempt, e));
+                }
+                Err(e) => return Err(self.validation_failed(&attempt, e)),
+            }
+            let changed = match &attempt {
+                Err(status) => status.code() == tonic::Code::Aborted,
+                Ok(started) => matches!(&started.first, Some(Err(e))
+                    if silt_cache::CacheError::find(e).is_some_and(silt_cache::CacheError::is_changed)),
             };
-            if let Some(Err(e)) = &first
-                && !restarted
-                && silt_cache::CacheError::find(e).is_some_and(silt_cache::CacheError::is_changed)
-            {
-                self.engine.metrics().query_restarts.increment(1);
-                debug!(error = %e, "an object changed under the query before it answered; restarting it once");
+            if changed && !restarted {
+                metrics.query_restarts.increment(1);
+                debug!("an object changed under the query before it answered; restarting it once");
                 restarted = true;
                 continue;
             }
-            return Ok(Started {
-                schema,
-                sources,
-                first,
-                rest: batches,
-            });
+            return attempt;
         }
+    }
+
+    /// One attempt of [`SiltFlightService::start`]: plan, execute, take the
+    /// first result (not yet confirmed).
+    async fn attempt(&self, query: &Query, gate: &Arc<ValidationGate>, deadline: Instant) -> Result<Started, Status> {
+        // Planning reads footers too: a version gone by then is `ABORTED`.
+        let planned = self.plan(query, gate).await?;
+        self.run(planned, deadline).await
+    }
+
+    /// Executes a planned query and takes its first result (not yet confirmed).
+    async fn run(&self, planned: PlannedQuery, deadline: Instant) -> Result<Started, Status> {
+        let schema = planned.schema();
+        let sources = planned.sources.clone();
+        let mut batches = match tokio::time::timeout_at(deadline, planned.execute()).await {
+            Ok(r) => self.counted(r)?,
+            Err(_) => return Err(self.timed_out()),
+        };
+        let first = match tokio::time::timeout_at(deadline, batches.next()).await {
+            Ok(first) => first,
+            Err(_) => return Err(self.timed_out()),
+        };
+        Ok(Started {
+            schema,
+            sources,
+            first,
+            rest: batches,
+        })
+    }
+
+    /// The query timed out (counted).
+    fn timed_out(&self) -> Status {
+        let timeout = self.engine.config().query_timeout;
+        self.counted::<()>(Err(ServerError::Timeout(timeout))).unwrap_err()
+    }
+
+    /// The status of a query whose validation failed with `e` (counted
+    /// unless the attempt had already failed, which was counted).
+    fn validation_failed(&self, attempt: &Result<Started, Status>, e: silt_cache::CacheError) -> Status {
+        let sources = attempt.as_ref().map(|s| s.sources.as_str()).unwrap_or_default();
+        let e = ServerError::reading(sources, datafusion::error::DataFusionError::External(Box::new(e)));
+        if attempt.is_err() {
+            return e.to_status();
+        }
+        self.counted::<()>(Err(e)).unwrap_err()
     }
 
     /// Runs `query` and streams it as Flight data, enforcing the query
     /// timeout and counting what is sent.
-    async fn stream(&self, query: Query, planned: Option<PlannedQuery>) -> Result<Response<DoGetStream>, Status> {
+    async fn stream(&self, query: Query, planned: Option<KeptPlan>) -> Result<Response<DoGetStream>, Status> {
         let metrics = self.engine.metrics().clone();
         let timeout = self.engine.config().query_timeout;
         let deadline = Instant::now() + timeout;
@@ -252,10 +322,13 @@ impl SiltFlightService {
             };
             return self.info(&schema, ticket.as_any(), None);
         }
-        let planned = self.plan_statement(sql).await?;
-        let schema = planned.schema();
+        // The gate goes with the plan: its speculative listings are confirmed
+        // by validations sent after this call started.
+        let gate = ValidationGate::new();
+        let plan = self.plan_statement_gated(sql, Some(&gate)).await?;
+        let schema = plan.schema();
         let ticket = TicketStatementQuery {
-            statement_handle: self.pending.keep(sql, planned).into_bytes().into(),
+            statement_handle: self.pending.keep(sql, KeptPlan { plan, gate }).into_bytes().into(),
         };
         self.info(&schema, ticket.as_any(), None)
     }

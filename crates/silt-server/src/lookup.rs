@@ -23,6 +23,7 @@ use datafusion::sql::sqlparser::ast::{
     BinaryOperator, DataType as SqlType, Expr as SqlExpr, Ident, SelectItem, SetExpr, Statement, TableFactor,
     UnaryOperator, Value,
 };
+use silt_cache::ValidationGate;
 use silt_proto::LookupRequest;
 use silt_scan::CachedParquetTable;
 use silt_scan::lookup::{KeyLookup, is_lookup_type, lookup};
@@ -125,19 +126,42 @@ impl Engine {
             keys: query.keys.clone(),
             projection: projection.clone(),
         };
-        let state = self.base_context().state();
         let mut restarted = false;
         let outcome = loop {
-            match lookup(table, &state, self.lookup_indexes(), &request).await {
-                Err(e)
-                    if !restarted
-                        && silt_cache::CacheError::find(&e).is_some_and(silt_cache::CacheError::is_changed) =>
-                {
-                    self.metrics().query_restarts.increment(1);
-                    restarted = true;
-                }
-                other => break other.map_err(|e| ServerError::reading(&query.table, e))?,
+            // Under `always` the listing may be speculative (the last
+            // validated one, its LIST in flight): the rows go out only once
+            // the gate confirms it, else the lookup runs again on the new one.
+            let gate = ValidationGate::new();
+            let mut state = self.base_context().state();
+            state.config_mut().set_extension(gate.clone());
+            let attempt = lookup(table, &state, self.lookup_indexes(), &request).await;
+            let confirmed = gate.confirm().await;
+            if gate.is_speculative() {
+                self.metrics().validations_speculative.increment(1);
             }
+            let changed = match (&confirmed, &attempt) {
+                (Err(e), _) => {
+                    if e.is_changed() {
+                        self.metrics().validation_mismatches.increment(1);
+                    }
+                    e.is_changed()
+                }
+                (Ok(()), Err(e)) => silt_cache::CacheError::find(e).is_some_and(silt_cache::CacheError::is_changed),
+                (Ok(()), Ok(_)) => false,
+            };
+            if changed && !restarted {
+                self.metrics().query_restarts.increment(1);
+                restarted = true;
+                continue;
+            }
+            // Rows read on a listing the validation did not confirm never go out.
+            if let Err(e) = confirmed {
+                return Err(ServerError::reading(
+                    &query.table,
+                    DataFusionError::External(Box::new(e)),
+                ));
+            }
+            break attempt.map_err(|e| ServerError::reading(&query.table, e))?;
         };
         let m = self.metrics();
         m.lookup_row_groups_memory.increment(outcome.memory_row_groups as u64);

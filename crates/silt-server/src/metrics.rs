@@ -24,6 +24,14 @@ pub struct ServerMetrics {
     /// `silt_query_restarts_total`: queries restarted (once, before any
     /// answer) because an object changed between validation and read.
     pub query_restarts: Counter,
+    /// `silt_validations_speculative_total`: query attempts that started on
+    /// a speculative listing or version (`always`, warm) and held their
+    /// results until a validation confirmed it.
+    pub validations_speculative: Counter,
+    /// `silt_validation_mismatches_total`: speculative attempts whose
+    /// validation found an object added, deleted or overwritten (restarted
+    /// once on the new listing, else failed `ABORTED`).
+    pub validation_mismatches: Counter,
     /// `silt_queries_active`: queries whose result stream is open.
     pub active_queries: Gauge,
     /// `silt_flight_bytes_sent_total`: Arrow IPC bytes (header + body) sent.
@@ -67,6 +75,8 @@ impl ServerMetrics {
         let queries = counter("silt_queries_total");
         let query_errors = counter("silt_query_errors_total");
         let query_restarts = counter("silt_query_restarts_total");
+        let validations_speculative = counter("silt_validations_speculative_total");
+        let validation_mismatches = counter("silt_validation_mismatches_total");
         let flight_bytes_sent = counter("silt_flight_bytes_sent_total");
         let flight_rows_sent = counter("silt_flight_rows_sent_total");
         let s3_requests = counter("silt_s3_requests_total");
@@ -92,6 +102,8 @@ impl ServerMetrics {
             &queries,
             &query_errors,
             &query_restarts,
+            &validations_speculative,
+            &validation_mismatches,
             &flight_bytes_sent,
             &flight_rows_sent,
             &s3_requests,
@@ -126,6 +138,8 @@ impl ServerMetrics {
             queries,
             query_errors,
             query_restarts,
+            validations_speculative,
+            validation_mismatches,
             active_queries,
             flight_bytes_sent,
             flight_rows_sent,

@@ -14,7 +14,16 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
+use silt_cache::ValidationGate;
+
 use crate::engine::PlannedQuery;
+
+/// A plan made by `GetFlightInfo`, with the validation gate its speculative
+/// listings registered on (confirmed before its `DoGet` answers).
+pub struct KeptPlan {
+    pub plan: PlannedQuery,
+    pub gate: std::sync::Arc<ValidationGate>,
+}
 
 /// Marks a statement handle that names a kept plan.
 pub const PLAN_MARK: &str = "silt-plan:";
@@ -28,12 +37,12 @@ const MAX_PLANS: usize = 256;
 #[derive(Default)]
 pub struct PendingPlans {
     next: AtomicU64,
-    plans: Mutex<HashMap<u64, (Instant, PlannedQuery)>>,
+    plans: Mutex<HashMap<u64, (Instant, KeptPlan)>>,
 }
 
 impl PendingPlans {
     /// Keeps `plan` of `sql`; returns the statement handle naming both.
-    pub fn keep(&self, sql: &str, plan: PlannedQuery) -> String {
+    pub fn keep(&self, sql: &str, plan: KeptPlan) -> String {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let mut plans = self.plans.lock();
         plans.retain(|_, (at, _)| at.elapsed() < KEEP_FOR);
@@ -48,7 +57,7 @@ impl PendingPlans {
     }
 
     /// The SQL of `handle`, and its kept plan if it is still here (taken).
-    pub fn redeem(&self, handle: &str) -> (String, Option<PlannedQuery>) {
+    pub fn redeem(&self, handle: &str) -> (String, Option<KeptPlan>) {
         let Some((id, sql)) = handle.strip_prefix(PLAN_MARK).and_then(|rest| rest.split_once('\n')) else {
             return (handle.to_string(), None);
         };

@@ -299,3 +299,84 @@ async fn a_second_server_on_the_same_cache_dir_is_refused_and_the_first_keeps_it
     assert_eq!(summary(&ctx, "mix").await.unwrap(), (1, 1, ROWS));
     first.shutdown().await.unwrap();
 }
+
+// Speculative validation under `always`: a warm query runs on the last
+// validated listing (or version) while its LIST (HEAD) is in flight and
+// releases its answer only once a validation sent after it started agrees.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_speculative_query_on_an_overwritten_object_restarts_on_the_new_version() {
+    let bucket = MixBucket::new(false).await;
+    let (server, ctx) = bucket.server("s3://mix/t/", Freshness::Always).await;
+    // Registration listed the table, so even the first query starts on that
+    // listing; unchanged, it is confirmed without a restart.
+    assert_eq!(summary(&ctx, "mix").await.unwrap(), (1, 1, rows_of(1, false)));
+    assert_eq!(summary(&ctx, "mix").await.unwrap(), (1, 1, rows_of(1, false)));
+    assert_eq!(metric(&server, "silt_validations_speculative_total"), 2.0);
+    assert_eq!(metric(&server, "silt_validation_mismatches_total"), 0.0);
+    assert_eq!(metric(&server, "silt_query_restarts_total"), 0.0);
+
+    write_version(&bucket.file, 2, false);
+    // Starts on the listing of version 1; its LIST finds version 2.
+    assert_eq!(
+        summary(&ctx, "mix").await.unwrap(),
+        (2, 2, rows_of(2, false)),
+        "the new version, from a restart"
+    );
+    assert_eq!(metric(&server, "silt_validation_mismatches_total"), 1.0);
+    assert_eq!(metric(&server, "silt_query_restarts_total"), 1.0);
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_overwrite_between_two_queries_is_seen_by_the_second() {
+    for url in ["s3://mix/t/", "s3://mix/t/part.parquet"] {
+        let bucket = MixBucket::new(true).await;
+        let (server, ctx) = bucket.server(url, Freshness::Always).await;
+        for k in 1..=4 {
+            if k > 1 {
+                write_version(&bucket.file, k, true);
+            }
+            assert_eq!(summary(&ctx, "mix").await.unwrap(), (k, k, ROWS), "{url}: version {k}");
+            // Repeated without a change: speculative and confirmed.
+            assert_eq!(
+                summary(&ctx, "mix").await.unwrap(),
+                (k, k, ROWS),
+                "{url}: version {k} again"
+            );
+        }
+        assert!(metric(&server, "silt_validations_speculative_total") >= 6.0, "{url}");
+        assert!(metric(&server, "silt_validation_mismatches_total") >= 3.0, "{url}");
+        server.shutdown().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_queries_share_one_list() {
+    const QUERIES: usize = 8;
+    let bucket = MixBucket::new(true).await;
+    let mut cfg = bucket.config("s3://mix/t/", Freshness::Always, PAGE);
+    // Every store request is slow, so the queries overlap the LISTs.
+    cfg.store.latency = Duration::from_millis(300);
+    let server = silt_server::start(cfg).await.expect("start server");
+    let ctx = client(&server).await;
+    assert_eq!(summary(&ctx, "mix").await.unwrap(), (1, 1, ROWS));
+    let lists = || metric(&server, "silt_object_store_list_requests_total");
+    let before = lists();
+    let speculative = metric(&server, "silt_validations_speculative_total");
+    let answers = futures::future::join_all((0..QUERIES).map(|_| summary(&ctx, "mix"))).await;
+    for a in answers {
+        assert_eq!(a.unwrap(), (1, 1, ROWS));
+    }
+    let sent = lists() - before;
+    // One LIST per query without sharing; shared, the queries that start
+    // while a LIST is in flight join the next one.
+    assert!(sent >= 1.0, "every query is confirmed by a LIST");
+    assert!(sent < QUERIES as f64, "{sent} LISTs for {QUERIES} concurrent queries");
+    assert_eq!(
+        metric(&server, "silt_validations_speculative_total") - speculative,
+        QUERIES as f64
+    );
+    assert_eq!(metric(&server, "silt_validation_mismatches_total"), 0.0);
+    server.shutdown().await.unwrap();
+}

@@ -1,0 +1,122 @@
+//! `ValidationGate`: one query's pending confirmations of the versions it
+//! read speculatively.
+//!
+//! Under `validation = "always"` a warm query does not wait for its LIST or
+//! HEAD: [`CachedStore`](crate::CachedStore) hands it the last validated
+//! listing at once and registers, on the query's gate, a confirmation that
+//! resolves when a validation *started after the query started* answers (see
+//! [`ValidationGate::started`]). The query runs meanwhile; whoever releases its
+//! results (the Flight service, before the first batch or the end of an empty
+//! result) awaits [`ValidationGate::confirm`] first. A mismatch is
+//! [`CacheError::Changed`]: nothing has been sent, so the query is planned
+//! again on the new listing.
+//!
+//! Why a gate object in the query's `SessionConfig` rather than a task-local:
+//! DataFusion may plan and execute on tasks it spawns, where a task-local set
+//! by the Flight service would be invisible; the session config travels with
+//! the query wherever it runs (`CachedParquetTable::list_files` reads it and
+//! hands it to the store it lists through, [`CachedStore::gated`](crate::CachedStore::gated)).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::future::BoxFuture;
+use parking_lot::Mutex;
+
+use crate::error::{CacheError, CacheResult};
+
+/// The confirmations one query (one attempt of it) waits for before
+/// releasing results. Shared as `Arc<ValidationGate>`.
+pub struct ValidationGate {
+    started: Instant,
+    pending: Mutex<Vec<BoxFuture<'static, CacheResult<()>>>>,
+    speculative: Mutex<bool>,
+}
+
+impl std::fmt::Debug for ValidationGate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ValidationGate")
+            .field("started", &self.started)
+            .field("speculative", &self.is_speculative())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ValidationGate {
+    /// A gate for a query starting now.
+    pub fn new() -> Arc<Self> {
+        Arc::new(ValidationGate {
+            started: Instant::now(),
+            pending: Mutex::default(),
+            speculative: Mutex::new(false),
+        })
+    }
+
+    /// When the query started. Only a validation whose request was sent at
+    /// or after this instant may confirm what the query read: one already in
+    /// flight before may have been answered before an overwrite that
+    /// completed before the query began.
+    pub fn started(&self) -> Instant {
+        self.started
+    }
+
+    /// Registers a confirmation: it resolves `Ok` if the versions the query
+    /// used are still current, [`CacheError::Changed`] if not, or the
+    /// validation's own error. The future should already be running (spawned)
+    /// so the validation proceeds while the query does.
+    pub(crate) fn register(&self, confirmation: BoxFuture<'static, CacheResult<()>>) {
+        *self.speculative.lock() = true;
+        self.pending.lock().push(confirmation);
+    }
+
+    /// Whether the query used any listing or version speculatively.
+    pub fn is_speculative(&self) -> bool {
+        *self.speculative.lock()
+    }
+
+    /// Waits for every registered confirmation. A store error wins over a
+    /// mismatch (the query fails with it, as a failed validation did before
+    /// speculation); otherwise any mismatch is [`CacheError::Changed`].
+    pub async fn confirm(&self) -> CacheResult<()> {
+        let pending = std::mem::take(&mut *self.pending.lock());
+        let mut changed: Option<CacheError> = None;
+        for outcome in futures::future::join_all(pending).await {
+            match outcome {
+                Ok(()) => {}
+                Err(e) if e.is_changed() => {
+                    changed.get_or_insert(e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        changed.map_or(Ok(()), Err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::FutureExt;
+
+    #[tokio::test]
+    async fn confirms_all_and_prefers_store_errors() {
+        let gate = ValidationGate::new();
+        assert!(!gate.is_speculative());
+        assert!(gate.confirm().await.is_ok());
+        gate.register(async { Err(CacheError::changed("p", "v")) }.boxed());
+        gate.register(async { Ok(()) }.boxed());
+        assert!(gate.is_speculative());
+        assert!(gate.confirm().await.unwrap_err().is_changed());
+        gate.register(async { Err(CacheError::changed("p", "v")) }.boxed());
+        gate.register(
+            async {
+                Err(CacheError::Corrupt {
+                    path: "p".into(),
+                    detail: "x".into(),
+                })
+            }
+            .boxed(),
+        );
+        assert!(matches!(gate.confirm().await, Err(CacheError::Corrupt { .. })));
+    }
+}
