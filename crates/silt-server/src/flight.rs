@@ -265,19 +265,7 @@ impl SiltFlightService {
                 }
             }
         });
-        let sent = metrics.clone();
-        let flight = FlightDataEncoderBuilder::new()
-            .with_schema(schema)
-            .build(batches.inspect_ok(move |b| sent.flight_rows_sent.increment(b.num_rows() as u64)))
-            .map(move |r| {
-                r.inspect(|fd| {
-                    metrics
-                        .flight_bytes_sent
-                        .increment((fd.data_header.len() + fd.data_body.len()) as u64)
-                })
-                .map_err(Status::from)
-            });
-        Ok(Response::new(Box::pin(flight)))
+        Ok(Response::new(encode(schema, batches, metrics)))
     }
 
     /// The lookup `sql` is, when it has exactly a lookup's shape.
@@ -296,20 +284,8 @@ impl SiltFlightService {
             .await
             .unwrap_or(Err(ServerError::Timeout(timeout)));
         let (schema, batches) = self.counted(answer)?;
-        let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
-        metrics.flight_rows_sent.increment(rows as u64);
-        let flight = FlightDataEncoderBuilder::new()
-            .with_schema(schema)
-            .build(futures::stream::iter(batches.into_iter().map(Ok)))
-            .map(move |r| {
-                r.inspect(|fd| {
-                    metrics
-                        .flight_bytes_sent
-                        .increment((fd.data_header.len() + fd.data_body.len()) as u64)
-                })
-                .map_err(Status::from)
-            });
-        Ok(Response::new(Box::pin(flight)))
+        let batches = futures::stream::iter(batches.into_iter().map(Ok));
+        Ok(Response::new(encode(schema, batches, metrics)))
     }
 
     /// `GetFlightInfo` of a SQL statement: a lookup's schema (nothing
@@ -373,6 +349,27 @@ impl Drop for ActiveQuery {
     fn drop(&mut self) {
         self.0.active_queries.decrement(1.0);
     }
+}
+
+/// `batches` as Flight data, counting the rows and bytes sent.
+fn encode(
+    schema: Arc<Schema>,
+    batches: impl Stream<Item = Result<datafusion::arrow::array::RecordBatch, FlightError>> + Send + 'static,
+    metrics: Arc<crate::metrics::ServerMetrics>,
+) -> DoGetStream {
+    let sent = metrics.clone();
+    let flight = FlightDataEncoderBuilder::new()
+        .with_schema(schema)
+        .build(batches.inspect_ok(move |b| sent.flight_rows_sent.increment(b.num_rows() as u64)))
+        .map(move |r| {
+            r.inspect(|fd| {
+                metrics
+                    .flight_bytes_sent
+                    .increment((fd.data_header.len() + fd.data_body.len()) as u64)
+            })
+            .map_err(Status::from)
+        });
+    Box::pin(flight)
 }
 
 fn one_batch(schema: Arc<Schema>, batch: Result<datafusion::arrow::array::RecordBatch, FlightError>) -> DoGetStream {

@@ -122,6 +122,25 @@ impl Fixture {
     }
 }
 
+/// A server with one `file://` table `t` over the folder `dir`, cache pages
+/// of `page_size` bytes, everything else default.
+pub async fn file_table_server(dir: &Path, cache: &Path, page_size: u64) -> ServerHandle {
+    let mut cfg = ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        cache_dir: cache.to_path_buf(),
+        page_size,
+        ..Default::default()
+    };
+    cfg.tables.insert(
+        "t".into(),
+        TableConfig {
+            url: format!("file://{}/", dir.display()),
+            ..Default::default()
+        },
+    );
+    silt_server::start(cfg).await.expect("start server")
+}
+
 /// The current value of a server metric series (0 when absent).
 pub fn metric(server: &ServerHandle, series: &str) -> f64 {
     server.engine.metrics().snapshot().get(series).copied().unwrap_or(0.0)

@@ -13,8 +13,7 @@ use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::parquet::file::properties::WriterProperties;
 use datafusion::prelude::{ParquetReadOptions, SessionContext};
 use silt_client::SiltClient;
-use silt_server::config::TableConfig;
-use silt_server::{ServerConfig, ServerHandle};
+use silt_server::ServerHandle;
 
 use crate::common::{check_same, metric};
 
@@ -70,21 +69,33 @@ fn write_table(dir: &Path) {
     write(&dir.join("b.parquet"), &batch(&b, "b"));
 }
 
-async fn server(dir: &Path, cache: &Path) -> ServerHandle {
-    let mut cfg = ServerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        cache_dir: cache.to_path_buf(),
-        page_size: 16 << 10,
-        ..Default::default()
-    };
-    cfg.tables.insert(
-        "t".into(),
-        TableConfig {
-            url: format!("file://{}/", dir.display()),
-            ..Default::default()
-        },
-    );
-    silt_server::start(cfg).await.expect("start server")
+/// A server over a freshly written table, its client, and plain DataFusion
+/// on the same files (the temporary folders live as long as it).
+struct Setup {
+    _data: tempfile::TempDir,
+    _cache: tempfile::TempDir,
+    dir: std::path::PathBuf,
+    server: ServerHandle,
+    client: SiltClient,
+    base: SessionContext,
+}
+
+async fn setup() -> Setup {
+    let data = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let dir = data.path().join("t");
+    write_table(&dir);
+    let server = crate::common::file_table_server(&dir, cache.path(), 16 << 10).await;
+    let client = SiltClient::connect(&server.flight_url()).await.unwrap();
+    let base = plain(&dir).await;
+    Setup {
+        _data: data,
+        _cache: cache,
+        dir,
+        server,
+        client,
+        base,
+    }
 }
 
 async fn plain(dir: &Path) -> SessionContext {
@@ -113,13 +124,13 @@ fn in_list(keys: &[Option<String>]) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lookups_answer_like_datafusion_on_every_key_type() {
-    let data = tempfile::tempdir().unwrap();
-    let cache = tempfile::tempdir().unwrap();
-    let dir = data.path().join("t");
-    write_table(&dir);
-    let server = server(&dir, cache.path()).await;
-    let client = SiltClient::connect(&server.flight_url()).await.unwrap();
-    let base = plain(&dir).await;
+    let Setup {
+        dir: _,
+        server,
+        client,
+        base,
+        ..
+    } = setup().await;
 
     // Integers: present in several row groups of `a`, in `b`, duplicated
     // across files, absent (inside and outside the range), null, and asked twice.
@@ -196,13 +207,13 @@ async fn lookups_answer_like_datafusion_on_every_key_type() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sql_of_the_lookup_shape_takes_the_lookup_path_and_others_do_not() {
-    let data = tempfile::tempdir().unwrap();
-    let cache = tempfile::tempdir().unwrap();
-    let dir = data.path().join("t");
-    write_table(&dir);
-    let server = server(&dir, cache.path()).await;
-    let client = SiltClient::connect(&server.flight_url()).await.unwrap();
-    let base = plain(&dir).await;
+    let Setup {
+        dir: _,
+        server,
+        client,
+        base,
+        ..
+    } = setup().await;
 
     let lookup_shaped = [
         "SELECT id, payload FROM t WHERE id = 4321",
@@ -241,13 +252,13 @@ async fn sql_of_the_lookup_shape_takes_the_lookup_path_and_others_do_not() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lookups_read_the_memory_tier_when_it_holds_the_columns_and_see_overwrites() {
-    let data = tempfile::tempdir().unwrap();
-    let cache = tempfile::tempdir().unwrap();
-    let dir = data.path().join("t");
-    write_table(&dir);
-    let server = server(&dir, cache.path()).await;
-    let client = SiltClient::connect(&server.flight_url()).await.unwrap();
-    let base = plain(&dir).await;
+    let Setup {
+        dir,
+        server,
+        client,
+        base,
+        ..
+    } = setup().await;
     let sql = "SELECT id, name, payload FROM t WHERE id IN (7, 3001, 12000, 599)";
 
     // Cold: from pages.
@@ -282,13 +293,13 @@ async fn lookups_read_the_memory_tier_when_it_holds_the_columns_and_see_overwrit
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_statement_is_planned_once_and_a_stale_ticket_is_planned_again() {
-    let data = tempfile::tempdir().unwrap();
-    let cache = tempfile::tempdir().unwrap();
-    let dir = data.path().join("t");
-    write_table(&dir);
-    let server = server(&dir, cache.path()).await;
-    let client = SiltClient::connect(&server.flight_url()).await.unwrap();
-    let base = plain(&dir).await;
+    let Setup {
+        dir: _,
+        server,
+        client,
+        base,
+        ..
+    } = setup().await;
     let plans = || metric(&server, "silt_plans_total");
 
     // GetFlightInfo plans; DoGet runs that plan.

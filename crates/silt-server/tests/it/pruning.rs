@@ -12,8 +12,7 @@ use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::parquet::file::properties::WriterProperties;
 use datafusion::parquet::file::reader::{FileReader, SerializedFileReader};
 use datafusion::prelude::{ParquetReadOptions, SessionContext};
-use silt_server::config::TableConfig;
-use silt_server::{ServerConfig, ServerHandle};
+use silt_server::ServerHandle;
 
 use crate::common::{check_same, is_ordered, metric};
 
@@ -86,20 +85,7 @@ fn scattered(i: i64) -> i64 {
 
 /// A server with one `file://` table `t` over `dir`, 16 KiB cache pages.
 async fn server(dir: &Path, cache: &Path) -> ServerHandle {
-    let mut cfg = ServerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        cache_dir: cache.to_path_buf(),
-        page_size: PAGE,
-        ..Default::default()
-    };
-    cfg.tables.insert(
-        "t".into(),
-        TableConfig {
-            url: format!("file://{}/", dir.display()),
-            ..Default::default()
-        },
-    );
-    silt_server::start(cfg).await.expect("start server")
+    crate::common::file_table_server(dir, cache, PAGE).await
 }
 
 async fn client(server: &ServerHandle) -> SessionContext {
