@@ -129,7 +129,8 @@ async fn lookups_answer_like_datafusion_on_every_key_type() {
         server,
         client,
         base,
-        ..
+        _data,
+        _cache,
     } = setup().await;
 
     // Integers: present in several row groups of `a`, in `b`, duplicated
@@ -212,7 +213,8 @@ async fn sql_of_the_lookup_shape_takes_the_lookup_path_and_others_do_not() {
         server,
         client,
         base,
-        ..
+        _data,
+        _cache,
     } = setup().await;
 
     let lookup_shaped = [
@@ -257,7 +259,8 @@ async fn lookups_read_the_memory_tier_when_it_holds_the_columns_and_see_overwrit
         server,
         client,
         base,
-        ..
+        _data,
+        _cache,
     } = setup().await;
     let sql = "SELECT id, name, payload FROM t WHERE id IN (7, 3001, 12000, 599)";
 
@@ -298,7 +301,8 @@ async fn a_statement_is_planned_once_and_a_stale_ticket_is_planned_again() {
         server,
         client,
         base,
-        ..
+        _data,
+        _cache,
     } = setup().await;
     let plans = || metric(&server, "silt_plans_total");
 
