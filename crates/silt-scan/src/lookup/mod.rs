@@ -174,6 +174,19 @@ pub async fn lookup(
     Ok(outcome)
 }
 
+/// `rows` with view arrays holding only their own bytes: a few rows taken
+/// from a batch (or a decoded page) still point into its whole data buffers,
+/// which the Flight encoder would send in full.
+fn compact_views(rows: ArrayRef) -> ArrayRef {
+    use datafusion::arrow::array::AsArray;
+    use datafusion::arrow::datatypes::DataType;
+    match rows.data_type() {
+        DataType::Utf8View => Arc::new(rows.as_string_view().gc()),
+        DataType::BinaryView => Arc::new(rows.as_binary_view().gc()),
+        _ => rows,
+    }
+}
+
 /// `array` as `data_type`, refusing lossy casts (a key that does not fit
 /// the column is an error, not a silently different key).
 fn cast_exact(array: &ArrayRef, data_type: &datafusion::arrow::datatypes::DataType) -> Result<ArrayRef> {
@@ -270,7 +283,7 @@ fn read_from_memory(
             .projection
             .iter()
             .map(|&c| match find(c) {
-                Some(col) => Ok(col.filter(&mask)?),
+                Some(col) => Ok(compact_views(col.filter(&mask)?)),
                 None => Ok(new_null_array(table.schema_ref().field(c).data_type(), rows)),
             })
             .collect::<Result<Vec<_>>>()?;
@@ -340,7 +353,7 @@ async fn read_pages(
                 .map(|&c| {
                     let field = schema.field(c);
                     match batch.column_by_name(field.name()) {
-                        Some(a) if file.file_columns[c].is_some() => conform(a, field.data_type()),
+                        Some(a) if file.file_columns[c].is_some() => conform(a, field.data_type()).map(compact_views),
                         _ => Ok(new_null_array(field.data_type(), batch.num_rows())),
                     }
                 })

@@ -62,6 +62,11 @@ pub struct LookupArgs {
     /// `LookupRequest`, `SiltClient::lookup`).
     #[arg(long, default_value = "lookup", value_parser = ["sql", "lookup"])]
     api: String,
+    /// Warm the server before measuring (`silt preload`): `disk` (footers and
+    /// column chunks in the disk tier), `memory` (also decoded into the
+    /// memory tier), or `none` (only the warm-up lookups warm it).
+    #[arg(long, default_value = "none", value_parser = ["none", "disk", "memory"])]
+    preload: String,
     /// Where the data lives [default: data/lookup-<rows>].
     #[arg(long)]
     data_dir: Option<PathBuf>,
@@ -209,6 +214,16 @@ async fn measure(
     work: &std::path::Path,
 ) -> anyhow::Result<LookupResult> {
     let mut session = Session::start(mode, suite, setup, work).await?;
+    if let (Some(url), false) = (
+        session.flight_url(),
+        args.preload == "none" || matches!(mode, Mode::FileServer),
+    ) {
+        let client = SiltClient::connect(url).await?;
+        client
+            .preload("lookup", None, args.preload == "memory", |_| {})
+            .await
+            .context("preloading the lookup table")?;
+    }
     let mut askers = Vec::new();
     for _ in 0..args.clients.max(1) {
         askers.push(match session.flight_url() {
@@ -364,8 +379,8 @@ pub async fn lookup(args: LookupArgs) -> anyhow::Result<()> {
             store_latency_ms: args.latency_ms,
             store_mbps: args.mbps,
             sql: format!(
-                "{SQL} ({} key(s) per call; pushdown modes ask through the {} API)",
-                args.keys_per_call, args.api
+                "{SQL} ({} key(s) per call; pushdown modes ask through the {} API; preload: {})",
+                args.keys_per_call, args.api, args.preload
             ),
         },
         data: suite.data.clone(),
