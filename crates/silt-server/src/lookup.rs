@@ -166,6 +166,8 @@ impl Engine {
         let m = self.metrics();
         m.lookup_row_groups_memory.increment(outcome.memory_row_groups as u64);
         m.lookup_row_groups_pages.increment(outcome.page_row_groups as u64);
+        m.lookup_row_groups_bloom_skipped
+            .increment(outcome.bloom_skipped_row_groups as u64);
         Ok((
             Arc::new(schema.project(&projection).map_err(DataFusionError::from)?),
             outcome.batches,

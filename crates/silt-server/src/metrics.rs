@@ -66,6 +66,9 @@ pub struct ServerMetrics {
     /// `silt_lookup_row_groups_total{from="pages"}`: row groups a lookup
     /// answered by reading the candidate pages (page and disk tiers).
     pub lookup_row_groups_pages: Counter,
+    /// `silt_lookup_row_groups_total{from="bloom_filter"}`: candidate row
+    /// groups a lookup skipped because their bloom filter holds no key.
+    pub lookup_row_groups_bloom_skipped: Counter,
 }
 
 impl ServerMetrics {
@@ -97,6 +100,7 @@ impl ServerMetrics {
         };
         let lookup_row_groups_memory = from("memory");
         let lookup_row_groups_pages = from("pages");
+        let lookup_row_groups_bloom_skipped = from("bloom_filter");
         // Touch every counter so it is rendered (as 0) before first use.
         for c in [
             &queries,
@@ -126,6 +130,7 @@ impl ServerMetrics {
             &plans,
             &lookup_row_groups_memory,
             &lookup_row_groups_pages,
+            &lookup_row_groups_bloom_skipped,
         ] {
             c.increment(0);
         }
@@ -154,6 +159,7 @@ impl ServerMetrics {
             plans,
             lookup_row_groups_memory,
             lookup_row_groups_pages,
+            lookup_row_groups_bloom_skipped,
         })
     }
 

@@ -36,6 +36,7 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::parquet::arrow::ProjectionMask;
 use datafusion::parquet::arrow::arrow_reader::{ArrowPredicateFn, RowFilter, RowSelection};
 use datafusion::parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
+use datafusion::parquet::bloom_filter::Sbbf;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_expr::expressions::{Column, in_list, lit};
 use futures::TryStreamExt;
@@ -44,6 +45,7 @@ use silt_cache::{BATCH_ROWS, CachedColumn};
 
 pub use key_index::{KeyIndex, is_lookup_type};
 
+use crate::bloom::column_bloom_filter;
 use crate::cached_table::CachedParquetTable;
 use crate::column_loader::{FileContext, conform};
 use crate::file_reader::CachedFileReader;
@@ -68,6 +70,8 @@ pub struct LookupOutcome {
     pub memory_row_groups: usize,
     /// Row groups answered by reading pages.
     pub page_row_groups: usize,
+    /// Candidate row groups whose bloom filter holds none of the keys.
+    pub bloom_skipped_row_groups: usize,
 }
 
 /// The [`KeyIndex`]es of recently looked-up object versions, keyed by
@@ -156,6 +160,10 @@ pub async fn lookup(
         let candidates = index.candidates(&file_keys)?;
         let mut on_pages = Vec::new();
         for (rg, ranges) in candidates {
+            if bloom_excludes(table, index, rg, &file_keys).await? {
+                outcome.bloom_skipped_row_groups += 1;
+                continue;
+            }
             match read_from_memory(table, index, &matcher, rg, &ranges, request, &out_schema)? {
                 Some(batches) => {
                     outcome.memory_row_groups += 1;
@@ -172,6 +180,50 @@ pub async fn lookup(
     }
     outcome.batches.retain(|b| b.num_rows() > 0);
     Ok(outcome)
+}
+
+/// Whether row group `rg`'s bloom filter on the key column (when the file
+/// has one, and its Parquet type hashes like `keys`) holds none of `keys`.
+/// A filter that cannot be read for another reason than the cache (a
+/// malformed one) just skips nothing; a cache error (the object changed) is
+/// returned.
+async fn bloom_excludes(table: &CachedParquetTable, index: &KeyIndex, rg: usize, keys: &ArrayRef) -> Result<bool> {
+    use datafusion::arrow::array::AsArray;
+    use datafusion::arrow::datatypes::{DataType, Int32Type, Int64Type, UInt32Type, UInt64Type};
+    use datafusion::parquet::basic::Type as Physical;
+    let file = &index.file;
+    let Some(leaf) = file.file_columns[index.column] else {
+        return Ok(false);
+    };
+    let physical = file
+        .reader
+        .metadata()
+        .file_metadata()
+        .schema_descr()
+        .column(leaf)
+        .physical_type();
+    let check: Box<dyn Fn(&Sbbf, usize) -> bool + Send + Sync + '_> = match (keys.data_type(), physical) {
+        (DataType::Int64, Physical::INT64) => Box::new(|f, i| f.check(&keys.as_primitive::<Int64Type>().value(i))),
+        (DataType::UInt64, Physical::INT64) => {
+            Box::new(|f, i| f.check(&(keys.as_primitive::<UInt64Type>().value(i) as i64)))
+        }
+        (DataType::Int32, Physical::INT32) => Box::new(|f, i| f.check(&keys.as_primitive::<Int32Type>().value(i))),
+        (DataType::UInt32, Physical::INT32) => {
+            Box::new(|f, i| f.check(&(keys.as_primitive::<UInt32Type>().value(i) as i32)))
+        }
+        (DataType::Utf8, Physical::BYTE_ARRAY) => Box::new(|f, i| f.check(keys.as_string::<i32>().value(i))),
+        (DataType::LargeUtf8, Physical::BYTE_ARRAY) => Box::new(|f, i| f.check(keys.as_string::<i64>().value(i))),
+        (DataType::Utf8View, Physical::BYTE_ARRAY) => Box::new(|f, i| f.check(keys.as_string_view().value(i))),
+        _ => return Ok(false),
+    };
+    let sources = table.sources();
+    let filter = match column_bloom_filter(&sources.store, &sources.metadata_cache, file, rg, leaf).await {
+        Ok(Some(filter)) => filter,
+        Ok(None) => return Ok(false),
+        Err(e) if silt_cache::CacheError::find(&e).is_some() => return Err(e),
+        Err(_) => return Ok(false),
+    };
+    Ok(!(0..keys.len()).any(|i| keys.is_valid(i) && check(&filter, i)))
 }
 
 /// `rows` with view arrays holding only their own bytes: a few rows taken

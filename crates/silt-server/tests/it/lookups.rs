@@ -351,3 +351,49 @@ async fn a_statement_is_planned_once_and_a_stale_ticket_is_planned_again() {
     check_same("stale ticket", &batches, &want, false).unwrap();
     server.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bloom_filters_skip_row_groups_whose_statistics_admit_the_key() {
+    let data = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let dir = data.path().join("t");
+    std::fs::create_dir_all(&dir).unwrap();
+    // Even keys scattered over [0, 2e9): every row group's min/max admits
+    // almost any key, odd keys are absent.
+    let keys: Vec<i64> = (0..12_000i64)
+        .map(|i| 2 * ((i * 2_654_435_761) % 1_000_000_007))
+        .collect();
+    let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, false)]));
+    let batch = RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from(keys.clone()))]).unwrap();
+    let props = WriterProperties::builder()
+        .set_max_row_group_row_count(Some(ROW_GROUP))
+        .set_bloom_filter_enabled(true)
+        .set_bloom_filter_fpp(0.001)
+        .build();
+    let mut w = ArrowWriter::try_new(
+        std::fs::File::create(dir.join("b.parquet")).unwrap(),
+        batch.schema(),
+        Some(props),
+    )
+    .unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    let server = crate::common::file_table_server(&dir, cache.path(), 16 << 10).await;
+    let client = SiltClient::connect(&server.flight_url()).await.unwrap();
+    let base = plain(&dir).await;
+    let skipped = || metric(&server, "silt_lookup_row_groups_total{from=\"bloom_filter\"}");
+
+    let absent = keys[7] + 1;
+    let sql = format!("SELECT k FROM t WHERE k = {absent}");
+    let got = client.sql(&sql).await.unwrap();
+    check_same(&sql, &got, &expected(&base, &sql).await, false).unwrap();
+    assert!(skipped() >= 3.0, "bloom filters skipped {} row groups", skipped());
+
+    let before = skipped();
+    let sql = format!("SELECT k FROM t WHERE k IN ({}, {})", keys[5], keys[11_000]);
+    let got = client.sql(&sql).await.unwrap();
+    check_same(&sql, &got, &expected(&base, &sql).await, false).unwrap();
+    assert_eq!(got.iter().map(RecordBatch::num_rows).sum::<usize>(), 2);
+    assert!(skipped() > before, "row groups holding neither key were read");
+    server.shutdown().await.unwrap();
+}
