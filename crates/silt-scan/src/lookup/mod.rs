@@ -182,6 +182,9 @@ pub async fn lookup(
     Ok(outcome)
 }
 
+/// Whether a bloom filter may hold key `i` of the keys.
+type KeyCheck<'a> = dyn Fn(&Sbbf, usize) -> bool + Send + Sync + 'a;
+
 /// Whether row group `rg`'s bloom filter on the key column (when the file
 /// has one, and its Parquet type hashes like `keys`) holds none of `keys`.
 /// A filter that cannot be read for another reason than the cache (a
@@ -202,7 +205,7 @@ async fn bloom_excludes(table: &CachedParquetTable, index: &KeyIndex, rg: usize,
         .schema_descr()
         .column(leaf)
         .physical_type();
-    let check: Box<dyn Fn(&Sbbf, usize) -> bool + Send + Sync + '_> = match (keys.data_type(), physical) {
+    let check: Box<KeyCheck<'_>> = match (keys.data_type(), physical) {
         (DataType::Int64, Physical::INT64) => Box::new(|f, i| f.check(&keys.as_primitive::<Int64Type>().value(i))),
         (DataType::UInt64, Physical::INT64) => {
             Box::new(|f, i| f.check(&(keys.as_primitive::<UInt64Type>().value(i) as i64)))
