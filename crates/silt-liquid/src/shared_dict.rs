@@ -231,10 +231,11 @@ impl DecodedDictionaries {
     }
 }
 
-/// A string or binary view array taken from a reused dictionary references
-/// the whole dictionary's data buffers; copying out just its rows' bytes
-/// keeps an output batch (and what Flight sends of it) to its own rows.
-fn compact_views(rows: ArrayRef) -> ArrayRef {
+/// A string or binary view array taken from a reused dictionary (or any
+/// larger batch) references the whole data buffers; copying out just its
+/// rows' bytes keeps an output batch (and what Flight sends of it) to its
+/// own rows.
+pub fn compact_views(rows: ArrayRef) -> ArrayRef {
     use arrow::array::AsArray;
     match rows.data_type() {
         DataType::Utf8View => Arc::new(rows.as_string_view().gc()),

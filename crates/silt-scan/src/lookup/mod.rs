@@ -28,7 +28,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, RecordBatch, new_null_array};
-use datafusion::arrow::compute::{CastOptions, cast_with_options, prep_null_mask_filter};
+use datafusion::arrow::compute::prep_null_mask_filter;
 use datafusion::arrow::datatypes::{Schema, SchemaRef};
 use datafusion::catalog::Session;
 use datafusion::common::ScalarValue;
@@ -42,6 +42,7 @@ use datafusion::physical_expr::expressions::{Column, in_list, lit};
 use futures::TryStreamExt;
 use object_store::ObjectMeta;
 use silt_cache::{BATCH_ROWS, CachedColumn};
+use silt_liquid::shared_dict::compact_views;
 
 pub use key_index::{KeyIndex, is_lookup_type};
 
@@ -229,30 +230,10 @@ async fn bloom_excludes(table: &CachedParquetTable, index: &KeyIndex, rg: usize,
     Ok(!(0..keys.len()).any(|i| keys.is_valid(i) && check(&filter, i)))
 }
 
-/// `rows` with view arrays holding only their own bytes: a few rows taken
-/// from a batch (or a decoded page) still point into its whole data buffers,
-/// which the Flight encoder would send in full.
-fn compact_views(rows: ArrayRef) -> ArrayRef {
-    use datafusion::arrow::array::AsArray;
-    use datafusion::arrow::datatypes::DataType;
-    match rows.data_type() {
-        DataType::Utf8View => Arc::new(rows.as_string_view().gc()),
-        DataType::BinaryView => Arc::new(rows.as_binary_view().gc()),
-        _ => rows,
-    }
-}
-
 /// `array` as `data_type`, refusing lossy casts (a key that does not fit
 /// the column is an error, not a silently different key).
 fn cast_exact(array: &ArrayRef, data_type: &datafusion::arrow::datatypes::DataType) -> Result<ArrayRef> {
-    if array.data_type() == data_type {
-        return Ok(array.clone());
-    }
-    let options = CastOptions {
-        safe: false,
-        ..Default::default()
-    };
-    cast_with_options(array, data_type, &options)
+    conform(array, data_type)
         .map_err(|e| DataFusionError::Plan(format!("lookup keys of type {} as {data_type}: {e}", array.data_type())))
 }
 

@@ -122,6 +122,15 @@ impl Fixture {
     }
 }
 
+/// A DataFusion context with `server`'s tables registered (Silt's client).
+pub async fn client(server: &ServerHandle) -> SessionContext {
+    let ctx = SessionContext::new();
+    silt_client::register_tables(&ctx, &server.flight_url())
+        .await
+        .expect("register tables");
+    ctx
+}
+
 /// A server with one `file://` table `t` over the folder `dir`, cache pages
 /// of `page_size` bytes, everything else default.
 pub async fn file_table_server(dir: &Path, cache: &Path, page_size: u64) -> ServerHandle {

@@ -14,7 +14,7 @@ use datafusion::parquet::file::reader::{FileReader, SerializedFileReader};
 use datafusion::prelude::{ParquetReadOptions, SessionContext};
 use silt_server::ServerHandle;
 
-use crate::common::{check_same, is_ordered, metric};
+use crate::common::{check_same, client, is_ordered, metric};
 
 const PAGE: u64 = 16 << 10;
 const ROWS: i64 = 200_000;
@@ -86,14 +86,6 @@ fn scattered(i: i64) -> i64 {
 /// A server with one `file://` table `t` over `dir`, 16 KiB cache pages.
 async fn server(dir: &Path, cache: &Path) -> ServerHandle {
     crate::common::file_table_server(dir, cache, PAGE).await
-}
-
-async fn client(server: &ServerHandle) -> SessionContext {
-    let ctx = SessionContext::new();
-    silt_client::register_tables(&ctx, &server.flight_url())
-        .await
-        .expect("register tables");
-    ctx
 }
 
 async fn plain(file: &Path) -> SessionContext {

@@ -20,7 +20,7 @@ use silt_server::config::TableConfig;
 use silt_server::{ServerConfig, ServerHandle};
 
 use crate::common::{
-    baseline_ctx, break_ties, check_same, data_root, full_config, is_ordered, metric, s3_settings, shared_dir,
+    baseline_ctx, break_ties, check_same, client, data_root, full_config, is_ordered, metric, s3_settings, shared_dir,
 };
 
 const PAGE: u64 = 64 << 10;
@@ -34,14 +34,6 @@ async fn start(s3: &LocalS3, cache_dir: &Path, tweak: impl FnOnce(&mut ServerCon
     cfg.page_size = PAGE;
     tweak(&mut cfg);
     silt_server::start(cfg).await.expect("start server")
-}
-
-async fn client(server: &ServerHandle) -> SessionContext {
-    let ctx = SessionContext::new();
-    silt_client::register_tables(&ctx, &server.flight_url())
-        .await
-        .expect("register tables");
-    ctx
 }
 
 async fn wait_recovered(server: &ServerHandle) {

@@ -18,7 +18,7 @@ use silt_cache::Freshness;
 use silt_server::config::TableConfig;
 use silt_server::{ServerConfig, ServerHandle};
 
-use crate::common::{metric, s3_settings};
+use crate::common::{client, metric, s3_settings};
 
 const PAGE: u64 = 16 << 10;
 const ROWS: i64 = 120_000;
@@ -125,14 +125,6 @@ async fn read_ids(ctx: &SessionContext) {
         .await
         .unwrap();
     assert_eq!(batches[0].num_rows(), 1);
-}
-
-async fn client(server: &ServerHandle) -> SessionContext {
-    let ctx = SessionContext::new();
-    silt_client::register_tables(&ctx, &server.flight_url())
-        .await
-        .expect("register tables");
-    ctx
 }
 
 /// `(min(v), max(v), count(*))` of `table`, or the error's text.
