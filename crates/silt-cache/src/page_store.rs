@@ -22,7 +22,6 @@ use std::sync::atomic::Ordering;
 use bytes::{Bytes, BytesMut};
 use object_store::path::Path;
 use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
-use parking_lot::Mutex;
 use tokio::sync::watch;
 
 use crate::counters::TableCounters;
@@ -64,6 +63,10 @@ pub enum Admit {
     DiskOnly,
 }
 
+/// How many learned ETags a page store keeps (~100 bytes each): far more
+/// object versions than live queries pin at once.
+const LEARNED_ETAGS: u64 = 1 << 17;
+
 /// Object bytes in pages: memory, disk, the store. Shared by every table
 /// of a server. Build with [`PageStore::builder`].
 pub struct PageStore {
@@ -73,8 +76,12 @@ pub struct PageStore {
     merge_gap: u64,
     /// ETags learned from the first answer for a version that was validated
     /// without one (stores whose listings carry no ETag): later fetches of
-    /// that version must answer with the same ETag.
-    etags: Mutex<HashMap<ObjectKey, String>>,
+    /// that version must answer with the same ETag. Kept after the version
+    /// stops being current (bounded, not cleared on invalidation): a query
+    /// that started on that version before (speculative validation) may
+    /// still fetch its pages, and must not learn another object's ETag for
+    /// the same key when a same-size overwrite lands in the same second.
+    etags: moka::sync::Cache<ObjectKey, String>,
     /// The object store's latency and bandwidth as measured on this store's
     /// GETs: what a fetched page is priced at for the disk tier's policy.
     fetch_cost: MeasuredCost,
@@ -109,7 +116,7 @@ impl PageStoreBuilder {
             disk: self.disk,
             inflight: InFlight::default(),
             merge_gap,
-            etags: Mutex::default(),
+            etags: moka::sync::Cache::new(LEARNED_ETAGS),
             fetch_cost: MeasuredCost::new(CostModel {
                 // The tiers below memory keep raw bytes: a hit decodes them
                 // as a refetch would, so caching saves no decoding.
@@ -142,7 +149,6 @@ impl PageStore {
     /// Drops every page of `keep`'s object that is not of `keep`'s version,
     /// from memory now and from disk on a blocking thread.
     pub(crate) fn drop_other_versions(&self, keep: &ObjectKey, memory_too: bool) {
-        self.etags.lock().retain(|k, _| !keep.is_other_version(k));
         if memory_too {
             self.memory.drop_other_versions(keep);
         }
@@ -344,7 +350,7 @@ impl PageStore {
         object
             .etag()
             .map(str::to_string)
-            .or_else(|| self.etags.lock().get(&object.key).cloned())
+            .or_else(|| self.etags.get(&object.key))
     }
 
     /// Refuses an answer of another version than `object`'s (a store that
@@ -368,10 +374,9 @@ impl PageStore {
         {
             let shared = self
                 .etags
-                .lock()
                 .entry(object.key.clone())
                 .or_insert_with(|| etag.clone())
-                .clone();
+                .into_value();
             if shared != *etag || !object.learn_etag(etag) {
                 return Err(changed());
             }
@@ -554,5 +559,65 @@ mod tests {
         assert_eq!(spans, vec![1..5, 9..10]);
         assert_eq!(runs[0].1.len(), 3);
         assert!(merge_runs::<()>(vec![], 4).is_empty());
+    }
+
+    /// Writes `fill` x 64 bytes to `file` (a new file renamed into place) with
+    /// modification time `mtime`.
+    fn write_object(file: &std::path::Path, fill: u8, mtime: std::time::SystemTime) {
+        let tmp = file.with_extension("tmp");
+        std::fs::write(&tmp, vec![fill; 64]).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&tmp)
+            .unwrap()
+            .set_modified(mtime)
+            .unwrap();
+        std::fs::rename(tmp, file).unwrap();
+    }
+
+    /// A listing without ETags cannot tell apart two same-size versions
+    /// written in the same second: the ETag the first answer taught must
+    /// hold for that version's key even after invalidation dropped the
+    /// version, or a later pin of it (a query started speculatively on the
+    /// old listing) caches the new bytes under the old key beside old ones.
+    #[tokio::test]
+    async fn a_learned_etag_outlives_the_invalidation_of_its_version() {
+        use crate::{CacheMetrics, PageCacheConfig};
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("o.bin");
+        let mtime = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000);
+        write_object(&file, 1, mtime);
+        let store = object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap();
+        let path = Path::from("o.bin");
+        let mut listed = object_store::ObjectStoreExt::head(&store, &path).await.unwrap();
+        listed.e_tag = None; // as a listing without ETags reports it
+        let pin = || PinnedObject::new("s".into(), "o.bin".into(), ObjectVersion::from_meta(&listed));
+        let pages = PageStore::builder(PageCache::new(
+            PageCacheConfig {
+                page_size: 16,
+                capacity_bytes: 1 << 20,
+            },
+            CacheMetrics::noop(),
+        ))
+        .build();
+        let counters = TableCounters::default();
+        let read = |object: PinnedObject, range: Range<u64>| {
+            let (pages, store, path, counters) = (pages.clone(), &store, &path, &counters);
+            async move {
+                let source = Source { store, path };
+                pages
+                    .read(source, &object, &[range], Admit::MemoryAndDisk, counters)
+                    .await
+                    .map(|mut b| b.remove(0))
+            }
+        };
+        assert_eq!(&read(pin(), 0..16).await.unwrap()[..], &[1; 16]);
+
+        // Another version becomes current; then the object is overwritten
+        // with bytes of the same size and modification time.
+        pages.drop_other_versions(&ObjectKey::new("s", "o.bin", "another"), true);
+        write_object(&file, 2, mtime);
+        let err = read(pin(), 16..32).await.unwrap_err();
+        assert!(err.is_changed(), "{err}");
     }
 }
