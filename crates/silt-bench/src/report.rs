@@ -41,6 +41,19 @@ pub fn render(results: &BenchResults, plots: &[String]) -> String {
     section(&mut out, results, "Client CPU per warm query (ms, mean)", |r| {
         r.client_cpu_s.map(|c| format!("{:.1}", c.warm_mean * 1e3))
     });
+    section(
+        &mut out,
+        results,
+        "Where warm time goes (ms, mean): validation / planning / scan / encode / send on the server, \
+         then the rest (client and network)",
+        |r| {
+            let stages = r.server_stages_ms?;
+            let warm = crate::results::mean(&r.warm_ms.as_ref()?.runs)?;
+            let server: f64 = stages.to_array().iter().sum();
+            let parts: Vec<String> = stages.to_array().iter().map(|v| format!("{v:.1}")).collect();
+            Some(format!("{} / {:.1}", parts.join(" / "), (warm - server).max(0.0)))
+        },
+    );
     section(&mut out, results, "Bytes to the client per warm query", |r| {
         r.bytes_to_client.map(|b| human_bytes(b.warm_median))
     });

@@ -94,6 +94,44 @@ pub struct QueryResult {
     pub object_store: Option<StoreTraffic>,
     /// Cache memory and server RSS after the warm runs.
     pub memory: Option<MemoryUse>,
+    /// Where a warm query's server time went (mean over the warm runs), from
+    /// the server's `silt_query_stage_seconds` histograms; `null` for modes
+    /// without a pushdown server.
+    #[serde(default)]
+    pub server_stages_ms: Option<ServerStages>,
+}
+
+/// Server time of one query by stage, in milliseconds (see
+/// `silt_server::query_trace`): exclusive, so their sum is the server's
+/// share of the latency and the rest is the client and the network.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct ServerStages {
+    pub validation: f64,
+    pub planning: f64,
+    pub scan: f64,
+    pub encode: f64,
+    pub send: f64,
+}
+
+impl ServerStages {
+    /// The stages' names, as the server labels them, in field order.
+    pub const NAMES: [&'static str; 5] = ["validation", "planning", "scan", "encode", "send"];
+
+    /// From values in [`ServerStages::NAMES`] order.
+    pub fn from_array(v: [f64; 5]) -> Self {
+        ServerStages {
+            validation: v[0],
+            planning: v[1],
+            scan: v[2],
+            encode: v[3],
+            send: v[4],
+        }
+    }
+
+    /// Values in [`ServerStages::NAMES`] order.
+    pub fn to_array(&self) -> [f64; 5] {
+        [self.validation, self.planning, self.scan, self.encode, self.send]
+    }
 }
 
 /// Median, min and max of the warm runs, and the runs themselves.

@@ -201,12 +201,23 @@ impl CachedStore {
             self.speculate(gate, probe, Arc::new(vec![v.meta.clone()]));
             return Ok(v.meta);
         }
-        let since = self.gate.as_ref().map_or_else(Instant::now, |g| g.started());
-        let answer = self.validated_after(&probe, since).await?;
+        let answer = self.validated_inline(&probe).await?;
         answer.first().cloned().ok_or_else(|| object_store::Error::NotFound {
             path: location.to_string(),
             source: "empty HEAD answer".into(),
         })
+    }
+
+    /// A validation answered after the query started (now, without one),
+    /// waited for here: counted on the query's gate as inline wait.
+    async fn validated_inline(&self, probe: &Probe) -> CacheResult<Arc<Vec<ObjectMeta>>> {
+        let Some(gate) = &self.gate else {
+            return self.validated_after(probe, Instant::now()).await;
+        };
+        let start = Instant::now();
+        let answer = self.validated_after(probe, gate.started()).await;
+        gate.waited_inline(start.elapsed());
+        answer
     }
 
     /// Page hits and misses of reads through this store.
@@ -445,8 +456,7 @@ impl CachedStore {
             self.speculate(gate, probe, metas.clone());
             return Ok(metas);
         }
-        let since = self.gate.as_ref().map_or_else(Instant::now, |g| g.started());
-        Ok(self.validated_after(&probe, since).await?)
+        Ok(self.validated_inline(&probe).await?)
     }
 }
 

@@ -18,6 +18,7 @@
 //! hands it to the store it lists through, [`CachedStore::gated`](crate::CachedStore::gated)).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use futures::future::BoxFuture;
@@ -31,6 +32,9 @@ pub struct ValidationGate {
     started: Instant,
     pending: Mutex<Vec<BoxFuture<'static, CacheResult<()>>>>,
     speculative: Mutex<bool>,
+    /// Nanoseconds the query waited on validations it could not speculate
+    /// past (a first listing, or one under another freshness).
+    waited_inline: AtomicU64,
 }
 
 impl std::fmt::Debug for ValidationGate {
@@ -49,6 +53,7 @@ impl ValidationGate {
             started: Instant::now(),
             pending: Mutex::default(),
             speculative: Mutex::new(false),
+            waited_inline: AtomicU64::new(0),
         })
     }
 
@@ -67,6 +72,17 @@ impl ValidationGate {
     pub(crate) fn register(&self, confirmation: BoxFuture<'static, CacheResult<()>>) {
         *self.speculative.lock() = true;
         self.pending.lock().push(confirmation);
+    }
+
+    /// Counts `d` the query waited on a validation before it could go on.
+    pub(crate) fn waited_inline(&self, d: std::time::Duration) {
+        self.waited_inline.fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    /// How long the query has waited on validations inline (during planning:
+    /// the time a trace counts as validation rather than planning).
+    pub fn inline_wait(&self) -> std::time::Duration {
+        std::time::Duration::from_nanos(self.waited_inline.load(Ordering::Relaxed))
     }
 
     /// Whether the query used any listing or version speculatively.

@@ -8,6 +8,7 @@
 
 use std::pin::Pin;
 use std::sync::{Arc, LazyLock};
+use std::time::Duration;
 
 use arrow_flight::encode::FlightDataEncoderBuilder;
 use arrow_flight::error::FlightError;
@@ -30,12 +31,13 @@ use prost::Message;
 use silt_proto::{ACTION_PRELOAD, ACTION_STATS, LookupRequest, ScanRequest};
 use tokio::time::Instant;
 use tonic::{Request, Response, Status, Streaming};
-use tracing::{debug, warn};
+use tracing::{Instrument, debug, warn};
 
 use crate::engine::{CATALOG, Engine, PlannedQuery, SCHEMA};
 use crate::error::ServerError;
 use crate::lookup::{LookupQuery, lookup_shape};
 use crate::pending_plans::{KeptPlan, PendingPlans};
+use crate::query_trace::{QueryTrace, ScanClock, Stage};
 use silt_cache::ValidationGate;
 
 static SQL_INFO: LazyLock<SqlInfoData> = LazyLock::new(|| {
@@ -77,48 +79,45 @@ impl SiltFlightService {
         })
     }
 
+    /// Plans `sql` for its schema only (nothing will run this plan).
     async fn plan_statement(&self, sql: &str) -> Result<PlannedQuery, Status> {
-        self.plan_statement_gated(sql, None).await
+        let trace = QueryTrace::new("sql", self.engine.metrics().clone());
+        self.plan(&Query::Sql(sql.to_string()), None, &trace).await
     }
 
-    async fn plan_statement_gated(
+    /// Plans `scan` for its schema and row count only.
+    async fn plan_scan(&self, scan: ScanRequest) -> Result<PlannedQuery, Status> {
+        let trace = QueryTrace::new("scan", self.engine.metrics().clone());
+        self.plan(&Query::Scan(scan), None, &trace).await
+    }
+
+    /// Plans `query` (SQL or a pushdown scan) for the attempt that owns
+    /// `gate`, within the query timeout. `trace` gets the time: the inline
+    /// validation the gate counted as `validation`, the rest as `planning`.
+    async fn plan(
         &self,
-        sql: &str,
+        query: &Query,
         gate: Option<&Arc<ValidationGate>>,
+        trace: &QueryTrace,
     ) -> Result<PlannedQuery, Status> {
         self.engine.metrics().queries.increment(1);
         self.engine.metrics().plans.increment(1);
         let timeout = self.engine.config().query_timeout;
-        let planned = tokio::time::timeout(timeout, self.engine.plan_sql_gated(sql, gate))
+        let planning = async {
+            match query {
+                Query::Sql(sql) => self.engine.plan_sql_gated(sql, gate).await,
+                Query::Scan(scan) => self.engine.plan_scan_gated(scan, gate).await,
+            }
+        };
+        let inline_wait = || gate.map_or(Duration::ZERO, |g| g.inline_wait());
+        let (waited_before, start) = (inline_wait(), Instant::now());
+        let planned = tokio::time::timeout(timeout, planning.instrument(trace.span(Stage::Planning)))
             .await
             .unwrap_or(Err(ServerError::Timeout(timeout)));
+        let waited = inline_wait().saturating_sub(waited_before);
+        trace.add(Stage::Validation, waited);
+        trace.add(Stage::Planning, start.elapsed().saturating_sub(waited));
         self.counted(planned)
-    }
-
-    async fn plan_scan(&self, scan: &ScanRequest) -> Result<PlannedQuery, Status> {
-        self.plan_scan_gated(scan, None).await
-    }
-
-    async fn plan_scan_gated(
-        &self,
-        scan: &ScanRequest,
-        gate: Option<&Arc<ValidationGate>>,
-    ) -> Result<PlannedQuery, Status> {
-        self.engine.metrics().queries.increment(1);
-        self.engine.metrics().plans.increment(1);
-        let timeout = self.engine.config().query_timeout;
-        let planned = tokio::time::timeout(timeout, self.engine.plan_scan_gated(scan, gate))
-            .await
-            .unwrap_or(Err(ServerError::Timeout(timeout)));
-        self.counted(planned)
-    }
-
-    /// Plans `query` (SQL or a pushdown scan) for the attempt that owns `gate`.
-    async fn plan(&self, query: &Query, gate: &Arc<ValidationGate>) -> Result<PlannedQuery, Status> {
-        match query {
-            Query::Sql(sql) => self.plan_statement_gated(sql, Some(gate)).await,
-            Query::Scan(scan) => self.plan_scan_gated(scan, Some(gate)).await,
-        }
     }
 
     /// Plans and executes `query` and waits for its first batch, which is
@@ -136,20 +135,27 @@ impl SiltFlightService {
     ///
     /// `kept`: the plan (and its gate) `GetFlightInfo` made, run as the
     /// first attempt instead of planning again.
-    async fn start(&self, query: &Query, deadline: Instant, mut kept: Option<KeptPlan>) -> Result<Started, Status> {
+    async fn start(
+        &self,
+        query: &Query,
+        deadline: Instant,
+        mut kept: Option<KeptPlan>,
+        trace: &QueryTrace,
+    ) -> Result<Started, Status> {
         let metrics = self.engine.metrics().clone();
         let mut restarted = false;
         loop {
             // Each attempt has its own gate: its validations must be sent after it started.
             let (gate, attempt) = match kept.take() {
-                Some(KeptPlan { plan, gate }) => (gate, self.run(plan, deadline).await),
+                Some(KeptPlan { plan, gate, .. }) => (gate, self.run(plan, deadline, trace).await),
                 None => {
                     let gate = ValidationGate::new();
-                    let attempt = self.attempt(query, &gate, deadline).await;
+                    let attempt = self.attempt(query, &gate, deadline, trace).await;
                     (gate, attempt)
                 }
             };
-            let confirmed = match tokio::time::timeout_at(deadline, gate.confirm()).await {
+            let confirmation = tokio::time::timeout_at(deadline, gate.confirm());
+            let confirmed = match trace.time(Stage::Validation, confirmation).await {
                 Ok(confirmed) => confirmed,
                 Err(_) => return Err(self.timed_out()),
             };
@@ -187,29 +193,39 @@ impl SiltFlightService {
 
     /// One attempt of [`SiltFlightService::start`]: plan, execute, take the
     /// first result (not yet confirmed).
-    async fn attempt(&self, query: &Query, gate: &Arc<ValidationGate>, deadline: Instant) -> Result<Started, Status> {
+    async fn attempt(
+        &self,
+        query: &Query,
+        gate: &Arc<ValidationGate>,
+        deadline: Instant,
+        trace: &QueryTrace,
+    ) -> Result<Started, Status> {
         // Planning reads footers too: a version gone by then is `ABORTED`.
-        let planned = self.plan(query, gate).await?;
-        self.run(planned, deadline).await
+        let planned = self.plan(query, Some(gate), trace).await?;
+        self.run(planned, deadline, trace).await
     }
 
-    /// Executes a planned query and takes its first result (not yet confirmed).
-    async fn run(&self, planned: PlannedQuery, deadline: Instant) -> Result<Started, Status> {
+    /// Executes a planned query and takes its first result (not yet
+    /// confirmed), all of it `scan` time in `trace`.
+    async fn run(&self, planned: PlannedQuery, deadline: Instant, trace: &QueryTrace) -> Result<Started, Status> {
         let schema = planned.schema();
         let sources = planned.sources.clone();
-        let mut batches = match tokio::time::timeout_at(deadline, planned.execute()).await {
-            Ok(r) => self.counted(r)?,
-            Err(_) => return Err(self.timed_out()),
+        let first_batch = async {
+            let mut batches = match tokio::time::timeout_at(deadline, planned.execute()).await {
+                Ok(r) => self.counted(r)?,
+                Err(_) => return Err(self.timed_out()),
+            };
+            match tokio::time::timeout_at(deadline, batches.next()).await {
+                Ok(first) => Ok((first, batches)),
+                Err(_) => Err(self.timed_out()),
+            }
         };
-        let first = match tokio::time::timeout_at(deadline, batches.next()).await {
-            Ok(first) => first,
-            Err(_) => return Err(self.timed_out()),
-        };
+        let (first, rest) = trace.time(Stage::Scan, first_batch).await?;
         Ok(Started {
             schema,
             sources,
             first,
-            rest: batches,
+            rest: trace.scanned(rest),
         })
     }
 
@@ -236,12 +252,16 @@ impl SiltFlightService {
         let metrics = self.engine.metrics().clone();
         let timeout = self.engine.config().query_timeout;
         let deadline = Instant::now() + timeout;
+        let trace = match &planned {
+            Some(kept) => kept.trace.clone(),
+            None => QueryTrace::new(query.kind(), metrics.clone()),
+        };
         let Started {
             schema,
             sources,
             first,
             rest,
-        } = self.start(&query, deadline, planned).await?;
+        } = self.start(&query, deadline, planned, &trace).await?;
         let batches = futures::stream::iter(first).chain(rest);
         let active = ActiveQuery::new(metrics.clone());
         let err_metrics = metrics.clone();
@@ -265,7 +285,9 @@ impl SiltFlightService {
                 }
             }
         });
-        Ok(Response::new(encode(schema, batches, metrics)))
+        Ok(Response::new(Box::pin(
+            trace.responding(encode(schema, batches, metrics)),
+        )))
     }
 
     /// The lookup `sql` is, when it has exactly a lookup's shape.
@@ -279,13 +301,18 @@ impl SiltFlightService {
     async fn stream_lookup(&self, query: &LookupQuery) -> Result<Response<DoGetStream>, Status> {
         let metrics = self.engine.metrics().clone();
         metrics.queries.increment(1);
+        let trace = QueryTrace::new("lookup", metrics.clone());
         let timeout = self.engine.config().query_timeout;
-        let answer = tokio::time::timeout(timeout, self.engine.lookup(query))
+        let answer = tokio::time::timeout(timeout, self.engine.lookup(query));
+        let answer = trace
+            .time(Stage::Scan, answer)
             .await
             .unwrap_or(Err(ServerError::Timeout(timeout)));
         let (schema, batches) = self.counted(answer)?;
         let batches = futures::stream::iter(batches.into_iter().map(Ok));
-        Ok(Response::new(encode(schema, batches, metrics)))
+        Ok(Response::new(Box::pin(
+            trace.responding(encode(schema, batches, metrics)),
+        )))
     }
 
     /// `GetFlightInfo` of a SQL statement: a lookup's schema (nothing
@@ -301,10 +328,12 @@ impl SiltFlightService {
         // The gate goes with the plan: its speculative listings are confirmed
         // by validations sent after this call started.
         let gate = ValidationGate::new();
-        let plan = self.plan_statement_gated(sql, Some(&gate)).await?;
+        let trace = QueryTrace::new("sql", self.engine.metrics().clone());
+        let plan = self.plan(&Query::Sql(sql.to_string()), Some(&gate), &trace).await?;
         let schema = plan.schema();
+        let kept = KeptPlan { plan, gate, trace };
         let ticket = TicketStatementQuery {
-            statement_handle: self.pending.keep(sql, KeptPlan { plan, gate }).into_bytes().into(),
+            statement_handle: self.pending.keep(sql, kept).into_bytes().into(),
         };
         self.info(&schema, ticket.as_any(), None)
     }
@@ -327,12 +356,22 @@ enum Query {
     Scan(ScanRequest),
 }
 
+impl Query {
+    /// The `kind` of its trace.
+    fn kind(&self) -> &'static str {
+        match self {
+            Query::Sql(_) => "sql",
+            Query::Scan(_) => "scan",
+        }
+    }
+}
+
 /// A query executing, with its first result already taken.
 struct Started {
     schema: Arc<Schema>,
     sources: String,
     first: Option<datafusion::error::Result<datafusion::arrow::array::RecordBatch>>,
-    rest: datafusion::execution::SendableRecordBatchStream,
+    rest: ScanClock<datafusion::execution::SendableRecordBatchStream>,
 }
 
 /// Keeps `silt_queries_active` right however a stream ends.
@@ -464,7 +503,7 @@ impl FlightSqlService for SiltFlightService {
         let Some(scan) = unpack_scan(&any)? else {
             return Err(Status::unimplemented(format!("unsupported command {}", any.type_url)));
         };
-        let planned = self.plan_scan(&scan).await?;
+        let planned = self.plan_scan(scan).await?;
         let rows = self.engine.row_count(&planned).await;
         self.info(&planned.schema(), any, rows)
     }

@@ -15,6 +15,7 @@ pub mod lookup;
 pub mod metrics;
 pub mod pending_plans;
 pub mod preload;
+pub mod query_trace;
 pub mod s3_api;
 pub mod stats;
 

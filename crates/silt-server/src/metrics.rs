@@ -6,11 +6,13 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use metrics::{Counter, Gauge, Key, Level, Metadata, Recorder};
+use metrics::{Counter, Gauge, Histogram, Key, Level, Metadata, Recorder};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusRecorder};
 use silt_cache::CacheMetrics;
 use silt_scan::ScanMetrics;
 use silt_store::StoreMetrics;
+
+use crate::query_trace::Stage;
 
 static METADATA: Metadata<'static> = Metadata::new("silt_server", Level::INFO, None);
 
@@ -69,6 +71,10 @@ pub struct ServerMetrics {
     /// `silt_lookup_row_groups_total{from="bloom_filter"}`: candidate row
     /// groups a lookup skipped because their bloom filter holds no key.
     pub lookup_row_groups_bloom_skipped: Counter,
+    /// `silt_query_stage_seconds{stage}`: per query, the server time in each
+    /// stage (validation, planning, scan, encode, send; see
+    /// [`crate::query_trace`]), in [`Stage::ALL`] order.
+    query_stages: [Histogram; 5],
 }
 
 impl ServerMetrics {
@@ -101,6 +107,15 @@ impl ServerMetrics {
         let lookup_row_groups_memory = from("memory");
         let lookup_row_groups_pages = from("pages");
         let lookup_row_groups_bloom_skipped = from("bloom_filter");
+        let query_stages = Stage::ALL.map(|stage| {
+            recorder.register_histogram(
+                &Key::from_parts(
+                    "silt_query_stage_seconds",
+                    vec![metrics::Label::new("stage", stage.name())],
+                ),
+                &METADATA,
+            )
+        });
         // Touch every counter so it is rendered (as 0) before first use.
         for c in [
             &queries,
@@ -160,7 +175,13 @@ impl ServerMetrics {
             lookup_row_groups_memory,
             lookup_row_groups_pages,
             lookup_row_groups_bloom_skipped,
+            query_stages,
         })
+    }
+
+    /// The histogram of `stage`'s time per query.
+    pub fn query_stage(&self, stage: Stage) -> &Histogram {
+        &self.query_stages[stage as usize]
     }
 
     /// The recorder, for tiers that register their own metrics (the disk tier).

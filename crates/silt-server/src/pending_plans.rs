@@ -17,12 +17,15 @@ use parking_lot::Mutex;
 use silt_cache::ValidationGate;
 
 use crate::engine::PlannedQuery;
+use crate::query_trace::QueryTrace;
 
 /// A plan made by `GetFlightInfo`, with the validation gate its speculative
-/// listings registered on (confirmed before its `DoGet` answers).
+/// listings registered on (confirmed before its `DoGet` answers) and the
+/// trace its `DoGet` goes on adding to.
 pub struct KeptPlan {
     pub plan: PlannedQuery,
     pub gate: std::sync::Arc<ValidationGate>,
+    pub trace: QueryTrace,
 }
 
 /// Marks a statement handle that names a kept plan.

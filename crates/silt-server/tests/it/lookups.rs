@@ -294,6 +294,23 @@ async fn lookups_read_the_memory_tier_when_it_holds_the_columns_and_see_overwrit
     server.shutdown().await.unwrap();
 }
 
+/// Queries whose stage times were recorded (a trace records when its
+/// response stream is dropped, just after the client saw the end).
+fn traced_queries(server: &ServerHandle) -> f64 {
+    metric(server, "silt_query_stage_seconds_count{stage=\"scan\"}")
+}
+
+/// Waits (up to 10 s) until `n` queries have recorded their traces.
+async fn wait_for_traces(server: &ServerHandle, n: f64) {
+    for _ in 0..1000 {
+        if traced_queries(server) >= n {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(traced_queries(server), n, "traces recorded");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_statement_is_planned_once_and_a_stale_ticket_is_planned_again() {
     let Setup {
@@ -309,14 +326,22 @@ async fn a_statement_is_planned_once_and_a_stale_ticket_is_planned_again() {
     // GetFlightInfo plans; DoGet runs that plan.
     let sql = "SELECT name, count(*) AS n FROM t WHERE id > 100 GROUP BY name ORDER BY n DESC, name LIMIT 5";
     let before = plans();
+    let traced = traced_queries(&server);
     let got = client.sql(sql).await.unwrap();
     check_same(sql, &got, &expected(&base, sql).await, true).unwrap();
     assert_eq!(plans(), before + 1.0, "a statement was planned more than once");
+    // Its trace (GetFlightInfo's planning, DoGet's scan and send) is one query.
+    let stage = |name: &str| metric(&server, &format!("silt_query_stage_seconds_sum{{stage=\"{name}\"}}"));
+    wait_for_traces(&server, traced + 1.0).await;
+    assert!(stage("planning") > 0.0 && stage("scan") > 0.0 && stage("send") > 0.0);
 
     // A lookup plans nothing.
     let before = plans();
+    let planning = stage("planning");
     client.sql("SELECT id FROM t WHERE id = 3").await.unwrap();
     assert_eq!(plans(), before);
+    wait_for_traces(&server, traced + 2.0).await;
+    assert_eq!(stage("planning"), planning, "a lookup has no planning time");
 
     // A ticket naming no kept plan (another server's, or an old one) still
     // runs: the SQL it carries is planned.

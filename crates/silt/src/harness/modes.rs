@@ -13,6 +13,7 @@ use object_store::ObjectStore;
 use object_store::aws::AmazonS3Builder;
 use object_store::memory::InMemory;
 use silt_bench::procfs;
+use silt_bench::results::ServerStages;
 use silt_store::{FaultConfig, FaultyStore, MeteredStore, S3Settings, StoreMetrics, TableLocation};
 use url::Url;
 
@@ -112,6 +113,9 @@ pub struct Probe {
     pub to_client: u64,
     pub store_requests: u64,
     pub store_bytes: u64,
+    /// Seconds the server spent per query stage so far
+    /// (`silt_query_stage_seconds_sum`, [`ServerStages::NAMES`] order).
+    pub stages: Option<[f64; 5]>,
 }
 
 impl Probe {
@@ -122,6 +126,10 @@ impl Probe {
             to_client: self.to_client - before.to_client,
             store_requests: self.store_requests - before.store_requests,
             store_bytes: self.store_bytes - before.store_bytes,
+            stages: self
+                .stages
+                .zip(before.stages)
+                .map(|(a, b)| std::array::from_fn(|i| a[i] - b[i])),
         }
     }
 }
@@ -255,6 +263,7 @@ impl Session {
                 to_client: client_bytes,
                 store_requests: client_requests,
                 store_bytes: client_bytes,
+                stages: None,
             });
         };
         let server_cpu = server.usage()?.cpu_seconds;
@@ -269,6 +278,13 @@ impl Session {
             to_client,
             store_requests: metric(&stats, "silt_object_store_get_requests_total"),
             store_bytes: metric(&stats, "silt_object_store_get_bytes_total"),
+            stages: (self.mode != Mode::FileServer).then(|| {
+                ServerStages::NAMES.map(|stage| {
+                    stats["metrics"][format!("silt_query_stage_seconds_sum{{stage=\"{stage}\"}}")]
+                        .as_f64()
+                        .unwrap_or(0.0)
+                })
+            }),
         })
     }
 

@@ -7,7 +7,9 @@ use std::time::Instant;
 
 use datafusion::arrow::array::RecordBatch;
 use silt_bench::compare::{check_same, is_ordered};
-use silt_bench::results::{CpuPhases, PhasesU64, QueryResult, QuerySpec, Spread, StoreTraffic, mean, median};
+use silt_bench::results::{
+    CpuPhases, PhasesU64, QueryResult, QuerySpec, ServerStages, Spread, StoreTraffic, mean, median,
+};
 
 use super::modes::{Mode, ParquetSizes, Probe, Session, StoreSetup};
 use super::suite::Suite;
@@ -103,6 +105,11 @@ async fn measure(
         cold_bytes: cold.cost.store_bytes,
         warm_requests: med(&|m| m.cost.store_requests as f64) as u64,
         warm_bytes: med(&|m| m.cost.store_bytes as f64) as u64,
+    });
+    result.server_stages_ms = warm[0].cost.stages.map(|_| {
+        ServerStages::from_array(std::array::from_fn(|i| {
+            avg(&|m| m.cost.stages.map_or(0.0, |s| s[i])) * 1e3
+        }))
     });
     result.memory = session.memory(run.parquet).await?;
     Ok(())
