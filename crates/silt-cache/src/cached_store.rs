@@ -635,7 +635,7 @@ silt_store::read_path_store!(PinnedStore, "PinnedStore", {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{BatchCache, CacheMetrics, PageCache, PageCacheConfig, PageStore};
+    use crate::{CacheMetrics, ColumnCache, PageCache, PageCacheConfig, PageStore};
     use futures::TryStreamExt;
     use object_store::ObjectStoreExt;
     use object_store::memory::InMemory;
@@ -651,7 +651,7 @@ mod tests {
         );
         CacheTiers::new(
             PageStore::builder(cache).merge_gap(merge_gap).build(),
-            BatchCache::new(1 << 20, CacheMetrics::noop()),
+            ColumnCache::new(1 << 20, CacheMetrics::noop()),
         )
     }
 

@@ -5,15 +5,15 @@
 //! there is exactly one place where bytes enter the server. It keeps pages
 //! of object bytes in a memory buffer ([`PageCache`]) and on disk
 //! ([`DiskTier`]). Decoded column batches, the memory tier proper, are kept
-//! in [`BatchCache`], filled by the scan (`silt-scan`).
+//! in [`ColumnCache`], filled by the scan (`silt-scan`).
 //!
 //! Freshness: pages are keyed by the object's *version* (ETag, else size and
 //! last-modified) as last seen by a LIST or HEAD, and misses are fetched with
 //! `If-Match` on that ETag, so a query never mixes bytes of two versions and
 //! never reads a version older than the one its listing validated.
 
-mod batch_cache;
 mod cached_store;
+mod column_cache;
 mod counters;
 pub mod disk;
 mod error;
@@ -25,13 +25,16 @@ mod page_store;
 pub mod policy;
 mod probe;
 mod tiers;
-mod transcoder;
+pub mod transcoder;
 mod validation_gate;
 mod version;
 mod versions;
 
-pub use batch_cache::{BATCH_ROWS, BatchCache, BatchKey, CachedColumn, ColumnUsage, MemoryForm};
 pub use cached_store::CachedStore;
+pub use column_cache::{
+    BATCH_ROWS, BatchKey, CachedColumn, ColumnCache, ColumnCacheBuilder, ColumnUsage, MemoryForm, TranscodePolicy,
+    TranscodePolicyFactory,
+};
 pub use counters::TableCounters;
 pub use disk::{DiskConfig, DiskMetrics, DiskStats, DiskTier};
 pub use error::{CacheError, CacheResult};

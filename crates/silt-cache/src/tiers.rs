@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 
-use crate::batch_cache::BatchCache;
+use crate::column_cache::ColumnCache;
 use crate::key::ObjectKey;
 use crate::page_store::PageStore;
 use crate::versions::{Validation, VersionRegistry};
@@ -23,13 +23,13 @@ pub trait VersionedTier: Send + Sync {
 /// versions, and any further versioned tiers.
 pub struct CacheTiers {
     pages: Arc<PageStore>,
-    batches: Arc<BatchCache>,
+    batches: Arc<ColumnCache>,
     versions: Arc<VersionRegistry>,
     others: RwLock<Vec<Arc<dyn VersionedTier>>>,
 }
 
 impl CacheTiers {
-    pub fn new(pages: Arc<PageStore>, batches: Arc<BatchCache>) -> Arc<Self> {
+    pub fn new(pages: Arc<PageStore>, batches: Arc<ColumnCache>) -> Arc<Self> {
         Arc::new(CacheTiers {
             pages,
             batches,
@@ -49,7 +49,7 @@ impl CacheTiers {
     }
 
     /// The column cache: decoded column batches (the memory tier).
-    pub fn batches(&self) -> &Arc<BatchCache> {
+    pub fn batches(&self) -> &Arc<ColumnCache> {
         &self.batches
     }
 

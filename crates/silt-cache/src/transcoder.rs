@@ -1,5 +1,5 @@
-//! The background transcoder: turns admitted Arrow column batches into the
-//! liquid form, with a bounded share of one core.
+//! The background transcoder: the [`TranscodePolicy`] that turns admitted
+//! Arrow column batches into the liquid form, with a bounded share of one core.
 //!
 //! Queries never wait for it: the scan admits Arrow and uses whichever form
 //! an entry has when it reads it. The worker is one OS thread blocked on a
@@ -13,11 +13,13 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Weak};
+
+use arrow::array::ArrayRef;
 use std::time::{Duration, Instant};
 
 use silt_liquid::ColumnEncoder;
 
-use crate::batch_cache::{BatchCache, BatchKey, CachedColumn};
+use crate::column_cache::{BatchKey, CachedColumn, ColumnCache, MemoryForm, TranscodePolicy};
 
 /// Fraction of one core the transcoder may use (on the 2-core machines we
 /// target, a quarter of the CPU: queries keep the rest).
@@ -42,15 +44,21 @@ const ENCODER_BYTES: usize = 256 << 20;
 /// scans that admitted their chunks are over.
 const IDLE: Duration = Duration::from_secs(1);
 
-/// Handle held by the memory tier; dropping it stops the worker.
-pub(crate) struct Transcoder {
+/// Encodes every admitted batch of a type liquid supports, at admission (not
+/// only under memory pressure), on one background thread. Held by its
+/// [`ColumnCache`]; dropping it stops the worker.
+pub struct LiquidTranscoder {
     tx: SyncSender<BatchKey>,
     backlog: Arc<AtomicUsize>,
 }
 
-impl Transcoder {
-    /// Starts the worker for `cache`.
-    pub(crate) fn start(cache: Weak<BatchCache>) -> Self {
+impl LiquidTranscoder {
+    /// Starts the worker for `cache` (a [`crate::ColumnCacheBuilder::transcode`] factory).
+    pub fn start(cache: Weak<ColumnCache>) -> Box<dyn TranscodePolicy> {
+        Box::new(Self::spawn(cache))
+    }
+
+    fn spawn(cache: Weak<ColumnCache>) -> Self {
         let (tx, rx) = sync_channel(QUEUE);
         let backlog = Arc::new(AtomicUsize::new(0));
         let worker_backlog = backlog.clone();
@@ -61,19 +69,27 @@ impl Transcoder {
             // Without a worker every entry stays Arrow: slower, still correct.
             tracing::warn!("cannot start the liquid transcoder: {e}");
         }
-        Transcoder { tx, backlog }
+        LiquidTranscoder { tx, backlog }
+    }
+}
+
+impl TranscodePolicy for LiquidTranscoder {
+    fn form(&self) -> MemoryForm {
+        MemoryForm::Liquid
     }
 
-    /// Queues `key` (just admitted as Arrow) for transcoding.
-    pub(crate) fn submit(&self, key: BatchKey) {
+    /// Queues `key` for transcoding (when full, the batch stays Arrow).
+    fn admitted(&self, key: &BatchKey, column: &ArrayRef) {
+        if !silt_liquid::is_supported(column.data_type()) {
+            return;
+        }
         self.backlog.fetch_add(1, Ordering::Relaxed);
-        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = self.tx.try_send(key) {
+        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = self.tx.try_send(key.clone()) {
             self.backlog.fetch_sub(1, Ordering::Relaxed);
         }
     }
 
-    /// Batches queued and not yet done.
-    pub(crate) fn backlog(&self) -> usize {
+    fn backlog(&self) -> usize {
         self.backlog.load(Ordering::Relaxed)
     }
 }
@@ -82,7 +98,7 @@ impl Transcoder {
 /// without the row group and batch index.
 type ColumnKey = (crate::key::ObjectKey, u32);
 
-fn run(cache: Weak<BatchCache>, rx: Receiver<BatchKey>, backlog: Arc<AtomicUsize>) {
+fn run(cache: Weak<ColumnCache>, rx: Receiver<BatchKey>, backlog: Arc<AtomicUsize>) {
     let mut encoders = Encoders::default();
     loop {
         let key = match rx.recv_timeout(IDLE) {
@@ -155,7 +171,7 @@ impl Encoders {
 
 /// Transcodes one entry if it is still the Arrow batch that was admitted,
 /// keeping the liquid form only when it is no larger.
-fn transcode(cache: &BatchCache, key: &BatchKey, encoders: &mut Encoders) {
+fn transcode(cache: &ColumnCache, key: &BatchKey, encoders: &mut Encoders) {
     let Some(CachedColumn::Arrow(array)) = cache.peek(key) else {
         return; // evicted, invalidated or already liquid
     };

@@ -60,7 +60,7 @@ use crate::scan_metrics::ScanMetrics;
 #[derive(Clone)]
 pub struct ScanSources {
     pub store: Arc<CachedStore>,
-    pub batches: Arc<silt_cache::BatchCache>,
+    pub batches: Arc<silt_cache::ColumnCache>,
     pub metadata_cache: Arc<FileMetadataCache>,
     /// The server's pruning counters.
     pub metrics: ScanMetrics,

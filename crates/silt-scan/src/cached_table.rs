@@ -87,7 +87,7 @@ impl CachedParquetTable {
     /// Flight service's queries) lists through the store gated for it: under
     /// `always` a warm listing is then the last validated one, confirmed
     /// through the gate before the query's results are released.
-    pub(crate) async fn list_files(&self, state: &dyn Session) -> Result<Vec<ObjectMeta>> {
+    pub async fn list_files(&self, state: &dyn Session) -> Result<Vec<ObjectMeta>> {
         let gated = state
             .config()
             .get_extension::<ValidationGate>()
@@ -115,6 +115,20 @@ impl CachedParquetTable {
         }
         files.sort_by(|a, b| a.location.cmp(&b.location));
         Ok(files)
+    }
+
+    /// Whether the (namespaced) `path` is one of the table's objects by the
+    /// rule of [`Self::list_files`] (DataFusion's: a `.parquet` object
+    /// directly under the table's URL, or under `key=value` folders, unless
+    /// `ignore_subdirectory` (the session's `listing_table_ignore_subdirectory`)
+    /// is off), without listing.
+    pub fn holds(&self, path: &object_store::path::Path, ignore_subdirectory: bool) -> bool {
+        path.as_ref().ends_with(".parquet")
+            && self
+                .listing
+                .table_paths()
+                .iter()
+                .any(|url| url.contains(path, ignore_subdirectory))
     }
 
     /// The table's statistics, from the footers of exactly the listed

@@ -16,7 +16,7 @@ use datafusion::parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
 use datafusion::parquet::file::metadata::ParquetMetaData;
 use futures::TryStreamExt;
 use object_store::ObjectMeta;
-use silt_cache::{BATCH_ROWS, BatchCache, BatchKey, CachedColumn, CachedStore, PinnedObject};
+use silt_cache::{BATCH_ROWS, BatchKey, CachedColumn, CachedStore, ColumnCache, PinnedObject};
 use std::sync::atomic::Ordering;
 
 /// What the scan knows about one file (one object version) it reads.
@@ -93,7 +93,7 @@ impl FileContext {
 #[derive(Clone)]
 pub struct ColumnLoader {
     pub store: Arc<CachedStore>,
-    pub batches: Arc<BatchCache>,
+    pub batches: Arc<ColumnCache>,
     pub table_schema: SchemaRef,
 }
 

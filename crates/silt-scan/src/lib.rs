@@ -36,4 +36,4 @@ pub use cached_table::CachedParquetTable;
 pub use metadata_tier::MetadataTier;
 pub use pushdown::{PushdownScan, plan_pushdown};
 pub use scan_metrics::ScanMetrics;
-pub use table::{ScanShared, TableOptions, register_parquet_table};
+pub use table::{ParquetTable, ScanShared, TableOptions, register_parquet_table};

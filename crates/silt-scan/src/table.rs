@@ -6,7 +6,7 @@ use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::{ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::prelude::SessionContext;
-use silt_cache::{BatchCache, CachedStore};
+use silt_cache::{CachedStore, ColumnCache};
 
 use crate::cached_scan::ScanSources;
 use crate::cached_table::CachedParquetTable;
@@ -18,7 +18,7 @@ use url::Url;
 #[derive(Clone)]
 pub struct ScanShared {
     /// The memory tier of decoded column batches.
-    pub batches: Arc<BatchCache>,
+    pub batches: Arc<ColumnCache>,
     /// The pruning counters the server exports.
     pub metrics: ScanMetrics,
 }
@@ -31,25 +31,34 @@ pub struct TableOptions {
     pub binary_as_string: bool,
 }
 
-/// Register `location` as table `name`, reading through `store`.
+/// A Parquet table to register with [`register_parquet_table`].
+pub struct ParquetTable<'a> {
+    /// The table's name in the catalog.
+    pub name: &'a str,
+    /// Where its objects are: one object, or every `*.parquet` under a prefix.
+    pub location: &'a TableLocation,
+    /// The cached store its bytes are read through.
+    pub store: Arc<CachedStore>,
+    pub options: TableOptions,
+}
+
+/// Registers `table` on `ctx`, reading through its store.
 ///
-/// The store is registered under a URL of its own (`silt://t<N>`) so that
+/// The store is registered under a URL of its own (`silt://<store id>`) so that
 /// tables in the same bucket may still use different credentials, and its
-/// objects appear under the store's namespace (`silt://t<N>/<namespace>/...`)
+/// objects appear under the store's namespace (`silt://<store id>/<namespace>/...`)
 /// so that object paths are unique across the server. A directory or prefix
 /// means every `*.parquet` object under it. Scans keep decoded column
 /// batches in `shared.batches` (the memory tier) and count pruning in
 /// `shared.metrics`.
-pub async fn register_parquet_table(
-    ctx: &SessionContext,
-    name: &str,
-    store_index: usize,
-    location: &TableLocation,
-    store: Arc<CachedStore>,
-    shared: &ScanShared,
-    options: &TableOptions,
-) -> Result<()> {
-    let base = format!("silt://t{store_index}");
+pub async fn register_parquet_table(ctx: &SessionContext, table: ParquetTable<'_>, shared: &ScanShared) -> Result<()> {
+    let ParquetTable {
+        name,
+        location,
+        store,
+        options,
+    } = table;
+    let base = format!("silt://{}", store.store_id());
     let base_url = Url::parse(&base).map_err(|e| DataFusionError::External(Box::new(e)))?;
     let namespace = store.namespace().to_string();
     ctx.runtime_env().register_object_store(&base_url, store.clone());

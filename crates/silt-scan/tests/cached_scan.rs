@@ -13,9 +13,9 @@ use object_store::memory::InMemory;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use silt_cache::{
-    BATCH_ROWS, BatchCache, CacheMetrics, CacheTiers, CachedStore, Freshness, PageCache, PageCacheConfig, PageStore,
+    BATCH_ROWS, CacheMetrics, CacheTiers, CachedStore, ColumnCache, Freshness, PageCache, PageCacheConfig, PageStore,
 };
-use silt_scan::{ScanMetrics, ScanShared, TableOptions, register_parquet_table};
+use silt_scan::{ParquetTable, ScanMetrics, ScanShared, TableOptions, register_parquet_table};
 use silt_store::TableLocation;
 
 const ROWS: i64 = 100_000;
@@ -59,7 +59,7 @@ fn parquet_bytes() -> Vec<u8> {
 struct Setup {
     silt: SessionContext,
     plain: SessionContext,
-    batches: Arc<BatchCache>,
+    batches: Arc<ColumnCache>,
     _dir: tempfile::TempDir,
 }
 
@@ -78,7 +78,7 @@ async fn setup(memory_budget: u64) -> Setup {
     mem.put(&Path::from("t.parquet"), PutPayload::from(bytes))
         .await
         .unwrap();
-    let batches = BatchCache::new(memory_budget, CacheMetrics::noop());
+    let batches = ColumnCache::new(memory_budget, CacheMetrics::noop());
     let pages = PageCache::new(PageCacheConfig::default(), CacheMetrics::noop());
     let tiers = CacheTiers::new(PageStore::builder(pages).merge_gap(0).build(), batches.clone());
     let store = Arc::new(CachedStore::new(
@@ -89,20 +89,17 @@ async fn setup(memory_budget: u64) -> Setup {
     ));
     let silt = SessionContext::new();
     let location = TableLocation::parse("memory:///t.parquet").unwrap();
-    register_parquet_table(
-        &silt,
-        "t",
-        0,
-        &location,
+    let table = ParquetTable {
+        name: "t",
+        location: &location,
         store,
-        &ScanShared {
-            batches: batches.clone(),
-            metrics: ScanMetrics::noop(),
-        },
-        &TableOptions::default(),
-    )
-    .await
-    .unwrap();
+        options: TableOptions::default(),
+    };
+    let shared = ScanShared {
+        batches: batches.clone(),
+        metrics: ScanMetrics::noop(),
+    };
+    register_parquet_table(&silt, table, &shared).await.unwrap();
     Setup {
         silt,
         plain,

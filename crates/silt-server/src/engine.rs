@@ -6,7 +6,7 @@ use std::num::NonZeroUsize;
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::TableReference;
@@ -23,57 +23,29 @@ use datafusion_proto::bytes::Serializeable;
 use object_store::memory::InMemory;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt};
+use silt_cache::transcoder::LiquidTranscoder;
 use silt_cache::{
-    BatchCache, CacheTiers, CachedStore, DiskConfig, DiskMetrics, DiskTier, PageCache, PageCacheConfig, PageStore,
-    PageTier, ValidationGate,
+    CacheTiers, CachedStore, ColumnCache, DiskConfig, DiskMetrics, DiskTier, MemoryForm, PageCache, PageCacheConfig,
+    PageStore, PageTier, ValidationGate,
 };
 use silt_proto::{ROW_MARKER_COLUMN, ScanRequest};
 use silt_scan::lookup::LookupIndexes;
-use silt_scan::{MetadataTier, PushdownScan, ScanShared, TableOptions, plan_pushdown, register_parquet_table};
-use silt_store::{FaultyStore, MeteredStore, RetryingStore, S3Settings, TableLocation};
-use tracing::{info, warn};
+use silt_scan::{MetadataTier, PushdownScan, plan_pushdown};
+use tracing::warn;
 
-use crate::config::{ServerConfig, TableConfig};
+use crate::config::ServerConfig;
 use crate::error::ServerError;
 use crate::guard;
 use crate::metrics::ServerMetrics;
+pub use crate::registry::{CatalogEntry, EntryKind};
 
 /// Catalog name under which tables are visible (`silt.public.<table>`).
 pub const CATALOG: &str = "silt";
 /// Schema name under which tables are visible.
 pub const SCHEMA: &str = "public";
 
-/// How long registering one table (listing + reading footers) may take.
-const REGISTER_TIMEOUT: Duration = Duration::from_secs(60);
 /// Bytes of lookup indexes (page min/max of key columns) kept.
 const LOOKUP_INDEX_BUDGET: u64 = 64 << 20;
-/// Tables that failed to register are retried at most this often.
-const RETRY_INTERVAL: Duration = Duration::from_secs(5);
-
-/// Whether a name is a table or a view, and whether it is usable now.
-#[derive(Debug, Clone)]
-pub struct CatalogEntry {
-    pub kind: EntryKind,
-    /// `Some(cause)` while the table or view could not be registered.
-    pub unavailable: Option<String>,
-    /// Tables (for a view: the tables it reads) this entry depends on.
-    pub tables: Vec<String>,
-}
-
-#[derive(Debug, Clone)]
-pub enum EntryKind {
-    Table { index: usize, config: TableConfig },
-    View { sql: String },
-}
-
-impl CatalogEntry {
-    pub fn type_name(&self) -> &'static str {
-        match self.kind {
-            EntryKind::Table { .. } => "TABLE",
-            EntryKind::View { .. } => "VIEW",
-        }
-    }
-}
 
 /// A planned query, ready to execute in its own context.
 pub struct PlannedQuery {
@@ -101,23 +73,25 @@ impl PlannedQuery {
 /// The store and path of a table whose URL names one object.
 type SingleObject = (Arc<dyn ObjectStore>, ObjectPath);
 
-/// Owns the DataFusion context shared by all queries.
+/// Owns the DataFusion context shared by all queries. Fields are
+/// `pub(crate)` for its other half: table registration and resolution
+/// ([`crate::registry`]).
 pub struct Engine {
-    base: SessionContext,
-    config: ServerConfig,
-    metrics: Arc<ServerMetrics>,
-    memory_store: Arc<InMemory>,
-    tiers: Arc<CacheTiers>,
+    pub(crate) base: SessionContext,
+    pub(crate) config: ServerConfig,
+    pub(crate) metrics: Arc<ServerMetrics>,
+    pub(crate) memory_store: Arc<InMemory>,
+    pub(crate) tiers: Arc<CacheTiers>,
     disk: Option<Arc<DiskTier>>,
     metadata: Arc<MetadataTier>,
     /// Each registered table's cached store (for preload and per-table stats).
-    stores: RwLock<BTreeMap<String, Arc<CachedStore>>>,
-    catalog: RwLock<BTreeMap<String, CatalogEntry>>,
+    pub(crate) stores: RwLock<BTreeMap<String, Arc<CachedStore>>>,
+    pub(crate) catalog: RwLock<BTreeMap<String, CatalogEntry>>,
     /// Tables whose URL names one object: checked with a HEAD before each
     /// query so a deleted object is an error, not an empty table.
-    single_files: RwLock<BTreeMap<String, SingleObject>>,
-    last_retry: Mutex<Option<Instant>>,
-    retry_lock: tokio::sync::Mutex<()>,
+    pub(crate) single_files: RwLock<BTreeMap<String, SingleObject>>,
+    pub(crate) last_retry: Mutex<Option<Instant>>,
+    pub(crate) retry_lock: tokio::sync::Mutex<()>,
     /// Per object version and key column: what point lookups need.
     lookup_indexes: LookupIndexes,
     /// The exclusive lock on `cache_dir`, held while the engine lives.
@@ -157,10 +131,11 @@ impl Engine {
         if let Some(disk) = &disk {
             pages = pages.disk(disk.clone() as Arc<dyn PageTier>);
         }
-        let tiers = CacheTiers::new(
-            pages.build(),
-            BatchCache::with_form(config.memory_budget, metrics.memory.clone(), config.memory_form),
-        );
+        let mut columns = ColumnCache::builder(config.memory_budget, metrics.memory.clone());
+        if config.memory_form == MemoryForm::Liquid {
+            columns = columns.transcode(LiquidTranscoder::start);
+        }
+        let tiers = CacheTiers::new(pages.build(), columns.build());
         let metadata = Arc::new(MetadataTier::new(
             usize::try_from(config.metadata_budget).unwrap_or(usize::MAX),
             tiers.versions().clone(),
@@ -267,182 +242,6 @@ impl Engine {
     /// The metadata tier.
     pub fn metadata_tier(&self) -> &Arc<MetadataTier> {
         &self.metadata
-    }
-
-    /// The cached store of each registered table.
-    pub fn table_stores(&self) -> BTreeMap<String, Arc<CachedStore>> {
-        self.stores.read().clone()
-    }
-
-    /// The cached store of registered table `name`.
-    pub fn table_store(&self, name: &str) -> Option<Arc<CachedStore>> {
-        self.stores.read().get(name).cloned()
-    }
-
-    /// A snapshot of the catalog (tables and views, available or not).
-    pub fn catalog(&self) -> BTreeMap<String, CatalogEntry> {
-        self.catalog.read().clone()
-    }
-
-    /// The catalog entry of `name`.
-    pub fn catalog_entry(&self, name: &str) -> Option<CatalogEntry> {
-        self.catalog.read().get(name).cloned()
-    }
-
-    fn available(&self) -> BTreeSet<String> {
-        self.catalog
-            .read()
-            .iter()
-            .filter(|(_, e)| e.unavailable.is_none())
-            .map(|(n, _)| n.clone())
-            .collect()
-    }
-
-    fn set_status(&self, name: &str, unavailable: Option<String>) {
-        if let Some(e) = self.catalog.write().get_mut(name) {
-            e.unavailable = unavailable;
-        }
-    }
-
-    /// Try to register every table and view that is not registered yet.
-    async fn register_pending(&self) {
-        let _one_at_a_time = self.retry_lock.lock().await;
-        *self.last_retry.lock() = Some(Instant::now());
-        let pending: Vec<(String, CatalogEntry)> = self
-            .catalog()
-            .into_iter()
-            .filter(|(_, e)| e.unavailable.is_some())
-            .collect();
-        for (name, entry) in &pending {
-            if let EntryKind::Table { index, config } = &entry.kind {
-                let result = tokio::time::timeout(REGISTER_TIMEOUT, self.register_table(*index, name, config))
-                    .await
-                    .unwrap_or_else(|_| {
-                        Err(ServerError::StoreTimeout {
-                            url: config.url.clone(),
-                            after: REGISTER_TIMEOUT,
-                        })
-                    });
-                match &result {
-                    Ok(()) => info!(table = %name, url = %config.url, "registered table"),
-                    Err(e) => warn!(table = %name, error = %e, "table unavailable"),
-                }
-                self.set_status(name, result.err().map(|e| e.to_string()));
-            }
-        }
-        // Views may build on each other: repeat while progress is made.
-        loop {
-            let mut progressed = false;
-            for (name, entry) in self.catalog() {
-                if let (EntryKind::View { sql }, Some(_)) = (&entry.kind, &entry.unavailable) {
-                    match self.register_view(&name, sql).await {
-                        Ok(()) => {
-                            info!(view = %name, "registered view");
-                            self.set_status(&name, None);
-                            progressed = true;
-                        }
-                        Err(e) => self.set_status(&name, Some(e)),
-                    }
-                }
-            }
-            if !progressed {
-                break;
-            }
-        }
-    }
-
-    async fn register_table(&self, index: usize, name: &str, config: &TableConfig) -> Result<(), ServerError> {
-        let location = TableLocation::parse(&config.url)?;
-        let s3 = config.s3.or(&self.config.s3.or(&S3Settings::from_env()));
-        let mut raw = location.open(&s3, &self.memory_store)?;
-        let mut faults = self.config.store.faults();
-        // Each table's store draws its own fault sequence.
-        faults.seed ^= (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        if faults.is_active() {
-            raw = Arc::new(FaultyStore::new(raw, faults));
-        }
-        let metered: Arc<dyn ObjectStore> = Arc::new(MeteredStore::new(raw, self.metrics.store.clone()));
-        let metered: Arc<dyn ObjectStore> = Arc::new(RetryingStore::new(metered, self.config.store.retry_policy()));
-        let cached = Arc::new(CachedStore::new(
-            metered,
-            self.tiers.clone(),
-            format!("t{index}"),
-            config.validation,
-        ));
-        if !location.is_prefix {
-            // Checked through the cache, so the table's validation mode decides
-            // whether each query sends a HEAD.
-            let path = cached.qualify(&ObjectPath::from(location.path.as_str()));
-            cached.head(&path).await.map_err(|e| match e {
-                object_store::Error::NotFound { .. } => ServerError::ObjectNotFound {
-                    table: name.to_string(),
-                    url: config.url.clone(),
-                },
-                other => ServerError::reading(&config.url, other.into()),
-            })?;
-            self.single_files
-                .write()
-                .insert(name.to_string(), (cached.clone() as Arc<dyn ObjectStore>, path));
-        }
-        self.stores.write().insert(name.to_string(), cached.clone());
-        let options = TableOptions {
-            binary_as_string: config.binary_as_string,
-        };
-        let _ = self.base.deregister_table(name);
-        register_parquet_table(
-            &self.base,
-            name,
-            index,
-            &location,
-            cached,
-            &ScanShared {
-                batches: self.tiers.batches().clone(),
-                metrics: self.metrics.scan.clone(),
-            },
-            &options,
-        )
-        .await
-        .map_err(ServerError::from)
-    }
-
-    async fn register_view(&self, name: &str, sql: &str) -> Result<(), String> {
-        let statement = guard::parse_single_query(sql).map_err(|e| format!("view '{name}': {e}"))?;
-        let state = self.base.state();
-        let refs = state.resolve_table_references(&statement).map_err(|e| e.to_string())?;
-        let registered: BTreeSet<String> = self.available().into_iter().filter(|n| n != name).collect();
-        guard::check_references(&refs, &registered).map_err(|e| format!("view '{name}': {e}"))?;
-        let catalog = self.catalog();
-        let mut tables: Vec<String> = refs
-            .iter()
-            .flat_map(|r| catalog.get(r.table()).map(|e| e.tables.clone()).unwrap_or_default())
-            .collect();
-        tables.sort();
-        tables.dedup();
-        if let Some(e) = self.catalog.write().get_mut(name) {
-            e.tables = tables;
-        }
-        let plan = state
-            .statement_to_plan(statement)
-            .await
-            .map_err(|e| format!("view '{name}': {e}"))?;
-        let view = datafusion::catalog::view::ViewTable::new(plan, Some(sql.to_string()));
-        let _ = self.base.deregister_table(name);
-        self.base
-            .register_table(name, Arc::new(view))
-            .map_err(|e| format!("view '{name}': {e}"))?;
-        Ok(())
-    }
-
-    /// Retry unavailable tables, at most every [`RETRY_INTERVAL`].
-    pub(crate) async fn retry_unavailable(&self) {
-        let any_pending = self.catalog.read().values().any(|e| e.unavailable.is_some());
-        if !any_pending {
-            return;
-        }
-        let due = self.last_retry.lock().is_none_or(|t| t.elapsed() >= RETRY_INTERVAL);
-        if due {
-            self.register_pending().await;
-        }
     }
 
     /// A context for one query: shares tables and caches with every other

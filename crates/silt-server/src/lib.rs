@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod pending_plans;
 pub mod preload;
 pub mod query_trace;
+pub mod registry;
 pub mod s3_api;
 pub mod stats;
 

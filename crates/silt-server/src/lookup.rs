@@ -25,10 +25,9 @@ use datafusion::sql::sqlparser::ast::{
 };
 use silt_cache::ValidationGate;
 use silt_proto::LookupRequest;
-use silt_scan::CachedParquetTable;
 use silt_scan::lookup::{KeyLookup, is_lookup_type, lookup};
 
-use crate::engine::{CATALOG, Engine, EntryKind, SCHEMA};
+use crate::engine::{CATALOG, Engine, SCHEMA};
 use crate::error::ServerError;
 
 /// A lookup to run: the table, key column, keys and columns, by name.
@@ -74,52 +73,27 @@ impl LookupQuery {
 }
 
 impl Engine {
-    /// The table provider of `name` if it is an available table the lookup
-    /// path can read.
-    async fn lookup_table(&self, name: &str) -> Result<Arc<dyn datafusion::catalog::TableProvider>, ServerError> {
-        let entry = self.catalog_entry(name).ok_or_else(|| ServerError::UnknownTable {
-            name: name.to_string(),
-            registered: self.catalog().keys().cloned().collect::<Vec<_>>().join(", "),
-        })?;
-        if let Some(cause) = &entry.unavailable {
-            return Err(ServerError::Unavailable {
-                name: name.to_string(),
-                cause: cause.clone(),
-            });
-        }
-        if !matches!(entry.kind, EntryKind::Table { .. }) {
-            return Err(ServerError::InvalidRequest(format!(
-                "lookups read tables; '{name}' is a view"
-            )));
-        }
-        Ok(self.base_context().table_provider(TableReference::bare(name)).await?)
-    }
-
     /// Output schema of `query` (what a `GetFlightInfo` reports), checking
     /// the table and columns exist.
     pub async fn lookup_schema(&self, query: &LookupQuery) -> Result<SchemaRef, ServerError> {
-        let provider = self.lookup_table(&query.table).await?;
-        let (_, projection) = resolve(&provider.schema(), query)?;
-        Ok(Arc::new(
-            provider.schema().project(&projection).map_err(DataFusionError::from)?,
-        ))
+        let table = self.resolve_table(&query.table, "lookups read").await?;
+        let schema = table.parquet()?.schema_ref();
+        let (_, projection) = resolve(&schema, query)?;
+        Ok(Arc::new(schema.project(&projection).map_err(DataFusionError::from)?))
     }
 
     /// Runs `query`: its schema and rows. A version change in the middle (an
     /// object overwritten between listing and read) restarts it once.
     pub async fn lookup(&self, query: &LookupQuery) -> Result<(SchemaRef, Vec<RecordBatch>), ServerError> {
         self.metrics().lookups.increment(1);
-        let provider = self.lookup_table(&query.table).await?;
-        let table = provider
-            .downcast_ref::<CachedParquetTable>()
-            .filter(|t| t.is_cached())
-            .ok_or_else(|| {
-                ServerError::InvalidRequest(format!(
-                    "table '{}' has nested columns; query it with SQL instead",
-                    query.table
-                ))
-            })?;
-        let schema = provider.schema();
+        let resolved = self.resolve_table(&query.table, "lookups read").await?;
+        let table = Some(resolved.parquet()?).filter(|t| t.is_cached()).ok_or_else(|| {
+            ServerError::InvalidRequest(format!(
+                "table '{}' has nested columns; query it with SQL instead",
+                query.table
+            ))
+        })?;
+        let schema = table.schema_ref();
         let (key_column, projection) = resolve(&schema, query)?;
         let request = KeyLookup {
             key_column,

@@ -11,17 +11,15 @@ use std::sync::Arc;
 use datafusion::error::DataFusionError;
 use datafusion::execution::cache::cache_manager::FileMetadataCache;
 use futures::TryStreamExt;
-use object_store::path::Path;
-use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt};
+use object_store::ObjectMeta;
 use serde::{Deserialize, Serialize};
 use silt_cache::CachedStore;
 use silt_proto::{Projection, ScanRequest};
 use silt_scan::chunks::{column_chunk_ranges, root_indices};
 use silt_scan::footer::pinned_footer;
-use silt_store::TableLocation;
 use tokio::sync::mpsc;
 
-use crate::engine::{CatalogEntry, Engine, EntryKind};
+use crate::engine::Engine;
 use crate::error::ServerError;
 
 /// What to preload (the action's JSON body).
@@ -46,47 +44,11 @@ pub struct PreloadProgress {
     pub done: bool,
 }
 
-/// The table's store and the objects it reads.
+/// The table's store and the objects it reads (as its scans list them).
 async fn objects_of(engine: &Engine, table: &str) -> Result<(Arc<CachedStore>, Vec<ObjectMeta>), ServerError> {
-    let entry = engine.catalog().get(table).cloned();
-    let url = match entry {
-        Some(CatalogEntry {
-            kind: EntryKind::Table { config, .. },
-            unavailable: None,
-            ..
-        }) => config.url,
-        Some(CatalogEntry {
-            unavailable: Some(cause),
-            ..
-        }) => {
-            return Err(ServerError::Unavailable {
-                name: table.into(),
-                cause,
-            });
-        }
-        Some(_) => {
-            return Err(ServerError::InvalidRequest(format!(
-                "'{table}' is a view; preload its tables"
-            )));
-        }
-        None => return Err(ServerError::InvalidRequest(format!("unknown table '{table}'"))),
-    };
-    let store = engine
-        .table_stores()
-        .get(table)
-        .cloned()
-        .ok_or_else(|| ServerError::InvalidRequest(format!("table '{table}' is not registered")))?;
-    let location = TableLocation::parse(&url).map_err(|e| ServerError::InvalidRequest(e.to_string()))?;
-    let path = store.qualify(&Path::from(location.path.as_str()));
-    let read_err = |e: object_store::Error| ServerError::reading(&format!("{table}={url}"), e.into());
-    let objects = if location.is_prefix {
-        let mut all: Vec<ObjectMeta> = store.list(Some(&path)).try_collect().await.map_err(read_err)?;
-        all.retain(|m| m.location.as_ref().ends_with(".parquet"));
-        all
-    } else {
-        vec![store.head(&path).await.map_err(read_err)?]
-    };
-    Ok((store, objects))
+    let resolved = engine.resolve_table(table, "preload reads").await?;
+    let objects = resolved.objects(engine).await?;
+    Ok((resolved.store, objects))
 }
 
 /// Runs a preload, sending progress to `progress` as it goes.

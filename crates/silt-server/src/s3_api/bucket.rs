@@ -12,7 +12,9 @@ use silt_cache::{CacheError, CachedStore, ObjectVersion};
 use silt_store::TableLocation;
 
 use super::BODY_CHUNK_PAGES;
-use crate::engine::{CatalogEntry, Engine, EntryKind};
+use crate::engine::Engine;
+use crate::error::ServerError;
+use crate::registry::ResolvedTable;
 
 /// What makes an object under a prefix part of the table (as for queries).
 const PARQUET: &str = ".parquet";
@@ -41,34 +43,33 @@ pub(super) struct Bucket {
     layout: Layout,
     /// Bytes per step of a response body.
     pub chunk: u64,
+    /// Decides which keys are the table's (as its scans list them).
+    table: ResolvedTable,
 }
 
 impl Bucket {
     /// The bucket of table `name`: views and unknown names are no bucket; an
     /// unavailable table is retried (as a query would) before it is refused.
     pub async fn open(engine: &Engine, name: &str) -> Result<Bucket, S3Error> {
-        let mut entry = engine.catalog().remove(name);
-        if entry.as_ref().is_some_and(|e| e.unavailable.is_some()) {
+        if engine.catalog_entry(name).is_some_and(|e| e.unavailable.is_some()) {
             engine.retry_unavailable().await;
-            entry = engine.catalog().remove(name);
         }
-        let Some(CatalogEntry {
-            kind: EntryKind::Table { config, .. },
-            unavailable,
-            ..
-        }) = entry
-        else {
-            return Err(s3_error!(NoSuchBucket, "no table {name:?}"));
-        };
-        let store = match (unavailable, engine.table_store(name)) {
-            (None, Some(store)) => store,
-            (cause, _) => {
-                let cause = cause.unwrap_or_else(|| "not registered".into());
-                return Err(s3_error!(ServiceUnavailable, "table {name:?} is unavailable: {cause}"));
-            }
-        };
-        let location = TableLocation::parse(&config.url)
-            .map_err(|e| s3_error!(InternalError, "table {name:?} has an invalid URL {:?}: {e}", config.url))?;
+        let table = engine
+            .resolve_table(name, "the S3 API serves")
+            .await
+            .map_err(|e| match e {
+                ServerError::UnknownTable { .. } | ServerError::InvalidRequest(_) => {
+                    s3_error!(NoSuchBucket, "no table {name:?}")
+                }
+                ServerError::Unavailable { cause, .. } => {
+                    s3_error!(ServiceUnavailable, "table {name:?} is unavailable: {cause}")
+                }
+                other => s3_error!(InternalError, "table {name:?}: {other}"),
+            })?;
+        let url = table.config.url.clone();
+        let store = table.store.clone();
+        let location = TableLocation::parse(&url)
+            .map_err(|e| s3_error!(InternalError, "table {name:?} has an invalid URL {url:?}: {e}"))?;
         let path = store.qualify(&ObjectPath::from(location.path.as_str()));
         let layout = match (location.is_prefix, path.filename()) {
             (false, Some(file)) => Layout::Single {
@@ -79,19 +80,24 @@ impl Bucket {
         };
         Ok(Bucket {
             name: name.to_string(),
-            url: config.url,
+            url,
             store,
             layout,
             chunk: engine.tiers().page_size().max(1).saturating_mul(BODY_CHUNK_PAGES),
+            table,
         })
     }
 
-    /// The namespaced path of `key`, if `key` can name an object of this bucket.
     pub fn object_path(&self, key: &str) -> Result<ObjectPath, S3Error> {
         let relative = parse_key(key)?;
         match &self.layout {
-            Layout::Prefix { root } if key.ends_with(PARQUET) => {
-                Ok(ObjectPath::from_iter(root.parts().chain(relative.parts())))
+            Layout::Prefix { root } => {
+                let path = ObjectPath::from_iter(root.parts().chain(relative.parts()));
+                if self.table.holds(&path) {
+                    Ok(path)
+                } else {
+                    Err(self.no_such_key(key))
+                }
             }
             Layout::Single { key: only, path } if key == only => Ok(path.clone()),
             _ => Err(self.no_such_key(key)),
@@ -140,12 +146,10 @@ impl Bucket {
                     version: ObjectVersion::from_meta(&meta),
                 }]
             }),
-            Layout::Prefix { root } => self
-                .store
-                .list(Some(root))
-                .try_collect::<Vec<_>>()
-                .await
-                .map(|metas| entries_below(root, metas)),
+            Layout::Prefix { root } => self.store.list(Some(root)).try_collect::<Vec<_>>().await.map(|metas| {
+                let held = metas.into_iter().filter(|m| self.table.holds(&m.location)).collect();
+                entries_below(root, held)
+            }),
         };
         match listed {
             Ok(entries) => Ok(entries),

@@ -29,7 +29,8 @@ const PAGE: u64 = 16 << 10;
 const BUCKET: &str = "lake";
 
 /// A loopback S3 server holding `lake/events/` (three Parquet files, one in
-/// a sub-folder, and a `_SUCCESS` marker), and a Silt server with the tables
+/// a partition folder, one in a plain sub-folder that is not the table's,
+/// and a `_SUCCESS` marker), and a Silt server with the tables
 /// `events` (the folder), `one` (`part-0.parquet` alone) and a view `v`.
 struct Lake {
     s3: LocalS3,
@@ -46,6 +47,9 @@ impl Lake {
         write_events(&events.join("part-0.parquet"), 0, 20_000);
         write_events(&events.join("part-1.parquet"), 20_000, 5_000);
         write_events(&events.join("day=2/part-2.parquet"), 25_000, 3_000);
+        // Not the table's: DataFusion's listing skips sub-folders that are
+        // not `key=value` partitions, and so does every surface of Silt.
+        write_events(&events.join("archive/part-9.parquet"), 90_000, 1_000);
         std::fs::write(events.join("_SUCCESS"), b"").unwrap();
         let s3 = LocalS3::start(root.path()).await.unwrap();
         let cache = tempfile::tempdir().unwrap();
@@ -220,6 +224,11 @@ async fn s3_api_serves_tables_to_object_store_and_datafusion() {
     let grouped = store.list_with_delimiter(None).await.unwrap();
     assert_eq!(keys(&grouped.objects), ["part-0.parquet", "part-1.parquet"]);
     assert_eq!(grouped.common_prefixes, [ObjectPath::from("day=2")]);
+    let outside = store
+        .get(&ObjectPath::from("archive/part-9.parquet"))
+        .await
+        .unwrap_err();
+    assert!(matches!(outside, object_store::Error::NotFound { .. }), "{outside}");
 
     let key = ObjectPath::from("part-0.parquet");
     let bytes = std::fs::read(lake.file("part-0.parquet")).unwrap();

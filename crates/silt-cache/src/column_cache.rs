@@ -1,5 +1,11 @@
-//! The memory tier: decoded column batches, budgeted by their real buffer
-//! sizes.
+//! `ColumnCache`, the memory tier: decoded column batches, budgeted by their
+//! real buffer sizes.
+//!
+//! The form an admitted Arrow batch ends up in is not the cache's business:
+//! a [`TranscodePolicy`] injected by the builder decides (the liquid
+//! transcoder, `crate::transcoder`, encodes at admission in the background;
+//! without one, batches stay Arrow). The cache only offers the policy a safe
+//! swap ([`ColumnCache::replace_with_liquid`]).
 //!
 //! A query that finds its columns here skips the object store, the disk and
 //! Parquet decoding alike; this is what makes a warm pushdown scan cost only
@@ -8,7 +14,7 @@
 //! touching two columns of a wide table keeps only those two in memory.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use parking_lot::RwLock;
 
@@ -21,7 +27,6 @@ use silt_liquid::shared_dict::DecodedDictionaries;
 
 use crate::key::ObjectKey;
 use crate::page_cache::CacheMetrics;
-use crate::transcoder::Transcoder;
 
 /// Rows per cached batch (the unit of the memory tier and of the scan).
 pub const BATCH_ROWS: usize = 8192;
@@ -150,45 +155,88 @@ impl std::str::FromStr for MemoryForm {
     }
 }
 
+/// Decides what becomes of column batches admitted in Arrow form: the
+/// policy of a [`ColumnCache`], injected by [`ColumnCacheBuilder::transcode`].
+pub trait TranscodePolicy: Send + Sync {
+    /// The form the cache's entries end up in.
+    fn form(&self) -> MemoryForm;
+
+    /// `key` was just admitted as the Arrow `column`: encode it now, later
+    /// or never. Must not block the admitting query.
+    fn admitted(&self, key: &BatchKey, column: &ArrayRef);
+
+    /// Batches admitted and not yet in their final form.
+    fn backlog(&self) -> usize;
+}
+
+/// Makes a cache's [`TranscodePolicy`], given the cache (weakly: the policy
+/// must not keep the cache alive).
+pub type TranscodePolicyFactory = Box<dyn FnOnce(Weak<ColumnCache>) -> Box<dyn TranscodePolicy>>;
+
 /// The byte-budgeted map from [`BatchKey`] to [`CachedColumn`], shared by
 /// every table of a server. Eviction is moka's TinyLFU: a one-off scan of a
-/// large table does not flush the columns hot queries keep using.
-pub struct BatchCache {
+/// large table does not flush the columns hot queries keep using. Build with
+/// [`ColumnCache::builder`].
+pub struct ColumnCache {
     entries: Cache<BatchKey, CachedColumn>,
     capacity: u64,
     pub(crate) metrics: CacheMetrics,
-    /// Present when the form is liquid.
-    transcoder: Option<Transcoder>,
+    /// What becomes of admitted Arrow batches; none keeps them Arrow.
+    policy: Option<Box<dyn TranscodePolicy>>,
     /// Column names per (store, column index), for stats.
     column_names: RwLock<HashMap<ColumnId, Arc<str>>>,
 }
 
-impl BatchCache {
-    /// A tier holding at most `capacity` bytes of decoded Arrow columns.
-    pub fn new(capacity: u64, metrics: CacheMetrics) -> Arc<Self> {
-        Self::with_form(capacity, metrics, MemoryForm::Arrow)
+/// Builds a [`ColumnCache`].
+pub struct ColumnCacheBuilder {
+    capacity: u64,
+    metrics: CacheMetrics,
+    policy: Option<TranscodePolicyFactory>,
+}
+
+impl ColumnCacheBuilder {
+    /// Admitted Arrow batches go to the policy `make` returns (e.g.
+    /// `crate::transcoder::LiquidTranscoder::start`).
+    pub fn transcode(mut self, make: impl FnOnce(Weak<ColumnCache>) -> Box<dyn TranscodePolicy> + 'static) -> Self {
+        self.policy = Some(Box::new(make));
+        self
     }
 
-    /// A tier holding at most `capacity` bytes, keeping columns in `form`
-    /// (liquid starts a background transcoder that lives as long as the tier).
-    pub fn with_form(capacity: u64, metrics: CacheMetrics, form: MemoryForm) -> Arc<Self> {
-        let entries = metrics.sized_cache(capacity, CachedColumn::heap_size);
-        Arc::new_cyclic(|me| BatchCache {
+    pub fn build(self) -> Arc<ColumnCache> {
+        let entries = self.metrics.sized_cache(self.capacity, CachedColumn::heap_size);
+        let ColumnCacheBuilder {
+            capacity,
+            metrics,
+            policy,
+        } = self;
+        Arc::new_cyclic(|me| ColumnCache {
             entries,
             capacity,
             metrics,
-            transcoder: (form == MemoryForm::Liquid).then(|| Transcoder::start(me.clone())),
+            policy: policy.map(|make| make(me.clone())),
             column_names: RwLock::default(),
         })
+    }
+}
+
+impl ColumnCache {
+    /// A cache of at most `capacity` bytes, counted in `metrics`.
+    pub fn builder(capacity: u64, metrics: CacheMetrics) -> ColumnCacheBuilder {
+        ColumnCacheBuilder {
+            capacity,
+            metrics,
+            policy: None,
+        }
+    }
+
+    /// A cache holding at most `capacity` bytes of decoded Arrow columns.
+    pub fn new(capacity: u64, metrics: CacheMetrics) -> Arc<Self> {
+        Self::builder(capacity, metrics).build()
     }
 
     /// The form columns are kept in.
     pub fn form(&self) -> MemoryForm {
-        if self.transcoder.is_some() {
-            MemoryForm::Liquid
-        } else {
-            MemoryForm::Arrow
-        }
+        self.policy.as_ref().map_or(MemoryForm::Arrow, |p| p.form())
     }
 
     /// The column batch for `key`, counting a hit or a miss.
@@ -212,17 +260,16 @@ impl BatchCache {
             return;
         }
         self.metrics.bytes.increment(size as f64);
-        let transcode = match (&column, &self.transcoder) {
-            (CachedColumn::Arrow(a), Some(t)) if silt_liquid::is_supported(a.data_type()) => Some(t),
-            _ => None,
+        let admitted_arrow = match &column {
+            CachedColumn::Arrow(a) => Some(a.clone()),
+            CachedColumn::Liquid { .. } => None,
         };
         self.entries.insert(key.clone(), column);
         // Apply moka's eviction now, not at its next maintenance, so the
         // tier is over budget only while an insert is in progress.
         self.entries.run_pending_tasks();
-        // Transcoding starts at admission, not only under memory pressure.
-        if let Some(t) = transcode {
-            t.submit(key);
+        if let (Some(policy), Some(arrow)) = (&self.policy, admitted_arrow) {
+            policy.admitted(&key, &arrow);
         }
     }
 
@@ -252,7 +299,7 @@ impl BatchCache {
 
     /// Column batches admitted but not yet transcoded (0 for the Arrow form).
     pub fn transcode_backlog(&self) -> usize {
-        self.transcoder.as_ref().map_or(0, Transcoder::backlog)
+        self.policy.as_ref().map_or(0, |p| p.backlog())
     }
 
     /// Blocks until the transcoder's backlog is empty or `timeout` passes;
@@ -356,7 +403,7 @@ mod tests {
     fn accounts_real_buffer_sizes_and_stays_under_budget() {
         let one = column(BATCH_ROWS).heap_size() as u64;
         assert!(one >= (BATCH_ROWS * 8) as u64, "{one}");
-        let cache = BatchCache::new(one * 3, CacheMetrics::noop());
+        let cache = ColumnCache::new(one * 3, CacheMetrics::noop());
         for b in 0..10 {
             cache.insert(key(b, "v1"), column(BATCH_ROWS));
             assert!(cache.weighted_size() <= one * 3);
@@ -366,7 +413,7 @@ mod tests {
 
     #[test]
     fn drops_other_versions_only() {
-        let cache = BatchCache::new(1 << 30, CacheMetrics::noop());
+        let cache = ColumnCache::new(1 << 30, CacheMetrics::noop());
         cache.insert(key(0, "v1"), column(10));
         cache.insert(key(1, "v2"), column(10));
         cache.drop_other_versions(&ObjectKey::new("t0", "a.parquet", "v2"));
@@ -377,7 +424,7 @@ mod tests {
 
     #[test]
     fn an_entry_over_the_whole_budget_is_not_kept() {
-        let cache = BatchCache::new(100, CacheMetrics::noop());
+        let cache = ColumnCache::new(100, CacheMetrics::noop());
         cache.insert(key(0, "v1"), column(1000));
         assert!(cache.get(&key(0, "v1")).is_none());
         assert_eq!(cache.weighted_size(), 0);
@@ -407,7 +454,9 @@ mod liquid_tests {
 
     #[test]
     fn admitted_arrow_becomes_liquid_in_the_background_with_the_same_values() {
-        let cache = BatchCache::with_form(1 << 30, CacheMetrics::noop(), MemoryForm::Liquid);
+        let cache = ColumnCache::builder(1 << 30, CacheMetrics::noop())
+            .transcode(crate::transcoder::LiquidTranscoder::start)
+            .build();
         let array = prices();
         cache.insert(key(), CachedColumn::Arrow(array.clone()));
         assert!(cache.wait_transcoded(Duration::from_secs(30)));
@@ -432,7 +481,7 @@ mod liquid_tests {
 
     #[test]
     fn the_arrow_form_never_transcodes() {
-        let cache = BatchCache::with_form(1 << 30, CacheMetrics::noop(), MemoryForm::Arrow);
+        let cache = ColumnCache::new(1 << 30, CacheMetrics::noop());
         cache.insert(key(), CachedColumn::Arrow(prices()));
         assert_eq!(cache.transcode_backlog(), 0);
         assert_eq!(cache.get(&key()).unwrap().form(), "arrow");
@@ -440,7 +489,7 @@ mod liquid_tests {
 
     #[test]
     fn a_transcode_does_not_overwrite_a_newer_entry() {
-        let cache = BatchCache::with_form(1 << 30, CacheMetrics::noop(), MemoryForm::Arrow);
+        let cache = ColumnCache::new(1 << 30, CacheMetrics::noop());
         let old = prices();
         let liquid = silt_liquid::ColumnEncoder::new(old.data_type()).encode(&old).unwrap();
         let newer: ArrayRef = Arc::new(Int64Array::from(vec![1, 2, 3]));

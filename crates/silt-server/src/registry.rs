@@ -1,0 +1,308 @@
+//! The table registry: the catalog of tables and views, their registration
+//! (and retries while unavailable), and the one resolution of a table name
+//! to its cached store and objects that every surface uses — SQL and scans
+//! (through DataFusion), lookups, preload and the S3-compatible API — so they
+//! agree on what a table is: exactly the objects DataFusion's listing of the
+//! table's URL returns (`*.parquet` directly under a prefix, or under
+//! `key=value` folders; other nested objects are not the table's).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use datafusion::catalog::TableProvider;
+use datafusion::common::TableReference;
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt};
+use silt_cache::CachedStore;
+use silt_scan::{CachedParquetTable, ParquetTable, ScanShared, TableOptions, register_parquet_table};
+use silt_store::{FaultyStore, MeteredStore, RetryingStore, S3Settings, TableLocation};
+use tracing::{info, warn};
+
+use crate::config::TableConfig;
+use crate::engine::Engine;
+use crate::error::ServerError;
+use crate::guard;
+
+/// How long registering one table (listing + reading footers) may take.
+const REGISTER_TIMEOUT: Duration = Duration::from_secs(60);
+/// Tables that failed to register are retried at most this often.
+const RETRY_INTERVAL: Duration = Duration::from_secs(5);
+
+/// Whether a name is a table or a view, and whether it is usable now.
+#[derive(Debug, Clone)]
+pub struct CatalogEntry {
+    pub kind: EntryKind,
+    /// `Some(cause)` while the table or view could not be registered.
+    pub unavailable: Option<String>,
+    /// Tables (for a view: the tables it reads) this entry depends on.
+    pub tables: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub enum EntryKind {
+    Table { index: usize, config: TableConfig },
+    View { sql: String },
+}
+
+impl CatalogEntry {
+    pub fn type_name(&self) -> &'static str {
+        match self.kind {
+            EntryKind::Table { .. } => "TABLE",
+            EntryKind::View { .. } => "VIEW",
+        }
+    }
+}
+
+/// A registered, available Parquet table: what [`Engine::resolve_table`]
+/// gives every surface that reads a table by name.
+pub struct ResolvedTable {
+    pub name: String,
+    pub config: TableConfig,
+    /// The cached store its bytes are read through.
+    pub store: Arc<CachedStore>,
+    provider: Arc<dyn TableProvider>,
+    /// The engine's `listing_table_ignore_subdirectory`.
+    ignore_subdirectory: bool,
+}
+
+impl ResolvedTable {
+    /// The cached Parquet table the scans use.
+    pub fn parquet(&self) -> Result<&CachedParquetTable, ServerError> {
+        self.provider
+            .downcast_ref::<CachedParquetTable>()
+            .ok_or_else(|| ServerError::InvalidRequest(format!("table '{}' is not a cached Parquet table", self.name)))
+    }
+
+    /// The table's objects as its scans list them (namespaced paths, sorted),
+    /// under the table's freshness.
+    pub async fn objects(&self, engine: &Engine) -> Result<Vec<ObjectMeta>, ServerError> {
+        let state = engine.base_context().state();
+        self.parquet()?
+            .list_files(&state)
+            .await
+            .map_err(|e| ServerError::reading(&format!("{}={}", self.name, self.config.url), e))
+    }
+
+    /// Whether the namespaced `path` is one of the table's objects by the
+    /// listing's rule (without listing).
+    pub fn holds(&self, path: &ObjectPath) -> bool {
+        self.parquet().is_ok_and(|t| t.holds(path, self.ignore_subdirectory))
+    }
+}
+
+impl Engine {
+    /// The cached store of each registered table.
+    pub fn table_stores(&self) -> BTreeMap<String, Arc<CachedStore>> {
+        self.stores.read().clone()
+    }
+
+    /// The cached store of registered table `name`.
+    pub fn table_store(&self, name: &str) -> Option<Arc<CachedStore>> {
+        self.stores.read().get(name).cloned()
+    }
+
+    /// A snapshot of the catalog (tables and views, available or not).
+    pub fn catalog(&self) -> BTreeMap<String, CatalogEntry> {
+        self.catalog.read().clone()
+    }
+
+    /// The catalog entry of `name`.
+    pub fn catalog_entry(&self, name: &str) -> Option<CatalogEntry> {
+        self.catalog.read().get(name).cloned()
+    }
+
+    pub(crate) fn available(&self) -> BTreeSet<String> {
+        self.catalog
+            .read()
+            .iter()
+            .filter(|(_, e)| e.unavailable.is_none())
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+
+    fn set_status(&self, name: &str, unavailable: Option<String>) {
+        if let Some(e) = self.catalog.write().get_mut(name) {
+            e.unavailable = unavailable;
+        }
+    }
+
+    /// Try to register every table and view that is not registered yet.
+    pub(crate) async fn register_pending(&self) {
+        let _one_at_a_time = self.retry_lock.lock().await;
+        *self.last_retry.lock() = Some(Instant::now());
+        let pending: Vec<(String, CatalogEntry)> = self
+            .catalog()
+            .into_iter()
+            .filter(|(_, e)| e.unavailable.is_some())
+            .collect();
+        for (name, entry) in &pending {
+            if let EntryKind::Table { index, config } = &entry.kind {
+                let result = tokio::time::timeout(REGISTER_TIMEOUT, self.register_table(*index, name, config))
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(ServerError::StoreTimeout {
+                            url: config.url.clone(),
+                            after: REGISTER_TIMEOUT,
+                        })
+                    });
+                match &result {
+                    Ok(()) => info!(table = %name, url = %config.url, "registered table"),
+                    Err(e) => warn!(table = %name, error = %e, "table unavailable"),
+                }
+                self.set_status(name, result.err().map(|e| e.to_string()));
+            }
+        }
+        // Views may build on each other: repeat while progress is made.
+        loop {
+            let mut progressed = false;
+            for (name, entry) in self.catalog() {
+                if let (EntryKind::View { sql }, Some(_)) = (&entry.kind, &entry.unavailable) {
+                    match self.register_view(&name, sql).await {
+                        Ok(()) => {
+                            info!(view = %name, "registered view");
+                            self.set_status(&name, None);
+                            progressed = true;
+                        }
+                        Err(e) => self.set_status(&name, Some(e.to_string())),
+                    }
+                }
+            }
+            if !progressed {
+                break;
+            }
+        }
+    }
+
+    async fn register_table(&self, index: usize, name: &str, config: &TableConfig) -> Result<(), ServerError> {
+        let location = TableLocation::parse(&config.url)?;
+        let s3 = config.s3.or(&self.config.s3.or(&S3Settings::from_env()));
+        let mut raw = location.open(&s3, &self.memory_store)?;
+        let mut faults = self.config.store.faults();
+        // Each table's store draws its own fault sequence.
+        faults.seed ^= (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        if faults.is_active() {
+            raw = Arc::new(FaultyStore::new(raw, faults));
+        }
+        let metered: Arc<dyn ObjectStore> = Arc::new(MeteredStore::new(raw, self.metrics.store.clone()));
+        let metered: Arc<dyn ObjectStore> = Arc::new(RetryingStore::new(metered, self.config.store.retry_policy()));
+        let cached = Arc::new(CachedStore::new(
+            metered,
+            self.tiers.clone(),
+            format!("t{index}"),
+            config.validation,
+        ));
+        if !location.is_prefix {
+            // Checked through the cache, so the table's validation mode decides
+            // whether each query sends a HEAD.
+            let path = cached.qualify(&ObjectPath::from(location.path.as_str()));
+            cached.head(&path).await.map_err(|e| match e {
+                object_store::Error::NotFound { .. } => ServerError::ObjectNotFound {
+                    table: name.to_string(),
+                    url: config.url.clone(),
+                },
+                other => ServerError::reading(&config.url, other.into()),
+            })?;
+            self.single_files
+                .write()
+                .insert(name.to_string(), (cached.clone() as Arc<dyn ObjectStore>, path));
+        }
+        self.stores.write().insert(name.to_string(), cached.clone());
+        let table = ParquetTable {
+            name,
+            location: &location,
+            store: cached,
+            options: TableOptions {
+                binary_as_string: config.binary_as_string,
+            },
+        };
+        let shared = ScanShared {
+            batches: self.tiers.batches().clone(),
+            metrics: self.metrics.scan.clone(),
+        };
+        let _ = self.base.deregister_table(name);
+        register_parquet_table(&self.base, table, &shared)
+            .await
+            .map_err(ServerError::from)
+    }
+
+    async fn register_view(&self, name: &str, sql: &str) -> Result<(), ServerError> {
+        // A view's SQL is configuration: its failures say which view.
+        let invalid = |e: &dyn std::fmt::Display| ServerError::Config(format!("view '{name}': {e}"));
+        let statement = guard::parse_single_query(sql).map_err(|e| invalid(&e))?;
+        let state = self.base.state();
+        let refs = state.resolve_table_references(&statement).map_err(|e| invalid(&e))?;
+        let registered: BTreeSet<String> = self.available().into_iter().filter(|n| n != name).collect();
+        guard::check_references(&refs, &registered).map_err(|e| invalid(&e))?;
+        let catalog = self.catalog();
+        let mut tables: Vec<String> = refs
+            .iter()
+            .flat_map(|r| catalog.get(r.table()).map(|e| e.tables.clone()).unwrap_or_default())
+            .collect();
+        tables.sort();
+        tables.dedup();
+        if let Some(e) = self.catalog.write().get_mut(name) {
+            e.tables = tables;
+        }
+        let plan = state.statement_to_plan(statement).await.map_err(|e| invalid(&e))?;
+        let view = datafusion::catalog::view::ViewTable::new(plan, Some(sql.to_string()));
+        let _ = self.base.deregister_table(name);
+        self.base
+            .register_table(name, Arc::new(view))
+            .map_err(|e| invalid(&e))?;
+        Ok(())
+    }
+
+    /// Retry unavailable tables, at most every [`RETRY_INTERVAL`].
+    pub(crate) async fn retry_unavailable(&self) {
+        let any_pending = self.catalog.read().values().any(|e| e.unavailable.is_some());
+        if !any_pending {
+            return;
+        }
+        let due = self.last_retry.lock().is_none_or(|t| t.elapsed() >= RETRY_INTERVAL);
+        if due {
+            self.register_pending().await;
+        }
+    }
+
+    /// Resolves `name` to an available Parquet table: unknown names, views
+    /// and unavailable tables are errors that say so. `uses` names what the
+    /// caller does with tables, for the view error (e.g. "lookups read").
+    pub async fn resolve_table(&self, name: &str, uses: &str) -> Result<ResolvedTable, ServerError> {
+        let entry = self.catalog_entry(name).ok_or_else(|| ServerError::UnknownTable {
+            name: name.to_string(),
+            registered: self.catalog().keys().cloned().collect::<Vec<_>>().join(", "),
+        })?;
+        if let Some(cause) = &entry.unavailable {
+            return Err(ServerError::Unavailable {
+                name: name.to_string(),
+                cause: cause.clone(),
+            });
+        }
+        let EntryKind::Table { config, .. } = entry.kind else {
+            return Err(ServerError::InvalidRequest(format!(
+                "{uses} tables; '{name}' is a view"
+            )));
+        };
+        let store = self.table_store(name).ok_or_else(|| ServerError::Unavailable {
+            name: name.to_string(),
+            cause: "not registered".into(),
+        })?;
+        let provider = self.base_context().table_provider(TableReference::bare(name)).await?;
+        let ignore_subdirectory = self
+            .base_context()
+            .state_ref()
+            .read()
+            .config()
+            .options()
+            .execution
+            .listing_table_ignore_subdirectory;
+        Ok(ResolvedTable {
+            name: name.to_string(),
+            config,
+            store,
+            provider,
+            ignore_subdirectory,
+        })
+    }
+}
