@@ -1,0 +1,292 @@
+//! The Flight SQL endpoints of [`SiltFlightService`]: metadata (catalogs,
+//! schemas, tables, SQL info), statements, prepared statements, Silt's own
+//! tickets (scans, lookups) and actions (stats, preload). Queries themselves
+//! run through the parent module.
+
+use super::*;
+
+static SQL_INFO: LazyLock<SqlInfoData> = LazyLock::new(|| {
+    let mut b = SqlInfoDataBuilder::new();
+    b.append(SqlInfo::FlightSqlServerName, "Silt");
+    b.append(SqlInfo::FlightSqlServerVersion, env!("CARGO_PKG_VERSION"));
+    b.append(SqlInfo::FlightSqlServerArrowVersion, "1.3");
+    b.append(SqlInfo::FlightSqlServerReadOnly, true);
+    b.append(SqlInfo::FlightSqlServerSql, true);
+    b.append(SqlInfo::FlightSqlServerSubstrait, false);
+    b.append(SqlInfo::FlightSqlServerTransaction, 0i32);
+    b.append(SqlInfo::FlightSqlServerCancel, false);
+    b.build().expect("static SqlInfo is valid")
+});
+
+#[tonic::async_trait]
+impl FlightSqlService for SiltFlightService {
+    type FlightService = SiltFlightService;
+
+    async fn do_handshake(
+        &self,
+        _request: Request<Streaming<HandshakeRequest>>,
+    ) -> Result<Response<Pin<Box<dyn Stream<Item = Result<HandshakeResponse, Status>> + Send>>>, Status> {
+        // Authentication is a bearer token checked on every call (see
+        // `auth`), so the handshake only has to succeed.
+        let response = HandshakeResponse {
+            protocol_version: 0,
+            payload: Default::default(),
+        };
+        Ok(Response::new(Box::pin(futures::stream::once(async { Ok(response) }))))
+    }
+
+    async fn get_flight_info_statement(
+        &self,
+        query: CommandStatementQuery,
+        _request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        self.statement_info(&query.query).await
+    }
+
+    async fn get_flight_info_prepared_statement(
+        &self,
+        cmd: CommandPreparedStatementQuery,
+        _request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let sql = handle_sql(&cmd.prepared_statement_handle)?;
+        self.statement_info(&sql).await
+    }
+
+    async fn get_flight_info_catalogs(
+        &self,
+        query: CommandGetCatalogs,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let _ = request;
+        let schema = query.into_builder().schema();
+        self.info(&schema, query.as_any(), None)
+    }
+
+    async fn get_flight_info_schemas(
+        &self,
+        query: CommandGetDbSchemas,
+        _request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let schema = query.clone().into_builder().schema();
+        self.info(&schema, query.as_any(), None)
+    }
+
+    async fn get_flight_info_tables(
+        &self,
+        query: CommandGetTables,
+        _request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let schema = query.clone().into_builder().schema();
+        self.info(&schema, query.as_any(), None)
+    }
+
+    async fn get_flight_info_sql_info(
+        &self,
+        query: CommandGetSqlInfo,
+        _request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let schema = query.clone().into_builder(&SQL_INFO).schema();
+        self.info(schema.as_ref(), query.as_any(), None)
+    }
+
+    async fn get_flight_info_fallback(
+        &self,
+        cmd: Command,
+        _request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let any = cmd.into_any();
+        if let Some(lookup) = unpack_lookup(&any)? {
+            let schema = self.counted(self.engine.lookup_schema(&lookup).await)?;
+            return self.info(&schema, any, None);
+        }
+        let Some(scan) = unpack_scan(&any)? else {
+            return Err(Status::unimplemented(format!("unsupported command {}", any.type_url)));
+        };
+        let planned = self.plan_scan(scan).await?;
+        let rows = self.engine.row_count(&planned).await;
+        self.info(&planned.schema(), any, rows)
+    }
+
+    async fn do_get_statement(
+        &self,
+        ticket: TicketStatementQuery,
+        _request: Request<Ticket>,
+    ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
+        let (sql, planned) = self.pending.redeem(&handle_sql(&ticket.statement_handle)?);
+        if planned.is_none()
+            && let Some(lookup) = self.sql_lookup(&sql).await
+        {
+            return self.stream_lookup(&lookup).await;
+        }
+        self.stream(Query::Sql(sql), planned).await
+    }
+
+    async fn do_get_prepared_statement(
+        &self,
+        query: CommandPreparedStatementQuery,
+        _request: Request<Ticket>,
+    ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
+        let sql = handle_sql(&query.prepared_statement_handle)?;
+        self.stream(Query::Sql(sql), None).await
+    }
+
+    async fn do_get_fallback(
+        &self,
+        _request: Request<Ticket>,
+        message: Any,
+    ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
+        if let Some(lookup) = unpack_lookup(&message)? {
+            return self.stream_lookup(&lookup).await;
+        }
+        let Some(scan) = unpack_scan(&message)? else {
+            return Err(Status::unimplemented(format!(
+                "unsupported ticket {}",
+                message.type_url
+            )));
+        };
+        self.stream(Query::Scan(scan), None).await
+    }
+
+    async fn do_get_catalogs(
+        &self,
+        query: CommandGetCatalogs,
+        _request: Request<Ticket>,
+    ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
+        let mut builder = query.into_builder();
+        builder.append(CATALOG);
+        let schema = builder.schema();
+        Ok(Response::new(one_batch(schema, builder.build())))
+    }
+
+    async fn do_get_schemas(
+        &self,
+        query: CommandGetDbSchemas,
+        _request: Request<Ticket>,
+    ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
+        let mut builder = query.into_builder();
+        builder.append(CATALOG, SCHEMA);
+        let schema = builder.schema();
+        Ok(Response::new(one_batch(schema, builder.build())))
+    }
+
+    async fn do_get_tables(
+        &self,
+        query: CommandGetTables,
+        _request: Request<Ticket>,
+    ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
+        let mut builder = query.into_builder();
+        for (name, entry) in self.engine.catalog() {
+            if entry.unavailable.is_some() {
+                continue;
+            }
+            let Some(schema) = self.engine.table_schema(&name).await else {
+                continue;
+            };
+            builder
+                .append(CATALOG, SCHEMA, &name, entry.type_name(), &schema)
+                .map_err(|e| Status::internal(format!("listing table {name}: {e}")))?;
+        }
+        let schema = builder.schema();
+        Ok(Response::new(one_batch(schema, builder.build())))
+    }
+
+    async fn do_get_sql_info(
+        &self,
+        query: CommandGetSqlInfo,
+        _request: Request<Ticket>,
+    ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
+        let builder = query.into_builder(&SQL_INFO);
+        let schema = builder.schema();
+        Ok(Response::new(one_batch(schema, builder.build())))
+    }
+
+    async fn do_put_fallback(
+        &self,
+        _request: Request<PeekableFlightDataStream>,
+        message: Any,
+    ) -> Result<Response<<Self as FlightService>::DoPutStream>, Status> {
+        Err(Status::permission_denied(format!(
+            "refused: Silt is read-only ({} is not supported)",
+            message.type_url
+        )))
+    }
+
+    async fn do_action_create_prepared_statement(
+        &self,
+        query: ActionCreatePreparedStatementRequest,
+        _request: Request<Action>,
+    ) -> Result<ActionCreatePreparedStatementResult, Status> {
+        let planned = self.plan_statement(&query.query).await?;
+        let schema = planned.schema();
+        let message: IpcMessage = SchemaAsIpc::new(&schema, &IpcWriteOptions::default())
+            .try_into()
+            .map_err(|e| Status::internal(format!("encoding schema: {e}")))?;
+        Ok(ActionCreatePreparedStatementResult {
+            prepared_statement_handle: query.query.into_bytes().into(),
+            dataset_schema: message.0,
+            parameter_schema: Default::default(),
+        })
+    }
+
+    async fn do_action_close_prepared_statement(
+        &self,
+        _query: ActionClosePreparedStatementRequest,
+        _request: Request<Action>,
+    ) -> Result<(), Status> {
+        // Prepared statements are stateless (the handle is the SQL).
+        Ok(())
+    }
+
+    async fn do_action_fallback(
+        &self,
+        request: Request<Action>,
+    ) -> Result<Response<<Self as FlightService>::DoActionStream>, Status> {
+        let action = request.into_inner();
+        if action.r#type == ACTION_STATS {
+            let body = crate::stats::stats_json(&self.engine).to_string();
+            let result = arrow_flight::Result { body: body.into() };
+            return Ok(Response::new(Box::pin(futures::stream::once(async { Ok(result) }))));
+        }
+        if action.r#type == ACTION_PRELOAD {
+            let request: crate::preload::PreloadRequest = serde_json::from_slice(&action.body)
+                .map_err(|e| Status::invalid_argument(format!("malformed preload request: {e}")))?;
+            let (tx, rx) = tokio::sync::mpsc::channel(16);
+            let task = tokio::spawn(crate::preload::run(self.engine.clone(), request, tx));
+            let to_result = |p: &crate::preload::PreloadProgress| arrow_flight::Result {
+                body: serde_json::to_vec(p).unwrap_or_default().into(),
+            };
+            let progress = tokio_stream::wrappers::ReceiverStream::new(rx).map(move |p| Ok(to_result(&p)));
+            let last = futures::stream::once(async move {
+                match task.await {
+                    Ok(Ok(report)) => Ok(to_result(&report)),
+                    Ok(Err(e)) => Err(e.to_status()),
+                    Err(e) => Err(Status::internal(format!("preload failed: {e}"))),
+                }
+            });
+            return Ok(Response::new(Box::pin(progress.chain(last))));
+        }
+        Err(Status::invalid_argument(format!("unknown action '{}'", action.r#type)))
+    }
+
+    async fn register_sql_info(&self, _id: i32, _result: &SqlInfo) {}
+}
+
+fn handle_sql(handle: &[u8]) -> Result<String, Status> {
+    String::from_utf8(handle.to_vec()).map_err(|_| Status::invalid_argument("statement handle is not UTF-8 SQL"))
+}
+
+fn unpack_scan(any: &Any) -> Result<Option<ScanRequest>, Status> {
+    any.unpack::<ScanRequest>()
+        .map_err(|e| Status::invalid_argument(format!("malformed scan request: {e}")))
+}
+
+/// A `LookupRequest` ticket or command, decoded.
+fn unpack_lookup(any: &Any) -> Result<Option<LookupQuery>, Status> {
+    let request = any
+        .unpack::<LookupRequest>()
+        .map_err(|e| Status::invalid_argument(format!("malformed lookup request: {e}")))?;
+    request
+        .map(|r| LookupQuery::from_request(&r))
+        .transpose()
+        .map_err(|e| e.to_status())
+}
