@@ -13,8 +13,15 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 echo "== cargo test"
 cargo test --workspace
+# The binary the Python tests and the smoke run use is the one `cargo test`
+# just built for `crates/silt/tests` (same profile and features): a separate
+# `cargo build --bin silt` would resolve other features and rebuild
+# DataFusion and everything above it.
+if [ ! -x "$CARGO_TARGET_DIR/debug/silt" ]; then
+  echo "cargo test did not build $CARGO_TARGET_DIR/debug/silt" >&2
+  exit 1
+fi
 echo "== python client tests (ADBC Flight SQL against silt serve)"
-cargo build --bin silt
 PY="$(scripts/python-env.sh)"
 SILT_BIN="$CARGO_TARGET_DIR/debug/silt" "$PY" -m pytest -q python/tests
 echo "== silt bench smoke (the benchmark harness end to end on tiny data; no timing asserted)"

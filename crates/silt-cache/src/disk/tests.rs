@@ -293,10 +293,12 @@ fn direct_io_round_trip() {
     for (page, len) in lens.iter().enumerate() {
         assert_eq!(tier.get(&key("a", "v", page as u64)).unwrap(), bytes(page as u64, *len));
     }
-    eprintln!(
-        "O_DIRECT active on {}: {}",
-        dir.path().display(),
-        tier.direct_io_active()
+    // The tier reads with O_DIRECT exactly where the filesystem takes it.
+    assert_eq!(
+        tier.direct_io_active(),
+        accepts_o_direct(dir.path()),
+        "O_DIRECT on {}",
+        dir.path().display()
     );
     drop(tier);
     let tier = DiskTier::open(
@@ -327,7 +329,26 @@ fn direct_io_falls_back_where_refused() {
             bytes(page, 5000 * page as usize)
         );
     }
-    eprintln!("O_DIRECT active on /dev/shm: {}", tier.direct_io_active());
+    assert_eq!(
+        tier.direct_io_active(),
+        accepts_o_direct(dir.path()),
+        "O_DIRECT on /dev/shm"
+    );
+}
+
+/// Whether files in `dir` can be opened with `O_DIRECT` (probed on a file
+/// of its own, the way the tier's first read finds out).
+fn accepts_o_direct(dir: &Path) -> bool {
+    use std::os::unix::fs::OpenOptionsExt;
+    let probe = dir.join("o_direct_probe");
+    std::fs::write(&probe, vec![0u8; 4096]).unwrap();
+    let accepted = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(&probe)
+        .is_ok();
+    std::fs::remove_file(probe).unwrap();
+    accepted
 }
 
 #[test]
