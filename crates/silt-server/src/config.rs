@@ -100,6 +100,11 @@ pub struct ServerConfig {
     /// A query running longer than this is cancelled.
     #[serde(with = "humantime_serde_compat")]
     pub query_timeout: Duration,
+    /// How long start-up waits for the tables to register before serving;
+    /// tables still registering (a slow or dead bucket) then finish in the
+    /// background and are "unavailable" until they do.
+    #[serde(with = "humantime_serde_compat")]
+    pub registration_wait: Duration,
     /// When set, every Flight call must carry `authorization: Bearer <token>`.
     pub auth_token: Option<String>,
     /// Keys of the S3-compatible read API (`/s3` on the admin listener).
@@ -232,6 +237,7 @@ impl Default for ServerConfig {
             store: StoreConfig::default(),
             query_memory_limit: 4 << 30,
             query_timeout: Duration::from_secs(300),
+            registration_wait: Duration::from_secs(30),
             auth_token: None,
             s3_api: S3ApiConfig::default(),
             s3: S3Settings::default(),

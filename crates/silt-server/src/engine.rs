@@ -5,8 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 
-use parking_lot::{Mutex, RwLock};
-use std::time::Instant;
+use parking_lot::RwLock;
 
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::TableReference;
@@ -90,8 +89,8 @@ pub struct Engine {
     /// Tables whose URL names one object: checked with a HEAD before each
     /// query so a deleted object is an error, not an empty table.
     pub(crate) single_files: RwLock<BTreeMap<String, SingleObject>>,
-    pub(crate) last_retry: Mutex<Option<Instant>>,
-    pub(crate) retry_lock: tokio::sync::Mutex<()>,
+    /// Held by a registration pass (one at a time).
+    pub(crate) registering: tokio::sync::Mutex<()>,
     /// Per object version and key column: what point lookups need.
     lookup_indexes: LookupIndexes,
     /// The exclusive lock on `cache_dir`, held while the engine lives.
@@ -197,12 +196,11 @@ impl Engine {
             stores: RwLock::new(BTreeMap::new()),
             catalog: RwLock::new(catalog),
             single_files: RwLock::new(BTreeMap::new()),
-            last_retry: Mutex::new(None),
-            retry_lock: tokio::sync::Mutex::new(()),
+            registering: tokio::sync::Mutex::new(()),
             lookup_indexes: LookupIndexes::new(LOOKUP_INDEX_BUDGET),
             _cache_dir_lock: cache_dir_lock,
         });
-        engine.register_pending().await;
+        engine.start_registration(engine.config.registration_wait).await;
         Ok(engine)
     }
 
@@ -331,7 +329,6 @@ impl Engine {
         sql: &str,
         gate: Option<&Arc<ValidationGate>>,
     ) -> Result<PlannedQuery, ServerError> {
-        self.retry_unavailable().await;
         let statement = guard::parse_single_query(sql)?;
         let ctx = self.query_context(gate)?;
         let state = ctx.state();
@@ -361,7 +358,6 @@ impl Engine {
         request: &ScanRequest,
         gate: Option<&Arc<ValidationGate>>,
     ) -> Result<PlannedQuery, ServerError> {
-        self.retry_unavailable().await;
         let sources = self
             .check_names(&[TableReference::bare(request.table.as_str())], gate)
             .await?;

@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use datafusion::catalog::TableProvider;
 use datafusion::common::TableReference;
@@ -127,17 +127,18 @@ impl Engine {
         }
     }
 
-    /// Try to register every table and view that is not registered yet.
+    /// Tries to register every table and view that is not registered yet:
+    /// the tables concurrently (one dead bucket holds up only its own table),
+    /// then the views. One pass at a time.
     pub(crate) async fn register_pending(&self) {
-        let _one_at_a_time = self.retry_lock.lock().await;
-        *self.last_retry.lock() = Some(Instant::now());
+        let _one_at_a_time = self.registering.lock().await;
         let pending: Vec<(String, CatalogEntry)> = self
             .catalog()
             .into_iter()
             .filter(|(_, e)| e.unavailable.is_some())
             .collect();
-        for (name, entry) in &pending {
-            if let EntryKind::Table { index, config } = &entry.kind {
+        let tables = pending.iter().filter_map(|(name, entry)| match &entry.kind {
+            EntryKind::Table { index, config } => Some(async move {
                 let result = tokio::time::timeout(REGISTER_TIMEOUT, self.register_table(*index, name, config))
                     .await
                     .unwrap_or_else(|_| {
@@ -151,8 +152,10 @@ impl Engine {
                     Err(e) => warn!(table = %name, error = %e, "table unavailable"),
                 }
                 self.set_status(name, result.err().map(|e| e.to_string()));
-            }
-        }
+            }),
+            EntryKind::View { .. } => None,
+        });
+        futures::future::join_all(tables).await;
         // Views may build on each other: repeat while progress is made.
         loop {
             let mut progressed = false;
@@ -253,16 +256,45 @@ impl Engine {
         Ok(())
     }
 
-    /// Retry unavailable tables, at most every [`RETRY_INTERVAL`].
-    pub(crate) async fn retry_unavailable(&self) {
-        let any_pending = self.catalog.read().values().any(|e| e.unavailable.is_some());
-        if !any_pending {
-            return;
+    /// Registers the catalog in the background: a first pass now, awaited
+    /// for at most `wait` (what is not registered by then goes on in the
+    /// background, and queries naming it get "unavailable" at once), then a
+    /// pass every [`RETRY_INTERVAL`] while anything is unavailable. Requests
+    /// never register anything nor wait on a registration. The task ends
+    /// when the engine is dropped.
+    pub(crate) async fn start_registration(self: &Arc<Self>, wait: Duration) {
+        let engine = Arc::downgrade(self);
+        let (first_done_tx, first_done) = tokio::sync::oneshot::channel();
+        tokio::spawn(async move {
+            let mut first_done_tx = Some(first_done_tx);
+            loop {
+                match engine.upgrade() {
+                    Some(engine) if engine.any_unavailable() => engine.register_pending().await,
+                    Some(_) => {}
+                    None => return,
+                }
+                if let Some(tx) = first_done_tx.take() {
+                    let _ = tx.send(());
+                }
+                tokio::time::sleep(RETRY_INTERVAL).await;
+            }
+        });
+        if tokio::time::timeout(wait, first_done).await.is_err() {
+            let pending: Vec<String> = self
+                .catalog()
+                .into_iter()
+                .filter(|(_, e)| e.unavailable.is_some())
+                .map(|(n, _)| n)
+                .collect();
+            warn!(
+                ?pending,
+                "serving before every table registered; the rest register in the background"
+            );
         }
-        let due = self.last_retry.lock().is_none_or(|t| t.elapsed() >= RETRY_INTERVAL);
-        if due {
-            self.register_pending().await;
-        }
+    }
+
+    fn any_unavailable(&self) -> bool {
+        self.catalog.read().values().any(|e| e.unavailable.is_some())
     }
 
     /// Resolves `name` to an available Parquet table: unknown names, views

@@ -85,6 +85,10 @@ pub struct ServeArgs {
     /// Cancel queries running longer than this, e.g. 30s or 5m.
     #[arg(long, value_parser = humantime::parse_duration)]
     query_timeout: Option<Duration>,
+    /// How long start-up waits for tables to register before serving (the
+    /// rest register in the background), e.g. 5s.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    registration_wait: Option<Duration>,
 }
 
 impl ServeArgs {
@@ -153,6 +157,9 @@ impl ServeArgs {
         }
         if let Some(v) = self.query_timeout {
             cfg.query_timeout = v;
+        }
+        if let Some(v) = self.registration_wait {
+            cfg.registration_wait = v;
         }
         for t in &self.tables {
             cfg.add_table_arg(t)?;

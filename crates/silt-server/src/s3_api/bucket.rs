@@ -51,9 +51,6 @@ impl Bucket {
     /// The bucket of table `name`: views and unknown names are no bucket; an
     /// unavailable table is retried (as a query would) before it is refused.
     pub async fn open(engine: &Engine, name: &str) -> Result<Bucket, S3Error> {
-        if engine.catalog_entry(name).is_some_and(|e| e.unavailable.is_some()) {
-            engine.retry_unavailable().await;
-        }
         let table = engine
             .resolve_table(name, "the S3 API serves")
             .await

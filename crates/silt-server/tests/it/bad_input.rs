@@ -229,6 +229,77 @@ async fn unreachable_object_store_gives_a_clear_error() {
     assert_eq!(ok[0].num_rows(), 1);
 }
 
+/// A loopback "object store" that accepts connections and never answers.
+async fn dead_endpoint() -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((conn, _)) = listener.accept().await {
+            held.push(conn);
+        }
+    });
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_bucket_does_not_delay_queries_on_other_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let dead = dead_endpoint().await;
+    let mut cfg = ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        cache_dir: dir.path().join("cache"),
+        // Serve after 1 s whatever is still registering.
+        registration_wait: Duration::from_secs(1),
+        ..Default::default()
+    };
+    cfg.tables.insert(
+        "hung".into(),
+        TableConfig {
+            url: "s3://hung/t/".into(),
+            s3: silt_store::S3Settings {
+                endpoint: Some(format!("http://{dead}")),
+                access_key_id: Some("k".into()),
+                secret_access_key: Some("s".into()),
+                region: Some("us-east-1".into()),
+                allow_http: Some(true),
+                session_token: None,
+            },
+            ..Default::default()
+        },
+    );
+    cfg.tables.insert(
+        "local".into(),
+        TableConfig {
+            url: format!("file://{}/", data_root().join("tpch/region").display()),
+            ..Default::default()
+        },
+    );
+    // The hung table's registration waits on its store for up to a minute
+    // (REGISTER_TIMEOUT); nothing else may: not the start, not a query on
+    // another table, not a query naming the hung one. The bound below only
+    // tells a hang from an answer.
+    let bound = Duration::from_secs(30);
+    let server = tokio::time::timeout(bound, silt_server::start(cfg))
+        .await
+        .expect("start waited on the hung bucket")
+        .unwrap();
+    let client = SiltClient::connect(&server.flight_url()).await.unwrap();
+    for _ in 0..3 {
+        let ok = tokio::time::timeout(bound, client.sql("SELECT count(*) FROM local"))
+            .await
+            .expect("a query on another table waited on the hung bucket")
+            .unwrap();
+        assert_eq!(ok[0].num_rows(), 1);
+    }
+    let err = tokio::time::timeout(bound, client.sql("SELECT * FROM hung"))
+        .await
+        .expect("a query on the hung table waited on its registration")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("unavailable"), "{err}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_disconnects_mid_stream_leaves_no_plan_behind() {
     let fx = Scratch::start(|_| {}, &[]).await;
