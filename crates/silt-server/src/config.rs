@@ -175,6 +175,10 @@ pub struct StoreConfig {
     /// Deadline of one request attempt, body included.
     #[serde(with = "humantime_serde_compat")]
     pub request_timeout: Duration,
+    /// Deadline of one request with all its retries (at least
+    /// `request_timeout`).
+    #[serde(with = "humantime_serde_compat")]
+    pub total_timeout: Duration,
     /// Testing: latency added to every request.
     #[serde(with = "humantime_serde_compat")]
     pub latency: Duration,
@@ -192,6 +196,7 @@ impl Default for StoreConfig {
         StoreConfig {
             retries: retry.attempts,
             request_timeout: retry.request_timeout,
+            total_timeout: retry.total_timeout,
             latency: Duration::ZERO,
             mbps: None,
             fail_rate: 0.0,
@@ -205,6 +210,7 @@ impl StoreConfig {
         RetryPolicy {
             attempts: self.retries.max(1),
             request_timeout: self.request_timeout,
+            total_timeout: self.total_timeout.max(self.request_timeout),
             ..RetryPolicy::default()
         }
     }

@@ -132,6 +132,8 @@ impl ServerMetrics {
             &store.head_requests,
             &store.list_requests,
             &store.errors,
+            &store.retries,
+            &store.failed_requests,
             &memory.hits,
             &memory.misses,
             &memory.evictions,

@@ -188,7 +188,11 @@ impl Engine {
             raw = Arc::new(FaultyStore::new(raw, faults));
         }
         let metered: Arc<dyn ObjectStore> = Arc::new(MeteredStore::new(raw, self.metrics.store.clone()));
-        let metered: Arc<dyn ObjectStore> = Arc::new(RetryingStore::new(metered, self.config.store.retry_policy()));
+        let metered: Arc<dyn ObjectStore> = Arc::new(RetryingStore::with_metrics(
+            metered,
+            self.config.store.retry_policy(),
+            self.metrics.store.clone(),
+        ));
         let cached = Arc::new(CachedStore::new(
             metered,
             self.tiers.clone(),

@@ -89,7 +89,12 @@ impl FaultyStore {
         if self.config.fail_rate > 0.0 && self.draw() < self.config.fail_rate {
             return Err(object_store::Error::Generic {
                 store: "fault-injection",
-                source: format!("injected transient failure (503 Service Unavailable) on {what} {location}").into(),
+                // Worded as object_store words a store's 503, which is how
+                // the retry layer recognises a transient answer.
+                source: format!(
+                    "injected transient failure on {what} {location}: Server returned non-2xx status code: 503 Service Unavailable"
+                )
+                .into(),
             });
         }
         Ok(())

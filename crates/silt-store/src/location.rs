@@ -150,16 +150,19 @@ impl TableLocation {
                     .allow_http
                     .unwrap_or_else(|| s3.endpoint.as_deref().is_some_and(|e| e.starts_with("http://")));
                 // Client options carry allow_http too: set them together.
+                // No retries and no request timeout of the client's own:
+                // `RetryingStore` is the one retry layer, and its deadlines
+                // per attempt and per request are the ones that hold.
                 b = b
                     .with_client_options(
                         ClientOptions::new()
                             .with_allow_http(http)
                             .with_connect_timeout(Duration::from_secs(5))
-                            .with_timeout(Duration::from_secs(60)),
+                            .with_timeout_disabled(),
                     )
                     .with_retry(RetryConfig {
-                        max_retries: 3,
-                        retry_timeout: Duration::from_secs(20),
+                        max_retries: 0,
+                        retry_timeout: Duration::ZERO,
                         backoff: BackoffConfig::default(),
                     });
                 Ok(Arc::new(b.build().map_err(open_err)?))

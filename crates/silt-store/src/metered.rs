@@ -20,8 +20,14 @@ pub struct StoreMetrics {
     pub head_requests: Counter,
     /// `silt_object_store_list_requests_total`.
     pub list_requests: Counter,
-    /// `silt_object_store_errors_total`: requests that failed.
+    /// `silt_object_store_errors_total`: requests that failed (each attempt).
     pub errors: Counter,
+    /// `silt_object_store_retries_total`: attempts repeated after a
+    /// transient failure (`RetryingStore`).
+    pub retries: Counter,
+    /// `silt_object_store_failed_requests_total`: requests that failed for
+    /// good, after their retries (`RetryingStore`).
+    pub failed_requests: Counter,
 }
 
 impl StoreMetrics {
@@ -35,6 +41,8 @@ impl StoreMetrics {
             head_requests: c("silt_object_store_head_requests_total"),
             list_requests: c("silt_object_store_list_requests_total"),
             errors: c("silt_object_store_errors_total"),
+            retries: c("silt_object_store_retries_total"),
+            failed_requests: c("silt_object_store_failed_requests_total"),
         }
     }
 
@@ -46,6 +54,8 @@ impl StoreMetrics {
             head_requests: Counter::noop(),
             list_requests: Counter::noop(),
             errors: Counter::noop(),
+            retries: Counter::noop(),
+            failed_requests: Counter::noop(),
         }
     }
 }

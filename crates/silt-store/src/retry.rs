@@ -1,13 +1,19 @@
-//! Retries with exponential backoff and jitter, and a per-request timeout,
-//! around every read Silt makes of an object store.
+//! The one retry layer of every read Silt makes of an object store:
+//! exponential backoff with jitter, a deadline per attempt and a total
+//! deadline per request.
 //!
-//! object_store's own HTTP retry covers the S3 client's connection errors and
-//! 5xx answers while the response headers arrive; it does not cover a body
-//! cut short half way, a store that hangs, or stores that are not HTTP. This
-//! wrapper sits above all of them: every attempt gets a deadline, a ranged GET
-//! counts as done only when its whole body has arrived with the length asked
-//! for, and transient failures are retried. Permanent answers (not found,
-//! precondition failed, permission denied) are returned at once.
+//! object_store's own HTTP retries are switched off (`location.rs`), so a
+//! request costs at most [`RetryPolicy::attempts`] HTTP requests and
+//! [`RetryPolicy::total_timeout`] of time, whatever the store. This layer
+//! covers what the HTTP client's retry could not anyway: a body cut short
+//! half way, a store that hangs, stores that are not HTTP. A ranged GET counts
+//! as done only when its whole body has arrived with the length asked for.
+//! Only transient failures are retried (see [`is_transient`]): timeouts,
+//! connection errors and resets, 5xx and 429 answers, cut bodies. Permanent
+//! answers (not found, precondition failed, permission denied, a bad range)
+//! and errors that are not the store's are returned at once. Retries and
+//! requests that failed for good are counted (`silt_object_store_retries_total`,
+//! `silt_object_store_failed_requests_total`).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -22,6 +28,7 @@ use object_store::{GetOptions, GetResult, ListResult, ObjectMeta, ObjectStore, R
 use tracing::debug;
 
 use crate::error::RequestTimeout;
+use crate::metered::StoreMetrics;
 
 /// How reads are retried.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -34,6 +41,9 @@ pub struct RetryPolicy {
     pub max_backoff: Duration,
     /// Deadline of one attempt (request and whole body).
     pub request_timeout: Duration,
+    /// Deadline of the whole request: every attempt and backoff. No retry
+    /// starts that could not finish before it.
+    pub total_timeout: Duration,
 }
 
 impl Default for RetryPolicy {
@@ -43,27 +53,64 @@ impl Default for RetryPolicy {
             base_backoff: Duration::from_millis(50),
             max_backoff: Duration::from_secs(2),
             request_timeout: Duration::from_secs(30),
+            total_timeout: Duration::from_secs(90),
         }
     }
 }
 
-/// Whether an error may go away on retry: store failures (5xx, resets,
-/// timeouts, cut bodies) may; answers about the object (not found, version
-/// changed, not modified, permission denied) and errors in the request
-/// itself (bad range, bad path) will not.
-fn is_transient(e: &object_store::Error) -> bool {
+/// Whether an error may go away on retry. Only store failures may: an
+/// attempt that timed out ([`RequestTimeout`]), a connection that could not
+/// be made or broke ([`object_store::client::HttpError`] of kind connect,
+/// request, timeout, interrupted or decode), a 5xx or 429 answer, a body cut
+/// short. Answers about the object (not found, version changed, not
+/// modified, permission denied, a range past its end) and every other error
+/// (a bad request, an error that is not the store's) will not.
+pub fn is_transient(e: &object_store::Error) -> bool {
+    use object_store::client::{HttpError, HttpErrorKind};
     match e {
-        object_store::Error::Generic { .. } => !is_range_not_satisfiable(e),
         object_store::Error::JoinError { .. } => true,
+        object_store::Error::Generic { .. } => {
+            let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+            while let Some(s) = source {
+                if s.downcast_ref::<RequestTimeout>().is_some() || s.downcast_ref::<ShortBody>().is_some() {
+                    return true;
+                }
+                if let Some(http) = s.downcast_ref::<HttpError>() {
+                    return matches!(
+                        http.kind(),
+                        HttpErrorKind::Connect
+                            | HttpErrorKind::Request
+                            | HttpErrorKind::Timeout
+                            | HttpErrorKind::Interrupted
+                            | HttpErrorKind::Decode
+                    );
+                }
+                source = s.source();
+            }
+            http_status(e).is_some_and(|status| status == 429 || (500..600).contains(&status))
+        }
         _ => false,
     }
 }
 
-/// Whether the store answered 416 (the range is past the object's end: the
-/// object shrank, retrying cannot help). object_store keeps the HTTP status
-/// in a private type, so it is read from the message.
-fn is_range_not_satisfiable(e: &object_store::Error) -> bool {
-    e.to_string().contains("416 Range Not Satisfiable")
+/// The HTTP status a store answered with, when the error carries one.
+/// object_store keeps it in a private type, so it is read from the message
+/// ("... status code: 503 Service Unavailable ...").
+fn http_status(e: &object_store::Error) -> Option<u16> {
+    let text = e.to_string();
+    let at = text.find("status code: ")? + "status code: ".len();
+    text[at..].get(..3)?.parse().ok()
+}
+
+/// A GET whose body ended before the length asked for (a connection cut
+/// half way): transient.
+#[derive(Debug, thiserror::Error)]
+#[error("short body from {location}: expected {expected} bytes at offset {offset}, got {got}")]
+pub struct ShortBody {
+    pub location: String,
+    pub expected: u64,
+    pub offset: u64,
+    pub got: u64,
 }
 
 /// Names the object and the attempts in an error that exhausted its
@@ -92,33 +139,50 @@ struct Exhausted {
     source: Box<dyn std::error::Error + Send + Sync + 'static>,
 }
 
-/// Retries reads of the wrapped store per a [`RetryPolicy`].
+/// Retries reads of the wrapped store per a [`RetryPolicy`]. Cloning is
+/// cheap and clones share the jitter sequence and counters.
+#[derive(Clone)]
 pub struct RetryingStore {
     inner: Arc<dyn ObjectStore>,
+    state: Arc<Retrying>,
+}
+
+/// What the clones of a [`RetryingStore`] share.
+struct Retrying {
     policy: RetryPolicy,
-    jitter: Arc<AtomicU64>,
+    jitter: AtomicU64,
+    metrics: StoreMetrics,
 }
 
 impl RetryingStore {
     pub fn new(inner: Arc<dyn ObjectStore>, policy: RetryPolicy) -> Self {
+        Self::with_metrics(inner, policy, StoreMetrics::noop())
+    }
+
+    /// Counting retries and failed requests in `metrics`.
+    pub fn with_metrics(inner: Arc<dyn ObjectStore>, policy: RetryPolicy, metrics: StoreMetrics) -> Self {
         RetryingStore {
             inner,
-            policy: RetryPolicy {
-                attempts: policy.attempts.max(1),
-                ..policy
-            },
-            jitter: Arc::new(AtomicU64::new(0x5EED)),
+            state: Arc::new(Retrying {
+                policy: RetryPolicy {
+                    attempts: policy.attempts.max(1),
+                    ..policy
+                },
+                jitter: AtomicU64::new(0x5EED),
+                metrics,
+            }),
         }
     }
 
-    /// Full jitter: a uniform draw in [0, backoff).
+    /// Full jitter: a uniform draw in [backoff / 2, backoff).
     fn backoff(&self, attempt: u32) -> Duration {
         let cap = self
+            .state
             .policy
             .base_backoff
             .saturating_mul(1u32 << attempt.min(16))
-            .min(self.policy.max_backoff);
-        let mut z = self.jitter.fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed);
+            .min(self.state.policy.max_backoff);
+        let mut z = self.state.jitter.fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed);
         z = (z ^ (z >> 31)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         let unit = (z >> 11) as f64 / (1u64 << 53) as f64;
         cap.mul_f64(0.5 + unit / 2.0)
@@ -129,29 +193,42 @@ impl RetryingStore {
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T>>,
     {
+        let policy = &self.state.policy;
+        let deadline = tokio::time::Instant::now() + policy.total_timeout;
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let outcome = match tokio::time::timeout(self.policy.request_timeout, op()).await {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let limit = policy.request_timeout.min(left);
+            let outcome = match tokio::time::timeout(limit, op()).await {
                 Ok(r) => r,
                 Err(_) => Err(object_store::Error::Generic {
                     store: "silt",
                     source: Box::new(RequestTimeout {
                         what: what.to_string(),
                         location: location.to_string(),
-                        after: self.policy.request_timeout,
+                        after: limit,
                     }),
                 }),
             };
-            match outcome {
-                Err(e) if is_transient(&e) && attempt < self.policy.attempts => {
-                    let wait = self.backoff(attempt - 1);
-                    debug!(%location, attempt, ?wait, error = %e, "retrying {what}");
-                    tokio::time::sleep(wait).await;
-                }
-                Err(e) if attempt > 1 => return Err(exhausted(what, location, attempt, e)),
-                other => return other,
+            let e = match outcome {
+                Ok(v) => return Ok(v),
+                Err(e) => e,
+            };
+            let wait = self.backoff(attempt - 1);
+            let time_left = tokio::time::Instant::now() + wait < deadline;
+            if is_transient(&e) && attempt < policy.attempts && time_left {
+                self.state.metrics.retries.increment(1);
+                debug!(%location, attempt, ?wait, error = %e, "retrying {what}");
+                tokio::time::sleep(wait).await;
+                continue;
             }
+            self.state.metrics.failed_requests.increment(1);
+            return Err(if attempt > 1 {
+                exhausted(what, location, attempt, e)
+            } else {
+                e
+            });
         }
     }
 
@@ -166,12 +243,12 @@ impl RetryingStore {
         if body.len() as u64 != expected {
             return Err(object_store::Error::Generic {
                 store: "silt",
-                source: format!(
-                    "short body from {location}: expected {expected} bytes at offset {}, got {}",
-                    range.start,
-                    body.len()
-                )
-                .into(),
+                source: Box::new(ShortBody {
+                    location: location.to_string(),
+                    expected,
+                    offset: range.start,
+                    got: body.len() as u64,
+                }),
             });
         }
         Ok(crate::wrapper::buffered_result(meta, range, attributes, body))
@@ -194,12 +271,8 @@ crate::read_path_store!(RetryingStore, "RetryingStore", {
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
         let inner = self.inner.clone();
         let prefix = prefix.cloned();
-        // Shares the jitter sequence; the listing outlives `&self`.
-        let this = RetryingStore {
-            inner: inner.clone(),
-            policy: self.policy,
-            jitter: self.jitter.clone(),
-        };
+        // The listing outlives `&self`.
+        let this = self.clone();
         futures::stream::once(async move {
             let where_ = prefix.clone().unwrap_or_default();
             let all = this
@@ -236,6 +309,7 @@ mod tests {
             base_backoff: Duration::from_millis(1),
             max_backoff: Duration::from_millis(2),
             request_timeout: Duration::from_secs(5),
+            total_timeout: Duration::from_secs(60),
         }
     }
 
@@ -302,6 +376,77 @@ mod tests {
                 .unwrap_err();
             assert!(matches!(e, object_store::Error::NotFound { .. }), "{e}");
         }
+    }
+
+    #[test]
+    fn only_store_failures_are_transient() {
+        use object_store::client::{HttpError, HttpErrorKind};
+        let generic =
+            |source: Box<dyn std::error::Error + Send + Sync>| object_store::Error::Generic { store: "test", source };
+        let status = |code: &str| generic(format!("Server returned non-2xx status code: {code}: body").into());
+        assert!(is_transient(&status("503 Service Unavailable")));
+        assert!(is_transient(&status("500 Internal Server Error")));
+        assert!(is_transient(&status("429 Too Many Requests")));
+        assert!(!is_transient(&status("403 Forbidden")));
+        assert!(!is_transient(&status("416 Range Not Satisfiable")));
+        assert!(!is_transient(&generic(
+            "invalid range 5..3 of an object of 4 bytes".into()
+        )));
+        let timeout = RequestTimeout {
+            what: "GET".into(),
+            location: "o".into(),
+            after: Duration::from_secs(1),
+        };
+        assert!(is_transient(&generic(Box::new(timeout))));
+        let short = ShortBody {
+            location: "o".into(),
+            expected: 10,
+            offset: 0,
+            got: 3,
+        };
+        assert!(is_transient(&generic(Box::new(short))));
+        let http = |kind| generic(Box::new(HttpError::new(kind, std::io::Error::other("reset"))));
+        assert!(is_transient(&http(HttpErrorKind::Connect)));
+        assert!(is_transient(&http(HttpErrorKind::Interrupted)));
+        assert!(!is_transient(&http(HttpErrorKind::Unknown)));
+        let not_found = object_store::Error::NotFound {
+            path: "o".into(),
+            source: "gone".into(),
+        };
+        assert!(!is_transient(&not_found));
+    }
+
+    #[tokio::test]
+    async fn retries_stop_at_the_total_deadline_and_are_counted() {
+        let (_, slow, p) = faulty(FaultConfig {
+            latency: Duration::from_millis(200),
+            ..Default::default()
+        })
+        .await;
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+        let metrics = StoreMetrics::register(&recorder);
+        let store = RetryingStore::with_metrics(
+            slow,
+            RetryPolicy {
+                attempts: 1000,
+                request_timeout: Duration::from_millis(20),
+                total_timeout: Duration::from_millis(150),
+                ..quick(1000)
+            },
+            metrics,
+        );
+        let e = store.get_range(&p, 0..1).await.unwrap_err();
+        let text = recorder.handle().render();
+        let value = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name)?.trim().parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        let retries = value("silt_object_store_retries_total");
+        // 20 ms attempts and ~2 ms backoffs within 150 ms: a handful at
+        // most, never the 999 the attempts would allow.
+        assert!(retries < 20.0, "{retries} retries: {e}");
+        assert_eq!(value("silt_object_store_failed_requests_total"), 1.0);
     }
 
     #[tokio::test]
