@@ -20,6 +20,7 @@
 
 mod client;
 mod exec;
+pub mod pushable;
 pub mod script;
 mod table;
 

@@ -17,13 +17,16 @@ use silt_proto::{Projection, ScanRequest};
 
 use crate::client::SiltClient;
 use crate::exec::SiltScanExec;
+use crate::pushable::is_exact_on_server;
 
 /// A table served by a Silt cache server.
 ///
 /// Filters DataFusion offers are evaluated *exactly* on the server when they
-/// can be serialized (everything but subqueries, volatile functions and
-/// unregistered UDFs); the rest stay local. Projection and limit are always
-/// pushed.
+/// evaluate the same there as here ([`crate::pushable`]: columns, literals,
+/// comparisons, boolean logic, `LIKE`/`IN`/`BETWEEN`, zone-free casts and
+/// allow-listed built-in functions); the rest (client UDFs, functions of the
+/// session's time zone or clock, subqueries) stay local. Projection and
+/// limit are always pushed.
 #[derive(Debug)]
 pub struct SiltTable {
     client: SiltClient,
@@ -68,8 +71,10 @@ fn unqualify(expr: &Expr) -> Result<Expr> {
         .map(|t| t.data)
 }
 
+/// The filter as the server decodes it, when it may be pushed (see
+/// [`crate::pushable`]).
 fn serialize_filter(expr: &Expr) -> Option<Vec<u8>> {
-    if expr.is_volatile() {
+    if !is_exact_on_server(expr) {
         return None;
     }
     let bare = unqualify(expr).ok()?;

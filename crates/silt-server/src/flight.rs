@@ -312,13 +312,13 @@ impl SiltFlightService {
 
     /// `GetFlightInfo` of a SQL statement: a lookup's schema (nothing
     /// planned), or the plan's, kept for the `DoGet` its ticket names.
-    async fn statement_info(&self, sql: &str) -> Result<Response<FlightInfo>, Status> {
+    async fn statement_info(&self, sql: &str, descriptor: FlightDescriptor) -> Result<Response<FlightInfo>, Status> {
         if let Some(lookup) = self.sql_lookup(sql).await {
             let schema = self.counted(self.engine.lookup_schema(&lookup).await)?;
             let ticket = TicketStatementQuery {
                 statement_handle: sql.to_string().into_bytes().into(),
             };
-            return self.info(&schema, ticket.as_any(), None);
+            return self.info(&schema, ticket.as_any(), None, &descriptor);
         }
         // The gate goes with the plan: its speculative listings are confirmed
         // by validations sent after this call started.
@@ -330,14 +330,24 @@ impl SiltFlightService {
         let ticket = TicketStatementQuery {
             statement_handle: self.pending.keep(sql, kept).into_bytes().into(),
         };
-        self.info(&schema, ticket.as_any(), None)
+        self.info(&schema, ticket.as_any(), None, &descriptor)
     }
 
-    fn info(&self, schema: &Schema, ticket: Any, total_records: Option<usize>) -> Result<Response<FlightInfo>, Status> {
+    /// The `FlightInfo` answering `descriptor`: one endpoint with `ticket`.
+    /// The descriptor goes back in it (clients such as pyarrow refuse an
+    /// answer without one).
+    fn info(
+        &self,
+        schema: &Schema,
+        ticket: Any,
+        total_records: Option<usize>,
+        descriptor: &FlightDescriptor,
+    ) -> Result<Response<FlightInfo>, Status> {
         let endpoint = FlightEndpoint::new().with_ticket(Ticket::new(ticket.encode_to_vec()));
         let info = FlightInfo::new()
             .try_with_schema(schema)
             .map_err(|e| Status::internal(format!("encoding schema: {e}")))?
+            .with_descriptor(descriptor.clone())
             .with_endpoint(endpoint)
             .with_total_records(total_records.map_or(-1, |n| n as i64))
             .with_ordered(false);

@@ -38,18 +38,18 @@ impl FlightSqlService for SiltFlightService {
     async fn get_flight_info_statement(
         &self,
         query: CommandStatementQuery,
-        _request: Request<FlightDescriptor>,
+        request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        self.statement_info(&query.query).await
+        self.statement_info(&query.query, request.into_inner()).await
     }
 
     async fn get_flight_info_prepared_statement(
         &self,
         cmd: CommandPreparedStatementQuery,
-        _request: Request<FlightDescriptor>,
+        request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
         let sql = handle_sql(&cmd.prepared_statement_handle)?;
-        self.statement_info(&sql).await
+        self.statement_info(&sql, request.into_inner()).await
     }
 
     async fn get_flight_info_catalogs(
@@ -57,54 +57,53 @@ impl FlightSqlService for SiltFlightService {
         query: CommandGetCatalogs,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        let _ = request;
         let schema = query.into_builder().schema();
-        self.info(&schema, query.as_any(), None)
+        self.info(&schema, query.as_any(), None, request.get_ref())
     }
 
     async fn get_flight_info_schemas(
         &self,
         query: CommandGetDbSchemas,
-        _request: Request<FlightDescriptor>,
+        request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
         let schema = query.clone().into_builder().schema();
-        self.info(&schema, query.as_any(), None)
+        self.info(&schema, query.as_any(), None, request.get_ref())
     }
 
     async fn get_flight_info_tables(
         &self,
         query: CommandGetTables,
-        _request: Request<FlightDescriptor>,
+        request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
         let schema = query.clone().into_builder().schema();
-        self.info(&schema, query.as_any(), None)
+        self.info(&schema, query.as_any(), None, request.get_ref())
     }
 
     async fn get_flight_info_sql_info(
         &self,
         query: CommandGetSqlInfo,
-        _request: Request<FlightDescriptor>,
+        request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
         let schema = query.clone().into_builder(&SQL_INFO).schema();
-        self.info(schema.as_ref(), query.as_any(), None)
+        self.info(schema.as_ref(), query.as_any(), None, request.get_ref())
     }
 
     async fn get_flight_info_fallback(
         &self,
         cmd: Command,
-        _request: Request<FlightDescriptor>,
+        request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
         let any = cmd.into_any();
         if let Some(lookup) = unpack_lookup(&any)? {
             let schema = self.counted(self.engine.lookup_schema(&lookup).await)?;
-            return self.info(&schema, any, None);
+            return self.info(&schema, any, None, request.get_ref());
         }
         let Some(scan) = unpack_scan(&any)? else {
             return Err(Status::unimplemented(format!("unsupported command {}", any.type_url)));
         };
         let planned = self.plan_scan(scan).await?;
         let rows = self.engine.row_count(&planned).await;
-        self.info(&planned.schema(), any, rows)
+        self.info(&planned.schema(), any, rows, request.get_ref())
     }
 
     async fn do_get_statement(

@@ -134,3 +134,49 @@ fn ties_are_broken_on_every_output_column() {
         "SELECT a FROM t ORDER BY a"
     );
 }
+
+/// A function only the client has: `double_it(x) = 2x` on Int64.
+fn client_udf() -> datafusion::logical_expr::ScalarUDF {
+    use datafusion::arrow::array::{ArrayRef, Int64Array};
+    use datafusion::arrow::datatypes::DataType;
+    use datafusion::logical_expr::{ColumnarValue, Volatility, create_udf};
+    create_udf(
+        "double_it",
+        vec![DataType::Int64],
+        DataType::Int64,
+        Volatility::Immutable,
+        std::sync::Arc::new(|args: &[ColumnarValue]| {
+            let arrays = ColumnarValue::values_to_arrays(args)?;
+            let x = arrays[0].as_any().downcast_ref::<Int64Array>().unwrap();
+            let doubled: Int64Array = x.iter().map(|v| v.map(|v| v * 2)).collect();
+            Ok(ColumnarValue::Array(std::sync::Arc::new(doubled) as ArrayRef))
+        }),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_filter_with_a_client_udf_runs_on_the_client() {
+    let fx = Fixture::start().await;
+    let ctx = fx.client_ctx().await;
+    let base = baseline_ctx().await;
+    ctx.register_udf(client_udf());
+    base.register_udf(client_udf());
+    let sql = "SELECT count(*) AS c, sum(l_orderkey) AS s FROM lineitem \
+               WHERE double_it(l_orderkey) > 20000 AND l_quantity < 10";
+    check_same(
+        "client udf",
+        &collect(&ctx, sql).await,
+        &collect(&base, sql).await,
+        false,
+    )
+    .unwrap();
+    // The server gets the filter it evaluates exactly; the UDF stays here.
+    let plan = collect(&ctx, &format!("EXPLAIN {sql}")).await;
+    let text = datafusion::arrow::util::pretty::pretty_format_batches(&plan)
+        .unwrap()
+        .to_string();
+    assert!(text.contains("filters=[lineitem.l_quantity < "), "{text}");
+    let pushed = text.lines().find(|l| l.contains("SiltScanExec")).unwrap_or_default();
+    assert!(!pushed.contains("double_it"), "{text}");
+    assert!(text.contains("double_it"), "the client evaluates it: {text}");
+}

@@ -59,6 +59,8 @@ async fn refuses_anything_but_read_only_queries_over_registered_tables() {
         .execute("SELECT count(*) FROM lineitem".into(), None)
         .await
         .unwrap();
+    // The answer names the request it answers (pyarrow refuses one that does not).
+    assert!(info.flight_descriptor.is_some(), "{info:?}");
     assert_eq!(fetch(&mut generic, info).await[0].num_rows(), 1);
 }
 
