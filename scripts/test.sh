@@ -13,7 +13,7 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 echo "== cargo test"
 cargo test --workspace
-echo "== python client tests (ADBC Flight SQL against silt serve)"
+echo "== python tests (ADBC, the silt package and silt.torch against silt serve)"
 cargo build --bin silt
 PY="$(scripts/python-env.sh)"
 SILT_BIN="$CARGO_TARGET_DIR/debug/silt" "$PY" -m pytest -q python/tests
