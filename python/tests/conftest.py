@@ -51,3 +51,16 @@ def lake():
     yield {"url": f"grpc://127.0.0.1:{port}", "admin": admin, "root": root,
            "table": pa.concat_tables(parts), "tmp": tmp}
     silt_server.stop(proc)
+
+
+TOKEN = "py18-token"
+
+
+@pytest.fixture(scope="session")
+def secured(lake):
+    """The lake's `items` served by a server started with `--auth-token TOKEN`."""
+    proc, port, _ = silt_server.start(
+        ["--table", f"items=file://{lake['root']}/", "--auth-token", TOKEN],
+        os.path.join(lake["tmp"], "cache-token"))
+    yield f"grpc://127.0.0.1:{port}"
+    silt_server.stop(proc)

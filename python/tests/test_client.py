@@ -12,7 +12,7 @@ import pytest
 import silt
 import silt_server
 
-TOKEN = "py18-token"
+from conftest import TOKEN
 
 
 def rows(table):
@@ -119,20 +119,12 @@ def test_a_list_of_servers_uses_the_first_that_answers(lake):
         silt.connect([dead], timeout=2)
 
 
-@pytest.fixture(scope="module")
-def secured(lake):
-    proc, port, _ = silt_server.start(
-        ["--table", f"items=file://{lake['root']}/", "--auth-token", TOKEN],
-        os.path.join(lake["tmp"], "cache-token"))
-    yield f"grpc://127.0.0.1:{port}"
-    silt_server.stop(proc)
-
-
 def test_token_auth(secured):
     with silt.connect(secured, token=TOKEN) as conn:
         assert conn.tables() == ["items"]
         assert conn.sql("SELECT count(*) AS n FROM items")["n"].to_pylist() == [60_000]
         assert conn.lookup("items", "id", [3], ["id"])["id"].to_pylist() == [3]
+    assert silt.Scan(secured, "items", ("id",), "id < 100", token=TOKEN).read_all().num_rows == 100
     for token in (None, "wrong"):
         with pytest.raises(silt.SiltError) as err:
             silt.connect(secured, token=token)

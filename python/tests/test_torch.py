@@ -214,3 +214,12 @@ def test_dataloader_workers_and_ranks_yield_every_row_once(lake, scan):
     total = sum(len(b["id"]) for b in torch.utils.data.DataLoader(
         SiltDataset(narrow, batch_rows=50_000), batch_size=None))
     assert total == 60_000
+
+
+def test_a_token_reaches_the_producer(secured):
+    from conftest import TOKEN
+    with TensorStream(silt.Scan(secured, "items", ("id",), "id < 5000", token=TOKEN), batch_rows=1000) as s:
+        assert sorted(torch.cat([b["id"] for b in s]).tolist()) == list(range(5000))
+    with pytest.raises(silt.SiltError) as err:
+        list(TensorStream(silt.Scan(secured, "items", ("id",), token="wrong"), batch_rows=1000))
+    assert err.value.kind == "FlightUnauthenticatedError"
