@@ -12,6 +12,7 @@ Backends: gloo on CPU (tested); NCCL when the tensors live on GPUs (the
 exchange only calls `all_to_all_single`/`all_reduce` on the tensors' device).
 """
 
+import math
 import os
 import socket
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
@@ -40,11 +41,23 @@ def partition_of(key: torch.Tensor, world: int) -> torch.Tensor:
     return ((key.to(torch.int64) * _GOLDEN) & 0xFFFFFFFF) % world
 
 
+# What this process's exchanges sent: rows and bytes kept on this rank and sent
+# to other ranks (for checks and the bound report).
+EXCHANGED = {"rounds": 0, "rows_local": 0, "rows_remote": 0, "bytes_remote": 0}
+
+
 def exchange(columns: Columns, dest: torch.Tensor, world: int) -> Columns:
     """Sends row i of every column to rank `dest[i]` (one `all_to_all_single`
     per column after one for the counts); returns the rows this rank got."""
     order = torch.argsort(dest, stable=True)
     send_counts = torch.bincount(dest, minlength=world).to(torch.int64)
+    rank = dist.get_rank()
+    local = int(send_counts[rank])
+    remote = int(send_counts.sum()) - local
+    EXCHANGED["rounds"] += 1
+    EXCHANGED["rows_local"] += local
+    EXCHANGED["rows_remote"] += remote
+    EXCHANGED["bytes_remote"] += remote * sum(c.element_size() * math.prod(c.shape[1:]) for c in columns.values())
     recv_counts = torch.empty_like(send_counts)
     dist.all_to_all_single(recv_counts, send_counts)
     send_splits, recv_splits = send_counts.tolist(), recv_counts.tolist()

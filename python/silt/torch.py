@@ -196,10 +196,10 @@ class _Converter:
                 raise TypeError(f"column {name!r}: decimals='unscaled' needs decimal128 of precision <= 18, "
                                 f"got {t}")
             words = np.frombuffer(array.buffers()[1], dtype=np.int64).reshape(-1, 2)
-            low = words[array.offset:array.offset + len(array), 0]
+            low = words[array.offset:array.offset + len(array), 0]   # two's complement: the low word
             if array.null_count:
-                low = np.where(array.is_valid().to_numpy(zero_copy_only=False), low, 0)
-            return low, None
+                return np.where(array.is_valid().to_numpy(zero_copy_only=False), low, 0), None
+            return np.ascontiguousarray(low), None
         if pa.types.is_date32(t) or pa.types.is_time32(t):
             array = array.view(pa.int32())
         elif (pa.types.is_date64(t) or pa.types.is_time64(t) or pa.types.is_timestamp(t)

@@ -206,9 +206,16 @@ def q14(url: str, batch_rows: int = 65536, token: Optional[str] = None):
 QUERIES = {3: q3, 5: q5, 12: q12, 14: q14}
 
 
-def run_queries(url: str, queries: List[int], batch_rows: int = 65536, token: Optional[str] = None):
-    """On every rank: the answers of `queries` (run one after the other)."""
-    return {q: QUERIES[q](url, batch_rows, token) for q in queries}
+def run_queries(url: str, queries: List[int], batch_rows: int = 65536, token: Optional[str] = None,
+                with_stats: bool = False):
+    """On every rank: the answers of `queries` (run one after the other);
+    with `with_stats`, also `silt.distributed.EXCHANGED` summed over the ranks."""
+    answers = {q: QUERIES[q](url, batch_rows, token) for q in queries}
+    if not with_stats:
+        return answers
+    keys = sorted(d.EXCHANGED)
+    totals = d.all_sum(torch.tensor([d.EXCHANGED[k] for k in keys], dtype=I64))
+    return answers, dict(zip(keys, totals.tolist()))
 
 
 def main(argv=None) -> None:

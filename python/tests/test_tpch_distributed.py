@@ -26,7 +26,12 @@ def tpch_server():
     proc, port, _ = silt_server.start(args, os.path.join(tmp, "cache"))
     url = f"grpc://127.0.0.1:{port}"
     # Both ranks run the four queries in one launch (each spawn imports torch).
-    answers = distributed.run_local(tpch.run_queries, (url, [3, 5, 12, 14], 50_000), world=2, timeout=600)
+    answers, exchanged = distributed.run_local(tpch.run_queries, (url, [3, 5, 12, 14], 50_000, None, True),
+                                               world=2, timeout=600)
+    # Rows really crossed ranks (shards and partitions are different functions),
+    # in several rounds (lineitem is exchanged chunk by chunk).
+    assert exchanged["rows_remote"] > 0 and exchanged["rows_local"] > 0
+    assert exchanged["rounds"] > 2 * 12
     yield url, answers
     silt_server.stop(proc)
 
