@@ -8,6 +8,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import datetime
 import decimal
+import shutil
 import tempfile
 
 import pyarrow as pa
@@ -51,6 +52,7 @@ def lake():
     yield {"url": f"grpc://127.0.0.1:{port}", "admin": admin, "root": root,
            "table": pa.concat_tables(parts), "tmp": tmp}
     silt_server.stop(proc)
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 TOKEN = "py18-token"

@@ -183,9 +183,10 @@ def test_the_accelerator_path_runs_wherever_it_can(lake, scan):
     assert sorted(torch.cat([b["id"].cpu() for b in batches]).tolist()) == list(range(60_000))
 
 
-@pytest.mark.parametrize("shard_by", ["id", "name", "price"])
+@pytest.mark.parametrize("shard_by", ["id", "Mixed Col", "name", "price", "note"])
 def test_shards_partition_the_scan(lake, scan, shard_by):
-    """The shard predicates of every column kind: each row in exactly one shard."""
+    """The shard predicates of every column kind (integers, negative ones, strings,
+    floats, a column with NULLs): each row in exactly one shard."""
     seen = []
     for i in range(3):
         got = scan.shard(i, 3, shard_by).read_all()

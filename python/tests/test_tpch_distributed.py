@@ -3,6 +3,7 @@
 TPC-H SF 0.1, against the same SQL run by the server (plain DataFusion)."""
 
 import os
+import shutil
 import subprocess
 import tempfile
 
@@ -34,6 +35,7 @@ def tpch_server():
     assert exchanged["rounds"] > 2 * 12
     yield url, answers
     silt_server.stop(proc)
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 def reference(url, q):
