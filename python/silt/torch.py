@@ -44,12 +44,16 @@ import threading
 import warnings
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Union
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.flight as flight
-import torch
-import torch.utils.data
+
+try:
+    import numpy as np
+    import torch
+    import torch.utils.data
+except ImportError as err:  # pragma: no cover - depends on the install
+    raise ImportError(f"silt.torch needs torch and numpy ({err}): pip install 'silt[torch]'") from err
 
 from .client import Query, Scan, _wrap, connect
 
