@@ -7,6 +7,7 @@ encoded by hand in `_proto`: `CommandStatementQuery` for SQL
 """
 
 import dataclasses
+import os
 import re
 from typing import Iterator, List, Optional, Sequence, Union
 
@@ -111,6 +112,10 @@ def _servers(servers: Servers) -> List[str]:
     return servers
 
 
+# The process that made Flight clients; a fork of it must not use gRPC.
+_flight_pid: Optional[int] = None
+
+
 def connect(servers: Servers, token: Optional[str] = None, timeout: Optional[float] = 10.0) -> "Connection":
     """Connects to a Silt server (`"grpc://host:port"`, or `grpc+tls://`).
 
@@ -119,6 +124,12 @@ def connect(servers: Servers, token: Optional[str] = None, timeout: Optional[flo
     This is failover only — no placement of tables or scans across a fleet.
     `token` is sent as `authorization: Bearer <token>` on every call.
     """
+    global _flight_pid
+    if _flight_pid is not None and _flight_pid != os.getpid():
+        raise SiltError(
+            "this process was forked after its parent used Silt (gRPC), and gRPC hangs after a fork: start "
+            "workers with spawn or forkserver (DataLoader(..., multiprocessing_context='spawn'))", "ForkError")
+    _flight_pid = os.getpid()
     errors = []
     for location in _servers(servers):
         client = flight.FlightClient(location)

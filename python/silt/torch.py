@@ -493,7 +493,8 @@ class SiltDataset(torch.utils.data.IterableDataset):
     pin_memory=True, multiprocessing_context="spawn")`: batches are already
     made here, tensors stay on CPU in the workers and the DataLoader pins
     them. Workers must be spawned (or started by a forkserver), not forked: a
-    process forked after its parent used gRPC (any Flight call) hangs in it.
+    process forked after its parent used gRPC (any Flight call) hangs in it
+    (`silt.connect` raises a `SiltError` in such a process instead).
     """
 
     def __init__(self, scan: Scan, batch_rows: int = 65536, shard_by: Optional[str] = None,

@@ -224,3 +224,13 @@ def test_a_token_reaches_the_producer(secured):
     with pytest.raises(silt.SiltError) as err:
         list(TensorStream(silt.Scan(secured, "items", ("id",), token="wrong"), batch_rows=1000))
     assert err.value.kind == "FlightUnauthenticatedError"
+
+
+def test_forked_dataloader_workers_fail_clearly_instead_of_hanging(lake):
+    """gRPC does not survive fork: a worker forked after this process used
+    Silt raises a SiltError that says to spawn, rather than hang."""
+    silt.connect(lake["url"]).close()  # this process has used gRPC
+    dataset = SiltDataset(silt.Scan(lake["url"], "items", ("id",)), batch_rows=4096, shard_by="id")
+    loader = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=2, multiprocessing_context="fork")
+    with pytest.raises(silt.SiltError, match="spawn"):
+        list(loader)
