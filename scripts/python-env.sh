@@ -9,7 +9,10 @@ fi
 stamp="$SILT_VENV/.requirements.sha"
 want="$(sha256sum python/requirements-test.txt | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null || true)" != "$want" ]; then
-  "$SILT_VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r python/requirements-test.txt >&2
+  # --no-cache-dir: torch and its CUDA libraries are ~3 GB of wheels; the venv
+  # (outside the clone) is the cache, pip's own would hold a second copy.
+  "$SILT_VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-cache-dir \
+    -r python/requirements-test.txt >&2
   echo "$want" > "$stamp"
 fi
 echo "$SILT_VENV/bin/python"

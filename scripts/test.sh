@@ -21,7 +21,7 @@ if [ ! -x "$CARGO_TARGET_DIR/debug/silt" ]; then
   echo "cargo test did not build $CARGO_TARGET_DIR/debug/silt" >&2
   exit 1
 fi
-echo "== python client tests (ADBC Flight SQL against silt serve)"
+echo "== python tests (ADBC, the silt package and silt.torch against silt serve)"
 PY="$(scripts/python-env.sh)"
 SILT_BIN="$CARGO_TARGET_DIR/debug/silt" "$PY" -m pytest -q python/tests
 echo "== silt bench smoke (the benchmark harness end to end on tiny data; no timing asserted)"

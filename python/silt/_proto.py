@@ -1,0 +1,73 @@
+"""Hand-encoded protobuf for the few Flight SQL commands the client sends.
+
+Flight SQL commands travel as `google.protobuf.Any { 1: type_url, 2: value }`
+in a `FlightDescriptor.cmd`; tickets the server hands back are opaque bytes
+and go back unchanged. Encoding these few messages by hand keeps the package's
+only dependency pyarrow (no grpc/protobuf packages).
+
+    CommandStatementQuery { 1: query (string), 2: transaction_id (bytes, optional) }
+    TicketStatementQuery  { 1: statement_handle (bytes) }
+    CommandGetTables      { 1: catalog, 2: db_schema_filter_pattern,
+                            3: table_name_filter_pattern (strings, optional),
+                            4: table_types (repeated string), 5: include_schema (bool) }
+"""
+
+from typing import Optional, Sequence
+
+SQL_PREFIX = "type.googleapis.com/arrow.flight.protocol.sql."
+
+
+def varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def field_bytes(number: int, payload: bytes) -> bytes:
+    """A length-delimited field (wire type 2)."""
+    return varint(number << 3 | 2) + varint(len(payload)) + payload
+
+
+def field_varint(number: int, value: int) -> bytes:
+    """A varint field (wire type 0)."""
+    return varint(number << 3) + varint(value)
+
+
+def any_message(type_url: str, value: bytes) -> bytes:
+    return field_bytes(1, type_url.encode()) + field_bytes(2, value)
+
+
+def statement_query(query: str) -> bytes:
+    """`Any{CommandStatementQuery{query}}`."""
+    return any_message(SQL_PREFIX + "CommandStatementQuery", field_bytes(1, query.encode()))
+
+
+def statement_ticket(query: str) -> bytes:
+    """`Any{TicketStatementQuery{statement_handle = SQL}}`: Silt's statement
+    tickets carry their SQL (a handle naming no kept plan is planned from its
+    SQL), so a client can build the ticket itself and skip `GetFlightInfo`."""
+    return any_message(SQL_PREFIX + "TicketStatementQuery", field_bytes(1, query.encode()))
+
+
+def get_tables(catalog: Optional[str] = None, schema_pattern: Optional[str] = None,
+               table_pattern: Optional[str] = None, table_types: Sequence[str] = (),
+               include_schema: bool = False) -> bytes:
+    """`Any{CommandGetTables{...}}`."""
+    body = b""
+    if catalog is not None:
+        body += field_bytes(1, catalog.encode())
+    if schema_pattern is not None:
+        body += field_bytes(2, schema_pattern.encode())
+    if table_pattern is not None:
+        body += field_bytes(3, table_pattern.encode())
+    for t in table_types:
+        body += field_bytes(4, t.encode())
+    if include_schema:
+        body += field_varint(5, 1)
+    return any_message(SQL_PREFIX + "CommandGetTables", body)
