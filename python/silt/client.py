@@ -1,9 +1,8 @@
 """A Silt connection over Arrow Flight SQL: tables, SQL, scans, lookups.
 
-Only pyarrow is needed. Flight SQL commands are protobuf `Any` messages,
-encoded by hand in `_proto`: `CommandStatementQuery` for SQL
-(`GetFlightInfo`, then `DoGet` of each endpoint's ticket) and
-`CommandGetTables` for the table list.
+Only pyarrow is needed. Flight SQL commands and tickets are protobuf `Any`
+messages, encoded by hand in `_proto`; every call is one `DoGet` (see the
+plumbing notes in `Connection`).
 """
 
 import dataclasses
@@ -159,9 +158,10 @@ class Connection:
     # Every call is one `DoGet` whose ticket the client builds itself: a SQL
     # statement as `TicketStatementQuery{handle = SQL}` (Silt's tickets carry
     # their SQL and plan it when no kept plan matches), the table list as
-    # `CommandGetTables`. pyarrow's `get_flight_info` cannot be used: Silt's
-    # `FlightInfo` carries no flight descriptor, which pyarrow's C++ client
-    # refuses ("Client sent UNKNOWN descriptor type").
+    # `CommandGetTables`. One round trip instead of GetFlightInfo + DoGet.
+    # (Servers before this package's release sent `FlightInfo` without a
+    # flight descriptor, which pyarrow's C++ client refuses; skipping
+    # GetFlightInfo also keeps the package working with them.)
 
     def _options(self, timeout: Optional[float] = None) -> flight.FlightCallOptions:
         return flight.FlightCallOptions(headers=self._headers, timeout=timeout)
