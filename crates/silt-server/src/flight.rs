@@ -95,7 +95,6 @@ impl SiltFlightService {
         gate: Option<&Arc<ValidationGate>>,
         trace: &QueryTrace,
     ) -> Result<PlannedQuery, Status> {
-        self.engine.metrics().queries.increment(1);
         self.engine.metrics().plans.increment(1);
         let timeout = self.engine.config().query_timeout;
         let planning = async {
@@ -245,6 +244,9 @@ impl SiltFlightService {
     /// timeout and counting what is sent.
     async fn stream(&self, query: Query, planned: Option<KeptPlan>) -> Result<Response<DoGetStream>, Status> {
         let metrics = self.engine.metrics().clone();
+        // Counted once per query run, whatever planned it (a statement's
+        // GetFlightInfo, or a scan's GetFlightInfo for its schema, runs nothing).
+        metrics.queries.increment(1);
         let timeout = self.engine.config().query_timeout;
         let deadline = Instant::now() + timeout;
         let trace = match &planned {

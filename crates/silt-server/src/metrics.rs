@@ -19,7 +19,8 @@ static METADATA: Metadata<'static> = Metadata::new("silt_server", Level::INFO, N
 /// Handles to every metric the server reports.
 pub struct ServerMetrics {
     recorder: PrometheusRecorder,
-    /// `silt_queries_total`: SQL statements and pushdown scans started.
+    /// `silt_queries_total`: SQL statements and pushdown scans run (one per
+    /// `DoGet`, however many calls planned it), and lookups.
     pub queries: Counter,
     /// `silt_query_errors_total`: those that failed (planning or mid-stream).
     pub query_errors: Counter,

@@ -326,10 +326,13 @@ async fn a_statement_is_planned_once_and_a_stale_ticket_is_planned_again() {
     // GetFlightInfo plans; DoGet runs that plan.
     let sql = "SELECT name, count(*) AS n FROM t WHERE id > 100 GROUP BY name ORDER BY n DESC, name LIMIT 5";
     let before = plans();
+    let queries = || metric(&server, "silt_queries_total");
+    let queries_before = queries();
     let traced = traced_queries(&server);
     let got = client.sql(sql).await.unwrap();
     check_same(sql, &got, &expected(&base, sql).await, true).unwrap();
     assert_eq!(plans(), before + 1.0, "a statement was planned more than once");
+    assert_eq!(queries(), queries_before + 1.0, "a statement is one query");
     // Its trace (GetFlightInfo's planning, DoGet's scan and send) is one query.
     let stage = |name: &str| metric(&server, &format!("silt_query_stage_seconds_sum{{stage=\"{name}\"}}"));
     wait_for_traces(&server, traced + 1.0).await;

@@ -289,6 +289,34 @@ async fn measure(
 }
 
 pub async fn lookup(args: LookupArgs) -> anyhow::Result<()> {
+    run(args).await.map(|_| ())
+}
+
+impl LookupArgs {
+    /// `bench smoke`'s run: 20,000 rows under `data_dir`, 2 clients for 1 s
+    /// per mode, direct and liquid, no throttling; results into `out/smoke-lookup/`.
+    pub fn smoke(out: PathBuf, data_dir: PathBuf) -> Self {
+        LookupArgs {
+            rows: 20_000,
+            clients: 2,
+            keys_per_call: 1,
+            seconds: 1.0,
+            warmup: 5,
+            modes: vec!["direct".into(), "liquid".into()],
+            latency_ms: 0,
+            mbps: 10_000.0,
+            validation: "immutable".into(),
+            api: "lookup".into(),
+            preload: "none".into(),
+            data_dir: Some(data_dir),
+            out,
+            name: Some("smoke-lookup".into()),
+        }
+    }
+}
+
+/// Runs the lookup benchmark; its results and the folder they were written to.
+pub async fn run(args: LookupArgs) -> anyhow::Result<(LookupResults, PathBuf)> {
     let modes = super::parse_modes(&args.modes)?;
     anyhow::ensure!(
         !modes.contains(&Mode::Duckdb),
@@ -393,5 +421,5 @@ pub async fn lookup(args: LookupArgs) -> anyhow::Result<()> {
         silt_bench::plots::write_lookup,
         silt_bench::report::render_lookup,
     )?;
-    Ok(())
+    Ok((results, dir))
 }

@@ -143,49 +143,97 @@ pub async fn tpch(args: TpchArgs) -> anyhow::Result<()> {
     run_and_report(&suite, &args.common, &name, &data_dir).await.map(|_| ())
 }
 
-/// The whole pipeline on tiny data: every mode, a few ClickBench queries,
-/// one warm run, no throttling. Fails unless results.json is complete, every
-/// answer matches plain DataFusion and every plot was written; never on a timing.
+/// The whole pipeline on tiny data, every suite: ClickBench and TPC-H in
+/// every mode, and the point-lookup benchmark; one warm run, no throttling.
+/// Fails unless each results.json is complete, every answer was compared
+/// with plain DataFusion and matches (DuckDB's are not compared: it is an
+/// outside reference), every lookup was checked and right, and every plot
+/// was written; never on a timing.
 pub async fn smoke(args: SmokeArgs) -> anyhow::Result<()> {
     let work = tempfile::tempdir().context("creating a scratch folder")?;
-    let suite = suite::clickbench(&args.shared, work.path(), 30_000, &[0, 10, 19, 22, 31])?;
-    let common = CommonArgs {
+    let common = |name: &str| CommonArgs {
         modes: vec!["all".into()],
         warm_runs: 1,
         latency_ms: 0,
         mbps: 10_000.0,
         memory_budget: 256 << 20,
         validation: "always".into(),
-        out: args.out,
-        name: Some("smoke".into()),
-        shared: args.shared,
+        out: args.out.clone(),
+        name: Some(name.into()),
+        shared: args.shared.clone(),
     };
-    let (results, dir) = run_and_report(&suite, &common, "smoke", work.path()).await?;
-    let mut problems = results.missing();
+    let mut problems = Vec::new();
+    let mut written = Vec::new();
+
+    let hits_dir = work.path().join("hits");
+    let clickbench = suite::clickbench(&args.shared, &hits_dir, 30_000, &[0, 10, 19, 22, 31])?;
+    let (results, dir) = run_and_report(&clickbench, &common("smoke"), "smoke", &hits_dir).await?;
+    problems.extend(suite_problems(&results, &dir));
+    written.push(dir);
+
+    let tpch_dir = work.path().join("tpch");
+    let tpch = suite::tpch(&args.shared, &tpch_dir, 0.01, &[1, 3, 6, 12, 14])?;
+    let (results, dir) = run_and_report(&tpch, &common("smoke-tpch"), "smoke-tpch", &tpch_dir).await?;
+    problems.extend(suite_problems(&results, &dir));
+    written.push(dir);
+
+    let lookups = lookup::LookupArgs::smoke(args.out.clone(), work.path().join("lookup"));
+    let (results, dir) = lookup::run(lookups).await?;
     for r in &results.results {
-        if r.matches_reference == Some(false) {
-            problems.push(format!("{}/{}: rows differ from plain DataFusion", r.mode, r.query));
-        }
-        if r.status == "error" {
+        if r.status != "ok" || r.lookups == 0 || r.wrong_answers > 0 {
             problems.push(format!(
-                "{}/{}: {}",
+                "lookup/{}: {} ({} lookups, {} wrong) {}",
                 r.mode,
-                r.query,
-                r.error.as_deref().unwrap_or("error")
+                r.status,
+                r.lookups,
+                r.wrong_answers,
+                r.error.as_deref().unwrap_or("")
             ));
         }
     }
-    for file in ["results.json", "report.md"].iter().chain(PLOTS.iter()) {
-        if std::fs::metadata(dir.join(file)).map_or(true, |m| m.len() == 0) {
-            problems.push(format!("{} was not written", dir.join(file).display()));
-        }
-    }
+    problems.extend(missing_files(&dir, &["results.json", "report.md"]));
+    written.push(dir);
+
     anyhow::ensure!(problems.is_empty(), "bench smoke failed:\n  {}", problems.join("\n  "));
+    let dirs: Vec<String> = written.iter().map(|d| d.display().to_string()).collect();
     println!(
-        "bench smoke: results.json complete, answers match, plots written in {}",
-        dir.display()
+        "bench smoke: ClickBench, TPC-H and lookups complete, every answer compared and right, plots written in {}",
+        dirs.join(", ")
     );
     Ok(())
+}
+
+/// What is wrong with a suite's run: missing figures, an answer not
+/// compared or different from plain DataFusion's, an error, a file not
+/// written.
+fn suite_problems(results: &BenchResults, dir: &Path) -> Vec<String> {
+    let mut problems = results.missing();
+    for r in &results.results {
+        let what = format!("{}/{}/{}", results.suite, r.mode, r.query);
+        if r.status == "error" {
+            problems.push(format!("{what}: {}", r.error.as_deref().unwrap_or("error")));
+        } else if r.mode != Mode::Duckdb.name() && r.matches_reference != Some(true) {
+            problems.push(format!(
+                "{what}: answer {}",
+                match r.matches_reference {
+                    Some(false) => "differs from plain DataFusion",
+                    _ => "not compared with plain DataFusion",
+                }
+            ));
+        }
+    }
+    let files: Vec<&str> = ["results.json", "report.md"].into_iter().chain(PLOTS).collect();
+    problems.extend(missing_files(dir, &files));
+    problems
+}
+
+/// The `files` of `dir` that are missing or empty.
+fn missing_files(dir: &Path, files: &[&str]) -> Vec<String> {
+    files
+        .iter()
+        .filter(|f| std::fs::metadata(dir.join(f)).map_or(true, |m| m.len() == 0))
+        .map(|f| format!("{} was not written", dir.join(f).display()))
+        .collect()
 }
 
 /// The plot files every run writes.
