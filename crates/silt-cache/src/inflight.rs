@@ -2,6 +2,7 @@
 //! page at once, one of them fetches it and the others wait for its result.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -17,21 +18,59 @@ pub(crate) type Outcome = Result<Bytes, CacheError>;
 
 /// A claim on a missing page.
 pub(crate) enum Claim {
-    /// Nobody is fetching this page: the caller must, then [`InFlight::finish`].
-    Fetch(watch::Sender<Option<Outcome>>),
+    /// Nobody is fetching this page: the caller must, then
+    /// [`FetchClaim::finish`].
+    Fetch(FetchClaim),
     /// Another request is fetching it: wait on this.
     Wait(watch::Receiver<Option<Outcome>>),
+}
+
+type Pages = Arc<Mutex<HashMap<PageKey, watch::Receiver<Option<Outcome>>>>>;
+
+/// The right and duty to fetch one page. Dropped without
+/// [`FetchClaim::finish`] (its query was cancelled mid-fetch), it forgets the
+/// claim at once: its waiters fetch the page themselves, and no entry is
+/// left behind.
+pub(crate) struct FetchClaim {
+    key: PageKey,
+    tx: Option<watch::Sender<Option<Outcome>>>,
+    pages: Pages,
+}
+
+impl FetchClaim {
+    /// Publishes the outcome of the fetch to its waiters and forgets the claim.
+    pub(crate) fn finish(mut self, outcome: Outcome) {
+        if let Some(tx) = self.tx.take() {
+            let _ = tx.send(Some(outcome));
+            self.forget(&tx);
+        }
+    }
+
+    fn forget(&self, tx: &watch::Sender<Option<Outcome>>) {
+        let mut pages = self.pages.lock();
+        if pages.get(&self.key).is_some_and(|rx| rx.same_channel(&tx.subscribe())) {
+            pages.remove(&self.key);
+        }
+    }
+}
+
+impl Drop for FetchClaim {
+    fn drop(&mut self) {
+        if let Some(tx) = self.tx.take() {
+            // Forget first: a waiter woken by the drop must not find this claim.
+            self.forget(&tx);
+        }
+    }
 }
 
 /// Pages being fetched right now, shared by every store of a server.
 #[derive(Default)]
 pub(crate) struct InFlight {
-    pages: Mutex<HashMap<PageKey, watch::Receiver<Option<Outcome>>>>,
+    pages: Pages,
 }
 
 impl InFlight {
-    /// Claims `key`: the first caller fetches, later ones wait. A claim whose
-    /// fetcher went away (its query was cancelled) is taken over.
+    /// Claims `key`: the first caller fetches, later ones wait.
     pub(crate) fn claim(&self, key: &PageKey) -> Claim {
         let mut pages = self.pages.lock();
         if let Some(rx) = pages.get(key)
@@ -41,16 +80,16 @@ impl InFlight {
         }
         let (tx, rx) = watch::channel(None);
         pages.insert(key.clone(), rx);
-        Claim::Fetch(tx)
+        Claim::Fetch(FetchClaim {
+            key: key.clone(),
+            tx: Some(tx),
+            pages: self.pages.clone(),
+        })
     }
 
-    /// Publishes the outcome of a fetch to its waiters and forgets the claim.
-    pub(crate) fn finish(&self, key: &PageKey, tx: watch::Sender<Option<Outcome>>, outcome: Outcome) {
-        let _ = tx.send(Some(outcome));
-        let mut pages = self.pages.lock();
-        if pages.get(key).is_some_and(|rx| rx.same_channel(&tx.subscribe())) {
-            pages.remove(key);
-        }
+    /// Pages claimed and not yet fetched (0 when nothing is in flight).
+    pub(crate) fn len(&self) -> usize {
+        self.pages.lock().len()
     }
 
     /// Waits for another request's fetch. `None` when that request went away
@@ -80,7 +119,7 @@ mod tests {
         let Claim::Fetch(_other) = f.claim(&key(2)) else {
             panic!("other page must fetch")
         };
-        f.finish(&key(1), tx, Ok(Bytes::from_static(b"x")));
+        tx.finish(Ok(Bytes::from_static(b"x")));
         assert_eq!(InFlight::wait(rx).await.unwrap().unwrap(), Bytes::from_static(b"x"));
         assert!(
             matches!(f.claim(&key(1)), Claim::Fetch(_)),
@@ -97,7 +136,7 @@ mod tests {
             path: "p".into(),
             source: None,
         };
-        f.finish(&key(1), tx, Err(gone));
+        tx.finish(Err(gone));
         assert!(InFlight::wait(rx).await.unwrap().unwrap_err().is_not_found());
     }
 
@@ -107,6 +146,7 @@ mod tests {
         let Claim::Fetch(tx) = f.claim(&key(1)) else { panic!() };
         let Claim::Wait(rx) = f.claim(&key(1)) else { panic!() };
         drop(tx);
+        assert_eq!(f.len(), 0, "a dropped claim leaves no entry");
         assert!(InFlight::wait(rx).await.is_none());
         assert!(matches!(f.claim(&key(1)), Claim::Fetch(_)));
     }

@@ -22,11 +22,10 @@ use std::sync::atomic::Ordering;
 use bytes::{Bytes, BytesMut};
 use object_store::path::Path;
 use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
-use tokio::sync::watch;
 
 use crate::counters::TableCounters;
 use crate::error::{CacheError, CacheResult};
-use crate::inflight::{Claim, InFlight, Outcome};
+use crate::inflight::{Claim, FetchClaim, InFlight};
 use crate::key::{ObjectKey, PinnedObject};
 use crate::page_cache::{PageCache, PageKey};
 use crate::policy::{CostModel, MeasuredCost};
@@ -139,6 +138,12 @@ impl PageStore {
 
     pub fn page_size(&self) -> u64 {
         self.memory.page_size()
+    }
+
+    /// Pages being fetched right now (claims not finished); 0 when idle:
+    /// a cancelled fetch leaves none behind.
+    pub fn pages_in_flight(&self) -> usize {
+        self.inflight.len()
     }
 
     /// The memory pages.
@@ -414,7 +419,7 @@ impl PageStore {
         &self,
         source: &Source<'_>,
         object: &PinnedObject,
-        mut claimed: Vec<(u64, watch::Sender<Option<Outcome>>)>,
+        mut claimed: Vec<(u64, FetchClaim)>,
         admit: Admit,
     ) -> CacheResult<Vec<(u64, Bytes)>> {
         let ps = self.page_size();
@@ -452,15 +457,14 @@ impl PageStore {
                         admit,
                     )
                     .await;
-                    for (k, b, tx) in admitted {
+                    for (k, b, claim) in admitted {
                         out.push((k.page, b.clone()));
-                        self.inflight.finish(&k, tx, Ok(b));
+                        claim.finish(Ok(b));
                     }
                 }
                 Err(e) => {
-                    for (page, tx) in members {
-                        self.inflight
-                            .finish(&PageKey::new(object.key.clone(), page), tx, Err(e.clone()));
+                    for (_, claim) in members {
+                        claim.finish(Err(e.clone()));
                     }
                     first_error.get_or_insert(e);
                 }

@@ -37,6 +37,7 @@ use datafusion::common::{Statistics, exec_err, internal_err};
 use datafusion::datasource::physical_plan::parquet::ParquetFileMetrics;
 use datafusion::error::Result;
 use datafusion::execution::cache::cache_manager::FileMetadataCache;
+use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::parquet::arrow::arrow_reader::RowSelection;
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
@@ -49,6 +50,7 @@ use object_store::ObjectMeta;
 use silt_cache::{CachedColumn, CachedStore};
 use silt_liquid::shared_dict::DecodedDictionaries;
 use tokio::sync::mpsc::Sender;
+use tokio::task::JoinSet;
 
 use crate::column_loader::{ColumnLoader, FileContext, batch_lengths};
 use crate::footer::pinned_footer;
@@ -167,7 +169,7 @@ impl ExecutionPlan for CachedScanExec {
         }
     }
 
-    fn execute(&self, partition: usize, _context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
+    fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
         let partitions = self.properties.partitioning.partition_count();
         if partition >= partitions {
             return exec_err!("CachedScanExec has {partitions} partitions, asked for {partition}");
@@ -185,10 +187,14 @@ impl ExecutionPlan for CachedScanExec {
             partition,
             partitions,
         };
+        // The row group a partition holds counts against the query's memory
+        // limit (`--query-memory-limit`): over it, the query fails alone.
+        let mut reservation =
+            MemoryConsumer::new(format!("CachedScanExec[{partition}]")).register(context.memory_pool());
         let mut builder = RecordBatchReceiverStream::builder(self.schema.clone(), 2);
         let tx = builder.tx();
         builder.spawn(async move {
-            if let Err(e) = run.run(&tx).await {
+            if let Err(e) = run.run(&tx, &mut reservation).await {
                 // The receiver may be gone (query cancelled); nothing to do then.
                 let _ = tx.send(Err(e)).await;
             }
@@ -222,7 +228,12 @@ struct PartitionRun {
 }
 
 impl PartitionRun {
-    async fn run(&self, tx: &Sender<Result<RecordBatch>>) -> Result<()> {
+    /// Scans this partition's row groups into `tx`, holding each row
+    /// group's output in `reservation` while it is sent. Work it spawns
+    /// (read-ahead) is tied to it: dropping the run (the query is cancelled
+    /// or its client went away) aborts it.
+    async fn run(&self, tx: &Sender<Result<RecordBatch>>, reservation: &mut MemoryReservation) -> Result<()> {
+        let mut ahead = JoinSet::new();
         let mut remaining = self.spec.limit.unwrap_or(usize::MAX);
         let mut index = 0usize;
         // Row groups of the files before this one (whose pruning counts are
@@ -265,10 +276,14 @@ impl PartitionRun {
                 None => mine.into_iter().map(RowGroupWork::all).collect(),
             };
             for (i, group) in work.iter().enumerate() {
+                while ahead.try_join_next().is_some() {}
                 if let Some(next) = work.get(i + 1) {
-                    self.read_ahead(&file, next);
+                    self.read_ahead(&file, next, &mut ahead);
                 }
-                for batch in self.row_group(&file, group, &mut decoded).await? {
+                let batches = self.row_group(&file, group, &mut decoded).await?;
+                let held: usize = batches.iter().map(RecordBatch::get_array_memory_size).sum();
+                reservation.try_grow(held)?;
+                for batch in batches {
                     if remaining == 0 {
                         return Ok(());
                     }
@@ -282,6 +297,7 @@ impl PartitionRun {
                         return Ok(()); // the consumer went away
                     }
                 }
+                reservation.shrink(held);
                 if remaining == 0 {
                     return Ok(());
                 }
@@ -311,12 +327,13 @@ impl PartitionRun {
     /// Starts fetching the bytes of row group `group` in the background, so a
     /// cold scan overlaps the next row group's round trip to the object store
     /// with decoding this one (DataFusion's own reader fetches, then decodes).
-    /// At most one row group ahead per partition; the bytes land in the page
+    /// At most one row group ahead per partition, spawned into `tasks` (the
+    /// partition's: aborted with it); the bytes land in the page
     /// buffer and disk tier, and the row group's own prefetch then finds them
     /// there or joins the request in flight. Errors are left to that prefetch.
     /// Not for a row group read by selected pages: it needs only a few pages
     /// of its column chunks, not all of them.
-    fn read_ahead(&self, file: &Arc<FileContext>, group: &RowGroupWork) {
+    fn read_ahead(&self, file: &Arc<FileContext>, group: &RowGroupWork, tasks: &mut JoinSet<()>) {
         let needed = self.needed_columns();
         if !self.loader.must_fetch(file, group.rg, &needed) || self.reads_selected_pages(file, group) {
             return; // warm (the memory tier holds every column), or few pages
@@ -324,7 +341,7 @@ impl PartitionRun {
         let loader = self.loader.clone();
         let file = file.clone();
         let rg = group.rg;
-        tokio::spawn(async move {
+        tasks.spawn(async move {
             let _ = loader.prefetch(&file, rg, &needed).await;
         });
     }

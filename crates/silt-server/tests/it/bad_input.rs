@@ -304,7 +304,7 @@ async fn a_dead_bucket_does_not_delay_queries_on_other_tables() {
 async fn a_client_that_disconnects_mid_stream_leaves_no_plan_behind() {
     let fx = Scratch::start(|_| {}, &[]).await;
     let client = fx.client().await;
-    for _ in 0..3 {
+    for _ in 0..20 {
         let scan = ScanRequest {
             table: "good".into(),
             ..Default::default()
@@ -325,5 +325,17 @@ async fn a_client_that_disconnects_mid_stream_leaves_no_plan_behind() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(active, 0.0, "plans still running after clients went away");
+    // Fetches the cancelled scans had claimed (their read-ahead included)
+    // were aborted with them and left no claim behind.
+    let pages = fx.server.engine.tiers().pages().clone();
+    let mut in_flight = usize::MAX;
+    for _ in 0..50 {
+        in_flight = pages.pages_in_flight();
+        if in_flight == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(in_flight, 0, "claims left behind by cancelled fetches");
     fx.others_still_served().await;
 }

@@ -109,6 +109,31 @@ async fn a_query_over_the_memory_limit_fails_alone() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scan_over_the_memory_limit_fails_alone() {
+    // No operator above the scan holds memory: only the scan's own
+    // accounting (the row group it holds while sending) can refuse it.
+    let fx = Fixture::start_with(|c| c.query_memory_limit = 64 * 1024).await;
+    let client = SiltClient::connect(&fx.server.flight_url()).await.unwrap();
+    let err = client.sql("SELECT * FROM lineitem").await.unwrap_err().to_string();
+    assert!(
+        err.to_lowercase().contains("resources exhausted") && err.contains("CachedScanExec"),
+        "{err}"
+    );
+    good_query_works(&client).await;
+    // With room, the same scan answers.
+    let fx = Fixture::start_with(|c| c.query_memory_limit = 256 << 20).await;
+    let client = SiltClient::connect(&fx.server.flight_url()).await.unwrap();
+    let rows: usize = client
+        .sql("SELECT * FROM lineitem")
+        .await
+        .unwrap()
+        .iter()
+        .map(|b| b.num_rows())
+        .sum();
+    assert!(rows > 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_query_over_the_time_limit_is_cancelled_alone() {
     let fx = Fixture::start_with(|c| c.query_timeout = Duration::from_secs(2)).await;
     let client = SiltClient::connect(&fx.server.flight_url()).await.unwrap();
