@@ -146,3 +146,73 @@ async fn a_query_over_the_time_limit_is_cancelled_alone() {
     assert_eq!(fx.metric("silt_queries_active"), 0.0);
     let _ = Code::DeadlineExceeded;
 }
+
+/// Open file descriptors of this process (the server runs in it).
+fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count())
+}
+
+/// A bounded soak: hundreds of mixed queries (SQL over Flight, pushdown
+/// scans through DataFusion, lookups, a refused one) through one server.
+/// After a warm-up, file descriptors stay flat, and when the load stops no
+/// query, stream or page fetch is left running. (The long run is
+/// `silt bench` on real sizes; this is the bounded one the test command runs.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_soak_of_mixed_queries_leaks_nothing() {
+    let fx = Fixture::start().await;
+    let client = SiltClient::connect(&fx.server.flight_url()).await.unwrap();
+    let ctx = fx.client_ctx().await;
+    let ids = datafusion::arrow::array::Int64Array::from(vec![1, 7, 42]);
+    let round = |i: usize| {
+        let (client, ctx, ids) = (client.clone(), ctx.clone(), ids.clone());
+        async move {
+            match i % 4 {
+                0 => {
+                    let q = format!("SELECT count(*) FROM lineitem WHERE l_quantity < {}", i % 50);
+                    client.sql(&q).await.map(|_| ()).map_err(|e| e.to_string())
+                }
+                1 => ctx
+                    .sql("SELECT l_returnflag, sum(l_extendedprice) FROM lineitem WHERE l_discount > 0.05 GROUP BY 1")
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .collect()
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.to_string()),
+                2 => client
+                    .lookup("orders", "o_orderkey", std::sync::Arc::new(ids), None)
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.to_string()),
+                _ => match client.sql("DROP TABLE nation").await {
+                    Err(e) if e.to_string().contains("read-only") => Ok(()),
+                    other => Err(format!("the refused query answered {other:?}")),
+                },
+            }
+        }
+    };
+    for i in 0..40 {
+        round(i).await.unwrap();
+    }
+    let warm = open_fds();
+    for chunk in 0..40 {
+        let results = futures::future::join_all((0..8).map(|j| round(40 + chunk * 8 + j))).await;
+        for r in results {
+            r.unwrap();
+        }
+    }
+    let after = open_fds();
+    assert!(
+        after <= warm + 16,
+        "file descriptors grew from {warm} to {after} over 320 queries"
+    );
+    let pages = fx.server.engine.tiers().pages().clone();
+    for _ in 0..50 {
+        if fx.metric("silt_queries_active") == 0.0 && pages.pages_in_flight() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(fx.metric("silt_queries_active"), 0.0);
+    assert_eq!(pages.pages_in_flight(), 0);
+}

@@ -355,6 +355,7 @@ async fn transient_store_failures_are_retried_and_permanent_ones_named() {
         metric(&server, "silt_object_store_errors_total") > 0.0,
         "faults were injected"
     );
+    assert!(metric(&server, "silt_object_store_retries_total") > 0.0, "and retried");
     server.shutdown().await.unwrap();
 
     let dir = tempfile::tempdir().unwrap();
