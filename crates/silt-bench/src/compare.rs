@@ -107,10 +107,20 @@ pub fn check_same(name: &str, silt: &[RecordBatch], baseline: &[RecordBatch], or
                 .collect::<Vec<_>>()
         })
     };
-    if let (Some(a), Some(b)) = (schema_of(silt), schema_of(baseline))
-        && a != b
-    {
-        return Err(format!("{name}: schemas differ:\n  silt:     {a:?}\n  baseline: {b:?}"));
+    match (schema_of(silt), schema_of(baseline)) {
+        (Some(a), Some(b)) if a != b => {
+            return Err(format!("{name}: schemas differ:\n  silt:     {a:?}\n  baseline: {b:?}"));
+        }
+        (Some(_), Some(_)) => {}
+        // Without a batch there is no schema to compare: an empty result
+        // must come as one empty batch (`run_script` does so).
+        (a, b) => {
+            return Err(format!(
+                "{name}: a result without batches carries no schema to compare (silt: {}, baseline: {})",
+                if a.is_some() { "has one" } else { "none" },
+                if b.is_some() { "has one" } else { "none" },
+            ));
+        }
     }
     let (mut a, mut b) = (rows(silt), rows(baseline));
     if ordered && same_rows(&a, &b).is_none() {
@@ -159,4 +169,33 @@ pub fn break_ties(sql: &str, columns: usize) -> String {
 /// True when the query's outermost statement sorts its result.
 pub fn is_ordered(sql: &str) -> bool {
     sql.to_ascii_lowercase().contains("order by")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::Int64Array;
+    use arrow::datatypes::{Field, Schema};
+    use std::sync::Arc;
+
+    fn empty(name: &str, t: DataType) -> RecordBatch {
+        RecordBatch::new_empty(Arc::new(Schema::new(vec![Field::new(name, t, true)])))
+    }
+
+    #[test]
+    fn empty_results_are_compared_by_schema() {
+        let ints = empty("a", DataType::Int64);
+        assert!(check_same("same", std::slice::from_ref(&ints), std::slice::from_ref(&ints), false).is_ok());
+        let strings = empty("a", DataType::Utf8);
+        let err = check_same("types", &[ints.clone()], &[strings], false).unwrap_err();
+        assert!(err.contains("schemas differ"), "{err}");
+        let err = check_same("no batches", &[], &[], false).unwrap_err();
+        assert!(err.contains("no schema"), "{err}");
+        let one = RecordBatch::try_new(
+            ints.schema(),
+            vec![Arc::new(Int64Array::from(vec![1])) as arrow::array::ArrayRef],
+        )
+        .unwrap();
+        assert!(check_same("rows", &[one], &[ints], false).is_err());
+    }
 }

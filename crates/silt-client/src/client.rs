@@ -137,10 +137,23 @@ impl SiltClient {
                 url: self.url.clone(),
                 message: "endpoint without ticket".into(),
             })?;
-            let mut stream = self.do_get(ticket).await?;
-            while let Some(b) = stream.next().await {
-                batches.push(b.map_err(|e| self.flight_error(e))?);
-            }
+            let stream = self.do_get(ticket).await?;
+            batches.extend(self.drain(stream).await?);
+        }
+        Ok(batches)
+    }
+
+    /// Every batch of `stream`; a result without rows is one empty batch of
+    /// the stream's schema, so every result carries its schema.
+    async fn drain(&self, mut stream: FlightRecordBatchStream) -> Result<Vec<RecordBatch>, ClientError> {
+        let mut batches = Vec::new();
+        while let Some(b) = stream.next().await {
+            batches.push(b.map_err(|e| self.flight_error(e))?);
+        }
+        if batches.is_empty()
+            && let Some(schema) = stream.schema()
+        {
+            batches.push(RecordBatch::new_empty(schema.clone()));
         }
         Ok(batches)
     }
@@ -228,12 +241,8 @@ impl SiltClient {
             keys: encoded,
             projection: columns.map(|columns| Projection { columns }),
         };
-        let mut stream = self.do_get(Ticket::new(request.as_any().encode_to_vec())).await?;
-        let mut batches = Vec::new();
-        while let Some(b) = stream.next().await {
-            batches.push(b.map_err(|e| self.flight_error(e))?);
-        }
-        Ok(batches)
+        let stream = self.do_get(Ticket::new(request.as_any().encode_to_vec())).await?;
+        self.drain(stream).await
     }
 
     /// Run SQL entirely on the server (plain Flight SQL) and collect it.

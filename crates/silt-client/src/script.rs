@@ -15,14 +15,20 @@ pub struct StatementResult {
 
 /// Run each statement of `sql` in order and return every statement's result.
 /// Statements are split by DataFusion's parser, not by searching for `;`,
-/// so semicolons inside string literals are safe.
+/// so semicolons inside string literals are safe. A result without rows is
+/// one empty batch, so every result carries its schema.
 pub async fn run_script(ctx: &SessionContext, sql: &str) -> Result<Vec<StatementResult>> {
     let statements = DFParser::parse_sql(sql)?;
     let mut out = Vec::with_capacity(statements.len());
     for statement in statements {
         let text = statement.to_string();
         let plan = ctx.state().statement_to_plan(statement).await?;
-        let batches = ctx.execute_logical_plan(plan).await?.collect().await?;
+        let df = ctx.execute_logical_plan(plan).await?;
+        let schema = std::sync::Arc::new(df.schema().as_arrow().clone());
+        let mut batches = df.collect().await?;
+        if batches.is_empty() {
+            batches.push(RecordBatch::new_empty(schema));
+        }
         out.push(StatementResult { sql: text, batches });
     }
     Ok(out)

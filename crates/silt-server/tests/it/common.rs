@@ -150,6 +150,14 @@ pub async fn file_table_server(dir: &Path, cache: &Path, page_size: u64) -> Serv
     silt_server::start(cfg).await.expect("start server")
 }
 
+/// The answer to `sql` on `ctx`, an empty result as one empty batch (so it
+/// carries its schema for `check_same`).
+pub async fn answer(ctx: &SessionContext, sql: &str) -> Vec<datafusion::arrow::array::RecordBatch> {
+    silt_client::script::run_script_last_query(ctx, sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+}
+
 /// The current value of a server metric series (0 when absent).
 pub fn metric(server: &ServerHandle, series: &str) -> f64 {
     server.engine.metrics().snapshot().get(series).copied().unwrap_or(0.0)

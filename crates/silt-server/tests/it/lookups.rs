@@ -107,7 +107,7 @@ async fn plain(dir: &Path) -> SessionContext {
 }
 
 async fn expected(base: &SessionContext, sql: &str) -> Vec<RecordBatch> {
-    base.sql(sql).await.unwrap().collect().await.unwrap()
+    crate::common::answer(base, sql).await
 }
 
 fn lookups(server: &ServerHandle) -> f64 {

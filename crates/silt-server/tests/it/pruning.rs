@@ -14,6 +14,7 @@ use datafusion::parquet::file::reader::{FileReader, SerializedFileReader};
 use datafusion::prelude::{ParquetReadOptions, SessionContext};
 use silt_server::ServerHandle;
 
+use crate::common::answer;
 use crate::common::{check_same, client, is_ordered, metric};
 
 const PAGE: u64 = 16 << 10;
@@ -98,8 +99,8 @@ async fn plain(file: &Path) -> SessionContext {
 
 /// Runs `sql` on both and checks the answers are equal.
 async fn same(silt: &SessionContext, base: &SessionContext, sql: &str) -> Vec<RecordBatch> {
-    let got = silt.sql(sql).await.unwrap().collect().await.unwrap();
-    let expected = base.sql(sql).await.unwrap().collect().await.unwrap();
+    let got = answer(silt, sql).await;
+    let expected = answer(base, sql).await;
     check_same(sql, &got, &expected, is_ordered(sql)).unwrap();
     got
 }
