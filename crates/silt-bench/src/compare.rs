@@ -187,7 +187,7 @@ mod tests {
         let ints = empty("a", DataType::Int64);
         assert!(check_same("same", std::slice::from_ref(&ints), std::slice::from_ref(&ints), false).is_ok());
         let strings = empty("a", DataType::Utf8);
-        let err = check_same("types", &[ints.clone()], &[strings], false).unwrap_err();
+        let err = check_same("types", std::slice::from_ref(&ints), &[strings], false).unwrap_err();
         assert!(err.contains("schemas differ"), "{err}");
         let err = check_same("no batches", &[], &[], false).unwrap_err();
         assert!(err.contains("no schema"), "{err}");
