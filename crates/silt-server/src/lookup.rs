@@ -10,12 +10,12 @@
 //! the statement takes the general path. So does a literal whose type is not
 //! the key column's kind (DataFusion's coercion decides those).
 
-use std::io::Cursor;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, Date32Array, Int64Array, RecordBatch, StringArray, new_null_array};
+use datafusion::arrow::buffer::Buffer;
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
-use datafusion::arrow::ipc::reader::StreamReader;
+use datafusion::arrow::ipc::reader::StreamDecoder;
 use datafusion::common::TableReference;
 use datafusion::error::DataFusionError;
 use datafusion::sql::parser::Statement as DFStatement;
@@ -45,11 +45,10 @@ impl LookupQuery {
     /// one-column batch).
     pub fn from_request(request: &LookupRequest) -> Result<Self, ServerError> {
         let bad = |m: String| ServerError::InvalidRequest(format!("lookup on '{}': {m}", request.table));
-        let reader = StreamReader::try_new(Cursor::new(&request.keys), None)
-            .map_err(|e| bad(format!("keys are not an Arrow IPC stream: {e}")))?;
+        let batches =
+            decode_ipc_stream(&request.keys).map_err(|e| bad(format!("keys are not an Arrow IPC stream: {e}")))?;
         let mut arrays = Vec::new();
-        for batch in reader {
-            let batch = batch.map_err(|e| bad(format!("reading keys: {e}")))?;
+        for batch in batches {
             if batch.num_columns() != 1 {
                 return Err(bad(format!("keys must be one column, got {}", batch.num_columns())));
             }
@@ -70,6 +69,29 @@ impl LookupQuery {
             projection: request.projection.as_ref().map(|p| p.columns.clone()),
         })
     }
+}
+
+/// The batches of an Arrow IPC stream sent by a client, decoded without
+/// trusting it: the push decoder allocates only as many bytes as are
+/// present (a blocking reader allocates whatever a corrupt length prefix
+/// declares: a hostile stream could abort the process), and a panic in a
+/// decoder on malformed buffers is an error, not a dead connection.
+fn decode_ipc_stream(bytes: &[u8]) -> Result<Vec<RecordBatch>, String> {
+    std::panic::catch_unwind(|| {
+        let mut decoder = StreamDecoder::new();
+        let mut buffer = Buffer::from(bytes);
+        let mut batches = Vec::new();
+        while !buffer.is_empty() {
+            match decoder.decode(&mut buffer).map_err(|e| e.to_string())? {
+                Some(batch) => batches.push(batch),
+                None if buffer.is_empty() => break,
+                None => {}
+            }
+        }
+        decoder.finish().map_err(|e| e.to_string())?;
+        Ok(batches)
+    })
+    .unwrap_or_else(|_| Err("malformed Arrow IPC buffers".into()))
 }
 
 impl Engine {
@@ -359,4 +381,34 @@ fn literal_keys(literals: &[&SqlExpr], key_type: &DataType) -> Option<ArrayRef> 
         return None;
     };
     Some(array)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::array::Int64Array;
+
+    fn keys_stream() -> Vec<u8> {
+        let batch =
+            RecordBatch::try_from_iter([("key", Arc::new(Int64Array::from(vec![1, 2, 3])) as ArrayRef)]).unwrap();
+        let mut bytes = Vec::new();
+        let mut w = datafusion::arrow::ipc::writer::StreamWriter::try_new(&mut bytes, &batch.schema()).unwrap();
+        w.write(&batch).unwrap();
+        w.finish().unwrap();
+        drop(w);
+        bytes
+    }
+
+    #[test]
+    fn hostile_key_streams_are_errors_not_aborts() {
+        let good = keys_stream();
+        assert_eq!(decode_ipc_stream(&good).unwrap()[0].num_rows(), 3);
+        // A length prefix declaring ~2 GiB of metadata (a blocking reader
+        // allocates it up front), then a cut stream, then noise.
+        let mut huge = good.clone();
+        huge[4..8].copy_from_slice(&0x7fff_fff0u32.to_le_bytes());
+        assert!(decode_ipc_stream(&huge).is_err());
+        assert!(decode_ipc_stream(&good[..good.len() / 2]).is_err());
+        assert!(decode_ipc_stream(&[0xff; 64]).is_err());
+    }
 }

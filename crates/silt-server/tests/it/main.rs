@@ -5,6 +5,7 @@ mod bad_input;
 mod benchmarks;
 mod common;
 mod flight_sql;
+mod fuzz;
 mod load;
 mod lookups;
 mod pruning;
