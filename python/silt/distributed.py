@@ -15,6 +15,7 @@ exchange only calls `all_to_all_single`/`all_reduce` on the tensors' device).
 import math
 import os
 import socket
+import time
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
@@ -45,10 +46,36 @@ def partition_of(key: torch.Tensor, world: int) -> torch.Tensor:
 # to other ranks (for checks and the bound report).
 EXCHANGED = {"rounds": 0, "rows_local": 0, "rows_remote": 0, "bytes_remote": 0}
 
+# What this process's scans and exchanges cost, for the bound report
+# (`silt.bench`): every `scan_chunks` call's SQL with the Arrow bytes and rows
+# it received, the seconds the consumer spent in exchanges (`shuffled`: the
+# end-of-data `all_reduce` and `exchange`'s collectives, waits for the other
+# ranks included) and the seconds it waited for the next scanned chunk (the
+# scan time not hidden behind the consumer's work).
+SCANS: List[Dict[str, object]] = []
+TIMINGS = {"exchange_s": 0.0, "scan_wait_s": 0.0}
+
+
+def reset_stats() -> None:
+    """Zeroes `EXCHANGED` and `TIMINGS` and empties `SCANS`."""
+    for k in EXCHANGED:
+        EXCHANGED[k] = 0
+    for k in TIMINGS:
+        TIMINGS[k] = 0.0
+    SCANS.clear()
+
 
 def exchange(columns: Columns, dest: torch.Tensor, world: int) -> Columns:
     """Sends row i of every column to rank `dest[i]` (one `all_to_all_single`
     per column after one for the counts); returns the rows this rank got."""
+    started = time.perf_counter()
+    try:
+        return _exchange(columns, dest, world)
+    finally:
+        TIMINGS["exchange_s"] += time.perf_counter() - started
+
+
+def _exchange(columns: Columns, dest: torch.Tensor, world: int) -> Columns:
     order = torch.argsort(dest, stable=True)
     send_counts = torch.bincount(dest, minlength=world).to(torch.int64)
     rank = dist.get_rank()
@@ -99,9 +126,17 @@ def scan_chunks(url: str, sql_select: str, table: str, where: Optional[str], sha
     predicate = shard_predicate(shard_by, pa.int64(), rank, world) if shard_by else None
     conditions = " AND ".join(f"({c})" for c in (where, predicate) if c) or "TRUE"
     query = Query(url, f"SELECT {sql_select} FROM {table} WHERE {conditions}", token)
+    record: Dict[str, object] = {"sql": query.sql, "bytes": 0, "rows": 0}
+    SCANS.append(record)
     with TensorStream(query, batch_rows=batch_rows, queue_depth=queue_depth, decimals="unscaled",
                       dictionaries="batch") as stream:
-        for chunk in stream:
+        while True:
+            started = time.perf_counter()
+            chunk = next(stream, None)
+            TIMINGS["scan_wait_s"] += time.perf_counter() - started
+            record["bytes"], record["rows"] = stream.stats.received_bytes, stream.stats.received_rows
+            if chunk is None:
+                break
             out = {}
             for name, kind in spec.items():
                 if isinstance(kind, torch.dtype):
@@ -124,7 +159,9 @@ def shuffled(chunks: Iterator[Columns], key: str, spec: Dict[str, torch.dtype]) 
     while True:
         chunk = next(it, None)
         more = torch.tensor([0 if chunk is None else 1], dtype=torch.int64)
+        started = time.perf_counter()
         dist.all_reduce(more, op=dist.ReduceOp.MAX)
+        TIMINGS["exchange_s"] += time.perf_counter() - started
         if not more.item():
             return
         if chunk is None:
@@ -170,8 +207,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def intra_op_threads(world: int) -> int:
+    """Torch's intra-op threads per rank when `world` ranks share this
+    machine: the cores split between the ranks (at least 1), unless
+    OMP_NUM_THREADS says otherwise. With every rank on all cores, OpenMP
+    workers of one rank spin while the other rank, the producer threads and
+    the server need the cores: on 2 cores and 2 ranks a 65536-row argsort took
+    40 ms instead of 1 ms and TPC-H Q12 at SF1 4x longer."""
+    if os.environ.get("OMP_NUM_THREADS"):
+        return torch.get_num_threads()
+    return max(1, (os.cpu_count() or 1) // world)
+
+
 def _worker(rank: int, world: int, port: int, fn, args, results) -> None:
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    torch.set_num_threads(intra_op_threads(world))
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     try:
         out = fn(*args)
@@ -244,5 +294,5 @@ def gather_rows(columns: Columns, spec: Dict[str, torch.dtype]) -> Columns:
     return out
 
 
-__all__: List[str] = ["recode", "dtypes", "exchange", "partition_of", "scan_chunks", "shuffled", "concat", "dense_ids", "join_unique",
+__all__: List[str] = ["reset_stats", "recode", "dtypes", "exchange", "partition_of", "scan_chunks", "shuffled", "concat", "dense_ids", "join_unique",
                       "take", "run_local", "all_sum", "gather_rows", "rank_world"]

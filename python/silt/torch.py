@@ -78,6 +78,7 @@ class StreamStats:
         self.lock = threading.Lock()
         self.received_batches = 0     # Flight record batches taken from the server
         self.received_rows = 0
+        self.received_bytes = 0       # Arrow bytes of the received batches (`RecordBatch.nbytes`)
         self.max_batch_rows = 0       # the largest batch received
         self.produced = 0             # chunks made by the producer
         self.consumed = 0             # chunks taken by the consumer
@@ -326,6 +327,7 @@ def _produce(source: Source, columns, batch_rows: int, converter: _Converter, sh
             with stats.lock:
                 stats.received_batches += 1
                 stats.received_rows += batch.num_rows
+                stats.received_bytes += batch.nbytes
                 stats.max_batch_rows = max(stats.max_batch_rows, batch.num_rows)
             if shared.stop.is_set():
                 return
