@@ -32,7 +32,11 @@ machine. Per query, after one warm-up run, each of `--runs` runs measures:
   hidden behind the other. 1 means the query took no longer than the longer
   of the two; 0 means it took at least their sum. Conversion, join and
   aggregate time on the consumer count against it (they are in `achieved`
-  and in neither term), so it is a lower bound on the true overlap.
+  and in neither term), so it is a lower bound on the true overlap;
+- `cpu_s`: CPU seconds the ranks (and with `--server-pid`, the server on
+  this machine) used during the query, and `T_cpu_s = cpu_s / cores`: a
+  third lower bound, not part of T_min, that shows when the machine's cores
+  rather than scan or loopback bandwidth limit the query.
 
 Every number is the median over the runs (each field's own median).
 
@@ -44,8 +48,11 @@ ratio (target >= 0.8). Then, each in a fresh process, the peak RSS growth
 warm-up stream) of a TensorStream with a slow consumer (`--delay` s per
 batch, so the queue fills and the producer waits) over a small result
 (`--small-filter`) and the whole query, next to `queue_depth x batch` bytes
-(one batch = `batch_rows` rows of the tensors' bytes per row) and to a
-`read_all` of the same result (which grows with the result).
+(one batch = `batch_rows` rows of the tensors' bytes per row), to the peak of
+Arrow's memory pool in that process (`max_memory()`: the Arrow buffers alive
+at once, received and converted, without the allocator's and gRPC's slack)
+and to a `read_all` of the same result (which grows with the result); medians
+of `--runs` processes each.
 
 `--json PATH` writes everything measured (each run and the medians).
 """
@@ -125,6 +132,15 @@ def _max_all(x: float) -> float:
     return float(t.item())
 
 
+def _sum_all_f(x: float) -> float:
+    import torch
+    import torch.distributed as dist
+
+    t = torch.tensor([x], dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    return float(t.item())
+
+
 def _sum_all(x: int) -> int:
     import torch
     import torch.distributed as dist
@@ -134,8 +150,20 @@ def _sum_all(x: int) -> int:
     return int(t.item())
 
 
+def _proc_cpu(pid: Optional[int]) -> float:
+    """CPU seconds (user + system) of process `pid` so far, from /proc (0 if unreadable)."""
+    if not pid:
+        return 0.0
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def _tensor_rank(url: str, queries: List[int], runs: int, batch_rows: int, token: Optional[str],
-                 loopback_mib: float):
+                 loopback_mib: float, server_pid: Optional[int] = None):
     """On every rank: the loopback bandwidth, then per query a warm-up run and
     `runs` measured runs (query, then the bare replay of its scans)."""
     import torch.distributed as dist
@@ -151,10 +179,15 @@ def _tensor_rank(url: str, queries: List[int], runs: int, batch_rows: int, token
         for _ in range(runs):
             d.reset_stats()
             dist.barrier()
+            server0 = _proc_cpu(server_pid)
+            cpu0 = time.process_time()
             t0 = time.perf_counter()
             tpch.QUERIES[q](url, batch_rows, token)
             elapsed = time.perf_counter() - t0
+            cpu = time.process_time() - cpu0
             achieved = _max_all(elapsed)
+            server_cpu = _proc_cpu(server_pid) - server0   # after the barrier: both ranks are done
+            ranks_cpu = _sum_all_f(cpu)
             scans = [dict(s) for s in d.SCANS]
             exch_s, wait_s = _max_all(d.TIMINGS["exchange_s"]), _max_all(d.TIMINGS["scan_wait_s"])
             shuffled = _sum_all(d.EXCHANGED["bytes_remote"])
@@ -182,6 +215,8 @@ def _tensor_rank(url: str, queries: List[int], runs: int, batch_rows: int, token
                 "shuffled_bytes": shuffled, "t_shuffle_s": t_shuffle, "t_min_s": t_min,
                 "ratio": achieved / t_min if t_min > 0 else float("inf"), "t_exch_s": exch_s,
                 "scan_wait_s": wait_s, "overlap": overlap, "scans": len(scans),
+                "ranks_cpu_s": ranks_cpu, "server_cpu_s": server_cpu,
+                "t_cpu_s": (ranks_cpu + server_cpu) / (os.cpu_count() or 1),
             })
         out["queries"][q] = {"runs": samples, "median": _medians(samples)}
     return out
@@ -193,10 +228,10 @@ def _mb(x: float) -> str:
 
 def tensor_report(server: str, ranks: int = 2, queries=(3, 5, 12, 14), runs: int = 3, batch_rows: int = 65536,
                   token: Optional[str] = None, loopback_mib: float = 64.0, target: float = 1.3,
-                  timeout: float = 3600.0, out=sys.stdout) -> Dict[str, object]:
+                  timeout: float = 3600.0, server_pid: Optional[int] = None, out=sys.stdout) -> Dict[str, object]:
     from . import distributed as d
 
-    result = d.run_local(_tensor_rank, (server, list(queries), runs, batch_rows, token, loopback_mib),
+    result = d.run_local(_tensor_rank, (server, list(queries), runs, batch_rows, token, loopback_mib, server_pid),
                          world=ranks, timeout=timeout)
     loop = result["loopback"]
     print(f"silt.bench tensor: {server}, {ranks} gloo ranks, batch_rows={batch_rows}, medians of {runs} run(s)",
@@ -204,7 +239,7 @@ def tensor_report(server: str, ranks: int = 2, queries=(3, 5, 12, 14), runs: int
     print(f"loopback all_to_all ({loopback_mib:g} MiB/rank): {_mb(loop['bandwidth'])} MB/s", file=out)
     head = (f"{'query':>5} {'achieved_s':>10} {'T_min_s':>8} {'bound':>7} {'ratio':>6} {'met':>4} "
             f"{'scan_MB':>8} {'scan_MB/s':>9} {'T_scan_s':>8} {'shuf_MB':>8} {'T_shuf_s':>8} "
-            f"{'T_exch_s':>8} {'wait_s':>7} {'overlap':>7}")
+            f"{'T_exch_s':>8} {'wait_s':>7} {'overlap':>7} {'cpu_s':>6} {'T_cpu_s':>7}")
     print(head, file=out)
     for q in queries:
         m = result["queries"][q]["median"]
@@ -214,7 +249,10 @@ def tensor_report(server: str, ranks: int = 2, queries=(3, 5, 12, 14), runs: int
         print(f"{'Q' + str(q):>5} {m['achieved_s']:>10.3f} {m['t_min_s']:>8.3f} {bound:>7} {m['ratio']:>6.2f} "
               f"{met:>4} {_mb(m['scanned_bytes']):>8} {_mb(m['scan_bandwidth']):>9} {m['t_scan_s']:>8.3f} "
               f"{_mb(m['shuffled_bytes']):>8} {m['t_shuffle_s']:>8.3f} {m['t_exch_s']:>8.3f} "
-              f"{m['scan_wait_s']:>7.3f} {m['overlap']:>7.2f}", file=out)
+              f"{m['scan_wait_s']:>7.3f} {m['overlap']:>7.2f} {m['ranks_cpu_s'] + m['server_cpu_s']:>6.2f} "
+              f"{m['t_cpu_s']:>7.3f}", file=out)
+    print(f"cpu_s: CPU seconds of the ranks{' and the server' if server_pid else ''} during the query; "
+          f"T_cpu_s = cpu_s / {os.cpu_count()} cores (not part of T_min)", file=out)
     return {"mode": "tensor", "server": server, "ranks": ranks, "batch_rows": batch_rows, "runs": runs,
             "target_ratio": target, **result}
 
@@ -295,7 +333,7 @@ def _rss_child(args) -> None:
         info = {"rows": table.num_rows, "bytes": table.nbytes, "row_bytes": 0, "max_outstanding": 0}
     peak = _vm("VmHWM")
     info.update({"growth": peak - (base_rss if reset else base_hwm), "base_rss": base_rss, "peak_hwm": peak,
-                 "hwm_reset": reset})
+                 "hwm_reset": reset, "arrow_pool_peak": pa.default_memory_pool().max_memory()})
     print(json.dumps(info))
 
 
@@ -325,6 +363,7 @@ def reader_report(server: str, table: str = "lineitem", columns=None, small_filt
     small_sql = f"{sql} WHERE {small_filter}"
     client = flight.FlightClient(server)
     _bare_read(client, sql, token)  # warm-up: the server's cache
+    _tensor_read(server, sql, batch_rows, queue_depth, decimals, token)  # and the first stream's start-up
     samples = []
     for _ in range(runs):
         t0 = time.perf_counter()
@@ -351,27 +390,30 @@ def reader_report(server: str, table: str = "lineitem", columns=None, small_filt
     met = med["ratio"] >= target
     print(f"throughput ratio (TensorStream / bare): {med['ratio']:.2f} (target >= {target}: "
           f"{'met' if met else 'missed'})", file=out)
-    rss = {}
+    rss, rss_runs = {}, {}
     for size, q in (("small", small_sql), ("large", sql)):
         for how in ("tensor", "read_all"):
-            rss[f"{size}/{how}"] = _rss(server, q, how, batch_rows, queue_depth, decimals, token,
-                                        delay if how == "tensor" else 0.0)
+            key = f"{size}/{how}"
+            rss_runs[key] = [_rss(server, q, how, batch_rows, queue_depth, decimals, token,
+                                  delay if how == "tensor" else 0.0) for _ in range(runs)]
+            rss[key] = dict(rss_runs[key][0], **{k: _median([r[k] for r in rss_runs[key]])
+                                                 for k in ("growth", "arrow_pool_peak", "max_outstanding")})
     row_bytes = rss["large/tensor"]["row_bytes"] or rss["small/tensor"]["row_bytes"]
     batch_bytes = row_bytes * batch_rows
     bound = queue_depth * batch_bytes
-    print(f"peak RSS growth (fresh process each; consumer sleeps {delay} s per batch; one batch = "
-          f"{batch_rows} rows x {row_bytes} B = {_mb(batch_bytes)} MB; queue_depth x batch = {_mb(bound)} MB)",
-          file=out)
+    print(f"peak RSS growth (VmHWM, a fresh process each, medians of {runs}; consumer sleeps {delay} s per batch; "
+          f"one batch = {batch_rows} rows x {row_bytes} B = {_mb(batch_bytes)} MB; queue_depth x batch = "
+          f"{_mb(bound)} MB)", file=out)
     print(f"{'result':>8} {'rows':>10} {'arrow_MB':>9} {'TensorStream_MB':>15} {'in_batches':>10} "
-          f"{'read_all_MB':>11}", file=out)
+          f"{'arrow_pool_MB':>13} {'read_all_MB':>11}", file=out)
     for size in ("small", "large"):
         t, a = rss[f"{size}/tensor"], rss[f"{size}/read_all"]
         print(f"{size:>8} {t['rows']:>10} {_mb(a['bytes']):>9} {_mb(t['growth']):>15} "
-              f"{t['growth'] / batch_bytes if batch_bytes else float('nan'):>10.1f} {_mb(a['growth']):>11}",
-              file=out)
+              f"{t['growth'] / batch_bytes if batch_bytes else float('nan'):>10.1f} "
+              f"{_mb(t['arrow_pool_peak']):>13} {_mb(a['growth']):>11}", file=out)
     return {"mode": "reader", "server": server, "sql": sql, "small_sql": small_sql, "batch_rows": batch_rows,
             "queue_depth": queue_depth, "decimals": decimals, "runs": samples, "median": med,
-            "target_ratio": target, "met": met, "rss": rss, "batch_bytes": batch_bytes,
+            "target_ratio": target, "met": met, "rss": rss, "rss_runs": rss_runs, "batch_bytes": batch_bytes,
             "queue_bound_bytes": bound}
 
 
@@ -393,6 +435,7 @@ def main(argv=None) -> None:
     t.add_argument("--queries", default="3,5,12,14")
     t.add_argument("--loopback-mib", type=float, default=64.0)
     t.add_argument("--timeout", type=float, default=3600.0)
+    t.add_argument("--server-pid", type=int, help="the server's process id (same machine): adds its CPU seconds")
     r.add_argument("--table", default="lineitem")
     r.add_argument("--columns", help="comma-separated (default: lineitem's numeric columns)")
     r.add_argument("--small-filter", default="l_orderkey <= 600000",
@@ -415,7 +458,7 @@ def main(argv=None) -> None:
     if args.mode == "tensor":
         queries = [int(q) for q in args.queries.split(",") if q]
         report = tensor_report(args.server, args.ranks, queries, args.runs, args.batch_rows, args.token,
-                               args.loopback_mib, timeout=args.timeout)
+                               args.loopback_mib, timeout=args.timeout, server_pid=args.server_pid)
     else:
         columns = args.columns.split(",") if args.columns else None
         report = reader_report(args.server, args.table, columns, args.small_filter, args.runs, args.batch_rows,

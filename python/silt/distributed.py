@@ -48,9 +48,8 @@ EXCHANGED = {"rounds": 0, "rows_local": 0, "rows_remote": 0, "bytes_remote": 0}
 
 # What this process's scans and exchanges cost, for the bound report
 # (`silt.bench`): every `scan_chunks` call's SQL with the Arrow bytes and rows
-# it received, the seconds the consumer spent in exchanges (`shuffled`: the
-# end-of-data `all_reduce` and `exchange`'s collectives, waits for the other
-# ranks included) and the seconds it waited for the next scanned chunk (the
+# it received, the seconds the consumer spent in exchanges (every round's
+# collectives, the last empty round included, and waits for the other ranks) and the seconds it waited for the next scanned chunk (the
 # scan time not hidden behind the consumer's work).
 SCANS: List[Dict[str, object]] = []
 TIMINGS = {"exchange_s": 0.0, "scan_wait_s": 0.0}
@@ -67,33 +66,60 @@ def reset_stats() -> None:
 
 def exchange(columns: Columns, dest: torch.Tensor, world: int) -> Columns:
     """Sends row i of every column to rank `dest[i]` (one `all_to_all_single`
-    per column after one for the counts); returns the rows this rank got."""
+    for the counts, one for all the columns packed row-wise as bytes);
+    returns the rows this rank got."""
+    return _timed_exchange(columns, dest, world, True)[0]
+
+
+def _timed_exchange(columns: Columns, dest: torch.Tensor, world: int, more: bool) -> Tuple[Columns, bool]:
     started = time.perf_counter()
     try:
-        return _exchange(columns, dest, world)
+        return _exchange(columns, dest, world, more)
     finally:
         TIMINGS["exchange_s"] += time.perf_counter() - started
 
 
-def _exchange(columns: Columns, dest: torch.Tensor, world: int) -> Columns:
+def _row_bytes(column: torch.Tensor) -> int:
+    return column.element_size() * math.prod(column.shape[1:])
+
+
+def _exchange(columns: Columns, dest: torch.Tensor, world: int, more: bool) -> Tuple[Columns, bool]:
+    """One round: a header all_to_all (to each rank: the rows it gets from
+    this one, and whether this rank still had data), then every column's
+    bytes packed into one `[rows, row bytes]` uint8 matrix, sent with one
+    `all_to_all_single` and cut back into columns. Collectives cost a loopback
+    round trip each, so a round costs two whatever the number of columns.
+    Returns the rows received and whether any rank had data this round."""
     order = torch.argsort(dest, stable=True)
     send_counts = torch.bincount(dest, minlength=world).to(torch.int64)
+    header = torch.stack([send_counts, torch.full((world,), int(more), dtype=torch.int64)], dim=1)
+    received_header = torch.empty_like(header)
+    dist.all_to_all_single(received_header, header)
+    recv_counts = received_header[:, 0]
+    if not bool(received_header[:, 1].any()):
+        return {name: c.new_empty((0,) + tuple(c.shape[1:])) for name, c in columns.items()}, False
     rank = dist.get_rank()
     local = int(send_counts[rank])
     remote = int(send_counts.sum()) - local
     EXCHANGED["rounds"] += 1
     EXCHANGED["rows_local"] += local
     EXCHANGED["rows_remote"] += remote
-    EXCHANGED["bytes_remote"] += remote * sum(c.element_size() * math.prod(c.shape[1:]) for c in columns.values())
-    recv_counts = torch.empty_like(send_counts)
-    dist.all_to_all_single(recv_counts, send_counts)
+    EXCHANGED["bytes_remote"] += remote * sum(_row_bytes(c) for c in columns.values())
     send_splits, recv_splits = send_counts.tolist(), recv_counts.tolist()
-    out = {}
-    for name, column in columns.items():
-        received = column.new_empty((sum(recv_splits),) + tuple(column.shape[1:]))
-        dist.all_to_all_single(received, column[order].contiguous(), recv_splits, send_splits)
-        out[name] = received
-    return out
+    n, m = dest.numel(), sum(recv_splits)
+    widths = [_row_bytes(c) for c in columns.values()]
+    if not columns or sum(widths) == 0:
+        return {name: c.new_empty((m,) + tuple(c.shape[1:])) for name, c in columns.items()}, True
+    packed = torch.cat([c[order].contiguous().view(torch.uint8).reshape(n, w)
+                        for c, w in zip(columns.values(), widths)], dim=1)
+    received = packed.new_empty((m, sum(widths)))
+    dist.all_to_all_single(received, packed, recv_splits, send_splits)
+    out, offset = {}, 0
+    for (name, column), w in zip(columns.items(), widths):
+        part = received[:, offset:offset + w].contiguous()
+        out[name] = part.view(column.dtype).reshape((m,) + tuple(column.shape[1:]))
+        offset += w
+    return out, True
 
 
 def empty_like_spec(spec: Dict[str, object]) -> Columns:
@@ -158,15 +184,15 @@ def shuffled(chunks: Iterator[Columns], key: str, spec: Dict[str, torch.dtype]) 
     it = iter(chunks)
     while True:
         chunk = next(it, None)
-        more = torch.tensor([0 if chunk is None else 1], dtype=torch.int64)
-        started = time.perf_counter()
-        dist.all_reduce(more, op=dist.ReduceOp.MAX)
-        TIMINGS["exchange_s"] += time.perf_counter() - started
-        if not more.item():
-            return
+        more = chunk is not None
         if chunk is None:
             chunk = empty_like_spec(spec)
-        yield exchange(chunk, partition_of(chunk[key], world), world)
+        # The round's header says whether any rank still had data: the last
+        # round is the one where none had (nothing else is sent in it).
+        received, any_more = _timed_exchange(chunk, partition_of(chunk[key], world), world, more)
+        if not any_more:
+            return
+        yield received
 
 
 def concat(chunks: Iterator[Columns], spec: Dict[str, torch.dtype]) -> Columns:

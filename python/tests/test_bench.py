@@ -53,7 +53,7 @@ def test_tensor_report(sf001):
     assert "T_min_s" in out and "overlap" in out
     for q in (3, 5, 12, 14):
         [row] = [line for line in lines if line.split()[:1] == [f"Q{q}"]]
-        assert len(row.split()) == 14, row
+        assert len(row.split()) == 16, row
     report = json.load(open(path))
     assert report["mode"] == "tensor" and report["ranks"] == 2
     assert finite_positive(report["loopback"]["bandwidth"])
