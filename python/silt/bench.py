@@ -42,17 +42,19 @@ Every number is the median over the runs (each field's own median).
 
 **reader** compares `silt.torch.TensorStream` with a bare `pyarrow.flight`
 reader over the same query (default: lineitem's numeric columns), on the
-same server: rows per second of each (alternating runs, medians) and the
-ratio (target >= 0.8). Then, each in a fresh process, the peak RSS growth
+same server: rows per second of each (alternating runs, after a warm-up of
+each; medians), this process's CPU seconds for each, and the ratio (target
+>= 0.8). Then, each in a fresh process, the peak RSS growth
 (`VmHWM` in /proc/self/status after the stream minus before it, after a
 warm-up stream) of a TensorStream with a slow consumer (`--delay` s per
 batch, so the queue fills and the producer waits) over a small result
-(`--small-filter`) and the whole query, next to `queue_depth x batch` bytes
+(`--small-filter`), the whole query and the query `UNION ALL`-ed
+`--huge-copies` times (a result bigger than any table), next to `queue_depth x batch` bytes
 (one batch = `batch_rows` rows of the tensors' bytes per row), to the peak of
 Arrow's memory pool in that process (`max_memory()`: the Arrow buffers alive
 at once, received and converted, without the allocator's and gRPC's slack)
 and to a `read_all` of the same result (which grows with the result); medians
-of `--runs` processes each.
+of `--rss-runs` processes each.
 
 `--json PATH` writes everything measured (each run and the medians).
 """
@@ -354,8 +356,8 @@ def _rss(server, sql, how, batch_rows, queue_depth, decimals, token, delay) -> D
 
 def reader_report(server: str, table: str = "lineitem", columns=None, small_filter: str = "l_orderkey <= 600000",
                   runs: int = 3, batch_rows: int = 65536, queue_depth: int = 4, decimals: str = "float64",
-                  delay: float = 0.02, token: Optional[str] = None, target: float = 0.8,
-                  out=sys.stdout) -> Dict[str, object]:
+                  delay: float = 0.02, token: Optional[str] = None, target: float = 0.8, huge_copies: int = 3,
+                  rss_runs: int = 3, out=sys.stdout) -> Dict[str, object]:
     from .client import quote_ident
 
     columns = list(columns or LINEITEM_NUMERIC)
@@ -366,54 +368,58 @@ def reader_report(server: str, table: str = "lineitem", columns=None, small_filt
     _tensor_read(server, sql, batch_rows, queue_depth, decimals, token)  # and the first stream's start-up
     samples = []
     for _ in range(runs):
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         bare = _bare_read(client, sql, token)
-        t_bare = time.perf_counter() - t0
-        t0 = time.perf_counter()
+        t_bare, cpu_bare = time.perf_counter() - t0, time.process_time() - c0
+        c0, t0 = time.process_time(), time.perf_counter()
         tens = _tensor_read(server, sql, batch_rows, queue_depth, decimals, token)
-        t_tensor = time.perf_counter() - t0
+        t_tensor, cpu_tensor = time.perf_counter() - t0, time.process_time() - c0
         if bare["rows"] != tens["rows"]:
             raise RuntimeError(f"bare read {bare['rows']} rows, TensorStream {tens['rows']}")
         samples.append({"rows": bare["rows"], "bytes": bare["bytes"], "bare_s": t_bare, "tensor_s": t_tensor,
                         "bare_rows_per_s": bare["rows"] / t_bare, "tensor_rows_per_s": tens["rows"] / t_tensor,
-                        "ratio": t_bare / t_tensor})
+                        "ratio": t_bare / t_tensor, "bare_cpu_s": cpu_bare, "tensor_cpu_s": cpu_tensor})
     client.close()
     med = _medians(samples)
     print(f"silt.bench reader: {server}, {sql}", file=out)
     print(f"batch_rows={batch_rows}, queue_depth={queue_depth}, decimals={decimals}, medians of {runs} run(s)",
           file=out)
-    print(f"{'reader':>12} {'seconds':>8} {'Mrows/s':>8} {'MB/s':>8}", file=out)
+    print(f"{'reader':>12} {'seconds':>8} {'Mrows/s':>8} {'MB/s':>8} {'client_cpu_s':>12}", file=out)
     print(f"{'bare flight':>12} {med['bare_s']:>8.3f} {med['bare_rows_per_s'] / 1e6:>8.2f} "
-          f"{_mb(med['bytes'] / med['bare_s']):>8}", file=out)
+          f"{_mb(med['bytes'] / med['bare_s']):>8} {med['bare_cpu_s']:>12.3f}", file=out)
     print(f"{'TensorStream':>12} {med['tensor_s']:>8.3f} {med['tensor_rows_per_s'] / 1e6:>8.2f} "
-          f"{_mb(med['bytes'] / med['tensor_s']):>8}", file=out)
+          f"{_mb(med['bytes'] / med['tensor_s']):>8} {med['tensor_cpu_s']:>12.3f}", file=out)
     met = med["ratio"] >= target
+    ratios = sorted(r["ratio"] for r in samples)
     print(f"throughput ratio (TensorStream / bare): {med['ratio']:.2f} (target >= {target}: "
-          f"{'met' if met else 'missed'})", file=out)
-    rss, rss_runs = {}, {}
-    for size, q in (("small", small_sql), ("large", sql)):
+          f"{'met' if met else 'missed'}; runs from {ratios[0]:.2f} to {ratios[-1]:.2f})", file=out)
+    sizes = [("small", small_sql), ("large", sql)]
+    if huge_copies > 1:
+        sizes.append((f"large_x{huge_copies}", " UNION ALL ".join([sql] * huge_copies)))
+    rss, rss_all = {}, {}
+    for size, q in sizes:
         for how in ("tensor", "read_all"):
             key = f"{size}/{how}"
-            rss_runs[key] = [_rss(server, q, how, batch_rows, queue_depth, decimals, token,
-                                  delay if how == "tensor" else 0.0) for _ in range(runs)]
-            rss[key] = dict(rss_runs[key][0], **{k: _median([r[k] for r in rss_runs[key]])
+            rss_all[key] = [_rss(server, q, how, batch_rows, queue_depth, decimals, token,
+                                  delay if how == "tensor" else 0.0) for _ in range(rss_runs)]
+            rss[key] = dict(rss_all[key][0], **{k: _median([r[k] for r in rss_all[key]])
                                                  for k in ("growth", "arrow_pool_peak", "max_outstanding")})
     row_bytes = rss["large/tensor"]["row_bytes"] or rss["small/tensor"]["row_bytes"]
     batch_bytes = row_bytes * batch_rows
     bound = queue_depth * batch_bytes
-    print(f"peak RSS growth (VmHWM, a fresh process each, medians of {runs}; consumer sleeps {delay} s per batch; "
+    print(f"peak RSS growth (VmHWM, a fresh process each, medians of {rss_runs}; consumer sleeps {delay} s per batch; "
           f"one batch = {batch_rows} rows x {row_bytes} B = {_mb(batch_bytes)} MB; queue_depth x batch = "
           f"{_mb(bound)} MB)", file=out)
     print(f"{'result':>8} {'rows':>10} {'arrow_MB':>9} {'TensorStream_MB':>15} {'in_batches':>10} "
           f"{'arrow_pool_MB':>13} {'read_all_MB':>11}", file=out)
-    for size in ("small", "large"):
+    for size, _ in sizes:
         t, a = rss[f"{size}/tensor"], rss[f"{size}/read_all"]
         print(f"{size:>8} {t['rows']:>10} {_mb(a['bytes']):>9} {_mb(t['growth']):>15} "
               f"{t['growth'] / batch_bytes if batch_bytes else float('nan'):>10.1f} "
               f"{_mb(t['arrow_pool_peak']):>13} {_mb(a['growth']):>11}", file=out)
     return {"mode": "reader", "server": server, "sql": sql, "small_sql": small_sql, "batch_rows": batch_rows,
             "queue_depth": queue_depth, "decimals": decimals, "runs": samples, "median": med,
-            "target_ratio": target, "met": met, "rss": rss, "rss_runs": rss_runs, "batch_bytes": batch_bytes,
+            "target_ratio": target, "met": met, "rss": rss, "rss_runs": rss_all, "batch_bytes": batch_bytes,
             "queue_bound_bytes": bound}
 
 
@@ -443,6 +449,9 @@ def main(argv=None) -> None:
     r.add_argument("--queue-depth", type=int, default=4)
     r.add_argument("--decimals", default="float64", choices=["float64", "unscaled"])
     r.add_argument("--delay", type=float, default=0.02, help="seconds the slow consumer sleeps per batch")
+    r.add_argument("--rss-runs", type=int, default=3, help="processes per RSS measurement (medians)")
+    r.add_argument("--huge-copies", type=int, default=3,
+                   help="the RSS measurement's biggest result: the query UNION ALL-ed this many times (1: none)")
     c = sub.add_parser("_rss")  # internal: one RSS measurement in a fresh process
     for name in ("--server", "--sql", "--how", "--decimals"):
         c.add_argument(name, required=True)
@@ -462,7 +471,8 @@ def main(argv=None) -> None:
     else:
         columns = args.columns.split(",") if args.columns else None
         report = reader_report(args.server, args.table, columns, args.small_filter, args.runs, args.batch_rows,
-                               args.queue_depth, args.decimals, args.delay, args.token)
+                               args.queue_depth, args.decimals, args.delay, args.token,
+                               huge_copies=args.huge_copies, rss_runs=args.rss_runs)
     report.update({"started": started, "argv": sys.argv if argv is None else ["python", "-m", "silt.bench", *argv],
                    "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                                "python": platform.python_version(), "pyarrow": pa.__version__}})

@@ -79,7 +79,7 @@ def test_reader_report(sf001):
     url, tmp = sf001
     path = os.path.join(tmp, "reader.json")
     out = bench("reader", "--server", url, "--runs", "2", "--batch-rows", "4096", "--queue-depth", "2",
-                "--delay", "0.001", "--small-filter", "l_orderkey <= 6000", "--json", path)
+                "--rss-runs", "1", "--delay", "0.001", "--small-filter", "l_orderkey <= 6000", "--huge-copies", "2", "--json", path)
     assert "throughput ratio (TensorStream / bare)" in out
     assert "peak RSS growth" in out
     report = json.load(open(path))
@@ -92,8 +92,9 @@ def test_reader_report(sf001):
     assert report["batch_bytes"] == 4096 * (3 * 8 + 4 + 4 * 8 + 3 * 4)
     assert report["queue_bound_bytes"] == 2 * report["batch_bytes"]
     rss = report["rss"]
-    assert set(rss) == {"small/tensor", "small/read_all", "large/tensor", "large/read_all"}
+    assert set(rss) == {f"{size}/{how}" for size in ("small", "large", "large_x2") for how in ("tensor", "read_all")}
     assert 0 < rss["small/tensor"]["rows"] < rss["large/tensor"]["rows"] == med["rows"]
+    assert rss["large_x2/tensor"]["rows"] == rss["large_x2/read_all"]["rows"] == 2 * med["rows"]
     assert rss["large/read_all"]["rows"] == med["rows"]
     for m in rss.values():
         assert m["growth"] >= 0 and m["peak_hwm"] > 0
