@@ -113,7 +113,7 @@ def _loopback(mib: float, reps: int = 5) -> Dict[str, float]:
     n = max(world, int(mib * 2**20) // 8 // world * world)
     send = torch.arange(n, dtype=torch.int64)
     recv = torch.empty_like(send)
-    remote_bytes = n * 8 * (world - 1) // world * world
+    remote_bytes = n * 8 * (world - 1)  # each rank keeps 1/world of its n values
     dist.all_to_all_single(recv, send)  # warm-up (connections)
     seconds = []
     for _ in range(reps):
