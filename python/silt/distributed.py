@@ -15,6 +15,7 @@ exchange only calls `all_to_all_single`/`all_reduce` on the tensors' device).
 import math
 import os
 import socket
+import time
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
@@ -45,28 +46,80 @@ def partition_of(key: torch.Tensor, world: int) -> torch.Tensor:
 # to other ranks (for checks and the bound report).
 EXCHANGED = {"rounds": 0, "rows_local": 0, "rows_remote": 0, "bytes_remote": 0}
 
+# What this process's scans and exchanges cost, for the bound report
+# (`silt.bench`): every `scan_chunks` call's SQL with the Arrow bytes and rows
+# it received, the seconds the consumer spent in exchanges (every round's
+# collectives, the last empty round included, and waits for the other ranks) and the seconds it waited for the next scanned chunk (the
+# scan time not hidden behind the consumer's work).
+SCANS: List[Dict[str, object]] = []
+TIMINGS = {"exchange_s": 0.0, "scan_wait_s": 0.0}
+
+
+def reset_stats() -> None:
+    """Zeroes `EXCHANGED` and `TIMINGS` and empties `SCANS`."""
+    for k in EXCHANGED:
+        EXCHANGED[k] = 0
+    for k in TIMINGS:
+        TIMINGS[k] = 0.0
+    SCANS.clear()
+
 
 def exchange(columns: Columns, dest: torch.Tensor, world: int) -> Columns:
     """Sends row i of every column to rank `dest[i]` (one `all_to_all_single`
-    per column after one for the counts); returns the rows this rank got."""
+    for the counts, one for all the columns packed row-wise as bytes);
+    returns the rows this rank got."""
+    return _timed_exchange(columns, dest, world, True)[0]
+
+
+def _timed_exchange(columns: Columns, dest: torch.Tensor, world: int, more: bool) -> Tuple[Columns, bool]:
+    started = time.perf_counter()
+    try:
+        return _exchange(columns, dest, world, more)
+    finally:
+        TIMINGS["exchange_s"] += time.perf_counter() - started
+
+
+def _row_bytes(column: torch.Tensor) -> int:
+    return column.element_size() * math.prod(column.shape[1:])
+
+
+def _exchange(columns: Columns, dest: torch.Tensor, world: int, more: bool) -> Tuple[Columns, bool]:
+    """One round: a header all_to_all (to each rank: the rows it gets from
+    this one, and whether this rank still had data), then every column's
+    bytes packed into one `[rows, row bytes]` uint8 matrix, sent with one
+    `all_to_all_single` and cut back into columns. Collectives cost a loopback
+    round trip each, so a round costs two whatever the number of columns.
+    Returns the rows received and whether any rank had data this round."""
     order = torch.argsort(dest, stable=True)
     send_counts = torch.bincount(dest, minlength=world).to(torch.int64)
+    header = torch.stack([send_counts, torch.full((world,), int(more), dtype=torch.int64)], dim=1)
+    received_header = torch.empty_like(header)
+    dist.all_to_all_single(received_header, header)
+    recv_counts = received_header[:, 0]
+    if not bool(received_header[:, 1].any()):
+        return {name: c.new_empty((0,) + tuple(c.shape[1:])) for name, c in columns.items()}, False
     rank = dist.get_rank()
     local = int(send_counts[rank])
     remote = int(send_counts.sum()) - local
     EXCHANGED["rounds"] += 1
     EXCHANGED["rows_local"] += local
     EXCHANGED["rows_remote"] += remote
-    EXCHANGED["bytes_remote"] += remote * sum(c.element_size() * math.prod(c.shape[1:]) for c in columns.values())
-    recv_counts = torch.empty_like(send_counts)
-    dist.all_to_all_single(recv_counts, send_counts)
+    EXCHANGED["bytes_remote"] += remote * sum(_row_bytes(c) for c in columns.values())
     send_splits, recv_splits = send_counts.tolist(), recv_counts.tolist()
-    out = {}
-    for name, column in columns.items():
-        received = column.new_empty((sum(recv_splits),) + tuple(column.shape[1:]))
-        dist.all_to_all_single(received, column[order].contiguous(), recv_splits, send_splits)
-        out[name] = received
-    return out
+    n, m = dest.numel(), sum(recv_splits)
+    widths = [_row_bytes(c) for c in columns.values()]
+    if not columns or sum(widths) == 0:
+        return {name: c.new_empty((m,) + tuple(c.shape[1:])) for name, c in columns.items()}, True
+    packed = torch.cat([c[order].contiguous().view(torch.uint8).reshape(n, w)
+                        for c, w in zip(columns.values(), widths)], dim=1)
+    received = packed.new_empty((m, sum(widths)))
+    dist.all_to_all_single(received, packed, recv_splits, send_splits)
+    out, offset = {}, 0
+    for (name, column), w in zip(columns.items(), widths):
+        part = received[:, offset:offset + w].contiguous()
+        out[name] = part.view(column.dtype).reshape((m,) + tuple(column.shape[1:]))
+        offset += w
+    return out, True
 
 
 def empty_like_spec(spec: Dict[str, object]) -> Columns:
@@ -99,9 +152,17 @@ def scan_chunks(url: str, sql_select: str, table: str, where: Optional[str], sha
     predicate = shard_predicate(shard_by, pa.int64(), rank, world) if shard_by else None
     conditions = " AND ".join(f"({c})" for c in (where, predicate) if c) or "TRUE"
     query = Query(url, f"SELECT {sql_select} FROM {table} WHERE {conditions}", token)
+    record: Dict[str, object] = {"sql": query.sql, "bytes": 0, "rows": 0}
+    SCANS.append(record)
     with TensorStream(query, batch_rows=batch_rows, queue_depth=queue_depth, decimals="unscaled",
                       dictionaries="batch") as stream:
-        for chunk in stream:
+        while True:
+            started = time.perf_counter()
+            chunk = next(stream, None)
+            TIMINGS["scan_wait_s"] += time.perf_counter() - started
+            record["bytes"], record["rows"] = stream.stats.received_bytes, stream.stats.received_rows
+            if chunk is None:
+                break
             out = {}
             for name, kind in spec.items():
                 if isinstance(kind, torch.dtype):
@@ -123,13 +184,15 @@ def shuffled(chunks: Iterator[Columns], key: str, spec: Dict[str, torch.dtype]) 
     it = iter(chunks)
     while True:
         chunk = next(it, None)
-        more = torch.tensor([0 if chunk is None else 1], dtype=torch.int64)
-        dist.all_reduce(more, op=dist.ReduceOp.MAX)
-        if not more.item():
-            return
+        more = chunk is not None
         if chunk is None:
             chunk = empty_like_spec(spec)
-        yield exchange(chunk, partition_of(chunk[key], world), world)
+        # The round's header says whether any rank still had data: the last
+        # round is the one where none had (nothing else is sent in it).
+        received, any_more = _timed_exchange(chunk, partition_of(chunk[key], world), world, more)
+        if not any_more:
+            return
+        yield received
 
 
 def concat(chunks: Iterator[Columns], spec: Dict[str, torch.dtype]) -> Columns:
@@ -170,8 +233,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def intra_op_threads(world: int) -> int:
+    """Torch's intra-op threads per rank when `world` ranks share this
+    machine: the cores split between the ranks (at least 1), unless
+    OMP_NUM_THREADS says otherwise. With every rank on all cores, OpenMP
+    workers of one rank spin while the other rank, the producer threads and
+    the server need the cores: on 2 cores and 2 ranks a 65536-row argsort took
+    40 ms instead of 1 ms and TPC-H Q12 at SF1 4x longer."""
+    if os.environ.get("OMP_NUM_THREADS"):
+        return torch.get_num_threads()
+    return max(1, (os.cpu_count() or 1) // world)
+
+
 def _worker(rank: int, world: int, port: int, fn, args, results) -> None:
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    torch.set_num_threads(intra_op_threads(world))
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     try:
         out = fn(*args)
@@ -244,5 +320,5 @@ def gather_rows(columns: Columns, spec: Dict[str, torch.dtype]) -> Columns:
     return out
 
 
-__all__: List[str] = ["recode", "dtypes", "exchange", "partition_of", "scan_chunks", "shuffled", "concat", "dense_ids", "join_unique",
+__all__: List[str] = ["reset_stats", "recode", "dtypes", "exchange", "partition_of", "scan_chunks", "shuffled", "concat", "dense_ids", "join_unique",
                       "take", "run_local", "all_sum", "gather_rows", "rank_world"]

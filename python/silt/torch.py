@@ -7,16 +7,22 @@
             ...                              # (the last batch is shorter)
     stream.dictionaries["l_returnflag"]      # pyarrow array: code -> string
 
-**Pipeline.** One producer thread per stream receives the Flight record
-batches, coalesces them into chunks of exactly `batch_rows` rows, converts
-each column to a tensor (and pins it when copying to CUDA) and puts the chunk
-into a bounded `queue.Queue(queue_depth)`. The consumer takes chunks and
-copies them to `device` with `non_blocking=True` (a no-op on CPU). When the
-queue is full the producer blocks, so it stops reading from the server
-(gRPC flow control then holds the server back): at most `queue_depth + 1`
-finished chunks exist besides the one the consumer holds, plus one partial
-chunk and one received Flight batch — memory is bounded by `queue_depth x
-batch_rows` rows whatever the consumer's speed (`stream.stats` counts it).
+**Pipeline.** Two threads per stream: a receiver thread reads the Flight
+record batches and hands them to the producer thread through a handoff
+bounded by rows (it waits while `batch_rows` rows are pending); the producer
+coalesces them into chunks of exactly `batch_rows` rows, converts each
+column to a tensor (and pins it when copying to CUDA) and puts the chunk into
+a bounded `queue.Queue(queue_depth)`. Receiving and converting overlap (both
+spend their time in Arrow's C++ code, outside the GIL). The consumer takes
+chunks and copies them to `device` with `non_blocking=True` (a no-op on
+CPU). When the queue is full the producer blocks, the handoff fills, the
+receiver blocks, so it stops reading from the server (gRPC flow control then
+holds the server back): at most `queue_depth + 1` finished chunks exist
+besides the one the consumer holds, plus the rest of the received batch being
+cut into chunks, less than one chunk of received batches (plus one batch) in
+the handoff and one received batch in the receiver's hand — at most
+`(queue_depth + 3) x batch_rows + 3 x` (the server's batch) rows, whatever
+the consumer's speed and the table's size (`stream.stats` counts it).
 
 **Columns.**
 - integers, floats, booleans: `numpy` → `torch.from_numpy`, zero-copy when a
@@ -78,6 +84,7 @@ class StreamStats:
         self.lock = threading.Lock()
         self.received_batches = 0     # Flight record batches taken from the server
         self.received_rows = 0
+        self.received_bytes = 0       # Arrow bytes of the received batches (`RecordBatch.nbytes`)
         self.max_batch_rows = 0       # the largest batch received
         self.produced = 0             # chunks made by the producer
         self.consumed = 0             # chunks taken by the consumer
@@ -305,12 +312,91 @@ def _open_batches(source: Source, columns: Optional[Sequence[str]], shared: _Sha
                         "Table or RecordBatchReader, or a callable returning record batches")
 
 
-def _produce(source: Source, columns, batch_rows: int, converter: _Converter, shared: _Shared) -> None:
+class _Handoff:
+    """Received record batches on their way from the receiver thread to the
+    converter thread, bounded by rows: `put` waits while `limit` rows or more
+    are pending (so at most `limit - 1` rows plus one batch wait here)."""
+
+    def __init__(self, limit: int, shared: _Shared):
+        self.limit = limit
+        self.shared = shared
+        self.items: List[object] = []
+        self.rows = 0
+        self.closed = False   # the converter is gone: `put` raises _Stopped
+        self.cond = threading.Condition()
+
+    def put(self, item, rows: int = 0) -> None:
+        with self.cond:
+            while self.rows >= self.limit and not self.closed and not self.shared.stop.is_set():
+                self.cond.wait(0.05)
+            if self.closed or self.shared.stop.is_set():
+                raise _Stopped()
+            self.items.append((item, rows))
+            self.rows += rows
+            self.cond.notify_all()
+
+    def get(self):
+        with self.cond:
+            while not self.items:
+                if self.shared.stop.is_set():
+                    raise _Stopped()
+                self.cond.wait(0.05)
+            item, rows = self.items.pop(0)
+            self.rows -= rows
+            self.cond.notify_all()
+            return item
+
+    def close(self) -> None:
+        with self.cond:
+            self.closed = True
+            self.items.clear()
+            self.rows = 0
+            self.cond.notify_all()
+
+
+def _receive(source: Source, columns, shared: _Shared, handoff: _Handoff) -> None:
+    """The receiver thread: opens the source, reads its record batches and
+    hands them to the converter thread (which owns this thread's end)."""
     stats = shared.stats
     batches = None
     try:
-        chunker = _Chunker(batch_rows)
         batches = _open_batches(source, columns, shared)
+        for batch in batches:
+            with stats.lock:
+                stats.received_batches += 1
+                stats.received_rows += batch.num_rows
+                stats.received_bytes += batch.nbytes
+                stats.max_batch_rows = max(stats.max_batch_rows, batch.num_rows)
+            if shared.stop.is_set():
+                return
+            if columns is not None and not isinstance(source, (Scan, pa.Table)):
+                batch = batch.select(list(columns))
+            handoff.put(batch, batch.num_rows)
+        handoff.put(_END)
+    except _Stopped:
+        pass
+    except BaseException as err:  # noqa: BLE001 - every failure reaches the consumer
+        try:
+            handoff.put(_Failure(err))
+        except _Stopped:
+            pass
+    finally:
+        if batches is not None:
+            batches.close()
+
+
+def _produce(source: Source, columns, batch_rows: int, converter: _Converter, shared: _Shared) -> None:
+    """The producer (converter) thread: starts the receiver thread, coalesces
+    what it receives into chunks, converts them and queues them. Receiving
+    (gRPC, Arrow IPC decoding) and converting run in two threads so they
+    overlap: both release the GIL in Arrow's C++ code."""
+    stats = shared.stats
+    handoff = _Handoff(batch_rows, shared)
+    receiver = threading.Thread(target=_receive, args=(source, columns, shared, handoff),
+                                name="silt-tensor-receiver", daemon=True)
+    receiver.start()
+    try:
+        chunker = _Chunker(batch_rows)
 
         def emit(table: pa.Table) -> None:
             item = converter.convert(table)
@@ -322,15 +408,12 @@ def _produce(source: Source, columns, batch_rows: int, converter: _Converter, sh
                 stats.max_outstanding = max(stats.max_outstanding, shared.queue.qsize() + 1)
             shared.put(item)
 
-        for batch in batches:
-            with stats.lock:
-                stats.received_batches += 1
-                stats.received_rows += batch.num_rows
-                stats.max_batch_rows = max(stats.max_batch_rows, batch.num_rows)
-            if shared.stop.is_set():
-                return
-            if columns is not None and not isinstance(source, (Scan, pa.Table)):
-                batch = batch.select(list(columns))
+        while True:
+            batch = handoff.get()
+            if batch is _END:
+                break
+            if isinstance(batch, _Failure):
+                raise batch.error
             for table in chunker.push(batch):
                 emit(table)
         for table in chunker.finish():
@@ -345,14 +428,20 @@ def _produce(source: Source, columns, batch_rows: int, converter: _Converter, sh
             except _Stopped:
                 pass
     finally:
-        if batches is not None:
-            batches.close()
+        handoff.close()
+        if receiver.is_alive() and shared.cancel is not None:
+            try:  # unblock a pending read: nobody takes its batches any more
+                shared.cancel()
+            except Exception:  # noqa: BLE001 - the stream may be finishing
+                pass
+        receiver.join()
 
 
 class TensorStream:
     """Streams a Silt scan (or any Arrow source) as dicts of tensors of
     exactly `batch_rows` rows (the last batch shorter), read ahead by a
-    producer thread into a queue of at most `queue_depth` batches.
+    receiver and a producer thread into a queue of at most `queue_depth`
+    batches.
 
     `source`: a `silt.Scan` (`conn.lazy_scan(...)`; `columns` narrows its
     projection), a `silt.Query`, a pyarrow `Table` or `RecordBatchReader`,
