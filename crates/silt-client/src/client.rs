@@ -47,6 +47,9 @@ pub struct SiltClient {
     token: Option<String>,
 }
 
+/// Reset streams a connection remembers (see [`SiltClient::connect`]).
+const RESET_STREAMS_REMEMBERED: usize = 4096;
+
 impl SiltClient {
     /// Connect to `url` (`http://host:port`; `grpc://` is accepted too).
     pub async fn connect(url: &str) -> Result<Self, ClientError> {
@@ -56,7 +59,13 @@ impl SiltClient {
         let endpoint = Endpoint::from_shared(http_url.clone())
             .map_err(|_| ClientError::Url(url.to_string()))?
             .connect_timeout(Duration::from_secs(10))
-            .tcp_nodelay(true);
+            .tcp_nodelay(true)
+            // Streams are stopped early all the time (a LIMIT satisfied, a
+            // cancelled query). HTTP/2 remembers only 10 reset streams by
+            // default; the server's frames still in flight for a forgotten
+            // one count as errors, and after 1024 of those the connection is
+            // closed with every query on it. Remember enough of them.
+            .http2_max_concurrent_reset_streams(RESET_STREAMS_REMEMBERED);
         let channel = endpoint.connect().await.map_err(|source| ClientError::Connect {
             url: http_url.clone(),
             source,

@@ -304,12 +304,17 @@ async fn a_dead_bucket_does_not_delay_queries_on_other_tables() {
 async fn a_client_that_disconnects_mid_stream_leaves_no_plan_behind() {
     let fx = Scratch::start(|_| {}, &[]).await;
     let client = fx.client().await;
-    for _ in 0..20 {
+    // 20 in the test command; `SILT_CANCELLED_SCANS=1000` for the long run.
+    let scans: usize = std::env::var("SILT_CANCELLED_SCANS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20);
+    for i in 0..scans {
         let scan = ScanRequest {
             table: "good".into(),
             ..Default::default()
         };
-        let mut stream = client.scan(&scan).await.unwrap();
+        let mut stream = client.scan(&scan).await.unwrap_or_else(|e| panic!("scan {i}: {e}"));
         let first = stream.next().await.unwrap().unwrap();
         assert!(first.num_rows() > 0);
         drop(stream);

@@ -147,6 +147,24 @@ async fn a_query_over_the_time_limit_is_cancelled_alone() {
     let _ = Code::DeadlineExceeded;
 }
 
+/// Resident memory of this process in KiB (reported, not asserted: the
+/// allocator keeps what it freed).
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| {
+                l.strip_prefix("VmRSS:")?
+                    .trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse()
+                    .ok()
+            })
+        })
+        .unwrap_or(0)
+}
+
 /// Open file descriptors of this process (the server runs in it).
 fn open_fds() -> usize {
     std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count())
@@ -155,8 +173,9 @@ fn open_fds() -> usize {
 /// A bounded soak: hundreds of mixed queries (SQL over Flight, pushdown
 /// scans through DataFusion, lookups, a refused one) through one server.
 /// After a warm-up, file descriptors stay flat, and when the load stops no
-/// query, stream or page fetch is left running. (The long run is
-/// `silt bench` on real sizes; this is the bounded one the test command runs.)
+/// query, stream or page fetch is left running. The long run:
+/// `SILT_SOAK_ROUNDS=1250 cargo test -p silt-server --test it soak -- --nocapture`
+/// (10,040 queries).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_soak_of_mixed_queries_leaks_nothing() {
     let fx = Fixture::start().await;
@@ -195,16 +214,28 @@ async fn a_soak_of_mixed_queries_leaks_nothing() {
         round(i).await.unwrap();
     }
     let warm = open_fds();
-    for chunk in 0..40 {
+    let rss_warm = rss_kib();
+    // 40 rounds of 8 in the test command; `SILT_SOAK_ROUNDS` for the long run.
+    let rounds: usize = std::env::var("SILT_SOAK_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(40);
+    for chunk in 0..rounds {
         let results = futures::future::join_all((0..8).map(|j| round(40 + chunk * 8 + j))).await;
         for r in results {
             r.unwrap();
         }
     }
     let after = open_fds();
+    eprintln!(
+        "soak: {} queries; fds {warm} -> {after}; RSS {rss_warm} -> {} KiB",
+        40 + rounds * 8,
+        rss_kib()
+    );
     assert!(
         after <= warm + 16,
-        "file descriptors grew from {warm} to {after} over 320 queries"
+        "file descriptors grew from {warm} to {after} over {} queries",
+        rounds * 8
     );
     let pages = fx.server.engine.tiers().pages().clone();
     for _ in 0..50 {
