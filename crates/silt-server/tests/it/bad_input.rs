@@ -344,3 +344,75 @@ async fn a_client_that_disconnects_mid_stream_leaves_no_plan_behind() {
     assert_eq!(in_flight, 0, "claims left behind by cancelled fetches");
     fx.others_still_served().await;
 }
+
+/// `dead_endpoint`, at a given address (the one a stopped store had).
+async fn hang_at(addr: std::net::SocketAddr) {
+    let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((conn, _)) = listener.accept().await {
+            held.push(conn);
+        }
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_hangs_is_bounded_and_cached_tables_still_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    for t in ["region", "nation"] {
+        let to = dir.path().join(format!("s3/lake/{t}"));
+        std::fs::create_dir_all(&to).unwrap();
+        std::fs::copy(
+            data_root().join(format!("tpch/{t}/{t}.parquet")),
+            to.join(format!("{t}.parquet")),
+        )
+        .unwrap();
+    }
+    let s3 = LocalS3::start(&dir.path().join("s3")).await.unwrap();
+    let mut cfg = ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        cache_dir: dir.path().join("cache"),
+        s3: s3_settings(&s3),
+        ..Default::default()
+    };
+    cfg.store.request_timeout = Duration::from_secs(1);
+    cfg.store.total_timeout = Duration::from_secs(3);
+    for (name, validation) in [("region", "immutable"), ("nation", "always")] {
+        cfg.tables.insert(
+            name.into(),
+            TableConfig {
+                url: format!("s3://lake/{name}/"),
+                validation: validation.parse().unwrap(),
+                ..Default::default()
+            },
+        );
+    }
+    let server = silt_server::start(cfg).await.unwrap();
+    let client = SiltClient::connect(&server.flight_url()).await.unwrap();
+    let cached = "SELECT r_regionkey, r_name FROM region ORDER BY r_regionkey";
+    let live = "SELECT count(*) FROM nation";
+    let before = client.sql(cached).await.unwrap();
+    client.sql(live).await.unwrap();
+
+    // The store now accepts connections and never answers.
+    let addr: std::net::SocketAddr = s3.endpoint().trim_start_matches("http://").parse().unwrap();
+    s3.stop_and_wait().await;
+    hang_at(addr).await;
+
+    // Bounds that only tell an answer from a hang: the store's deadlines
+    // are 1 s per attempt and 3 s per request.
+    let bound = Duration::from_secs(30);
+    let got = tokio::time::timeout(bound, client.sql(cached))
+        .await
+        .expect("a cached, immutable table waited on the hung store")
+        .unwrap();
+    assert_eq!(got, before, "answered from the cache");
+    let err = tokio::time::timeout(bound, client.sql(live))
+        .await
+        .expect("a table validated on every query hung with its store")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("timed out"), "{err}");
+    let again = tokio::time::timeout(bound, client.sql(cached)).await.unwrap().unwrap();
+    assert_eq!(again, before);
+}
