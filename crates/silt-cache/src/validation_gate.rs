@@ -18,7 +18,6 @@
 //! hands it to the store it lists through, [`CachedStore::gated`](crate::CachedStore::gated)).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use futures::future::BoxFuture;
@@ -32,9 +31,33 @@ pub struct ValidationGate {
     started: Instant,
     pending: Mutex<Vec<BoxFuture<'static, CacheResult<()>>>>,
     speculative: Mutex<bool>,
-    /// Nanoseconds the query waited on validations it could not speculate
+    /// Wall time the query waited on validations it could not speculate
     /// past (a first listing, or one under another freshness).
-    waited_inline: AtomicU64,
+    inline: Mutex<InlineWaits>,
+}
+
+/// Inline waits that may overlap (a plan lists its tables concurrently):
+/// the wall time during which at least one was running, not their sum.
+#[derive(Default)]
+struct InlineWaits {
+    running: usize,
+    since: Option<Instant>,
+    total: std::time::Duration,
+}
+
+/// One inline wait in progress; ends when dropped.
+pub(crate) struct InlineWait<'a>(&'a ValidationGate);
+
+impl Drop for InlineWait<'_> {
+    fn drop(&mut self) {
+        let mut w = self.0.inline.lock();
+        w.running -= 1;
+        if w.running == 0
+            && let Some(since) = w.since.take()
+        {
+            w.total += since.elapsed();
+        }
+    }
 }
 
 impl std::fmt::Debug for ValidationGate {
@@ -53,7 +76,7 @@ impl ValidationGate {
             started: Instant::now(),
             pending: Mutex::default(),
             speculative: Mutex::new(false),
-            waited_inline: AtomicU64::new(0),
+            inline: Mutex::default(),
         })
     }
 
@@ -74,15 +97,23 @@ impl ValidationGate {
         self.pending.lock().push(confirmation);
     }
 
-    /// Counts `d` the query waited on a validation before it could go on.
-    pub(crate) fn waited_inline(&self, d: std::time::Duration) {
-        self.waited_inline.fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
+    /// Starts an inline wait on a validation (the query cannot go on
+    /// before it answers); it ends when the returned guard is dropped.
+    pub(crate) fn inline_wait_begins(&self) -> InlineWait<'_> {
+        let mut w = self.inline.lock();
+        if w.running == 0 {
+            w.since = Some(Instant::now());
+        }
+        w.running += 1;
+        InlineWait(self)
     }
 
-    /// How long the query has waited on validations inline (during planning:
-    /// the time a trace counts as validation rather than planning).
+    /// Wall time the query has waited on validations inline (during
+    /// planning: what a trace counts as validation rather than planning),
+    /// overlapping waits counted once; a wait in progress counts so far.
     pub fn inline_wait(&self) -> std::time::Duration {
-        std::time::Duration::from_nanos(self.waited_inline.load(Ordering::Relaxed))
+        let w = self.inline.lock();
+        w.total + w.since.map_or(std::time::Duration::ZERO, |s| s.elapsed())
     }
 
     /// Whether the query used any listing or version speculatively.
@@ -113,6 +144,27 @@ impl ValidationGate {
 mod tests {
     use super::*;
     use futures::FutureExt;
+
+    #[test]
+    fn overlapping_inline_waits_count_their_wall_time_once() {
+        let gate = ValidationGate::new();
+        let window = Instant::now();
+        let a = gate.inline_wait_begins();
+        let b = gate.inline_wait_begins();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        drop(a);
+        drop(b);
+        let window = window.elapsed();
+        let waited = gate.inline_wait();
+        // Counted as wall time, two waits side by side fit in the window
+        // they ran in (their sum would be about twice it).
+        assert!(
+            waited <= window && waited > std::time::Duration::ZERO,
+            "{waited:?} in {window:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        assert_eq!(gate.inline_wait(), waited, "nothing waits any more");
+    }
 
     #[tokio::test]
     async fn confirms_all_and_prefers_store_errors() {

@@ -76,13 +76,13 @@ impl SiltFlightService {
 
     /// Plans `sql` for its schema only (nothing will run this plan).
     async fn plan_statement(&self, sql: &str) -> Result<PlannedQuery, Status> {
-        let trace = QueryTrace::new("sql", self.engine.metrics().clone());
+        let trace = QueryTrace::schema_only(self.engine.metrics().clone());
         self.plan(&Query::Sql(sql.to_string()), None, &trace).await
     }
 
     /// Plans `scan` for its schema and row count only.
     async fn plan_scan(&self, scan: ScanRequest) -> Result<PlannedQuery, Status> {
-        let trace = QueryTrace::new("scan", self.engine.metrics().clone());
+        let trace = QueryTrace::schema_only(self.engine.metrics().clone());
         self.plan(&Query::Scan(scan), None, &trace).await
     }
 

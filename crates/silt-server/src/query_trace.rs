@@ -87,6 +87,9 @@ struct TraceInner {
     span: Span,
     nanos: [AtomicU64; 5],
     metrics: Arc<ServerMetrics>,
+    /// False for a plan made only for its schema: it runs nothing, so it is
+    /// no query of the histogram.
+    records: bool,
 }
 
 impl QueryTrace {
@@ -97,6 +100,19 @@ impl QueryTrace {
             span,
             nanos: Default::default(),
             metrics,
+            records: true,
+        }))
+    }
+
+    /// A trace for planning that runs nothing (a schema for `GetFlightInfo`
+    /// of a scan, a prepared statement): spans only, nothing recorded.
+    pub fn schema_only(metrics: Arc<ServerMetrics>) -> Self {
+        let span = tracing::debug_span!(target: "silt::query", "schema");
+        QueryTrace(Arc::new(TraceInner {
+            span,
+            nanos: Default::default(),
+            metrics,
+            records: false,
         }))
     }
 
@@ -148,6 +164,9 @@ impl QueryTrace {
 
 impl Drop for TraceInner {
     fn drop(&mut self) {
+        if !self.records {
+            return;
+        }
         let ms = |s: Stage| self.nanos[s as usize].load(Ordering::Relaxed) as f64 / 1e6;
         for stage in Stage::ALL {
             self.metrics.query_stage(stage).record(ms(stage) / 1e3);

@@ -149,7 +149,13 @@ impl Engine {
                     });
                 match &result {
                     Ok(()) => info!(table = %name, url = %config.url, "registered table"),
-                    Err(e) => warn!(table = %name, error = %e, "table unavailable"),
+                    Err(e) => {
+                        warn!(table = %name, error = %e, "table unavailable");
+                        // Failed or timed out part way: no store of it stays
+                        // listed (stats) or HEADed.
+                        self.stores.write().remove(name.as_str());
+                        self.single_files.write().remove(name.as_str());
+                    }
                 }
                 self.set_status(name, result.err().map(|e| e.to_string()));
             }),

@@ -72,7 +72,10 @@ pub fn is_transient(e: &object_store::Error) -> bool {
         object_store::Error::Generic { .. } => {
             let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
             while let Some(s) = source {
-                if s.downcast_ref::<RequestTimeout>().is_some() || s.downcast_ref::<ShortBody>().is_some() {
+                if s.downcast_ref::<RequestTimeout>().is_some()
+                    || s.downcast_ref::<ShortBody>().is_some()
+                    || s.downcast_ref::<BodyInterrupted>().is_some()
+                {
                     return true;
                 }
                 if let Some(http) = s.downcast_ref::<HttpError>() {
@@ -100,6 +103,16 @@ fn http_status(e: &object_store::Error) -> Option<u16> {
     let text = e.to_string();
     let at = text.find("status code: ")? + "status code: ".len();
     text[at..].get(..3)?.parse().ok()
+}
+
+/// A GET whose body failed to arrive after its headers did (the transfer
+/// broke): transient.
+#[derive(Debug, thiserror::Error)]
+#[error("reading the body of {location}: {source}")]
+pub struct BodyInterrupted {
+    pub location: String,
+    #[source]
+    pub source: object_store::Error,
 }
 
 /// A GET whose body ended before the length asked for (a connection cut
@@ -216,7 +229,10 @@ impl RetryingStore {
                 Err(e) => e,
             };
             let wait = self.backoff(attempt - 1);
-            let time_left = tokio::time::Instant::now() + wait < deadline;
+            // A retry must have a fair part of an attempt's time left after
+            // its backoff (else it is a request sure to time out).
+            let fair_attempt = policy.request_timeout / 4;
+            let time_left = tokio::time::Instant::now() + wait + fair_attempt < deadline;
             if is_transient(&e) && attempt < policy.attempts && time_left {
                 self.state.metrics.retries.increment(1);
                 debug!(%location, attempt, ?wait, error = %e, "retrying {what}");
@@ -238,7 +254,15 @@ impl RetryingStore {
         let meta = result.meta.clone();
         let range = result.range.clone();
         let attributes = result.attributes.clone();
-        let body: Bytes = result.bytes().await?;
+        // The headers arrived: whatever fails now is the transfer (a reset
+        // stream, a broken connection), which a new attempt may not meet.
+        let body: Bytes = result.bytes().await.map_err(|e| object_store::Error::Generic {
+            store: "silt",
+            source: Box::new(BodyInterrupted {
+                location: location.to_string(),
+                source: e,
+            }),
+        })?;
         let expected = range.end - range.start;
         if body.len() as u64 != expected {
             return Err(object_store::Error::Generic {
@@ -405,6 +429,11 @@ mod tests {
             got: 3,
         };
         assert!(is_transient(&generic(Box::new(short))));
+        let broken = BodyInterrupted {
+            location: "o".into(),
+            source: generic("stream reset".into()),
+        };
+        assert!(is_transient(&generic(Box::new(broken))));
         let http = |kind| generic(Box::new(HttpError::new(kind, std::io::Error::other("reset"))));
         assert!(is_transient(&http(HttpErrorKind::Connect)));
         assert!(is_transient(&http(HttpErrorKind::Interrupted)));

@@ -100,7 +100,10 @@ async fn in_context(ctx: &SessionContext, sql: &str) -> anyhow::Result<()> {
 async fn direct_context(s3: &LocalS3, faults: &FaultConfig) -> anyhow::Result<(SessionContext, Arc<AtomicU64>)> {
     let gets = Arc::new(AtomicU64::new(0));
     let ctx = SessionContext::new();
-    let raw = TableLocation::parse("s3://tpch/")?.open(&s3.s3_settings(), &Arc::new(InMemory::new()))?;
+    let raw: Arc<dyn ObjectStore> = Arc::new(silt_store::RetryingStore::new(
+        TableLocation::parse("s3://tpch/")?.open(&s3.s3_settings(), &Arc::new(InMemory::new()))?,
+        silt_store::RetryPolicy::default(),
+    ));
     let metrics = StoreMetrics {
         get_requests: metrics::Counter::from_arc(gets.clone()),
         ..StoreMetrics::noop()

@@ -140,10 +140,8 @@ impl CachedStore {
         let Some(gate) = &self.gate else {
             return self.validated_after(probe, Instant::now()).await;
         };
-        let start = Instant::now();
-        let answer = self.validated_after(probe, gate.started()).await;
-        gate.waited_inline(start.elapsed());
-        answer
+        let _waiting = gate.inline_wait_begins();
+        self.validated_after(probe, gate.started()).await
     }
 
     /// Lists through the store, or from a listing the table's freshness

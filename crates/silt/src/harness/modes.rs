@@ -14,7 +14,9 @@ use object_store::aws::AmazonS3Builder;
 use object_store::memory::InMemory;
 use silt_bench::procfs;
 use silt_bench::results::ServerStages;
-use silt_store::{FaultConfig, FaultyStore, MeteredStore, S3Settings, StoreMetrics, TableLocation};
+use silt_store::{
+    FaultConfig, FaultyStore, MeteredStore, RetryPolicy, RetryingStore, S3Settings, StoreMetrics, TableLocation,
+};
 use url::Url;
 
 use super::server::{ServerProcess, ServerSpec, metric, tier_bytes};
@@ -193,8 +195,12 @@ impl Session {
                     ..Default::default()
                 };
                 for bucket in suite.buckets() {
-                    let raw = TableLocation::parse(&format!("s3://{bucket}/"))?
-                        .open(&setup.s3, &Arc::new(InMemory::new()))?;
+                    // The client's own retries and deadlines, as a server's store has.
+                    let raw: Arc<dyn ObjectStore> = Arc::new(RetryingStore::new(
+                        TableLocation::parse(&format!("s3://{bucket}/"))?
+                            .open(&setup.s3, &Arc::new(InMemory::new()))?,
+                        RetryPolicy::default(),
+                    ));
                     let store = counters.wrap(Arc::new(FaultyStore::new(raw, faults.clone())));
                     register_store(&ctx, &bucket, store)?;
                 }
