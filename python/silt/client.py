@@ -49,6 +49,19 @@ def _wrap(err: Exception) -> SiltError:
     return wrapped
 
 
+def read_batches(reader: flight.FlightStreamReader) -> Iterator[pa.RecordBatch]:
+    """The record batches of a Flight stream as they arrive, failures as
+    `SiltError`s with the server's message."""
+    while True:
+        try:
+            chunk = reader.read_chunk()
+        except StopIteration:
+            return
+        except (flight.FlightError, pa.ArrowException) as err:
+            raise _wrap(err) from err
+        yield chunk.data
+
+
 def quote_ident(name: str) -> str:
     """A SQL identifier, double-quoted (`"` doubled), so any table or column
     name — mixed case, spaces, keywords — reaches the server as written."""
@@ -206,14 +219,7 @@ class Connection:
         cancels the stream."""
         reader = self._do_get(_proto.statement_ticket(query))
         try:
-            while True:
-                try:
-                    chunk = reader.read_chunk()
-                except StopIteration:
-                    return
-                except (flight.FlightError, pa.ArrowException) as err:
-                    raise _wrap(err) from err
-                yield chunk.data
+            yield from read_batches(reader)
         finally:
             reader.cancel()
 

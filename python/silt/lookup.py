@@ -1,8 +1,8 @@
 """Point lookups: `silt.LookupRequest` tickets over Arrow Flight.
 
 The request is a protobuf message wrapped in a `google.protobuf.Any` (the
-way Flight SQL commands travel), encoded here by hand so the client needs
-nothing but pyarrow:
+way Flight SQL commands travel), encoded by hand (`_proto`) so the client
+needs nothing but pyarrow:
 
     LookupRequest { 1: table (string), 2: key_column (string),
                     3: keys (bytes: Arrow IPC stream, one batch, one column),
@@ -14,24 +14,9 @@ from typing import Iterable, Optional, Sequence
 import pyarrow as pa
 import pyarrow.flight as flight
 
+from ._proto import any_message, field_bytes
+
 TYPE_URL = "type.googleapis.com/silt.LookupRequest"
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def _field(number: int, payload: bytes) -> bytes:
-    """A length-delimited protobuf field (wire type 2)."""
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
 
 
 def encode_request(table: str, key_column: str, keys: pa.Array,
@@ -41,12 +26,12 @@ def encode_request(table: str, key_column: str, keys: pa.Array,
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, batch.schema) as writer:
         writer.write_batch(batch)
-    message = (_field(1, table.encode()) + _field(2, key_column.encode())
-               + _field(3, sink.getvalue().to_pybytes()))
+    message = (field_bytes(1, table.encode()) + field_bytes(2, key_column.encode())
+               + field_bytes(3, sink.getvalue().to_pybytes()))
     if columns is not None:
-        projection = b"".join(_field(1, c.encode()) for c in columns)
-        message += _field(4, projection)
-    return _field(1, TYPE_URL.encode()) + _field(2, message)
+        projection = b"".join(field_bytes(1, c.encode()) for c in columns)
+        message += field_bytes(4, projection)
+    return any_message(TYPE_URL, message)
 
 
 def lookup(location: str, table: str, key_column: str, keys: Iterable,

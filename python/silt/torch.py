@@ -52,7 +52,6 @@ from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence,
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.flight as flight
 
 try:
     import numpy as np
@@ -61,7 +60,7 @@ try:
 except ImportError as err:  # pragma: no cover - depends on the install
     raise ImportError(f"silt.torch needs torch and numpy ({err}): pip install 'silt[torch]'") from err
 
-from .client import Query, Scan, _wrap, connect
+from .client import Query, Scan, connect, read_batches
 
 Source = Union[Scan, Query, pa.Table, pa.RecordBatchReader, Callable[[], Iterable[pa.RecordBatch]]]
 
@@ -288,14 +287,7 @@ def _open_batches(source: Source, columns: Optional[Sequence[str]], shared: _Sha
             shared.cancel = reader.cancel
             if shared.stop.is_set():  # closed before the hook was there
                 return
-            while True:
-                try:
-                    chunk = reader.read_chunk()
-                except StopIteration:
-                    return
-                except (flight.FlightError, pa.ArrowException) as err:
-                    raise _wrap(err) from err
-                yield chunk.data
+            yield from read_batches(reader)
         finally:
             shared.cancel = None
             if reader is not None:

@@ -229,21 +229,7 @@ impl SiltClient {
             url: self.url.clone(),
             message,
         };
-        let field = datafusion::arrow::datatypes::Field::new("key", keys.data_type().clone(), true);
-        let batch = RecordBatch::try_new(
-            std::sync::Arc::new(datafusion::arrow::datatypes::Schema::new(vec![field])),
-            vec![keys],
-        )
-        .map_err(|e| protocol(format!("encoding lookup keys: {e}")))?;
-        let mut encoded = Vec::new();
-        {
-            let mut writer = datafusion::arrow::ipc::writer::StreamWriter::try_new(&mut encoded, &batch.schema())
-                .map_err(|e| protocol(format!("encoding lookup keys: {e}")))?;
-            writer
-                .write(&batch)
-                .and_then(|_| writer.finish())
-                .map_err(|e| protocol(format!("encoding lookup keys: {e}")))?;
-        }
+        let encoded = LookupRequest::encode_keys(keys).map_err(|e| protocol(format!("encoding lookup keys: {e}")))?;
         let request = LookupRequest {
             table: table.to_string(),
             key_column: key_column.to_string(),

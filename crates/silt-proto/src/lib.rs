@@ -71,6 +71,20 @@ pub struct LookupRequest {
     pub projection: Option<Projection>,
 }
 
+impl LookupRequest {
+    /// `keys` in the form [`LookupRequest::keys`] carries: an Arrow IPC
+    /// stream of one batch with the one column `key`.
+    pub fn encode_keys(keys: arrow::array::ArrayRef) -> Result<Vec<u8>, arrow::error::ArrowError> {
+        let batch = arrow::array::RecordBatch::try_from_iter([("key", keys)])?;
+        let mut encoded = Vec::new();
+        let mut writer = arrow::ipc::writer::StreamWriter::try_new(&mut encoded, &batch.schema())?;
+        writer.write(&batch)?;
+        writer.finish()?;
+        drop(writer);
+        Ok(encoded)
+    }
+}
+
 impl ProstMessageExt for LookupRequest {
     fn type_url() -> &'static str {
         "type.googleapis.com/silt.LookupRequest"

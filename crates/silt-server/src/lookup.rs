@@ -389,14 +389,7 @@ mod tests {
     use datafusion::arrow::array::Int64Array;
 
     fn keys_stream() -> Vec<u8> {
-        let batch =
-            RecordBatch::try_from_iter([("key", Arc::new(Int64Array::from(vec![1, 2, 3])) as ArrayRef)]).unwrap();
-        let mut bytes = Vec::new();
-        let mut w = datafusion::arrow::ipc::writer::StreamWriter::try_new(&mut bytes, &batch.schema()).unwrap();
-        w.write(&batch).unwrap();
-        w.finish().unwrap();
-        drop(w);
-        bytes
+        LookupRequest::encode_keys(Arc::new(Int64Array::from(vec![1, 2, 3]))).unwrap()
     }
 
     #[test]

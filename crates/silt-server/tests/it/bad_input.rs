@@ -229,9 +229,10 @@ async fn unreachable_object_store_gives_a_clear_error() {
     assert_eq!(ok[0].num_rows(), 1);
 }
 
-/// A loopback "object store" that accepts connections and never answers.
-async fn dead_endpoint() -> std::net::SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+/// A loopback "object store" that accepts connections and never answers,
+/// at `addr` (port 0: any free one); its address.
+async fn hang_at(addr: std::net::SocketAddr) -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
         let mut held = Vec::new();
@@ -245,7 +246,7 @@ async fn dead_endpoint() -> std::net::SocketAddr {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_bucket_does_not_delay_queries_on_other_tables() {
     let dir = tempfile::tempdir().unwrap();
-    let dead = dead_endpoint().await;
+    let dead = hang_at("127.0.0.1:0".parse().unwrap()).await;
     let mut cfg = ServerConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         cache_dir: dir.path().join("cache"),
@@ -343,17 +344,6 @@ async fn a_client_that_disconnects_mid_stream_leaves_no_plan_behind() {
     }
     assert_eq!(in_flight, 0, "claims left behind by cancelled fetches");
     fx.others_still_served().await;
-}
-
-/// `dead_endpoint`, at a given address (the one a stopped store had).
-async fn hang_at(addr: std::net::SocketAddr) {
-    let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
-    tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((conn, _)) = listener.accept().await {
-            held.push(conn);
-        }
-    });
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

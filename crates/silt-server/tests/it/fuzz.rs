@@ -98,19 +98,7 @@ fn ticket_seeds() -> Vec<Vec<u8>> {
         filters: vec![filter],
         limit: Some(100),
     };
-    let keys = {
-        let batch = datafusion::arrow::array::RecordBatch::try_from_iter([(
-            "key",
-            Arc::new(Int64Array::from(vec![1, 7, 42])) as _,
-        )])
-        .unwrap();
-        let mut bytes = Vec::new();
-        let mut w = datafusion::arrow::ipc::writer::StreamWriter::try_new(&mut bytes, &batch.schema()).unwrap();
-        w.write(&batch).unwrap();
-        w.finish().unwrap();
-        drop(w);
-        bytes
-    };
+    let keys = LookupRequest::encode_keys(Arc::new(Int64Array::from(vec![1, 7, 42]))).unwrap();
     let lookup = LookupRequest {
         table: "orders".into(),
         key_column: "o_orderkey".into(),
