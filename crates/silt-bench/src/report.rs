@@ -102,7 +102,9 @@ pub fn render(results: &BenchResults, plots: &[String]) -> String {
 const MODE_LEGEND: &str = "Modes: `direct` = DataFusion reads the throttled store itself; `file-server` = the cache \
 serves Parquet bytes (S3 API), the client decodes and filters; `parquet-pushdown` = the cache holds Parquet bytes and \
 filters by decoding them (no memory tier); `arrow-pushdown` = the cache holds decoded Arrow; `liquid` = Silt's default; \
-`duckdb` = DuckDB reading the same files from local disk (unthrottled: an outside reference only).\n";
+`duckdb` = DuckDB reading the same files from local disk (unthrottled: an outside reference only); `local` = \
+DataFusion reading the same files from local disk, no cache, no throttle (what the client could do if the lake were \
+local).\n";
 
 fn find<'a>(results: &'a BenchResults, mode: &str, query: &str) -> Option<&'a QueryResult> {
     results.results.iter().find(|r| r.mode == mode && r.query == query)
@@ -128,40 +130,67 @@ fn section(out: &mut String, results: &BenchResults, title: &str, cell: impl Fn(
     let _ = writeln!(out);
 }
 
-/// `a / b` of `metric` for two modes on one query.
-fn ratio(
+/// (heading, mode a, modes b, metric): a column of `a / min(b...)`, the
+/// ratio of `a` to the best of the `b` modes that ran the query.
+type RatioColumn<'a> = (&'a str, &'a str, &'a [&'a str], &'a dyn Fn(&QueryResult) -> Option<f64>);
+
+/// `a / min over bs` of `metric` on one query (where `a` and some `b` ran).
+fn ratio_to_best(
     results: &BenchResults,
     q: &str,
     a: &str,
-    b: &str,
+    bs: &[&str],
     metric: &dyn Fn(&QueryResult) -> Option<f64>,
 ) -> Option<f64> {
-    let ok = |m: &str| find(results, m, q).filter(|r| r.status == "ok").and_then(metric);
-    let (x, y) = (ok(a)?, ok(b)?);
-    (y > 0.0).then(|| x / y)
+    let best = bs
+        .iter()
+        .filter_map(|b| find(results, b, q).filter(|r| r.status == "ok").and_then(metric))
+        .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.min(v))))?;
+    let x = find(results, a, q).filter(|r| r.status == "ok").and_then(metric)?;
+    (best > 0.0).then(|| x / best)
 }
 
-/// (heading, mode a, mode b, metric): a column of `a / b`.
-type RatioColumn<'a> = (&'a str, &'a str, &'a str, &'a dyn Fn(&QueryResult) -> Option<f64>);
+/// Geometric mean of positive values (None when there are none).
+fn geomean(values: &[f64]) -> Option<f64> {
+    let logs: Vec<f64> = values.iter().filter(|v| **v > 0.0).map(|v| v.ln()).collect();
+    (!logs.is_empty()).then(|| (logs.iter().sum::<f64>() / logs.len() as f64).exp())
+}
 
-/// The ratios the targets are stated in, where both modes ran.
+/// The ratios the targets are stated in, where the modes ran, with their
+/// geometric mean over the queries.
 fn ratios(out: &mut String, results: &BenchResults) {
     let warm = |r: &QueryResult| r.warm_ms.as_ref().map(|w| w.median);
     let cold = |r: &QueryResult| r.cold_ms;
     let cpu = |r: &QueryResult| r.server_cpu_s.map(|c| c.warm_mean);
-    let columns: [RatioColumn; 6] = [
-        ("liquid CPU / parquet-pushdown CPU", "liquid", "parquet-pushdown", &cpu),
-        ("liquid CPU / arrow-pushdown CPU", "liquid", "arrow-pushdown", &cpu),
-        ("liquid warm / arrow-pushdown warm", "liquid", "arrow-pushdown", &warm),
-        ("direct warm / liquid warm (speed-up)", "direct", "liquid", &warm),
-        ("liquid cold / direct cold", "liquid", "direct", &cold),
-        ("file-server warm / liquid warm", "file-server", "liquid", &warm),
+    let columns: [RatioColumn; 8] = [
+        (
+            "liquid CPU / parquet-pushdown CPU",
+            "liquid",
+            &["parquet-pushdown"],
+            &cpu,
+        ),
+        ("liquid CPU / arrow-pushdown CPU", "liquid", &["arrow-pushdown"], &cpu),
+        (
+            "liquid warm / arrow-pushdown warm",
+            "liquid",
+            &["arrow-pushdown"],
+            &warm,
+        ),
+        ("direct warm / liquid warm (speed-up)", "direct", &["liquid"], &warm),
+        ("liquid cold / direct cold", "liquid", &["direct"], &cold),
+        ("file-server warm / liquid warm", "file-server", &["liquid"], &warm),
+        (
+            "liquid warm / best of file-server, arrow-pushdown warm",
+            "liquid",
+            &["file-server", "arrow-pushdown"],
+            &warm,
+        ),
+        ("liquid warm / local warm", "liquid", &["local"], &warm),
     ];
+    let ran = |m: &str| results.config.modes.iter().any(|x| x == m);
     let present: Vec<_> = columns
         .iter()
-        .filter(|(_, a, b, _)| {
-            results.config.modes.iter().any(|m| m == a) && results.config.modes.iter().any(|m| m == b)
-        })
+        .filter(|(_, a, bs, _)| ran(a) && bs.iter().all(|b| ran(b)))
         .collect();
     if present.is_empty() {
         return;
@@ -170,13 +199,26 @@ fn ratios(out: &mut String, results: &BenchResults) {
     let names: Vec<&str> = present.iter().map(|c| c.0).collect();
     let _ = writeln!(out, "| query | {} |", names.join(" | "));
     let _ = writeln!(out, "|---|{}", "---:|".repeat(present.len()));
+    let mut per_column = vec![Vec::new(); present.len()];
     for q in &results.queries {
         let cells: Vec<String> = present
             .iter()
-            .map(|(_, a, b, m)| ratio(results, &q.id, a, b, *m).map_or("—".into(), |r| format!("{r:.2}")))
+            .zip(per_column.iter_mut())
+            .map(|((_, a, bs, m), seen)| match ratio_to_best(results, &q.id, a, bs, *m) {
+                Some(r) => {
+                    seen.push(r);
+                    format!("{r:.2}")
+                }
+                None => "—".into(),
+            })
             .collect();
         let _ = writeln!(out, "| {} | {} |", q.id, cells.join(" | "));
     }
+    let means: Vec<String> = per_column
+        .iter()
+        .map(|v| geomean(v).map_or("—".into(), |g| format!("{g:.2}")))
+        .collect();
+    let _ = writeln!(out, "| **geometric mean** | {} |", means.join(" | "));
     let _ = writeln!(out);
 }
 

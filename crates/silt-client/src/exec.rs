@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{RecordBatch, RecordBatchOptions};
 use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::common::config::ConfigOptions;
 use datafusion::common::stats::Precision;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{Statistics, exec_err};
@@ -12,6 +13,10 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::filter_pushdown::{
+    ChildPushdownResult, FilterPushdownPhase, FilterPushdownPropagation, PushedDown,
+};
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
 use datafusion::physical_plan::statistics::StatisticsArgs;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties};
@@ -19,6 +24,7 @@ use futures::{StreamExt, TryStreamExt};
 use silt_proto::ScanRequest;
 
 use crate::client::SiltClient;
+use crate::join_filter;
 
 /// Streams the result of a pushed-down scan from a Silt server. In `EXPLAIN`
 /// it shows exactly what ran remotely: table, columns, filters and limit.
@@ -28,8 +34,14 @@ pub struct SiltScanExec {
     request: ScanRequest,
     schema: SchemaRef,
     filter_text: Vec<String>,
+    /// What the pushed partial aggregate computes, for `EXPLAIN`.
+    aggregate_text: Option<String>,
+    /// Hash joins' dynamic filters on this (probe-side) scan, sent to the
+    /// server when the scan starts ([`crate::join_filter`]).
+    dynamic_filters: Vec<Arc<dyn PhysicalExpr>>,
     num_rows: Option<usize>,
     properties: Arc<PlanProperties>,
+    metrics: ExecutionPlanMetricsSet,
 }
 
 impl SiltScanExec {
@@ -51,9 +63,42 @@ impl SiltScanExec {
             request,
             schema,
             filter_text,
+            aggregate_text: None,
+            dynamic_filters: Vec::new(),
             num_rows,
             properties,
+            metrics: ExecutionPlanMetricsSet::new(),
         }
+    }
+
+    /// This scan with a partial aggregate pushed into it (see
+    /// [`crate::partial_aggregate`]): the server runs `fragment` on the
+    /// scan's rows and returns its output, of `schema`.
+    pub fn with_partial_aggregate(&self, fragment: Vec<u8>, schema: SchemaRef, description: String) -> Self {
+        let mut request = self.request.clone();
+        request.partial_aggregate = Some(fragment);
+        let mut pushed = SiltScanExec::new(self.client.clone(), request, schema, self.filter_text.clone(), None);
+        pushed.aggregate_text = Some(description);
+        pushed
+    }
+
+    /// Whether a partial aggregate runs on the server as part of this scan.
+    pub fn has_partial_aggregate(&self) -> bool {
+        self.request.partial_aggregate.is_some()
+    }
+
+    /// This scan with `filters` (hash joins' dynamic filters) added.
+    fn with_dynamic_filters(&self, filters: Vec<Arc<dyn PhysicalExpr>>) -> Self {
+        let mut scan = SiltScanExec::new(
+            self.client.clone(),
+            self.request.clone(),
+            self.schema.clone(),
+            self.filter_text.clone(),
+            self.num_rows,
+        );
+        scan.aggregate_text = self.aggregate_text.clone();
+        scan.dynamic_filters = self.dynamic_filters.iter().cloned().chain(filters).collect();
+        scan
     }
 
     /// The scan as it is sent to the server.
@@ -83,6 +128,13 @@ impl DisplayAs for SiltScanExec {
                 }
                 if let Some(l) = self.request.limit {
                     write!(f, " limit={l}")?;
+                }
+                if let Some(aggregate) = &self.aggregate_text {
+                    write!(f, " partial_aggregate=[{aggregate}]")?;
+                }
+                if !self.dynamic_filters.is_empty() {
+                    let shown: Vec<String> = self.dynamic_filters.iter().map(|d| d.to_string()).collect();
+                    write!(f, " join_filters=[{}]", shown.join(", "))?;
                 }
                 Ok(())
             }
@@ -124,9 +176,40 @@ impl ExecutionPlan for SiltScanExec {
 
     fn apply_expressions(
         &self,
-        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
     ) -> Result<TreeNodeRecursion> {
+        // The dynamic filters are this scan's: a join computes its filter
+        // only when a node below it reports using it.
+        for filter in &self.dynamic_filters {
+            if f(filter)? == TreeNodeRecursion::Stop {
+                return Ok(TreeNodeRecursion::Stop);
+            }
+        }
         Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn handle_child_pushdown_result(
+        &self,
+        phase: FilterPushdownPhase,
+        child_pushdown_result: ChildPushdownResult,
+        _config: &ConfigOptions,
+    ) -> Result<FilterPushdownPropagation<Arc<dyn ExecutionPlan>>> {
+        let offered: Vec<Arc<dyn PhysicalExpr>> = child_pushdown_result
+            .parent_filters
+            .into_iter()
+            .map(|f| f.filter)
+            .collect();
+        // Every filter stays with its parent too: the server applies what it
+        // can of a dynamic filter, the join still checks every key.
+        let filters = vec![PushedDown::No; offered.len()];
+        let dynamic: Vec<_> = offered.into_iter().filter(join_filter::is_dynamic).collect();
+        let accept = phase == FilterPushdownPhase::Post && !dynamic.is_empty() && !self.has_partial_aggregate();
+        let updated_node = accept.then(|| Arc::new(self.with_dynamic_filters(dynamic)) as Arc<dyn ExecutionPlan>);
+        Ok(FilterPushdownPropagation { filters, updated_node })
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
     }
 
     fn with_new_children(self: Arc<Self>, children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
@@ -142,10 +225,21 @@ impl ExecutionPlan for SiltScanExec {
             return exec_err!("SiltScanExec has one partition, asked for {partition}");
         }
         let client = self.client.clone();
-        let request = self.request.clone();
+        let mut request = self.request.clone();
         let schema = self.schema.clone();
         let out_schema = schema.clone();
+        let dynamic_filters = self.dynamic_filters.clone();
+        let pushed_join_filters = MetricBuilder::new(&self.metrics).counter("pushed_join_filters", partition);
+        let output_rows = MetricBuilder::new(&self.metrics).output_rows(partition);
         let stream = futures::stream::once(async move {
+            // Runs on the first poll: a join polls its probe side once its
+            // build side is complete, so its dynamic filter is final here.
+            for conjunct in join_filter::server_conjuncts(&dynamic_filters) {
+                if let Some(encoded) = crate::table::serialize_filter(&conjunct) {
+                    request.filters.push(encoded);
+                    pushed_join_filters.add(1);
+                }
+            }
             let batches = client.scan(&request).await.map_err(DataFusionError::from)?;
             let table = request.table.clone();
             Ok::<_, DataFusionError>(batches.map(move |r| {
@@ -155,6 +249,7 @@ impl ExecutionPlan for SiltScanExec {
                     )
                 })
                 .and_then(|b| adapt(b, &schema))
+                .inspect(|b| output_rows.add(b.num_rows()))
             }))
         })
         .try_flatten();

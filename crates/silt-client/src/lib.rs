@@ -3,7 +3,9 @@
 //! Register a Silt server's tables in a `SessionContext` and query them as
 //! usual; every table scan — its projection, its filters and its limit — runs
 //! on the cache server, and only matching rows of the needed columns come
-//! back. Joins, aggregates and sorts run locally.
+//! back. An aggregate over one table runs its partial half on the server
+//! too ([`partial_aggregate`]), so only per-group states come back. Joins,
+//! final aggregates and sorts run locally.
 //!
 //! ```no_run
 //! # async fn example() -> datafusion::error::Result<()> {
@@ -20,6 +22,8 @@
 
 mod client;
 mod exec;
+pub mod join_filter;
+pub mod partial_aggregate;
 pub mod pushable;
 pub mod script;
 mod table;
@@ -41,7 +45,11 @@ pub async fn register_tables(ctx: &SessionContext, url: &str) -> Result<Vec<Stri
 }
 
 /// Like [`register_tables`], with a client built by the caller (for a token).
+///
+/// Also installs [`partial_aggregate::PushPartialAggregate`] in `ctx`, so
+/// aggregates over one Silt table run their partial half on the server.
 pub async fn register_tables_with(ctx: &SessionContext, client: &SiltClient) -> Result<Vec<String>> {
+    partial_aggregate::install(ctx);
     let names = client.list_tables().await?;
     for name in &names {
         let table = SiltTable::try_new(client.clone(), name).await?;

@@ -17,6 +17,8 @@
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::logical_expr::{Expr, Operator};
+use datafusion::physical_expr::PhysicalExpr;
+use std::sync::Arc;
 
 /// Built-in scalar functions whose result depends only on their arguments
 /// (no session time zone, no clock, no randomness).
@@ -121,6 +123,45 @@ pub fn is_exact_on_server(expr: &Expr) -> bool {
             Expr::Case(_) => true,
             _ => false,
         };
+        if ok {
+            Ok(TreeNodeRecursion::Continue)
+        } else {
+            allowed = false;
+            Ok(TreeNodeRecursion::Stop)
+        }
+    });
+    allowed
+}
+
+/// Whether a *physical* expression evaluates on the server exactly as here:
+/// the same allow-list as [`is_exact_on_server`], over the physical forms
+/// (used for the expressions of a partial aggregate pushed to the server,
+/// which DataFusion has already planned).
+pub fn is_exact_physical(expr: &Arc<dyn PhysicalExpr>) -> bool {
+    use datafusion::physical_expr::ScalarFunctionExpr;
+    use datafusion::physical_expr::expressions::{
+        BinaryExpr, CaseExpr, CastExpr, Column, InListExpr, IsNotNullExpr, IsNullExpr, LikeExpr, Literal, NegativeExpr,
+        NotExpr, TryCastExpr,
+    };
+    let mut allowed = true;
+    let _ = expr.apply(|e| {
+        let e: &dyn PhysicalExpr = e.as_ref();
+        let ok = e.is::<Column>()
+            || e.is::<Literal>()
+            || e.is::<NotExpr>()
+            || e.is::<NegativeExpr>()
+            || e.is::<IsNullExpr>()
+            || e.is::<IsNotNullExpr>()
+            || e.is::<InListExpr>()
+            || e.is::<LikeExpr>()
+            || e.is::<CaseExpr>()
+            || e.downcast_ref::<BinaryExpr>().is_some_and(|b| operator_allowed(b.op()))
+            || e.downcast_ref::<CastExpr>()
+                .is_some_and(|c| cast_allowed(c.cast_type()))
+            || e.downcast_ref::<TryCastExpr>()
+                .is_some_and(|c| cast_allowed(c.cast_type()))
+            || e.downcast_ref::<ScalarFunctionExpr>()
+                .is_some_and(|f| FUNCTIONS.contains(&f.name()));
         if ok {
             Ok(TreeNodeRecursion::Continue)
         } else {

@@ -19,6 +19,10 @@ use crate::client::SiltClient;
 use crate::exec::SiltScanExec;
 use crate::pushable::is_exact_on_server;
 
+/// The share of rows a pushed filter is assumed to keep in row estimates
+/// (DataFusion's `default_filter_selectivity`).
+const FILTER_SELECTIVITY: f64 = 0.2;
+
 /// A table served by a Silt cache server.
 ///
 /// Filters DataFusion offers are evaluated *exactly* on the server when they
@@ -73,7 +77,7 @@ fn unqualify(expr: &Expr) -> Result<Expr> {
 
 /// The filter as the server decodes it, when it may be pushed (see
 /// [`crate::pushable`]).
-fn serialize_filter(expr: &Expr) -> Option<Vec<u8>> {
+pub(crate) fn serialize_filter(expr: &Expr) -> Option<Vec<u8>> {
     if !is_exact_on_server(expr) {
         return None;
     }
@@ -131,12 +135,19 @@ impl TableProvider for SiltTable {
             projection: columns,
             filters: encoded,
             limit: limit.map(|l| l as u64),
+            partial_aggregate: None,
         };
-        let rows = if filters.is_empty() {
-            self.num_rows.map(|n| limit.map_or(n, |l| l.min(n)))
-        } else {
-            None
-        };
+        // Filtered scans are estimated as DataFusion estimates a filter it
+        // cannot analyse (its default selectivity, 20%), so a join puts the
+        // filtered side on the build side as it would over plain Parquet.
+        let rows = self.num_rows.map(|n| {
+            let n = if filters.is_empty() {
+                n
+            } else {
+                (n as f64 * FILTER_SELECTIVITY).ceil() as usize
+            };
+            limit.map_or(n, |l| l.min(n))
+        });
         Ok(Arc::new(SiltScanExec::new(
             self.client.clone(),
             request,

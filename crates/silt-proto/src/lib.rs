@@ -29,6 +29,14 @@ pub struct ScanRequest {
     /// Return at most this many rows (after filtering).
     #[prost(uint64, optional, tag = "4")]
     pub limit: Option<u64>,
+    /// A partial aggregate to run on the scan's rows before they are sent:
+    /// a `datafusion_proto::protobuf::PhysicalPlanNode` whose one leaf is
+    /// an extension node standing for this scan (its payload: the Arrow
+    /// schema the fragment was planned for). The server returns the
+    /// fragment's output (per-group accumulator states) instead of rows.
+    /// Only partial aggregates over projections and filters are accepted.
+    #[prost(bytes = "vec", optional, tag = "5")]
+    pub partial_aggregate: Option<Vec<u8>>,
 }
 
 /// An explicit column list (wrapped so that "all columns" and "no columns"
@@ -124,6 +132,7 @@ mod tests {
             }),
             filters: vec![vec![1, 2, 3]],
             limit: Some(10),
+            partial_aggregate: Some(vec![4, 5]),
         };
         let any = req.as_any();
         assert!(any.is::<ScanRequest>());

@@ -17,6 +17,7 @@ use datafusion::execution::memory_pool::{GreedyMemoryPool, TrackConsumersPool};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::execution::session_state::SessionStateBuilder;
 use datafusion::logical_expr::{Expr, LogicalPlan};
+use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::{DataFrame, SessionConfig, SessionContext};
 use datafusion_proto::bytes::Serializeable;
 use object_store::memory::InMemory;
@@ -52,20 +53,27 @@ pub struct PlannedQuery {
     pub df: DataFrame,
     /// The objects the query reads (table URLs), for error messages.
     pub sources: String,
+    /// The physical plan to run instead of `df`'s, when a pushed partial
+    /// aggregate sits on the scan ([`crate::partial_aggregate`]).
+    pub physical: Option<Arc<dyn ExecutionPlan>>,
 }
 
 impl PlannedQuery {
     pub fn schema(&self) -> SchemaRef {
-        Arc::new(self.df.schema().as_arrow().clone())
+        match &self.physical {
+            Some(plan) => plan.schema(),
+            None => Arc::new(self.df.schema().as_arrow().clone()),
+        }
     }
 
     /// Execute all partitions in parallel, merged into one stream.
     pub async fn execute(self) -> Result<SendableRecordBatchStream, ServerError> {
         let sources = self.sources;
-        self.df
-            .execute_stream()
-            .await
-            .map_err(|e| ServerError::reading(&sources, e))
+        let stream = match self.physical {
+            Some(plan) => datafusion::physical_plan::execute_stream(plan, self.ctx.task_ctx()),
+            None => self.df.execute_stream().await,
+        };
+        stream.map_err(|e| ServerError::reading(&sources, e))
     }
 }
 
@@ -343,7 +351,12 @@ impl Engine {
             .execute_logical_plan(plan)
             .await
             .map_err(|e| ServerError::reading(&sources, e))?;
-        Ok(PlannedQuery { ctx, df, sources })
+        Ok(PlannedQuery {
+            ctx,
+            df,
+            sources,
+            physical: None,
+        })
     }
 
     /// Plan a pushdown scan from Silt's client.
@@ -387,7 +400,25 @@ impl Engine {
             .await
             .map_err(|e| ServerError::reading(&sources, e))?;
         guard::check_plan(df.logical_plan(), &self.available())?;
-        Ok(PlannedQuery { ctx, df, sources })
+        let physical = match &request.partial_aggregate {
+            None => None,
+            Some(fragment) => {
+                let scan = df
+                    .clone()
+                    .create_physical_plan()
+                    .await
+                    .map_err(|e| ServerError::reading(&sources, e))?;
+                let plan = crate::partial_aggregate::attach(fragment, scan, &task, &request.table)?;
+                self.metrics().partial_aggregates.increment(1);
+                Some(plan)
+            }
+        };
+        Ok(PlannedQuery {
+            ctx,
+            df,
+            sources,
+            physical,
+        })
     }
 
     /// Arrow schema of a registered table or view.

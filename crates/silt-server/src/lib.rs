@@ -13,6 +13,7 @@ pub mod flight;
 pub mod guard;
 pub mod lookup;
 pub mod metrics;
+pub mod partial_aggregate;
 pub mod pending_plans;
 pub mod preload;
 pub mod query_trace;

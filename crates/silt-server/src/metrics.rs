@@ -60,6 +60,9 @@ pub struct ServerMetrics {
     /// `silt_plans_total`: SQL statements and pushdown scans planned (a
     /// statement's `GetFlightInfo` plans it; its `DoGet` runs that plan).
     pub plans: Counter,
+    /// `silt_partial_aggregates_total`: pushdown scans planned with a
+    /// client's partial aggregate on top (only per-group states are sent).
+    pub partial_aggregates: Counter,
     /// `silt_lookups_total`: point lookups answered by the lookup path
     /// (`LookupRequest` tickets and SQL of exactly that shape).
     pub lookups: Counter,
@@ -99,6 +102,7 @@ impl ServerMetrics {
         let scan = ScanMetrics::register(&recorder);
         let lookups = counter("silt_lookups_total");
         let plans = counter("silt_plans_total");
+        let partial_aggregates = counter("silt_partial_aggregates_total");
         let from = |what: &'static str| {
             recorder.register_counter(
                 &Key::from_parts("silt_lookup_row_groups_total", vec![metrics::Label::new("from", what)]),
@@ -146,6 +150,7 @@ impl ServerMetrics {
             &metadata.evictions,
             &lookups,
             &plans,
+            &partial_aggregates,
             &lookup_row_groups_memory,
             &lookup_row_groups_pages,
             &lookup_row_groups_bloom_skipped,
@@ -175,6 +180,7 @@ impl ServerMetrics {
             scan,
             lookups,
             plans,
+            partial_aggregates,
             lookup_row_groups_memory,
             lookup_row_groups_pages,
             lookup_row_groups_bloom_skipped,

@@ -186,7 +186,49 @@ async fn missing_object_and_unknown_names_give_clear_errors() {
     };
     let err = client.scan_info(&scan).await.unwrap_err().to_string();
     assert!(err.contains("column 'nope' not found"), "{err}");
+    // A pushed partial aggregate is checked before it is decoded: garbage,
+    // a root that is not a partial aggregate, and an operator outside the
+    // allow-list (here an empty source standing for any file scan) are refused.
+    for (fragment, message) in hostile_fragments() {
+        let scan = ScanRequest {
+            table: "good".into(),
+            partial_aggregate: Some(fragment),
+            ..Default::default()
+        };
+        let err = client.scan(&scan).await.map(|_| ()).unwrap_err().to_string();
+        assert!(err.contains(message), "{message}: {err}");
+    }
     fx.others_still_served().await;
+}
+
+/// Fragments a hostile client could push, with the error each must get.
+fn hostile_fragments() -> Vec<(Vec<u8>, &'static str)> {
+    use datafusion_proto::protobuf::physical_plan_node::PhysicalPlanType;
+    use datafusion_proto::protobuf::{AggregateExecNode, AggregateMode, EmptyExecNode, PhysicalPlanNode};
+    use prost::Message;
+    let node = |t: PhysicalPlanType| PhysicalPlanNode {
+        physical_plan_type: Some(t),
+    };
+    let empty = || node(PhysicalPlanType::Empty(EmptyExecNode::default()));
+    let aggregate = |mode: AggregateMode, input: PhysicalPlanNode| {
+        node(PhysicalPlanType::Aggregate(Box::new(AggregateExecNode {
+            mode: mode as i32,
+            input: Some(Box::new(input)),
+            ..Default::default()
+        })))
+    };
+    vec![
+        (vec![0xff, 0xff, 0xff], "not a physical plan"),
+        (empty().encode_to_vec(), "the root must be an aggregate"),
+        (
+            aggregate(AggregateMode::Single, empty()).encode_to_vec(),
+            "only a partial aggregate may be pushed",
+        ),
+        (
+            aggregate(AggregateMode::Partial, empty()).encode_to_vec(),
+            "operator Empty is not allowed in a pushed fragment",
+        ),
+    ]
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -95,8 +95,134 @@ async fn explain_shows_what_is_pushed_down() {
     assert!(text.contains("SiltScanExec: pushed down to"), "{text}");
     assert!(text.contains("table=lineitem projection=[l_returnflag]"), "{text}");
     assert!(text.contains("filters=[lineitem.l_quantity < "), "{text}");
-    // The aggregate stays on the client.
-    assert!(text.contains("AggregateExec"), "{text}");
+    // The partial aggregate runs on the server; the final one merges here.
+    assert!(
+        text.contains("partial_aggregate=[gby=[l_returnflag@0] aggr=[count(Int64(1))]]"),
+        "{text}"
+    );
+    assert!(text.contains("AggregateExec: mode=Final"), "{text}");
+    assert!(!text.contains("mode=Partial"), "{text}");
+}
+
+/// Partial aggregation on the server: TPC-H Q1's shape (a filter keeping
+/// nearly every row, sums and averages of expressions per group) sends a
+/// few state rows per group instead of the rows, and the answer is plain
+/// DataFusion's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aggregates_run_their_partial_half_on_the_server() {
+    let fx = Fixture::start().await;
+    let ctx = fx.client_ctx().await;
+    let base = baseline_ctx().await;
+    let sql = "SELECT l_returnflag, l_linestatus, sum(l_quantity) AS q, \
+               sum(l_extendedprice * (1 - l_discount)) AS revenue, avg(l_discount) AS d, \
+               min(l_shipdate) AS first, max(l_comment) AS c, count(*) AS n \
+               FROM lineitem WHERE l_shipdate <= DATE '1998-09-02' \
+               GROUP BY l_returnflag, l_linestatus ORDER BY 1, 2";
+    let rows_before = fx.metric("silt_flight_rows_sent_total");
+    check_same("q1 shape", &collect(&ctx, sql).await, &collect(&base, sql).await, true).unwrap();
+    let sent = fx.metric("silt_flight_rows_sent_total") - rows_before;
+    assert!(fx.metric("silt_partial_aggregates_total") >= 1.0);
+    // Four groups, a state row per group and server partition.
+    assert!(sent <= 4.0 * 64.0, "sent {sent} rows");
+    // No GROUP BY, a filter, an aggregate FILTER clause: still one state row per partition.
+    let sql = "SELECT count(*) AS n, sum(l_quantity) FILTER (WHERE l_discount > 0.05) AS s, avg(l_tax) AS t \
+               FROM lineitem WHERE l_quantity < 30";
+    check_same(
+        "no group by",
+        &collect(&ctx, sql).await,
+        &collect(&base, sql).await,
+        false,
+    )
+    .unwrap();
+    // On a view, over a cast the view computes.
+    let sql = "SELECT \"EventDate\", count(*) AS n, max(\"ResolutionWidth\") AS w FROM hits \
+               GROUP BY \"EventDate\" ORDER BY 1";
+    check_same("view", &collect(&ctx, sql).await, &collect(&base, sql).await, true).unwrap();
+    // DISTINCT becomes a grouping on (key, value): that inner grouping runs on the server.
+    let sql = "SELECT l_returnflag, count(DISTINCT l_suppkey) AS n FROM lineitem GROUP BY 1 ORDER BY 1";
+    check_same("distinct", &collect(&ctx, sql).await, &collect(&base, sql).await, true).unwrap();
+    assert_eq!(fx.metric("silt_query_errors_total"), 0.0);
+}
+
+/// A hash join's build side reaches the probe side's scan on the server:
+/// the bounds and the few keys of the filtered `part` rows filter
+/// `lineitem` there, so only rows that can join cross Flight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_joins_build_side_filters_the_probe_scan_on_the_server() {
+    let fx = Fixture::start().await;
+    let ctx = fx.client_ctx().await;
+    let base = baseline_ctx().await;
+    let sql = "SELECT count(*) AS n, sum(l_quantity) AS q, min(l_partkey) AS k FROM part JOIN lineitem \
+               ON p_partkey = l_partkey WHERE p_brand = 'Brand#23'";
+    let rows_before = fx.metric("silt_flight_rows_sent_total");
+    check_same("join", &collect(&ctx, sql).await, &collect(&base, sql).await, false).unwrap();
+    let sent = fx.metric("silt_flight_rows_sent_total") - rows_before;
+    let lineitem = collect(&base, "SELECT count(*) FROM lineitem").await[0]
+        .column(0)
+        .as_any()
+        .downcast_ref::<datafusion::arrow::array::Int64Array>()
+        .unwrap()
+        .value(0);
+    let plan = collect(&ctx, &format!("EXPLAIN ANALYZE {sql}")).await;
+    let text = datafusion::arrow::util::pretty::pretty_format_batches(&plan)
+        .unwrap()
+        .to_string();
+    assert!(
+        sent < lineitem as f64 / 10.0,
+        "sent {sent} rows for a lineitem of {lineitem}: {text}"
+    );
+    let probe = text
+        .lines()
+        .find(|l| l.contains("SiltScanExec") && l.contains("table=lineitem"))
+        .unwrap_or_default();
+    assert!(probe.contains("join_filters=[DynamicFilter"), "{text}");
+    assert!(!probe.contains("pushed_join_filters=0"), "{text}");
+    // A join whose build side is everything still answers right (the
+    // filter's bounds are the whole key range; nothing is lost).
+    let sql = "SELECT count(*) AS n FROM orders JOIN lineitem ON o_orderkey = l_orderkey WHERE l_quantity < 5";
+    check_same(
+        "wide join",
+        &collect(&ctx, sql).await,
+        &collect(&base, sql).await,
+        false,
+    )
+    .unwrap();
+    // Anti and outer joins keep their rows.
+    let sql = "SELECT count(*) AS n FROM part LEFT JOIN lineitem ON p_partkey = l_partkey AND l_quantity > 49 \
+               WHERE l_orderkey IS NULL";
+    check_same(
+        "left join",
+        &collect(&ctx, sql).await,
+        &collect(&base, sql).await,
+        false,
+    )
+    .unwrap();
+    assert_eq!(fx.metric("silt_query_errors_total"), 0.0);
+}
+
+/// What the server would not compute exactly as the client does stays on
+/// the client, with the same answers: aggregates not on the allow-list, a
+/// client UDF inside an aggregate or a group key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aggregates_the_server_cannot_run_exactly_stay_on_the_client() {
+    let fx = Fixture::start().await;
+    let ctx = fx.client_ctx().await;
+    let base = baseline_ctx().await;
+    ctx.register_udf(client_udf());
+    base.register_udf(client_udf());
+    for sql in [
+        "SELECT l_returnflag, median(l_quantity) AS m FROM lineitem GROUP BY 1 ORDER BY 1",
+        "SELECT l_returnflag, sum(double_it(l_orderkey)) AS s FROM lineitem GROUP BY 1 ORDER BY 1",
+        "SELECT double_it(l_linenumber) AS k, count(*) AS n FROM lineitem GROUP BY 1 ORDER BY 1",
+    ] {
+        check_same(sql, &collect(&ctx, sql).await, &collect(&base, sql).await, true).unwrap();
+        let plan = collect(&ctx, &format!("EXPLAIN {sql}")).await;
+        let text = datafusion::arrow::util::pretty::pretty_format_batches(&plan)
+            .unwrap()
+            .to_string();
+        assert!(!text.contains("partial_aggregate="), "{sql}: {text}");
+    }
+    assert_eq!(fx.metric("silt_partial_aggregates_total"), 0.0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

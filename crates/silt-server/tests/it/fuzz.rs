@@ -87,6 +87,25 @@ impl Mutator {
     }
 }
 
+/// A scan carrying a partial aggregate, as the client plans it for
+/// `sql` (which must aggregate one table).
+async fn aggregate_scan(ctx: &datafusion::prelude::SessionContext, sql: &str) -> Vec<u8> {
+    use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+    let plan = ctx.sql(sql).await.unwrap().create_physical_plan().await.unwrap();
+    let mut found = None;
+    plan.apply(|node| {
+        if let Some(scan) = node.downcast_ref::<silt_client::SiltScanExec>()
+            && scan.has_partial_aggregate()
+        {
+            found = Some(scan.request().as_any().encode_to_vec());
+            return Ok(TreeNodeRecursion::Stop);
+        }
+        Ok(TreeNodeRecursion::Continue)
+    })
+    .unwrap();
+    found.unwrap_or_else(|| panic!("no partial aggregate was pushed for {sql}"))
+}
+
 /// Valid tickets of every kind the server takes.
 fn ticket_seeds() -> Vec<Vec<u8>> {
     let filter = col("l_quantity").lt(lit(10)).to_bytes().unwrap().to_vec();
@@ -97,6 +116,7 @@ fn ticket_seeds() -> Vec<Vec<u8>> {
         }),
         filters: vec![filter],
         limit: Some(100),
+        partial_aggregate: None,
     };
     let keys = LookupRequest::encode_keys(Arc::new(Int64Array::from(vec![1, 7, 42]))).unwrap();
     let lookup = LookupRequest {
@@ -156,7 +176,16 @@ async fn mutated_tickets_get_an_answer_and_the_server_carries_on() {
         .await
         .unwrap();
     let mut flight = arrow_flight::flight_service_client::FlightServiceClient::new(channel);
-    let seeds = ticket_seeds();
+    let mut seeds = ticket_seeds();
+    let ctx = fx.client_ctx().await;
+    seeds.push(
+        aggregate_scan(
+            &ctx,
+            "SELECT l_returnflag, sum(l_quantity * 2), avg(l_discount), count(*) FROM lineitem \
+             WHERE l_shipdate < DATE '1995-01-01' GROUP BY l_returnflag",
+        )
+        .await,
+    );
     for seed in &seeds {
         assert!(answered(&mut flight, seed.clone(), Duration::from_secs(60)).await);
     }

@@ -37,16 +37,20 @@ pub enum Mode {
     Liquid,
     /// DuckDB's Python package on the local files (an outside reference).
     Duckdb,
+    /// DataFusion on the local files: no cache, no throttle — what the
+    /// client could do if the lake were on its own disk.
+    Local,
 }
 
 impl Mode {
-    pub const ALL: [Mode; 6] = [
+    pub const ALL: [Mode; 7] = [
         Mode::Direct,
         Mode::FileServer,
         Mode::ParquetPushdown,
         Mode::ArrowPushdown,
         Mode::Liquid,
         Mode::Duckdb,
+        Mode::Local,
     ];
 
     pub fn name(self) -> &'static str {
@@ -57,13 +61,14 @@ impl Mode {
             Mode::ArrowPushdown => "arrow-pushdown",
             Mode::Liquid => "liquid",
             Mode::Duckdb => "duckdb",
+            Mode::Local => "local",
         }
     }
 
     /// The server this mode runs, if any: (memory form, memory tier on).
     fn server(self) -> Option<(&'static str, bool)> {
         match self {
-            Mode::Direct | Mode::Duckdb => None,
+            Mode::Direct | Mode::Duckdb | Mode::Local => None,
             Mode::FileServer => Some(("arrow", false)),
             Mode::ParquetPushdown => Some(("arrow", false)),
             Mode::ArrowPushdown => Some(("arrow", true)),
@@ -205,6 +210,18 @@ impl Session {
                     register_store(&ctx, &bucket, store)?;
                 }
                 run_ddl(&ctx, &suite.ddl(|t| format!("s3://{}/{}", t.bucket, t.prefix))).await?;
+            }
+            (Mode::Local, _) => {
+                let location = |t: &super::suite::TableSpec| {
+                    let path = suite.local_path(t);
+                    let path = path.display().to_string();
+                    if t.prefix.ends_with('/') && !path.ends_with('/') {
+                        format!("{path}/")
+                    } else {
+                        path
+                    }
+                };
+                run_ddl(&ctx, &suite.ddl(location)).await?;
             }
             (Mode::FileServer, Some(server)) => {
                 // Bucket = table name on Silt's S3 API; keys are relative to the table's prefix.
