@@ -27,6 +27,7 @@
 //! second process writing into the same directory.
 
 mod format;
+mod full;
 mod index;
 mod io;
 mod metrics;

@@ -9,6 +9,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use bytes::Bytes;
 
 use super::format::{self, Invalid, Verified, charged_size};
+use super::full::{WritePause, is_out_of_space};
 use super::index::{Admission, Adopted, Finished, Index};
 use super::io::{PageReader, remove_quietly, write_page};
 use super::metrics::Counters;
@@ -36,6 +37,8 @@ pub struct DiskTier {
     recovering: AtomicBool,
     recovered: Mutex<bool>,
     recovered_cv: Condvar,
+    /// Writes paused while the cache disk is full.
+    pause: WritePause,
     /// Holds an exclusive `flock` on `<dir>/LOCK` for the tier's lifetime:
     /// a second process on the same directory would delete this one's
     /// temporary files and evict its pages behind its back.
@@ -83,6 +86,7 @@ impl DiskTier {
             recovering: AtomicBool::new(true),
             recovered: Mutex::new(false),
             recovered_cv: Condvar::new(),
+            pause: WritePause::new(),
             _lock: lock,
         });
         Ok(tier)
@@ -147,8 +151,12 @@ impl DiskTier {
     /// `weighted-lfu` and is kept in the page header, so it survives restarts.
     /// A page already stored (or being written) is not rewritten, and a page
     /// larger than the whole budget is not stored. Failures are logged and
-    /// counted, never returned.
+    /// counted, never returned; a full disk pauses writes for a while
+    /// (see [`super::full`]).
     pub fn put(&self, key: PageKey, data: &[u8], cost: f64) {
+        if self.pause.is_paused() {
+            return;
+        }
         let size = charged_size(data.len() as u64);
         if size > self.budget_bytes {
             tracing::debug!(
@@ -176,9 +184,16 @@ impl DiskTier {
         ));
         let dest = self.page_path(&key);
         let written = write_page(&tmp, &dest, &header, data);
-        if let Err(e) = &written {
-            tracing::warn!(path = %dest.display(), error = %e, "disk tier: cannot write page");
-            self.counters.write_error();
+        match &written {
+            Ok(()) => self.pause.written(&self.pages_dir),
+            Err(e) if is_out_of_space(e) => {
+                self.pause.disk_full(&self.pages_dir, e);
+                self.counters.write_error();
+            }
+            Err(e) => {
+                tracing::warn!(path = %dest.display(), error = %e, "disk tier: cannot write page");
+                self.counters.write_error();
+            }
         }
         if self.with_index(|idx| idx.finish_write(&key, generation, written.is_ok())) == Finished::Orphaned {
             self.unlink(&dest);

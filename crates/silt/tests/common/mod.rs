@@ -1,0 +1,150 @@
+//! What the tests of real `silt serve` processes share: starting a server
+//! on TPC-H in a loopback S3, a client for it, and checking all 22 TPC-H
+//! queries against plain DataFusion.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use datafusion::prelude::{ParquetReadOptions, SessionContext};
+use silt_bench::compare::{break_ties, check_same, is_ordered};
+use silt_bench::local_s3::{ACCESS_KEY, LocalS3, REGION, SECRET_KEY};
+use silt_bench::tpch;
+use silt_client::script::run_script_last_query;
+
+pub fn shared_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared")
+}
+
+/// A running `silt serve`: the process, its Flight URL, and every line it
+/// has written to stderr so far (its log).
+pub struct Server {
+    pub child: Child,
+    pub url: String,
+    pub log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Server {
+    /// Lines of the log containing `needle`.
+    pub fn log_lines_with(&self, needle: &str) -> Vec<String> {
+        let log = self.log.lock().unwrap();
+        log.iter().filter(|l| l.contains(needle)).cloned().collect()
+    }
+
+    pub fn stop(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `silt serve` on every TPC-H table of `s3`, with the cache in
+/// `cache_dir` and `extra` arguments.
+pub fn serve_command(s3: &LocalS3, cache_dir: &Path, extra: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_silt"));
+    cmd.args([
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--page-size",
+        "16KiB",
+        "--cache-dir",
+    ])
+    .arg(cache_dir)
+    .args(extra);
+    for t in tpch::TABLES {
+        cmd.arg("--table").arg(format!("{t}=s3://tpch/{t}/"));
+    }
+    cmd.env("AWS_ENDPOINT_URL", s3.endpoint())
+        .env("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+        .env("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+        .env("AWS_REGION", REGION)
+        .env("AWS_ALLOW_HTTP", "true");
+    cmd
+}
+
+/// Starts `cmd` (a `silt serve`, possibly wrapped) and waits until it
+/// listens.
+pub fn start(mut cmd: Command) -> Server {
+    let mut child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn silt serve");
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let url = loop {
+        let line = lines.next().map(|l| l.unwrap_or_default());
+        let Some(line) = line else {
+            panic!(
+                "silt serve exited before listening:\n{}",
+                log.lock().unwrap().join("\n")
+            );
+        };
+        if let Some(addr) = line.strip_prefix("silt: Flight SQL on grpc://") {
+            break format!("http://{}", addr.trim());
+        }
+        log.lock().unwrap().push(line);
+    };
+    // Keep draining stderr so the server never blocks on a full pipe.
+    let sink = log.clone();
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            sink.lock().unwrap().push(line);
+        }
+    });
+    Server { child, url, log }
+}
+
+/// A client context with the server's tables. The server announces its
+/// address once it is bound; on a loaded machine the first calls can still
+/// fail, so registration is retried for a while before the test gives up.
+pub async fn client(url: &str) -> SessionContext {
+    let started = Instant::now();
+    loop {
+        let ctx = SessionContext::new();
+        match silt_client::register_tables(&ctx, url).await {
+            Ok(_) => return ctx,
+            Err(e) if started.elapsed() > Duration::from_secs(30) => panic!("register tables: {e}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+pub fn query(n: u32) -> String {
+    std::fs::read_to_string(shared_dir().join(format!("bench/tpch/queries/q{n:02}.sql"))).unwrap()
+}
+
+/// Plain DataFusion on the generated TPC-H files under `tpch_dir`.
+pub async fn baseline(tpch_dir: &Path) -> SessionContext {
+    let base = SessionContext::new();
+    for t in tpch::TABLES {
+        let dir = tpch_dir.join(t);
+        base.register_parquet(t, dir.to_str().unwrap(), ParquetReadOptions::default())
+            .await
+            .unwrap();
+    }
+    base
+}
+
+/// Runs the 22 TPC-H queries on `silt` and `base`; the differences and
+/// failures, one line each.
+pub async fn tpch_differences(silt: &SessionContext, base: &SessionContext) -> Vec<String> {
+    let mut failures = Vec::new();
+    for n in 1..=22 {
+        let original = query(n);
+        let probe = run_script_last_query(base, &original).await.unwrap();
+        let sql = break_ties(&original, probe.first().map_or(0, |b| b.num_columns()));
+        let expected = run_script_last_query(base, &sql).await.unwrap();
+        match run_script_last_query(silt, &sql).await {
+            Err(e) => failures.push(format!("q{n:02}: {e}")),
+            Ok(got) => {
+                if let Err(d) = check_same(&format!("q{n:02}"), &got, &expected, is_ordered(&sql)) {
+                    failures.push(d);
+                }
+            }
+        }
+    }
+    failures
+}
