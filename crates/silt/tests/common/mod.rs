@@ -1,3 +1,6 @@
+// Each test crate uses part of this module.
+#![allow(dead_code)]
+
 //! What the tests of real `silt serve` processes share: starting a server
 //! on TPC-H in a loopback S3, a client for it, and checking all 22 TPC-H
 //! queries against plain DataFusion.
