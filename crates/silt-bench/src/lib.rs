@@ -11,5 +11,6 @@ pub mod plots;
 pub mod procfs;
 pub mod report;
 pub mod results;
+pub mod ssb;
 pub mod tpch;
 pub mod traces;

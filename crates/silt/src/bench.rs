@@ -22,6 +22,8 @@ enum BenchCommand {
     Clickbench(crate::harness::ClickbenchArgs),
     /// TPC-H queries in every mode: results.json, report.md, plots.
     Tpch(crate::harness::TpchArgs),
+    /// The Star Schema Benchmark's 13 queries (data derived from TPC-H) in every mode.
+    Ssb(crate::harness::SsbArgs),
     /// Point lookups (`WHERE id = ?`) with concurrent clients: p50/p99 latency, lookups/s.
     Lookup(crate::harness::LookupArgs),
     /// The whole harness on tiny data (run by the test suite so it never rots).
@@ -38,6 +40,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchCommand::Gen(a) => crate::bench_gen::run(a).await,
         BenchCommand::Clickbench(a) => crate::harness::clickbench(a).await,
         BenchCommand::Tpch(a) => crate::harness::tpch(a).await,
+        BenchCommand::Ssb(a) => crate::harness::ssb(a).await,
         BenchCommand::Lookup(a) => crate::harness::lookup(a).await,
         BenchCommand::Smoke(a) => crate::harness::smoke(a).await,
         BenchCommand::ObjectStore(a) => crate::harness::object_store(a).await,

@@ -12,17 +12,23 @@ use crate::common::{Fixture, baseline_ctx, break_ties, check_same, is_ordered, s
 
 async fn run_suite(dir: &str, files: Vec<String>) {
     let fx = Fixture::start().await;
-    let silt = fx.client_ctx().await;
     let base = baseline_ctx().await;
+    run_suite_on(&fx, &base, dir, files).await;
+}
+
+/// Runs the queries `files` of `shared/{dir}` through `fx`'s server and
+/// through `base` (plain DataFusion on the same files), cold and warm.
+pub async fn run_suite_on(fx: &Fixture, base: &datafusion::prelude::SessionContext, dir: &str, files: Vec<String>) {
+    let silt = fx.client_ctx().await;
     let mut failures = Vec::new();
     for file in &files {
         let original = std::fs::read_to_string(shared_dir().join(dir).join(file)).unwrap();
-        let probe = run_script_last_query(&base, &original)
+        let probe = run_script_last_query(base, &original)
             .await
             .unwrap_or_else(|e| panic!("baseline failed on {file}: {e}"));
         let columns = probe.first().map_or(0, |b| b.num_columns());
         let sql = break_ties(&original, columns);
-        let expected = run_script_last_query(&base, &sql)
+        let expected = run_script_last_query(base, &sql)
             .await
             .unwrap_or_else(|e| panic!("baseline failed on {file} with ties broken: {e}"));
         for run in ["cold", "liquid"] {

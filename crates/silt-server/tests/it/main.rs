@@ -11,5 +11,6 @@ mod lookups;
 mod pruning;
 mod s3_api;
 mod safety;
+mod ssb;
 mod tiers;
 mod versions;

@@ -95,6 +95,25 @@ pub struct TpchArgs {
 }
 
 #[derive(Args, Debug)]
+pub struct SsbArgs {
+    /// Scale factor (lineorder has ~6M rows per unit).
+    #[arg(long, default_value_t = 1.0)]
+    sf: f64,
+    /// SSB queries by name [default: all 13].
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1.1,1.2,1.3,2.1,2.2,2.3,3.1,3.2,3.3,3.4,4.1,4.2,4.3"
+    )]
+    queries: Vec<String>,
+    /// Where the data lives [default: data/ssb-sf<sf>].
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+#[derive(Args, Debug)]
 pub struct SmokeArgs {
     /// Folder of the results; the run writes into `<out>/smoke/`.
     #[arg(long, default_value = "bench-results")]
@@ -140,6 +159,15 @@ pub async fn tpch(args: TpchArgs) -> anyhow::Result<()> {
         .name
         .clone()
         .unwrap_or_else(|| format!("tpch-sf{}", args.sf));
+    run_and_report(&suite, &args.common, &name, &data_dir).await.map(|_| ())
+}
+
+pub async fn ssb(args: SsbArgs) -> anyhow::Result<()> {
+    let data_dir = args
+        .data_dir
+        .unwrap_or_else(|| PathBuf::from(format!("data/ssb-sf{}", args.sf)));
+    let suite = suite::ssb(&args.common.shared, &data_dir, args.sf, &args.queries)?;
+    let name = args.common.name.clone().unwrap_or_else(|| format!("ssb-sf{}", args.sf));
     run_and_report(&suite, &args.common, &name, &data_dir).await.map(|_| ())
 }
 

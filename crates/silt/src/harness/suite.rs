@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use silt_bench::compare::break_ties;
 use silt_bench::results::{DataSet, QuerySpec};
-use silt_bench::{hits, tpch};
+use silt_bench::{hits, ssb, tpch};
 
 /// One table: the objects under `s3://{bucket}/{prefix}`.
 #[derive(Debug, Clone)]
@@ -172,6 +172,52 @@ pub fn tpch(shared: &Path, data_dir: &Path, sf: f64, ids: &[u32]) -> anyhow::Res
         src,
         data: DataSet {
             description: format!("TPC-H SF {sf}"),
+            rows: (sf * 6_000_000.0) as u64,
+            files,
+            parquet_bytes,
+        },
+    })
+}
+
+/// SSB at scale factor `sf` under `data_dir` (derived from TPC-H, generated
+/// once), with the 13 queries of `../shared/bench/ssb/queries` named in
+/// `names` (`1.1` ... `4.3`).
+pub fn ssb(shared: &Path, data_dir: &Path, sf: f64, names: &[String]) -> anyhow::Result<Suite> {
+    let src = data_dir.join("src");
+    let bucket = src.join("ssb");
+    if ssb::TABLES.iter().any(|t| !ssb::table_file(&bucket, t).exists()) {
+        println!("Generating SSB SF {sf} into {} (once) ...", bucket.display());
+        ssb::generate(&bucket, sf, tpch::ParquetLayout::default()).context("generating SSB")?;
+    }
+    let (files, parquet_bytes) = parquet_bytes(&bucket);
+    let dir = shared.join("bench/ssb/queries");
+    let queries = names
+        .iter()
+        .map(|name| {
+            let path = dir.join(format!("q{name}.sql"));
+            let sql = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+            Ok(QuerySpec {
+                id: format!("q{name}"),
+                sql,
+            })
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(Suite {
+        kind: "ssb".into(),
+        tables: ssb::TABLES
+            .iter()
+            .map(|t| TableSpec {
+                name: (*t).into(),
+                bucket: "ssb".into(),
+                prefix: format!("{t}/"),
+                binary_as_string: false,
+            })
+            .collect(),
+        views: Vec::new(),
+        queries,
+        src,
+        data: DataSet {
+            description: format!("SSB SF {sf} (derived from TPC-H)"),
             rows: (sf * 6_000_000.0) as u64,
             files,
             parquet_bytes,
