@@ -253,7 +253,7 @@ impl QueryResult {
             }
             _ => return vec!["unknown status"],
         }
-        let has_server = !matches!(self.mode.as_str(), "direct" | "duckdb");
+        let has_server = !matches!(self.mode.as_str(), "direct" | "duckdb" | "local");
         let checks: [(bool, &'static str); 8] = [
             (self.rows.is_some(), "rows"),
             (self.cold_ms.is_some(), "cold_ms"),
@@ -265,7 +265,10 @@ impl QueryResult {
                 "bytes_to_client",
             ),
             (self.mode == "duckdb" || self.object_store.is_some(), "object_store"),
-            (self.memory.is_some() || self.mode == "direct", "memory"),
+            (
+                self.memory.is_some() || matches!(self.mode.as_str(), "direct" | "local"),
+                "memory",
+            ),
         ];
         missing.extend(checks.iter().filter(|(ok, _)| !ok).map(|(_, name)| *name));
         missing

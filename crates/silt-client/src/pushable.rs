@@ -98,32 +98,11 @@ fn cast_allowed(to: &DataType) -> bool {
     !matches!(to, DataType::Timestamp(_, Some(_)))
 }
 
-/// Whether `expr` may be pushed to the server as an exact filter.
-pub fn is_exact_on_server(expr: &Expr) -> bool {
-    if expr.is_volatile() {
-        return false;
-    }
+/// Whether `ok` holds for every node of `tree` (stops at the first that fails).
+fn every_node<N: TreeNode>(tree: &N, mut ok: impl FnMut(&N) -> bool) -> bool {
     let mut allowed = true;
-    let _ = expr.apply(|e| {
-        let ok = match e {
-            Expr::Column(_) | Expr::Literal(..) | Expr::Not(_) | Expr::Negative(_) => true,
-            Expr::IsNull(_)
-            | Expr::IsNotNull(_)
-            | Expr::IsTrue(_)
-            | Expr::IsFalse(_)
-            | Expr::IsNotTrue(_)
-            | Expr::IsNotFalse(_)
-            | Expr::IsUnknown(_)
-            | Expr::IsNotUnknown(_) => true,
-            Expr::Between(_) | Expr::InList(_) | Expr::Like(_) | Expr::SimilarTo(_) => true,
-            Expr::BinaryExpr(b) => operator_allowed(&b.op),
-            Expr::Cast(c) => cast_allowed(c.field.data_type()),
-            Expr::TryCast(c) => cast_allowed(c.field.data_type()),
-            Expr::ScalarFunction(f) => FUNCTIONS.contains(&f.name()),
-            Expr::Case(_) => true,
-            _ => false,
-        };
-        if ok {
+    let _ = tree.apply(|node| {
+        if ok(node) {
             Ok(TreeNodeRecursion::Continue)
         } else {
             allowed = false;
@@ -131,6 +110,31 @@ pub fn is_exact_on_server(expr: &Expr) -> bool {
         }
     });
     allowed
+}
+
+/// Whether `expr` may be pushed to the server as an exact filter.
+pub fn is_exact_on_server(expr: &Expr) -> bool {
+    if expr.is_volatile() {
+        return false;
+    }
+    every_node(expr, |e| match e {
+        Expr::Column(_) | Expr::Literal(..) | Expr::Not(_) | Expr::Negative(_) => true,
+        Expr::IsNull(_)
+        | Expr::IsNotNull(_)
+        | Expr::IsTrue(_)
+        | Expr::IsFalse(_)
+        | Expr::IsNotTrue(_)
+        | Expr::IsNotFalse(_)
+        | Expr::IsUnknown(_)
+        | Expr::IsNotUnknown(_) => true,
+        Expr::Between(_) | Expr::InList(_) | Expr::Like(_) | Expr::SimilarTo(_) => true,
+        Expr::BinaryExpr(b) => operator_allowed(&b.op),
+        Expr::Cast(c) => cast_allowed(c.field.data_type()),
+        Expr::TryCast(c) => cast_allowed(c.field.data_type()),
+        Expr::ScalarFunction(f) => FUNCTIONS.contains(&f.name()),
+        Expr::Case(_) => true,
+        _ => false,
+    })
 }
 
 /// Whether a *physical* expression evaluates on the server exactly as here:
@@ -143,10 +147,9 @@ pub fn is_exact_physical(expr: &Arc<dyn PhysicalExpr>) -> bool {
         BinaryExpr, CaseExpr, CastExpr, Column, InListExpr, IsNotNullExpr, IsNullExpr, LikeExpr, Literal, NegativeExpr,
         NotExpr, TryCastExpr,
     };
-    let mut allowed = true;
-    let _ = expr.apply(|e| {
+    every_node(expr, |e| {
         let e: &dyn PhysicalExpr = e.as_ref();
-        let ok = e.is::<Column>()
+        e.is::<Column>()
             || e.is::<Literal>()
             || e.is::<NotExpr>()
             || e.is::<NegativeExpr>()
@@ -161,15 +164,8 @@ pub fn is_exact_physical(expr: &Arc<dyn PhysicalExpr>) -> bool {
             || e.downcast_ref::<TryCastExpr>()
                 .is_some_and(|c| cast_allowed(c.cast_type()))
             || e.downcast_ref::<ScalarFunctionExpr>()
-                .is_some_and(|f| FUNCTIONS.contains(&f.name()));
-        if ok {
-            Ok(TreeNodeRecursion::Continue)
-        } else {
-            allowed = false;
-            Ok(TreeNodeRecursion::Stop)
-        }
-    });
-    allowed
+                .is_some_and(|f| FUNCTIONS.contains(&f.name()))
+    })
 }
 
 #[cfg(test)]
