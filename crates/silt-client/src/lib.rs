@@ -47,9 +47,13 @@ pub async fn register_tables(ctx: &SessionContext, url: &str) -> Result<Vec<Stri
 /// Like [`register_tables`], with a client built by the caller (for a token).
 ///
 /// Also installs [`partial_aggregate::PushPartialAggregate`] in `ctx`, so
-/// aggregates over one Silt table run their partial half on the server.
+/// aggregates over one Silt table run their partial half on the server, and
+/// lets joins publish build sides of up to
+/// [`join_filter::INLIST_MAX_DISTINCT_KEYS`] keys as `IN` lists the server
+/// can apply ([`join_filter::tune`]).
 pub async fn register_tables_with(ctx: &SessionContext, client: &SiltClient) -> Result<Vec<String>> {
     partial_aggregate::install(ctx);
+    join_filter::tune(ctx);
     let names = client.list_tables().await?;
     for name in &names {
         let table = SiltTable::try_new(client.clone(), name).await?;
