@@ -13,9 +13,9 @@
 
 mod common;
 
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 use silt_bench::local_s3::LocalS3;
 use silt_bench::tpch;
@@ -40,16 +40,9 @@ impl FullDisk {
             .stderr(Stdio::piped())
             .spawn()
             .ok()?;
+        // One line: "mounted", or nothing when the mount failed (sh exits).
         let mut out = String::new();
-        use std::io::Read;
-        let mut buf = [0u8; 8];
-        let started = Instant::now();
-        while !out.contains("mounted") && started.elapsed() < Duration::from_secs(10) {
-            match holder.stdout.as_mut().unwrap().read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => out.push_str(&String::from_utf8_lossy(&buf[..n])),
-            }
-        }
+        let _ = BufReader::new(holder.stdout.take()?).read_line(&mut out);
         if !out.contains("mounted") {
             let _ = holder.kill();
             let mut err = String::new();

@@ -147,6 +147,19 @@ pub fn clickbench(shared: &Path, data_dir: &Path, rows: u64, ids: &[u32]) -> any
     })
 }
 
+/// One table per name, each the folder `{name}/` of `bucket`.
+fn folder_tables(bucket: &str, names: &[&str]) -> Vec<TableSpec> {
+    names
+        .iter()
+        .map(|t| TableSpec {
+            name: (*t).into(),
+            bucket: bucket.into(),
+            prefix: format!("{t}/"),
+            binary_as_string: false,
+        })
+        .collect()
+}
+
 /// TPC-H at scale factor `sf` under `data_dir` (generated once).
 pub fn tpch(shared: &Path, data_dir: &Path, sf: f64, ids: &[u32]) -> anyhow::Result<Suite> {
     let src = data_dir.join("src");
@@ -158,15 +171,7 @@ pub fn tpch(shared: &Path, data_dir: &Path, sf: f64, ids: &[u32]) -> anyhow::Res
     let (files, parquet_bytes) = parquet_bytes(&src);
     Ok(Suite {
         kind: "tpch".into(),
-        tables: tpch::TABLES
-            .iter()
-            .map(|t| TableSpec {
-                name: (*t).into(),
-                bucket: "tpch".into(),
-                prefix: format!("{t}/"),
-                binary_as_string: false,
-            })
-            .collect(),
+        tables: folder_tables("tpch", &tpch::TABLES),
         views: Vec::new(),
         queries: read_queries(&shared.join("bench/tpch/queries"), ids, "q")?,
         src,
@@ -204,15 +209,7 @@ pub fn ssb(shared: &Path, data_dir: &Path, sf: f64, names: &[String]) -> anyhow:
         .collect::<anyhow::Result<Vec<_>>>()?;
     Ok(Suite {
         kind: "ssb".into(),
-        tables: ssb::TABLES
-            .iter()
-            .map(|t| TableSpec {
-                name: (*t).into(),
-                bucket: "ssb".into(),
-                prefix: format!("{t}/"),
-                binary_as_string: false,
-            })
-            .collect(),
+        tables: folder_tables("ssb", &ssb::TABLES),
         views: Vec::new(),
         queries,
         src,
