@@ -28,9 +28,22 @@ pub enum ClientError {
     #[error("invalid server URL '{0}'")]
     Url(String),
     #[error("Silt server {url}: {message}")]
-    Server { url: String, message: String },
+    Server {
+        url: String,
+        message: String,
+        /// The gRPC status code the server answered with.
+        code: tonic::Code,
+    },
     #[error("Silt server {url} sent a malformed response: {message}")]
     Protocol { url: String, message: String },
+}
+
+impl ClientError {
+    /// Whether the server refused because an object changed under the
+    /// request (`ABORTED`): a scan scoped to object versions that are gone.
+    pub fn is_changed(&self) -> bool {
+        matches!(self, ClientError::Server { code, .. } if *code == tonic::Code::Aborted)
+    }
 }
 
 impl From<ClientError> for DataFusionError {
@@ -105,6 +118,7 @@ impl SiltClient {
         ClientError::Server {
             url: self.url.clone(),
             message: format!("{} ({:?})", status.message(), status.code()),
+            code: status.code(),
         }
     }
 
@@ -169,33 +183,47 @@ impl SiltClient {
 
     /// Names of the tables and views the server serves (Flight SQL `GetTables`).
     pub async fn list_tables(&self) -> Result<Vec<String>, ClientError> {
+        Ok(self.list_entries().await?.into_iter().map(|(name, _)| name).collect())
+    }
+
+    /// Names of the tables and views the server serves, each with its
+    /// type (`TABLE` or `VIEW`).
+    pub async fn list_entries(&self) -> Result<Vec<(String, String)>, ClientError> {
         let cmd = CommandGetTables {
             include_schema: false,
             ..Default::default()
         };
         let info = self.flight_info(cmd.as_any().encode_to_vec()).await?;
-        let mut names = Vec::new();
+        let mut entries = Vec::new();
         for batch in self.collect(info).await? {
-            let col = batch
-                .column_by_name("table_name")
-                .ok_or_else(|| ClientError::Protocol {
-                    url: self.url.clone(),
-                    message: "GetTables result has no table_name column".into(),
-                })?;
-            let col = cast(col, &DataType::Utf8).map_err(|e| ClientError::Protocol {
-                url: self.url.clone(),
-                message: e.to_string(),
-            })?;
-            let strings = col
-                .as_any()
-                .downcast_ref::<StringArray>()
-                .ok_or_else(|| ClientError::Protocol {
-                    url: self.url.clone(),
-                    message: "table_name is not a string column".into(),
-                })?;
-            names.extend(strings.iter().flatten().map(str::to_string));
+            let names = self.string_column(&batch, "table_name")?;
+            let types = self.string_column(&batch, "table_type")?;
+            for (name, kind) in names.iter().zip(types.iter()) {
+                if let Some(name) = name {
+                    entries.push((name.to_string(), kind.unwrap_or_default().to_string()));
+                }
+            }
         }
-        Ok(names)
+        Ok(entries)
+    }
+
+    /// Column `name` of a metadata answer, as strings.
+    fn string_column(&self, batch: &RecordBatch, name: &str) -> Result<StringArray, ClientError> {
+        let col = batch.column_by_name(name).ok_or_else(|| ClientError::Protocol {
+            url: self.url.clone(),
+            message: format!("GetTables result has no {name} column"),
+        })?;
+        let col = cast(col, &DataType::Utf8).map_err(|e| ClientError::Protocol {
+            url: self.url.clone(),
+            message: e.to_string(),
+        })?;
+        col.as_any()
+            .downcast_ref::<StringArray>()
+            .cloned()
+            .ok_or_else(|| ClientError::Protocol {
+                url: self.url.clone(),
+                message: format!("{name} is not a string column"),
+            })
     }
 
     /// Output schema and estimated row count of `scan`, without running it.
@@ -207,6 +235,12 @@ impl SiltClient {
             message: format!("schema of scan on '{}': {e}", scan.table),
         })?;
         Ok((std::sync::Arc::new(schema), rows))
+    }
+
+    /// Run a pushdown scan and collect all its batches.
+    pub async fn scan_all(&self, scan: &ScanRequest) -> Result<Vec<RecordBatch>, ClientError> {
+        let stream = self.scan(scan).await?;
+        self.drain(stream).await
     }
 
     /// Run a pushdown scan and stream its batches.

@@ -24,6 +24,7 @@ use futures::{StreamExt, TryStreamExt};
 use silt_proto::ScanRequest;
 
 use crate::client::SiltClient;
+use crate::hybrid::{LocalPlan, PathCounters};
 use crate::join_filter;
 
 /// Streams the result of a pushed-down scan from a Silt server. In `EXPLAIN`
@@ -40,6 +41,9 @@ pub struct SiltScanExec {
     /// server when the scan starts ([`crate::join_filter`]).
     dynamic_filters: Vec<Arc<dyn PhysicalExpr>>,
     num_rows: Option<usize>,
+    /// When the session has a compute-side cache: how row groups run
+    /// locally ([`crate::hybrid`]).
+    local: Option<Arc<LocalPlan>>,
     properties: Arc<PlanProperties>,
     metrics: ExecutionPlanMetricsSet,
 }
@@ -66,18 +70,41 @@ impl SiltScanExec {
             aggregate_text: None,
             dynamic_filters: Vec::new(),
             num_rows,
+            local: None,
             properties,
             metrics: ExecutionPlanMetricsSet::new(),
         }
     }
 
+    /// This scan with its row groups answered from `local` when they can
+    /// be ([`crate::hybrid`]).
+    pub(crate) fn with_local(mut self, local: Option<Arc<LocalPlan>>) -> Self {
+        self.local = local;
+        self
+    }
+
     /// This scan with a partial aggregate pushed into it (see
-    /// [`crate::partial_aggregate`]): the server runs `fragment` on the
-    /// scan's rows and returns its output, of `schema`.
-    pub fn with_partial_aggregate(&self, fragment: Vec<u8>, schema: SchemaRef, description: String) -> Self {
+    /// [`crate::partial_aggregate`]): the server runs `fragment` (encoded
+    /// `plan`, whose leaf is this scan) on the scan's rows and returns its
+    /// output, of `plan`'s schema. Row groups the client holds run `plan`
+    /// locally.
+    pub fn with_partial_aggregate(&self, fragment: Vec<u8>, plan: Arc<dyn ExecutionPlan>, description: String) -> Self {
         let mut request = self.request.clone();
         request.partial_aggregate = Some(fragment);
-        let mut pushed = SiltScanExec::new(self.client.clone(), request, schema, self.filter_text.clone(), None);
+        let local = self.local.as_ref().map(|l| {
+            Arc::new(LocalPlan {
+                fragment: Some(plan.clone()),
+                ..(**l).clone()
+            })
+        });
+        let mut pushed = SiltScanExec::new(
+            self.client.clone(),
+            request,
+            plan.schema(),
+            self.filter_text.clone(),
+            None,
+        )
+        .with_local(local);
         pushed.aggregate_text = Some(description);
         pushed
     }
@@ -97,6 +124,7 @@ impl SiltScanExec {
             self.num_rows,
         );
         scan.aggregate_text = self.aggregate_text.clone();
+        scan.local = self.local.clone();
         scan.dynamic_filters = self.dynamic_filters.iter().cloned().chain(filters).collect();
         scan
     }
@@ -136,6 +164,14 @@ impl DisplayAs for SiltScanExec {
                     let shown: Vec<String> = self.dynamic_filters.iter().map(|d| d.to_string()).collect();
                     write!(f, " join_filters=[{}]", shown.join(", "))?;
                 }
+                if let Some(local) = self.local.as_ref().filter(|_| self.request.limit.is_none()) {
+                    write!(
+                        f,
+                        " local_cache=[{:?}, {} bytes]",
+                        local.cache.policy(),
+                        local.cache.budget()
+                    )?;
+                }
                 Ok(())
             }
             DisplayFormatType::TreeRender => write!(f, "table={}", self.request.table),
@@ -146,7 +182,7 @@ impl DisplayAs for SiltScanExec {
 /// Give a batch from the server the schema the client planned with. A scan
 /// with no columns comes back as one boolean marker column: keep only the
 /// row count.
-fn adapt(batch: RecordBatch, schema: &SchemaRef) -> Result<RecordBatch> {
+pub(crate) fn adapt(batch: RecordBatch, schema: &SchemaRef) -> Result<RecordBatch> {
     if schema.fields().is_empty() {
         let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
         return Ok(RecordBatch::try_new_with_options(schema.clone(), vec![], &options)?);
@@ -220,7 +256,7 @@ impl ExecutionPlan for SiltScanExec {
         }
     }
 
-    fn execute(&self, partition: usize, _context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
+    fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
         if partition != 0 {
             return exec_err!("SiltScanExec has one partition, asked for {partition}");
         }
@@ -231,6 +267,12 @@ impl ExecutionPlan for SiltScanExec {
         let dynamic_filters = self.dynamic_filters.clone();
         let pushed_join_filters = MetricBuilder::new(&self.metrics).counter("pushed_join_filters", partition);
         let output_rows = MetricBuilder::new(&self.metrics).output_rows(partition);
+        let local = self.local.clone().filter(|_| request.limit.is_none());
+        let counters = PathCounters {
+            local: MetricBuilder::new(&self.metrics).counter("row_groups_local", partition),
+            fetched: MetricBuilder::new(&self.metrics).counter("row_groups_fetched", partition),
+            pushed: MetricBuilder::new(&self.metrics).counter("row_groups_pushed", partition),
+        };
         let stream = futures::stream::once(async move {
             // Runs on the first poll: a join polls its probe side once its
             // build side is complete, so its dynamic filter is final here.
@@ -240,17 +282,25 @@ impl ExecutionPlan for SiltScanExec {
                     pushed_join_filters.add(1);
                 }
             }
+            if let Some(local) = local.filter(|l| !l.cache.lacks_layout(&request.table)) {
+                let batches = crate::hybrid::run(client, request, local, schema, context, counters).await?;
+                return Ok(batches.inspect_ok(move |b| output_rows.add(b.num_rows())).boxed());
+            }
             let batches = client.scan(&request).await.map_err(DataFusionError::from)?;
             let table = request.table.clone();
-            Ok::<_, DataFusionError>(batches.map(move |r| {
-                r.map_err(|e| {
-                    DataFusionError::External(
-                        format!("scan of '{table}' on {}: {}", client.url(), client.describe_error(e)).into(),
-                    )
-                })
-                .and_then(|b| adapt(b, &schema))
-                .inspect(|b| output_rows.add(b.num_rows()))
-            }))
+            Ok::<_, DataFusionError>(
+                batches
+                    .map(move |r| {
+                        r.map_err(|e| {
+                            DataFusionError::External(
+                                format!("scan of '{table}' on {}: {}", client.url(), client.describe_error(e)).into(),
+                            )
+                        })
+                        .and_then(|b| adapt(b, &schema))
+                        .inspect(|b| output_rows.add(b.num_rows()))
+                    })
+                    .boxed(),
+            )
         })
         .try_flatten();
         Ok(Box::pin(RecordBatchStreamAdapter::new(out_schema, stream)))

@@ -22,7 +22,9 @@
 
 mod client;
 mod exec;
+pub mod hybrid;
 pub mod join_filter;
+pub mod local_cache;
 pub mod partial_aggregate;
 pub mod pushable;
 pub mod script;
@@ -30,6 +32,7 @@ mod table;
 
 pub use client::{ClientError, SiltClient};
 pub use exec::SiltScanExec;
+pub use local_cache::{CachePolicy, LocalCache};
 pub use table::SiltTable;
 
 use std::sync::Arc;
@@ -52,12 +55,39 @@ pub async fn register_tables(ctx: &SessionContext, url: &str) -> Result<Vec<Stri
 /// [`join_filter::INLIST_MAX_DISTINCT_KEYS`] keys as `IN` lists the server
 /// can apply ([`join_filter::tune`]).
 pub async fn register_tables_with(ctx: &SessionContext, client: &SiltClient) -> Result<Vec<String>> {
+    register_tables_with_options(ctx, client, &SiltTableOptions::default()).await
+}
+
+/// How the client side of Silt runs: today, its compute-side cache.
+#[derive(Debug, Clone, Default)]
+pub struct SiltTableOptions {
+    /// Bytes of decoded column segments the client keeps next to its
+    /// DataFusion ([`local_cache`]); 0 (the default) keeps none and pushes
+    /// every scan down whole.
+    pub local_cache_bytes: u64,
+    /// Which segments a full local cache gives up first.
+    pub local_cache_policy: CachePolicy,
+}
+
+/// Like [`register_tables_with`], with `options`. The tables registered
+/// share one compute-side cache of `options.local_cache_bytes`.
+pub async fn register_tables_with_options(
+    ctx: &SessionContext,
+    client: &SiltClient,
+    options: &SiltTableOptions,
+) -> Result<Vec<String>> {
     partial_aggregate::install(ctx);
     join_filter::tune(ctx);
-    let names = client.list_tables().await?;
-    for name in &names {
-        let table = SiltTable::try_new(client.clone(), name).await?;
+    let cache = (options.local_cache_bytes > 0).then(|| {
+        let budget = usize::try_from(options.local_cache_bytes).unwrap_or(usize::MAX);
+        Arc::new(LocalCache::new(budget, options.local_cache_policy))
+    });
+    let entries = client.list_entries().await?;
+    for (name, kind) in &entries {
+        // A view's rows are computed on the server: no row groups to keep.
+        let cache = cache.clone().filter(|_| kind != "VIEW");
+        let table = SiltTable::try_new(client.clone(), name).await?.with_local_cache(cache);
         ctx.register_table(name.as_str(), Arc::new(table))?;
     }
-    Ok(names)
+    Ok(entries.into_iter().map(|(name, _)| name).collect())
 }

@@ -123,7 +123,7 @@ fn push_into_scan(node: &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn Execut
     let encoded =
         datafusion_proto::bytes::physical_plan_to_bytes_with_extension_codec(partial.clone(), &FragmentCodec)?;
     let pushed: Arc<dyn ExecutionPlan> =
-        Arc::new(scan.with_partial_aggregate(encoded.to_vec(), partial.schema(), description));
+        Arc::new(scan.with_partial_aggregate(encoded.to_vec(), partial.clone(), description));
     if matches!(agg.mode(), AggregateMode::Partial) {
         return Ok(Some(pushed));
     }

@@ -7,9 +7,10 @@ use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::Session;
 use datafusion::common::stats::Precision;
 use datafusion::common::tree_node::{Transformed, TreeNode};
-use datafusion::common::{Column, Statistics, project_schema};
+use datafusion::common::{Column, DFSchema, Statistics, project_schema};
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::error::Result;
+use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion_proto::bytes::Serializeable;
@@ -17,6 +18,8 @@ use silt_proto::{Projection, ScanRequest};
 
 use crate::client::SiltClient;
 use crate::exec::SiltScanExec;
+use crate::hybrid::LocalPlan;
+use crate::local_cache::LocalCache;
 use crate::pushable::is_exact_on_server;
 
 /// The share of rows a pushed filter is assumed to keep in row estimates
@@ -37,6 +40,8 @@ pub struct SiltTable {
     name: String,
     schema: SchemaRef,
     num_rows: Option<usize>,
+    /// The session's compute-side cache, when it has one.
+    local_cache: Option<Arc<LocalCache>>,
 }
 
 impl SiltTable {
@@ -52,7 +57,71 @@ impl SiltTable {
             name: name.to_string(),
             schema,
             num_rows,
+            local_cache: None,
         })
+    }
+
+    /// This table with its scans' row groups answered from `cache` when
+    /// it holds them ([`crate::hybrid`]).
+    pub fn with_local_cache(mut self, cache: Option<Arc<LocalCache>>) -> Self {
+        self.local_cache = cache;
+        self
+    }
+
+    /// The compute-side cache this table's scans use, if any.
+    pub fn local_cache(&self) -> Option<&Arc<LocalCache>> {
+        self.local_cache.as_ref()
+    }
+
+    /// How a scan of `columns` (`None`: all) with `filters` runs its row
+    /// groups locally; `None` when it cannot (no cache, a limit, nothing
+    /// to cache, a filter DataFusion cannot plan here).
+    fn local_plan(
+        &self,
+        state: &dyn Session,
+        columns: Option<&Projection>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> Option<Arc<LocalPlan>> {
+        let cache = self.local_cache.clone().filter(|c| c.budget() > 0 && limit.is_none())?;
+        let mut needed: Vec<String> = match columns {
+            Some(p) => p.columns.clone(),
+            None => self.schema.fields().iter().map(|f| f.name().clone()).collect(),
+        };
+        let projected = needed.len();
+        let bare: Vec<Expr> = filters.iter().map(unqualify).collect::<Result<_>>().ok()?;
+        for f in &bare {
+            for c in f.column_refs() {
+                if !needed.contains(&c.name) {
+                    needed.push(c.name.clone());
+                }
+            }
+        }
+        if needed.is_empty() {
+            return None;
+        }
+        let fields: Vec<_> = needed
+            .iter()
+            .map(|n| self.schema.field_with_name(n).ok().cloned())
+            .collect::<Option<_>>()?;
+        let wide_schema = Arc::new(datafusion::arrow::datatypes::Schema::new(fields));
+        let predicate = match conjunction(bare) {
+            None => None,
+            Some(expr) => {
+                let df_schema = DFSchema::try_from(wide_schema.as_ref().clone()).ok()?;
+                Some(state.create_physical_expr(expr, &df_schema).ok()?)
+            }
+        };
+        let filter_text: Vec<String> = filters.iter().map(|f| f.to_string()).collect();
+        Some(Arc::new(LocalPlan {
+            cache,
+            needed,
+            projected,
+            wide_schema,
+            predicate,
+            filters_key: format!("{}: {}", self.name, filter_text.join(" AND ")),
+            fragment: None,
+        }))
     }
 
     pub fn name(&self) -> &str {
@@ -113,7 +182,7 @@ impl TableProvider for SiltTable {
 
     async fn scan(
         &self,
-        _state: &dyn Session,
+        state: &dyn Session,
         projection: Option<&Vec<usize>>,
         filters: &[Expr],
         limit: Option<usize>,
@@ -130,12 +199,14 @@ impl TableProvider for SiltTable {
                 ))
             })?);
         }
+        let local = self.local_plan(state, columns.as_ref(), filters, limit);
         let request = ScanRequest {
             table: self.name.clone(),
             projection: columns,
             filters: encoded,
             limit: limit.map(|l| l as u64),
             partial_aggregate: None,
+            ..Default::default()
         };
         // Filtered scans are estimated as DataFusion estimates a filter it
         // cannot analyse (its default selectivity, 20%), so a join puts the
@@ -148,12 +219,15 @@ impl TableProvider for SiltTable {
             };
             limit.map_or(n, |l| l.min(n))
         });
-        Ok(Arc::new(SiltScanExec::new(
-            self.client.clone(),
-            request,
-            schema,
-            filters.iter().map(|f| f.to_string()).collect(),
-            rows,
-        )))
+        Ok(Arc::new(
+            SiltScanExec::new(
+                self.client.clone(),
+                request,
+                schema,
+                filters.iter().map(|f| f.to_string()).collect(),
+                rows,
+            )
+            .with_local(local),
+        ))
     }
 }

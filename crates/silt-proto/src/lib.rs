@@ -37,6 +37,68 @@ pub struct ScanRequest {
     /// Only partial aggregates over projections and filters are accepted.
     #[prost(bytes = "vec", optional, tag = "5")]
     pub partial_aggregate: Option<Vec<u8>>,
+    /// Scan only these row groups of these object versions (a client that
+    /// holds the others in its own cache). An object that is no longer at
+    /// the named version fails the scan with `ABORTED`, so a client never
+    /// merges rows of two versions: it asks for the layout again.
+    #[prost(message, optional, tag = "6")]
+    pub scope: Option<SegmentScope>,
+    /// Return the table's layout instead of rows: one row per (object, row
+    /// group, needed column) with the object's validated version, in the
+    /// schema of [`layout_schema`]. "Needed" are the projected columns and
+    /// those the filters read.
+    #[prost(bool, tag = "7")]
+    pub layout_only: bool,
+}
+
+/// Row groups of object versions a scan is limited to ([`ScanRequest::scope`]).
+#[derive(Clone, PartialEq, Message)]
+pub struct SegmentScope {
+    #[prost(message, repeated, tag = "1")]
+    pub objects: Vec<ObjectSegments>,
+}
+
+/// Row groups of one object version.
+#[derive(Clone, PartialEq, Message)]
+pub struct ObjectSegments {
+    /// The object as the layout names it.
+    #[prost(string, tag = "1")]
+    pub path: String,
+    /// The version token the layout gave (size, modification time, ETag).
+    #[prost(string, tag = "2")]
+    pub version: String,
+    #[prost(uint32, repeated, tag = "3")]
+    pub row_groups: Vec<u32>,
+}
+
+/// Columns of a layout answer ([`ScanRequest::layout_only`]).
+pub mod layout {
+    /// The object's path as the server lists it.
+    pub const OBJECT: &str = "object";
+    /// The version the listing validated (an opaque token).
+    pub const VERSION: &str = "version";
+    /// Row group index within the object.
+    pub const ROW_GROUP: &str = "row_group";
+    /// Rows in the row group.
+    pub const ROWS: &str = "rows";
+    /// A needed column's name.
+    pub const COLUMN: &str = "column";
+    /// The column chunk's uncompressed size in bytes (what fetching it moves, roughly).
+    pub const BYTES: &str = "bytes";
+}
+
+/// The Arrow schema of a layout answer: `object` and `version` (Utf8),
+/// `row_group` (UInt32), `rows` (UInt64), `column` (Utf8), `bytes` (UInt64).
+pub fn layout_schema() -> arrow::datatypes::SchemaRef {
+    use arrow::datatypes::{DataType, Field, Schema};
+    std::sync::Arc::new(Schema::new(vec![
+        Field::new(layout::OBJECT, DataType::Utf8, false),
+        Field::new(layout::VERSION, DataType::Utf8, false),
+        Field::new(layout::ROW_GROUP, DataType::UInt32, false),
+        Field::new(layout::ROWS, DataType::UInt64, false),
+        Field::new(layout::COLUMN, DataType::Utf8, false),
+        Field::new(layout::BYTES, DataType::UInt64, false),
+    ]))
 }
 
 /// An explicit column list (wrapped so that "all columns" and "no columns"
@@ -133,6 +195,14 @@ mod tests {
             filters: vec![vec![1, 2, 3]],
             limit: Some(10),
             partial_aggregate: Some(vec![4, 5]),
+            scope: Some(SegmentScope {
+                objects: vec![ObjectSegments {
+                    path: "t/a.parquet".into(),
+                    version: "v1".into(),
+                    row_groups: vec![0, 2],
+                }],
+            }),
+            layout_only: false,
         };
         let any = req.as_any();
         assert!(any.is::<ScanRequest>());

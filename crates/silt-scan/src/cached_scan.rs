@@ -57,6 +57,7 @@ use crate::footer::pinned_footer;
 use crate::pruning::{FilePruner, RowGroupWork};
 use crate::scan_filter::ScanFilter;
 use crate::scan_metrics::ScanMetrics;
+use crate::scope::ScopedRowGroups;
 
 /// Everything a scan reads through, shared by all partitions.
 #[derive(Clone)]
@@ -78,6 +79,9 @@ pub struct ScanSpec {
     pub limit: Option<usize>,
     /// Statistics of the files, already projected.
     pub statistics: Statistics,
+    /// When the scan is scoped ([`crate::scope`]): the row groups to read
+    /// of each file (the others are not read).
+    pub row_groups: Option<ScopedRowGroups>,
 }
 
 /// Reads a Parquet table through the memory, page and disk tiers.
@@ -263,6 +267,16 @@ impl PartitionRun {
                 None => (0..file.reader.metadata().num_row_groups()).collect(),
             };
             first += file.reader.metadata().num_row_groups();
+            let groups: Vec<usize> = match &self.spec.row_groups {
+                None => groups,
+                Some(scoped) => {
+                    let wanted = scoped.get(&meta.location);
+                    groups
+                        .into_iter()
+                        .filter(|rg| wanted.is_some_and(|w| w.contains(rg)))
+                        .collect()
+                }
+            };
             // Row groups are dealt round-robin over the partitions.
             let mine: Vec<usize> = groups
                 .into_iter()

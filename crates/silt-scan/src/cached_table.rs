@@ -15,6 +15,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::Session;
 use datafusion::common::Statistics;
@@ -32,6 +33,7 @@ use silt_cache::{CacheError, ValidationGate};
 use crate::cached_scan::{CachedScanExec, ScanSources, ScanSpec};
 use crate::footer::pinned_footer;
 use crate::scan_filter::ScanFilter;
+use crate::scope::{LayoutBuilder, ScanScope};
 
 #[derive(Debug)]
 pub struct CachedParquetTable {
@@ -131,6 +133,35 @@ impl CachedParquetTable {
                 .any(|url| url.contains(path, ignore_subdirectory))
     }
 
+    /// The table's layout for a client that caches row groups itself
+    /// ([`crate::scope`]): per listed object version, row group and column
+    /// of `columns`, the rows and the column chunk's uncompressed size.
+    /// Lists like a scan (validated the same way).
+    pub async fn layout(&self, state: &dyn Session, columns: &[String]) -> Result<RecordBatch> {
+        if !self.cached {
+            return Err(DataFusionError::Plan(
+                "the table has nested columns: it has no row-group layout for a client cache".into(),
+            ));
+        }
+        let files = self.list_files(state).await?;
+        let reads = files.iter().cloned().map(|meta| {
+            let (store, cache) = (self.sources.store.clone(), self.sources.metadata_cache.clone());
+            async move {
+                let (_, metadata) = pinned_footer(&store, &cache, &meta).await?;
+                Ok::<_, DataFusionError>((meta, metadata))
+            }
+        });
+        let footers: Vec<_> = futures::stream::iter(reads)
+            .buffered(FOOTER_CONCURRENCY)
+            .try_collect()
+            .await?;
+        let mut layout = LayoutBuilder::default();
+        for (meta, metadata) in &footers {
+            layout.add(meta, metadata, columns);
+        }
+        layout.finish()
+    }
+
     /// The table's statistics, from the footers of exactly the listed
     /// versions (the scan then finds the same footers in the metadata tier).
     async fn statistics(&self, files: &[ObjectMeta], schema: &SchemaRef) -> Result<Statistics> {
@@ -194,7 +225,13 @@ impl TableProvider for CachedParquetTable {
             Some(p) => p.clone(),
             None => (0..table_schema.fields().len()).collect(),
         };
-        let files = self.list_files(state).await?;
+        let mut files = self.list_files(state).await?;
+        let mut row_groups = None;
+        if let Some(scope) = state.config().get_extension::<ScanScope>() {
+            let (kept, groups) = scope.restrict(files)?;
+            files = kept;
+            row_groups = Some(groups);
+        }
         if files.is_empty() {
             return Ok(Arc::new(EmptyExec::new(Arc::new(table_schema.project(&projection)?))));
         }
@@ -215,6 +252,7 @@ impl TableProvider for CachedParquetTable {
             filter,
             limit,
             statistics,
+            row_groups,
         };
         let partitions = state.config().target_partitions();
         Ok(Arc::new(CachedScanExec::new(spec, self.sources.clone(), partitions)?))

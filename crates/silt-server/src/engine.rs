@@ -30,6 +30,7 @@ use silt_cache::{
 };
 use silt_proto::{ROW_MARKER_COLUMN, ScanRequest};
 use silt_scan::lookup::LookupIndexes;
+use silt_scan::scope::ScanScope;
 use silt_scan::{MetadataTier, PushdownScan, plan_pushdown};
 use tracing::warn;
 
@@ -390,6 +391,22 @@ impl Engine {
             .limit
             .map(|l| usize::try_from(l).map_err(|_| ServerError::InvalidRequest(format!("limit {l} is too large"))))
             .transpose()?;
+        if let Some(scope) = &request.scope {
+            let scope = ScanScope::new(scope.objects.iter().map(|o| {
+                let groups = o.row_groups.iter().map(|&g| g as usize).collect();
+                (o.path.clone(), o.version.clone(), groups)
+            }));
+            ctx.state_ref().write().config_mut().set_extension(Arc::new(scope));
+        }
+        if request.layout_only {
+            let df = self.layout(request, &filters, &ctx).await?;
+            return Ok(PlannedQuery {
+                ctx,
+                df,
+                sources,
+                physical: None,
+            });
+        }
         let scan = PushdownScan {
             table: request.table.clone(),
             projection: request.projection.as_ref().map(|p| p.columns.clone()),
@@ -419,6 +436,42 @@ impl Engine {
             sources,
             physical,
         })
+    }
+
+    /// The layout a client cache plans a scan from ([`silt_scan::scope`]):
+    /// the table's object versions as `ctx` lists them (gated like a scan),
+    /// their row groups, and the sizes of the columns the scan needs.
+    async fn layout(
+        &self,
+        request: &ScanRequest,
+        filters: &[Expr],
+        ctx: &SessionContext,
+    ) -> Result<DataFrame, ServerError> {
+        let table = self.resolve_table(&request.table, "layouts are only of").await?;
+        let mut needed: Vec<String> = match &request.projection {
+            Some(p) => p.columns.clone(),
+            None => table
+                .parquet()?
+                .schema_ref()
+                .fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .collect(),
+        };
+        for f in filters {
+            for c in f.column_refs() {
+                if !needed.contains(&c.name) {
+                    needed.push(c.name.clone());
+                }
+            }
+        }
+        let sources = format!("{}={}", table.name, table.config.url);
+        let batch = table
+            .parquet()?
+            .layout(&ctx.state(), &needed)
+            .await
+            .map_err(|e| ServerError::reading(&sources, e))?;
+        Ok(ctx.read_batch(batch)?)
     }
 
     /// Arrow schema of a registered table or view.

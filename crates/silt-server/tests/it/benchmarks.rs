@@ -20,35 +20,7 @@ async fn run_suite(dir: &str, files: Vec<String>) {
 /// through `base` (plain DataFusion on the same files), cold and warm.
 pub async fn run_suite_on(fx: &Fixture, base: &datafusion::prelude::SessionContext, dir: &str, files: Vec<String>) {
     let silt = fx.client_ctx().await;
-    let mut failures = Vec::new();
-    for file in &files {
-        let original = std::fs::read_to_string(shared_dir().join(dir).join(file)).unwrap();
-        let probe = run_script_last_query(base, &original)
-            .await
-            .unwrap_or_else(|e| panic!("baseline failed on {file}: {e}"));
-        let columns = probe.first().map_or(0, |b| b.num_columns());
-        let sql = break_ties(&original, columns);
-        let expected = run_script_last_query(base, &sql)
-            .await
-            .unwrap_or_else(|e| panic!("baseline failed on {file} with ties broken: {e}"));
-        for run in ["cold", "liquid"] {
-            if run == "liquid" {
-                let batches = fx.server.engine.tiers().batches().clone();
-                let drained = tokio::task::spawn_blocking(move || batches.wait_transcoded(Duration::from_secs(120)))
-                    .await
-                    .unwrap();
-                assert!(drained, "the transcoder did not drain within 2 minutes");
-            }
-            match run_script_last_query(&silt, &sql).await {
-                Err(e) => failures.push(format!("{file} ({run}): Silt failed: {e}")),
-                Ok(got) => {
-                    if let Err(diff) = check_same(&format!("{file} ({run})"), &got, &expected, is_ordered(&sql)) {
-                        failures.push(diff);
-                    }
-                }
-            }
-        }
-    }
+    let failures = compare_suite(fx, base, &silt, dir, &files, &["cold", "liquid"]).await;
     assert!(
         failures.is_empty(),
         "{} of {} queries differ:\n{}",
@@ -80,6 +52,49 @@ async fn clickbench_43_queries_match_datafusion() {
         (0..=42).map(|n| format!("q{n:02}.sql")).collect(),
     )
     .await;
+}
+
+/// Runs each query of `files` (in `shared/{dir}`) through `silt` once per
+/// label of `runs` (before a run labelled `liquid`, the server's transcoder
+/// drains) and through `base`; returns how the answers differ.
+pub async fn compare_suite(
+    fx: &Fixture,
+    base: &datafusion::prelude::SessionContext,
+    silt: &datafusion::prelude::SessionContext,
+    dir: &str,
+    files: &[String],
+    runs: &[&str],
+) -> Vec<String> {
+    let mut failures = Vec::new();
+    for file in files {
+        let original = std::fs::read_to_string(shared_dir().join(dir).join(file)).unwrap();
+        let probe = run_script_last_query(base, &original)
+            .await
+            .unwrap_or_else(|e| panic!("baseline failed on {file}: {e}"));
+        let columns = probe.first().map_or(0, |b| b.num_columns());
+        let sql = break_ties(&original, columns);
+        let expected = run_script_last_query(base, &sql)
+            .await
+            .unwrap_or_else(|e| panic!("baseline failed on {file} with ties broken: {e}"));
+        for &run in runs {
+            if run == "liquid" {
+                let batches = fx.server.engine.tiers().batches().clone();
+                let drained = tokio::task::spawn_blocking(move || batches.wait_transcoded(Duration::from_secs(120)))
+                    .await
+                    .unwrap();
+                assert!(drained, "the transcoder did not drain within 2 minutes");
+            }
+            match run_script_last_query(silt, &sql).await {
+                Err(e) => failures.push(format!("{file} ({run}): Silt failed: {e}")),
+                Ok(got) => {
+                    if let Err(diff) = check_same(&format!("{file} ({run})"), &got, &expected, is_ordered(&sql)) {
+                        failures.push(diff);
+                    }
+                }
+            }
+        }
+    }
+    failures
 }
 
 async fn collect(ctx: &datafusion::prelude::SessionContext, sql: &str) -> Vec<datafusion::arrow::array::RecordBatch> {

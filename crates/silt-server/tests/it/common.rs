@@ -122,6 +122,19 @@ impl Fixture {
     }
 }
 
+/// A DataFusion context with `server`'s tables registered through Silt's
+/// client with `options` (a compute-side cache).
+pub async fn client_with(server: &ServerHandle, options: &silt_client::SiltTableOptions) -> SessionContext {
+    let ctx = SessionContext::new();
+    let client = silt_client::SiltClient::connect(&server.flight_url())
+        .await
+        .expect("connect");
+    silt_client::register_tables_with_options(&ctx, &client, options)
+        .await
+        .expect("register tables");
+    ctx
+}
+
 /// A DataFusion context with `server`'s tables registered (Silt's client).
 pub async fn client(server: &ServerHandle) -> SessionContext {
     let ctx = SessionContext::new();

@@ -117,6 +117,7 @@ fn ticket_seeds() -> Vec<Vec<u8>> {
         filters: vec![filter],
         limit: Some(100),
         partial_aggregate: None,
+        ..Default::default()
     };
     let keys = LookupRequest::encode_keys(Arc::new(Int64Array::from(vec![1, 7, 42]))).unwrap();
     let lookup = LookupRequest {

@@ -6,6 +6,7 @@ mod benchmarks;
 mod common;
 mod flight_sql;
 mod fuzz;
+mod hybrid;
 mod load;
 mod lookups;
 mod pruning;

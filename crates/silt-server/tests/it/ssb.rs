@@ -29,8 +29,8 @@ fn ssb_dir() -> &'static PathBuf {
     })
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ssb_13_queries_match_datafusion() {
+/// A server with the SSB tables, and plain DataFusion over the same files.
+pub async fn ssb_fixture() -> (Fixture, SessionContext) {
     let dir = ssb_dir();
     let fx = Fixture::start_with(|cfg| {
         cfg.tables.clear();
@@ -52,13 +52,18 @@ async fn ssb_13_queries_match_datafusion() {
             .await
             .unwrap();
     }
-    run_suite_on(
-        &fx,
-        &base,
-        "bench/ssb/queries",
-        NAMES.iter().map(|n| format!("q{n}.sql")).collect(),
-    )
-    .await;
+    (fx, base)
+}
+
+/// The 13 query files.
+pub fn ssb_queries() -> Vec<String> {
+    NAMES.iter().map(|n| format!("q{n}.sql")).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ssb_13_queries_match_datafusion() {
+    let (fx, base) = ssb_fixture().await;
+    run_suite_on(&fx, &base, "bench/ssb/queries", ssb_queries()).await;
     // The dimensions' keys and bounds filtered lineorder on the server:
     // fewer rows crossed Flight than the 13 scans of lineorder hold.
     let lineorder = base

@@ -18,7 +18,9 @@ use silt_cache::Freshness;
 use silt_server::config::TableConfig;
 use silt_server::{ServerConfig, ServerHandle};
 
-use crate::common::{client, metric, s3_settings};
+use silt_client::{SiltTable, SiltTableOptions};
+
+use crate::common::{client, client_with, metric, s3_settings};
 
 const PAGE: u64 = 16 << 10;
 const ROWS: i64 = 120_000;
@@ -173,6 +175,12 @@ enum Store {
 }
 
 async fn overwrite_during_scans(same_size: bool, store: Store) {
+    overwrite_during_scans_through(same_size, store, 0).await;
+}
+
+/// Like [`overwrite_during_scans`], through a client with a compute-side
+/// cache of `local_cache_bytes` (0: none).
+async fn overwrite_during_scans_through(same_size: bool, store: Store, local_cache_bytes: u64) {
     let bucket = MixBucket::new(same_size).await;
     let file = bucket.file.clone();
     if same_size {
@@ -186,6 +194,10 @@ async fn overwrite_during_scans(same_size: bool, store: Store) {
         Store::Local => format!("file://{}/", file.parent().unwrap().display()),
     };
     let (server, ctx) = bucket.server(&url, Freshness::Always).await;
+    let ctx = match local_cache_bytes {
+        0 => ctx,
+        bytes => client_with(&server, &hybrid(bytes)).await,
+    };
     let mut answered = 0;
     // Round `i` overwrites the object with this version.
     let version_of_round = |i: i64| 1 + (i + 1) % 2;
@@ -222,6 +234,49 @@ async fn overwrite_during_scans(same_size: bool, store: Store) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn overwrites_of_the_same_size_during_scans_never_mix_versions() {
     overwrite_during_scans(true, Store::S3).await;
+}
+
+/// Silt's client with a compute-side cache of `bytes`.
+fn hybrid(bytes: u64) -> SiltTableOptions {
+    SiltTableOptions {
+        local_cache_bytes: bytes,
+        ..Default::default()
+    }
+}
+
+/// Through the hybrid client, overwrites during scans never mix versions
+/// either: row groups answered locally are of the version the server's
+/// layout validated, and a scoped scan of a version gone is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overwrites_during_hybrid_scans_never_mix_versions() {
+    overwrite_during_scans_through(true, Store::S3, 1 << 30).await;
+}
+
+/// The compute-side cache keys row groups by the version the server
+/// validated: after an overwrite (of the same size or not), the next query
+/// answers the new version, never the cached old one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_cache_never_serves_an_overwritten_version() {
+    for same_size in [true, false] {
+        let bucket = MixBucket::new(same_size).await;
+        let (server, _) = bucket.server("s3://mix/t/", Freshness::Always).await;
+        let ctx = client_with(&server, &hybrid(1 << 30)).await;
+        for k in 1..=3 {
+            if k > 1 {
+                write_version(&bucket.file, k, same_size);
+            }
+            // Pushed down, fetched, then local.
+            for run in 0..3 {
+                let got = summary(&ctx, "mix").await.unwrap();
+                assert_eq!(got, (k, k, rows_of(k, same_size)), "version {k}, run {run}");
+            }
+        }
+        let provider = ctx.table_provider("mix").await.unwrap();
+        let table = provider.downcast_ref::<SiltTable>().unwrap();
+        let stats = table.local_cache().unwrap().stats();
+        assert!(stats.hits > 0 && stats.admitted > 0, "{stats:?}");
+        server.shutdown().await.unwrap();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

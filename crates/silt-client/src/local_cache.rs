@@ -1,0 +1,427 @@
+//! The compute-side cache: decoded column segments kept next to the
+//! client's DataFusion, so a scan whose row groups are all here runs without
+//! moving data (FlexPushdownDB's "caching" half of hybrid execution).
+//!
+//! A *segment* is one column of one row group of one object version
+//! ([`SegmentKey`]); versions come from the server's validated listing, so a
+//! segment of an overwritten object is never found again under the new
+//! version (it ages out under the policy). Sizes are Arrow's own
+//! `get_array_memory_size` of the stored arrays, and the budget is never
+//! exceeded: a segment that does not fit after evicting what the policy
+//! allows is not admitted.
+//!
+//! Eviction and admission follow a [`CachePolicy`]. The default,
+//! Weighted-LFU, scores a segment by how often scans used it times its
+//! *benefit per byte*: what a scan pays when the segment is not here, i.e.
+//! the bytes pushdown would move for it (its share of the result: observed
+//! selectivity, for a projected column) plus the server's work of scanning
+//! it, per byte of cache it takes. A filter-only column of a selective scan
+//! thus ranks below a projected column of an unselective one, which is
+//! FlexPushdownDB's point: keep what saves the most, not what is used most.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::Mutex;
+
+use datafusion::arrow::array::ArrayRef;
+
+/// Which segments a full cache gives up first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CachePolicy {
+    /// Uses × benefit per byte (see the module docs).
+    #[default]
+    WeightedLfu,
+    /// Uses only.
+    Lfu,
+    /// Least recently used.
+    Lru,
+}
+
+impl std::str::FromStr for CachePolicy {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().replace('_', "-").as_str() {
+            "weighted-lfu" | "wlfu" => Ok(CachePolicy::WeightedLfu),
+            "lfu" => Ok(CachePolicy::Lfu),
+            "lru" => Ok(CachePolicy::Lru),
+            other => Err(format!("unknown cache policy '{other}' (weighted-lfu, lfu, lru)")),
+        }
+    }
+}
+
+/// One column of one row group of one object version of one table.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SegmentKey {
+    pub table: Arc<str>,
+    pub object: Arc<str>,
+    pub version: Arc<str>,
+    pub row_group: u32,
+    pub column: Arc<str>,
+}
+
+/// Relative cost of moving a byte from the server (per byte of result).
+const NETWORK_WEIGHT: f64 = 1.0;
+/// Relative cost of the server scanning a byte of a column.
+const SCAN_WEIGHT: f64 = 0.25;
+
+/// The benefit per byte of keeping a segment: `selectivity` of the scans
+/// that read it when the column is returned, plus the server's scan work.
+pub fn benefit_per_byte(projected: bool, selectivity: f64) -> f64 {
+    let moved = if projected { selectivity.clamp(0.0, 1.0) } else { 0.0 };
+    moved * NETWORK_WEIGHT + SCAN_WEIGHT
+}
+
+/// Uses of a segment (cached or not) that make it worth fetching.
+pub const ADMIT_AFTER_USES: u64 = 2;
+
+/// Segments remembered while not cached (their use counts, for admission).
+const GHOSTS_REMEMBERED: usize = 1 << 16;
+
+#[derive(Debug)]
+struct Entry {
+    array: ArrayRef,
+    bytes: usize,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Usage {
+    uses: u64,
+    last_use: u64,
+    benefit: f64,
+    /// The segment's size in memory when it was last fetched (0: never).
+    bytes: usize,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    entries: HashMap<SegmentKey, Entry>,
+    /// Uses of every segment seen (cached or not, bounded for the latter).
+    usage: HashMap<SegmentKey, Usage>,
+    used: usize,
+    tick: u64,
+    /// Observed selectivity per (table, filters).
+    selectivity: HashMap<String, f64>,
+    /// Tables whose server gives no layout (views, nested columns).
+    no_layout: std::collections::HashSet<String>,
+    stats: LocalCacheStats,
+}
+
+/// Counters of a [`LocalCache`].
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct LocalCacheStats {
+    pub hits: u64,
+    pub misses: u64,
+    pub admitted: u64,
+    pub evicted: u64,
+    pub rejected: u64,
+}
+
+/// Decoded column segments under a byte budget (see the module docs).
+#[derive(Debug)]
+pub struct LocalCache {
+    budget: usize,
+    policy: CachePolicy,
+    inner: Mutex<Inner>,
+}
+
+impl LocalCache {
+    pub fn new(budget: usize, policy: CachePolicy) -> Self {
+        LocalCache {
+            budget,
+            policy,
+            inner: Mutex::new(Inner::default()),
+        }
+    }
+
+    pub fn budget(&self) -> usize {
+        self.budget
+    }
+
+    pub fn policy(&self) -> CachePolicy {
+        self.policy
+    }
+
+    /// Bytes held now (never above the budget).
+    pub fn used(&self) -> usize {
+        self.lock().used
+    }
+
+    pub fn stats(&self) -> LocalCacheStats {
+        self.lock().stats
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // A panic elsewhere cannot leave the maps inconsistent (every
+        // mutation below completes before unlocking): keep serving.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records that a scan uses `keys` (each with its benefit per byte).
+    pub fn record_use(&self, keys: &[(SegmentKey, f64)]) {
+        let mut inner = self.lock();
+        inner.tick += 1;
+        let tick = inner.tick;
+        if inner.usage.len() > GHOSTS_REMEMBERED + inner.entries.len() {
+            let Inner { usage, entries, .. } = &mut *inner;
+            usage.retain(|k, _| entries.contains_key(k));
+        }
+        for (key, benefit) in keys {
+            let usage = inner.usage.entry(key.clone()).or_default();
+            usage.uses += 1;
+            usage.last_use = tick;
+            // A running mean: the benefit as scans saw it lately.
+            usage.benefit = if usage.uses == 1 {
+                *benefit
+            } else {
+                0.7 * usage.benefit + 0.3 * benefit
+            };
+        }
+    }
+
+    /// All of `keys`' arrays when every one is cached (counted as hits),
+    /// else `None` (counted as misses).
+    pub fn get_all(&self, keys: &[SegmentKey]) -> Option<Vec<ArrayRef>> {
+        let mut inner = self.lock();
+        let found: Option<Vec<ArrayRef>> = keys
+            .iter()
+            .map(|k| inner.entries.get(k).map(|e| e.array.clone()))
+            .collect();
+        match found {
+            Some(_) => inner.stats.hits += keys.len() as u64,
+            None => inner.stats.misses += keys.len() as u64,
+        }
+        found
+    }
+
+    fn score(&self, usage: Option<&Usage>) -> f64 {
+        let u = usage.copied().unwrap_or_default();
+        match self.policy {
+            CachePolicy::WeightedLfu => u.uses as f64 * u.benefit,
+            CachePolicy::Lfu => u.uses as f64,
+            CachePolicy::Lru => u.last_use as f64,
+        }
+    }
+
+    /// Cached segments the policy would give up, lowest score first, to
+    /// free `bytes`, none of them scoring `limit` or more and none in
+    /// `keep`; `None` when that cannot free enough.
+    fn victims(&self, inner: &Inner, bytes: usize, limit: f64, keep: &[SegmentKey]) -> Option<Vec<SegmentKey>> {
+        if bytes > self.budget {
+            return None;
+        }
+        let mut needed = (inner.used + bytes).saturating_sub(self.budget);
+        if needed == 0 {
+            return Some(Vec::new());
+        }
+        let mut ranked: Vec<(f64, &SegmentKey, usize)> = inner
+            .entries
+            .iter()
+            .filter(|(k, _)| !keep.contains(k))
+            .map(|(k, e)| (self.score(inner.usage.get(k)), k, e.bytes))
+            .collect();
+        ranked.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut out = Vec::new();
+        for (score, key, size) in ranked {
+            if score >= limit {
+                return None;
+            }
+            out.push(key.clone());
+            needed = needed.saturating_sub(size);
+            if needed == 0 {
+                return Some(out);
+            }
+        }
+        None
+    }
+
+    /// Whether the policy would keep `segments` (keys and their estimated
+    /// sizes) if fetched, on top of `pending` bytes this scan already plans
+    /// to fetch: each has been used [`ADMIT_AFTER_USES`] times, and they fit
+    /// in free space or in place of segments that score lower. Returns the
+    /// bytes they are expected to take (a segment fetched before counts at
+    /// its real size, not the estimate).
+    pub fn admission(&self, segments: &[(SegmentKey, usize)], pending: usize) -> Option<usize> {
+        if self.budget == 0 || segments.is_empty() {
+            return None;
+        }
+        let inner = self.lock();
+        let used_enough = segments
+            .iter()
+            .all(|(k, _)| inner.usage.get(k).is_some_and(|u| u.uses >= ADMIT_AFTER_USES));
+        if !used_enough {
+            return None;
+        }
+        let bytes: usize = segments
+            .iter()
+            .map(|(k, estimate)| match inner.usage.get(k).map(|u| u.bytes) {
+                Some(known) if known > 0 => known,
+                _ => *estimate,
+            })
+            .sum();
+        let score = segments
+            .iter()
+            .map(|(k, _)| self.score(inner.usage.get(k)))
+            .fold(f64::INFINITY, f64::min);
+        let keep: Vec<SegmentKey> = segments.iter().map(|(k, _)| k.clone()).collect();
+        self.victims(&inner, bytes + pending, score, &keep).map(|_| bytes)
+    }
+
+    /// Admits a row group's `segments` together (all or none), evicting
+    /// segments that score lower than the lowest of them. Returns whether
+    /// they were admitted (not when they cannot fit).
+    pub fn insert_group(&self, segments: Vec<(SegmentKey, ArrayRef)>) -> bool {
+        let mut inner = self.lock();
+        for (key, _) in &segments {
+            if let Some(old) = inner.entries.remove(key) {
+                inner.used -= old.bytes;
+            }
+        }
+        let mut bytes = 0;
+        for (key, array) in &segments {
+            let size = array.get_array_memory_size();
+            inner.usage.entry(key.clone()).or_default().bytes = size;
+            bytes += size;
+        }
+        let score = segments
+            .iter()
+            .map(|(k, _)| self.score(inner.usage.get(k)))
+            .fold(f64::INFINITY, f64::min);
+        let keep: Vec<SegmentKey> = segments.iter().map(|(k, _)| k.clone()).collect();
+        let Some(victims) = self.victims(&inner, bytes, score, &keep) else {
+            inner.stats.rejected += segments.len() as u64;
+            return false;
+        };
+        for victim in victims {
+            if let Some(e) = inner.entries.remove(&victim) {
+                inner.used -= e.bytes;
+                inner.stats.evicted += 1;
+            }
+        }
+        for (key, array) in segments {
+            let bytes = array.get_array_memory_size();
+            inner.used += bytes;
+            inner.entries.insert(key, Entry { array, bytes });
+            inner.stats.admitted += 1;
+        }
+        true
+    }
+
+    /// The selectivity scans with `filters` on `table` showed last (`None`:
+    /// never seen).
+    pub fn selectivity(&self, filters: &str) -> Option<f64> {
+        self.lock().selectivity.get(filters).copied()
+    }
+
+    /// Records that a scan with `filters` kept `kept` of `read` rows.
+    pub fn observe_selectivity(&self, filters: &str, kept: usize, read: usize) {
+        if read == 0 {
+            return;
+        }
+        let observed = kept as f64 / read as f64;
+        let mut inner = self.lock();
+        let entry = inner.selectivity.entry(filters.to_string()).or_insert(observed);
+        *entry = 0.5 * *entry + 0.5 * observed;
+    }
+
+    /// Whether `table`'s server gave no layout before (a view, a table
+    /// with nested columns): its scans are pushed down whole.
+    pub fn lacks_layout(&self, table: &str) -> bool {
+        self.lock().no_layout.contains(table)
+    }
+
+    pub fn mark_no_layout(&self, table: &str) {
+        self.lock().no_layout.insert(table.to_string());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use datafusion::arrow::array::Int64Array;
+
+    use super::*;
+
+    fn key(rg: u32, column: &str) -> SegmentKey {
+        SegmentKey {
+            table: "t".into(),
+            object: "t/a.parquet".into(),
+            version: "v1".into(),
+            row_group: rg,
+            column: column.into(),
+        }
+    }
+
+    fn array(rows: usize) -> ArrayRef {
+        Arc::new(Int64Array::from_iter_values(0..rows as i64))
+    }
+
+    #[test]
+    fn never_exceeds_its_budget_and_admits_only_after_uses() {
+        let size = array(1000).get_array_memory_size();
+        let cache = LocalCache::new(size * 2, CachePolicy::WeightedLfu);
+        let a = key(0, "a");
+        assert!(cache.admission(&[(a.clone(), size)], 0).is_none(), "not used yet");
+        cache.record_use(&[(a.clone(), 1.0)]);
+        cache.record_use(&[(a.clone(), 1.0)]);
+        assert_eq!(cache.admission(&[(a.clone(), size)], 0), Some(size));
+        assert!(
+            cache.admission(&[(a.clone(), size)], size * 2).is_none(),
+            "no room beside what is pending"
+        );
+        assert!(cache.insert_group(vec![(a.clone(), array(1000))]));
+        assert_eq!(cache.used(), size);
+        for rg in 1..5 {
+            let k = key(rg, "a");
+            cache.record_use(&[(k.clone(), 1.0)]);
+            cache.insert_group(vec![(k, array(1000))]);
+            assert!(cache.used() <= cache.budget());
+        }
+        assert!(
+            !cache.insert_group(vec![(key(9, "big"), array(10_000))]),
+            "bigger than the budget"
+        );
+        assert!(cache.used() <= cache.budget());
+    }
+
+    #[test]
+    fn weighted_lfu_keeps_what_saves_more_and_lfu_what_is_used_more() {
+        let size = array(1000).get_array_memory_size();
+        for (policy, kept) in [(CachePolicy::WeightedLfu, "valuable"), (CachePolicy::Lfu, "frequent")] {
+            let cache = LocalCache::new(size, policy);
+            let frequent = key(0, "frequent");
+            let valuable = key(0, "valuable");
+            for _ in 0..3 {
+                cache.record_use(&[(frequent.clone(), benefit_per_byte(false, 0.0))]);
+            }
+            for _ in 0..2 {
+                cache.record_use(&[(valuable.clone(), benefit_per_byte(true, 1.0))]);
+            }
+            // The lower scorer is in the cache first; the higher one displaces it.
+            let (first, second) = if kept == "valuable" {
+                (frequent.clone(), valuable.clone())
+            } else {
+                (valuable.clone(), frequent.clone())
+            };
+            assert!(cache.insert_group(vec![(first.clone(), array(1000))]));
+            assert!(cache.admission(&[(second.clone(), size)], 0).is_some(), "{policy:?}");
+            assert!(cache.insert_group(vec![(second.clone(), array(1000))]));
+            assert!(cache.get_all(std::slice::from_ref(&second)).is_some());
+            assert!(cache.get_all(std::slice::from_ref(&first)).is_none());
+            // And the displaced one cannot come back over it.
+            assert!(cache.admission(&[(first, size)], 0).is_none(), "{policy:?}");
+        }
+    }
+
+    #[test]
+    fn another_version_is_another_segment() {
+        let cache = LocalCache::new(1 << 20, CachePolicy::Lru);
+        let old = key(0, "a");
+        cache.insert_group(vec![(old.clone(), array(10))]);
+        let new = SegmentKey {
+            version: "v2".into(),
+            ..old.clone()
+        };
+        assert!(cache.get_all(&[new]).is_none());
+        assert!(cache.get_all(&[old]).is_some());
+    }
+}

@@ -1,0 +1,168 @@
+//! Scans limited to some row groups of some object versions, and the layout
+//! a client plans them from.
+//!
+//! Silt's client keeps decoded row groups in its own cache. Before a scan it
+//! asks for the table's *layout* (objects, their validated versions, row
+//! groups, the sizes of the needed column chunks), answers the row groups it
+//! holds itself, and sends the rest as a scan *scoped* to them
+//! ([`ScanScope`], carried in the query's session config). A scoped object
+//! that is no longer at the version the client planned with fails the scan
+//! as changed, so rows of two versions never meet in one answer.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use datafusion::arrow::array::{RecordBatch, StringBuilder, UInt32Builder, UInt64Builder};
+use datafusion::error::{DataFusionError, Result};
+use datafusion::parquet::file::metadata::ParquetMetaData;
+use object_store::ObjectMeta;
+use object_store::path::Path;
+use silt_cache::CacheError;
+
+/// The version of a listed object as a client sees it: size, modification
+/// time and ETag, the three things `ObjectVersion::same` compares.
+pub fn version_token(meta: &ObjectMeta) -> String {
+    format!(
+        "{}:{}:{}",
+        meta.size,
+        meta.last_modified.timestamp_nanos_opt().unwrap_or_default(),
+        meta.e_tag.as_deref().unwrap_or("")
+    )
+}
+
+/// The row groups of object versions a scan is limited to.
+#[derive(Debug, Default, Clone)]
+pub struct ScanScope {
+    objects: HashMap<String, (String, BTreeSet<usize>)>,
+}
+
+/// Per scoped object, the row groups to read.
+pub type ScopedRowGroups = HashMap<Path, BTreeSet<usize>>;
+
+impl ScanScope {
+    /// A scope of `(path, version token, row groups)`.
+    pub fn new(objects: impl IntoIterator<Item = (String, String, Vec<usize>)>) -> Self {
+        let mut scope = ScanScope::default();
+        for (path, version, groups) in objects {
+            let entry = scope.objects.entry(path).or_insert_with(|| (version, BTreeSet::new()));
+            entry.1.extend(groups);
+        }
+        scope
+    }
+
+    /// The listed `files` this scope keeps, and their row groups. A scoped
+    /// object missing from the listing or at another version fails with
+    /// [`CacheError::Changed`].
+    pub fn restrict(&self, files: Vec<ObjectMeta>) -> Result<(Vec<ObjectMeta>, ScopedRowGroups)> {
+        let by_path: HashMap<&str, &ObjectMeta> = files.iter().map(|m| (m.location.as_ref(), m)).collect();
+        for (path, (version, _)) in &self.objects {
+            let current = by_path.get(path.as_str()).map(|m| version_token(m));
+            if current.as_deref() != Some(version.as_str()) {
+                return Err(DataFusionError::External(Box::new(CacheError::changed(path, version))));
+            }
+        }
+        let groups: ScopedRowGroups = self
+            .objects
+            .iter()
+            .map(|(path, (_, groups))| (Path::from(path.as_str()), groups.clone()))
+            .collect();
+        let kept = files
+            .into_iter()
+            .filter(|m| self.objects.contains_key(m.location.as_ref()))
+            .collect();
+        Ok((kept, groups))
+    }
+}
+
+/// Appends the layout rows of one object version to a [`LayoutBuilder`].
+#[derive(Default)]
+pub struct LayoutBuilder {
+    object: StringBuilder,
+    version: StringBuilder,
+    row_group: UInt32Builder,
+    rows: UInt64Builder,
+    column: StringBuilder,
+    bytes: UInt64Builder,
+}
+
+impl LayoutBuilder {
+    /// One row per (row group, column of `columns`) of `meta`'s version.
+    /// A column the file lacks has no row (the client then never finds
+    /// that row group complete in its cache, and scans it on the server).
+    pub fn add(&mut self, meta: &ObjectMeta, metadata: &ParquetMetaData, columns: &[String]) {
+        let version = version_token(meta);
+        let schema = metadata.file_metadata().schema_descr();
+        let leaves: Vec<(&String, Vec<usize>)> = columns
+            .iter()
+            .map(|name| {
+                let leaves = (0..schema.num_columns())
+                    .filter(|&i| schema.column(i).path().parts().first() == Some(name))
+                    .collect();
+                (name, leaves)
+            })
+            .collect();
+        for (rg, group) in metadata.row_groups().iter().enumerate() {
+            for (name, leaves) in &leaves {
+                if leaves.is_empty() {
+                    continue;
+                }
+                let bytes: i64 = leaves.iter().map(|&l| group.column(l).uncompressed_size()).sum();
+                self.object.append_value(meta.location.as_ref());
+                self.version.append_value(&version);
+                self.row_group.append_value(rg as u32);
+                self.rows.append_value(group.num_rows().max(0) as u64);
+                self.column.append_value(name.as_str());
+                self.bytes.append_value(bytes.max(0) as u64);
+            }
+        }
+    }
+
+    /// The layout as one batch of [`silt_proto::layout_schema`].
+    pub fn finish(mut self) -> Result<RecordBatch> {
+        Ok(RecordBatch::try_new(
+            silt_proto::layout_schema(),
+            vec![
+                Arc::new(self.object.finish()),
+                Arc::new(self.version.finish()),
+                Arc::new(self.row_group.finish()),
+                Arc::new(self.rows.finish()),
+                Arc::new(self.column.finish()),
+                Arc::new(self.bytes.finish()),
+            ],
+        )?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(path: &str, size: u64) -> ObjectMeta {
+        ObjectMeta {
+            location: Path::from(path),
+            last_modified: "2023-11-14T22:13:20.000000005Z".parse().unwrap(),
+            size,
+            e_tag: Some("\"e\"".into()),
+            version: None,
+        }
+    }
+
+    #[test]
+    fn scope_keeps_its_objects_and_refuses_other_versions() {
+        let files = vec![meta("t/a.parquet", 10), meta("t/b.parquet", 20)];
+        let scope = ScanScope::new([("t/b.parquet".to_string(), version_token(&files[1]), vec![2, 0])]);
+        let (kept, groups) = scope.restrict(files.clone()).unwrap();
+        assert_eq!(kept, vec![files[1].clone()]);
+        assert_eq!(groups[&Path::from("t/b.parquet")], BTreeSet::from([0, 2]));
+
+        let stale = ScanScope::new([(
+            "t/b.parquet".to_string(),
+            version_token(&meta("t/b.parquet", 21)),
+            vec![0],
+        )]);
+        let err = stale.restrict(files.clone()).unwrap_err();
+        assert!(CacheError::find(&err).is_some_and(CacheError::is_changed), "{err}");
+        let gone = ScanScope::new([("t/c.parquet".to_string(), "x".to_string(), vec![0])]);
+        assert!(gone.restrict(files).is_err());
+    }
+}
