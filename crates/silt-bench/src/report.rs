@@ -162,7 +162,7 @@ fn ratios(out: &mut String, results: &BenchResults) {
     let warm = |r: &QueryResult| r.warm_ms.as_ref().map(|w| w.median);
     let cold = |r: &QueryResult| r.cold_ms;
     let cpu = |r: &QueryResult| r.server_cpu_s.map(|c| c.warm_mean);
-    let columns: [RatioColumn; 8] = [
+    let columns: [RatioColumn; 12] = [
         (
             "liquid CPU / parquet-pushdown CPU",
             "liquid",
@@ -186,6 +186,15 @@ fn ratios(out: &mut String, results: &BenchResults) {
             &warm,
         ),
         ("liquid warm / local warm", "liquid", &["local"], &warm),
+        ("direct warm / hybrid warm (speed-up)", "direct", &["hybrid"], &warm),
+        ("hybrid warm / liquid warm", "hybrid", &["liquid"], &warm),
+        (
+            "hybrid warm / best of file-server, arrow-pushdown warm",
+            "hybrid",
+            &["file-server", "arrow-pushdown"],
+            &warm,
+        ),
+        ("hybrid warm / local warm", "hybrid", &["local"], &warm),
     ];
     let ran = |m: &str| results.config.modes.iter().any(|x| x == m);
     let present: Vec<_> = columns

@@ -370,6 +370,7 @@ pub async fn run(args: LookupArgs) -> anyhow::Result<(LookupResults, PathBuf)> {
             mbps: args.mbps,
             memory_budget: 8 << 30,
             validation: args.validation.clone(),
+            local_cache: 0,
         },
     )?;
     let started_unix = super::unix_now();

@@ -35,7 +35,7 @@ use suite::Suite;
 #[derive(Args, Debug, Clone)]
 pub struct CommonArgs {
     /// Modes to run, comma separated, or `all`:
-    /// direct, file-server, parquet-pushdown, arrow-pushdown, liquid, duckdb.
+    /// direct, file-server, parquet-pushdown, arrow-pushdown, liquid, duckdb, local, hybrid.
     #[arg(long, value_delimiter = ',', default_value = "all")]
     modes: Vec<String>,
     /// Timed warm runs per query and mode (after one untimed warm-up); the median is reported.
@@ -53,6 +53,9 @@ pub struct CommonArgs {
     /// Validation of the servers' tables: always, ttl=DURATION or immutable.
     #[arg(long, default_value = "always")]
     validation: String,
+    /// Compute-side cache of the `hybrid` mode's client.
+    #[arg(long, default_value = "4GiB", value_parser = parse_bytes)]
+    local_cache: u64,
     /// Folder of the results; the run writes into `<out>/<name>/`.
     #[arg(long, default_value = "bench-results")]
     out: PathBuf,
@@ -186,6 +189,7 @@ pub async fn smoke(args: SmokeArgs) -> anyhow::Result<()> {
         mbps: 10_000.0,
         memory_budget: 256 << 20,
         validation: "always".into(),
+        local_cache: 256 << 20,
         out: args.out.clone(),
         name: Some(name.into()),
         shared: args.shared.clone(),
@@ -336,6 +340,7 @@ async fn run_and_report(
             mbps: common.mbps,
             memory_budget: common.memory_budget,
             validation: common.validation.clone(),
+            local_cache: common.local_cache,
         },
     )?;
     let references = reference(suite).await?;

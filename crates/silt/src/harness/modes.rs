@@ -40,10 +40,13 @@ pub enum Mode {
     /// DataFusion on the local files: no cache, no throttle — what the
     /// client could do if the lake were on its own disk.
     Local,
+    /// The liquid server plus the client's compute-side cache
+    /// (`--local-cache`): per row group local, fetch or pushdown.
+    Hybrid,
 }
 
 impl Mode {
-    pub const ALL: [Mode; 7] = [
+    pub const ALL: [Mode; 8] = [
         Mode::Direct,
         Mode::FileServer,
         Mode::ParquetPushdown,
@@ -51,6 +54,7 @@ impl Mode {
         Mode::Liquid,
         Mode::Duckdb,
         Mode::Local,
+        Mode::Hybrid,
     ];
 
     pub fn name(self) -> &'static str {
@@ -62,6 +66,7 @@ impl Mode {
             Mode::Liquid => "liquid",
             Mode::Duckdb => "duckdb",
             Mode::Local => "local",
+            Mode::Hybrid => "hybrid",
         }
     }
 
@@ -72,7 +77,7 @@ impl Mode {
             Mode::FileServer => Some(("arrow", false)),
             Mode::ParquetPushdown => Some(("arrow", false)),
             Mode::ArrowPushdown => Some(("arrow", true)),
-            Mode::Liquid => Some(("liquid", true)),
+            Mode::Liquid | Mode::Hybrid => Some(("liquid", true)),
         }
     }
 }
@@ -85,6 +90,8 @@ pub struct StoreSetup {
     pub mbps: f64,
     pub memory_budget: u64,
     pub validation: String,
+    /// The compute-side cache of the `hybrid` client, bytes.
+    pub local_cache: u64,
 }
 
 /// Counters of an object store the client itself reads.
@@ -249,6 +256,16 @@ impl Session {
                     }),
                 )
                 .await?;
+            }
+            (Mode::Hybrid, Some(server)) => {
+                let client = silt_client::SiltClient::connect(&server.flight_url).await?;
+                let options = silt_client::SiltTableOptions {
+                    local_cache_bytes: setup.local_cache,
+                    ..Default::default()
+                };
+                silt_client::register_tables_with_options(&ctx, &client, &options)
+                    .await
+                    .with_context(|| format!("registering the tables of {}", server.flight_url))?;
             }
             (_, Some(server)) => {
                 silt_client::register_tables(&ctx, &server.flight_url)
