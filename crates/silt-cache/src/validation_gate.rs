@@ -72,8 +72,16 @@ impl std::fmt::Debug for ValidationGate {
 impl ValidationGate {
     /// A gate for a query starting now.
     pub fn new() -> Arc<Self> {
+        Self::starting_at(Instant::now())
+    }
+
+    /// A gate for a query that started at `started` (not in the future):
+    /// a scan that is one of several of a client's query takes the instant
+    /// the server first saw that query, so validations sent for an earlier
+    /// scan of it (or at its start, for all its tables) confirm it too.
+    pub fn starting_at(started: Instant) -> Arc<Self> {
         Arc::new(ValidationGate {
-            started: Instant::now(),
+            started: started.min(Instant::now()),
             pending: Mutex::default(),
             speculative: Mutex::new(false),
             inline: Mutex::default(),

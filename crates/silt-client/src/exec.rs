@@ -21,7 +21,7 @@ use datafusion::physical_plan::statistics::StatisticsArgs;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties};
 use futures::{StreamExt, TryStreamExt};
-use silt_proto::ScanRequest;
+use silt_proto::{QueryContext, ScanRequest};
 
 use crate::client::SiltClient;
 use crate::hybrid::{LocalPlan, PathCounters};
@@ -44,6 +44,9 @@ pub struct SiltScanExec {
     /// When the session has a compute-side cache: how row groups run
     /// locally ([`crate::hybrid`]).
     local: Option<Arc<LocalPlan>>,
+    /// Every Silt table of the plan this scan is part of
+    /// ([`crate::query_context`]); empty until the plan is final.
+    query_tables: Arc<[String]>,
     properties: Arc<PlanProperties>,
     metrics: ExecutionPlanMetricsSet,
 }
@@ -71,6 +74,7 @@ impl SiltScanExec {
             dynamic_filters: Vec::new(),
             num_rows,
             local: None,
+            query_tables: Arc::from(Vec::new()),
             properties,
             metrics: ExecutionPlanMetricsSet::new(),
         }
@@ -125,7 +129,15 @@ impl SiltScanExec {
         );
         scan.aggregate_text = self.aggregate_text.clone();
         scan.local = self.local.clone();
+        scan.query_tables = self.query_tables.clone();
         scan.dynamic_filters = self.dynamic_filters.iter().cloned().chain(filters).collect();
+        scan
+    }
+
+    /// This scan, part of a plan that scans `tables` ([`crate::query_context`]).
+    pub(crate) fn with_query_tables(&self, tables: Arc<[String]>) -> Self {
+        let mut scan = self.with_dynamic_filters(Vec::new());
+        scan.query_tables = tables;
         scan
     }
 
@@ -262,6 +274,12 @@ impl ExecutionPlan for SiltScanExec {
         }
         let client = self.client.clone();
         let mut request = self.request.clone();
+        if !self.query_tables.is_empty() {
+            request.query = Some(QueryContext {
+                id: crate::query_context::execution_id(&context),
+                tables: self.query_tables.to_vec(),
+            });
+        }
         let schema = self.schema.clone();
         let out_schema = schema.clone();
         let dynamic_filters = self.dynamic_filters.clone();

@@ -150,6 +150,7 @@ async fn attempt(
         projection: request.projection.clone(),
         filters: request.filters.clone(),
         layout_only: true,
+        query: request.query.clone(),
         ..Default::default()
     };
     let layout = match client.scan_all(&layout_request).await {
@@ -193,7 +194,7 @@ async fn attempt(
     });
 
     let fetched: Vec<(RowGroup, Vec<ArrayRef>)> = futures::stream::iter(fetch.into_iter().map(|group| async move {
-        let arrays = fetch_row_group(client, &request.table, plan, &group).await?;
+        let arrays = fetch_row_group(client, request, plan, &group).await?;
         let keys = keys_of(&request.table, plan, &group);
         plan.cache
             .insert_group(keys.into_iter().zip(arrays.iter().cloned()).collect());
@@ -332,16 +333,17 @@ fn scope_of<'a>(groups: impl Iterator<Item = &'a RowGroup>) -> SegmentScope {
 /// The needed columns of one row group, whole and unfiltered, from the server.
 async fn fetch_row_group(
     client: &SiltClient,
-    table: &str,
+    scan: &ScanRequest,
     plan: &LocalPlan,
     group: &RowGroup,
 ) -> std::result::Result<Vec<ArrayRef>, Failure> {
     let request = ScanRequest {
-        table: table.to_string(),
+        table: scan.table.clone(),
         projection: Some(Projection {
             columns: plan.needed.clone(),
         }),
         scope: Some(scope_of(std::iter::once(group))),
+        query: scan.query.clone(),
         ..Default::default()
     };
     let batches = client.scan_all(&request).await?;

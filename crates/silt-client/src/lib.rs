@@ -27,6 +27,7 @@ pub mod join_filter;
 pub mod local_cache;
 pub mod partial_aggregate;
 pub mod pushable;
+pub mod query_context;
 pub mod script;
 mod table;
 
@@ -38,7 +39,22 @@ pub use table::SiltTable;
 use std::sync::Arc;
 
 use datafusion::error::Result;
+use datafusion::execution::SessionStateBuilder;
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::prelude::SessionContext;
+
+/// Appends `rule` to `ctx`'s physical optimizer rules unless a rule of its
+/// name is there already.
+pub(crate) fn install_rule_last(ctx: &SessionContext, rule: Arc<dyn PhysicalOptimizerRule + Send + Sync>) {
+    let state = ctx.state_ref();
+    let mut state = state.write();
+    if state.physical_optimizers().iter().any(|r| r.name() == rule.name()) {
+        return;
+    }
+    *state = SessionStateBuilder::new_from_existing(state.clone())
+        .with_physical_optimizer_rule(rule)
+        .build();
+}
 
 /// Register every table and view of the Silt server at `url` in `ctx`,
 /// under the server's names. Returns the names registered.
@@ -77,6 +93,7 @@ pub async fn register_tables_with_options(
     options: &SiltTableOptions,
 ) -> Result<Vec<String>> {
     partial_aggregate::install(ctx);
+    query_context::install(ctx);
     join_filter::tune(ctx);
     let cache = (options.local_cache_bytes > 0).then(|| {
         let budget = usize::try_from(options.local_cache_bytes).unwrap_or(usize::MAX);

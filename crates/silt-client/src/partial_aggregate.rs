@@ -33,7 +33,7 @@ use datafusion::arrow::datatypes::Schema;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::error::{DataFusionError, Result};
-use datafusion::execution::{SessionStateBuilder, TaskContext};
+use datafusion::execution::TaskContext;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::Partitioning;
@@ -62,15 +62,7 @@ pub struct PushPartialAggregate;
 /// Adds [`PushPartialAggregate`] to `ctx`'s physical optimizer rules, once.
 /// It runs last, on the plan DataFusion's own rules have settled.
 pub fn install(ctx: &SessionContext) {
-    let state = ctx.state_ref();
-    let mut state = state.write();
-    let name = PushPartialAggregate.name();
-    if state.physical_optimizers().iter().any(|r| r.name() == name) {
-        return;
-    }
-    *state = SessionStateBuilder::new_from_existing(state.clone())
-        .with_physical_optimizer_rule(Arc::new(PushPartialAggregate))
-        .build();
+    crate::install_rule_last(ctx, Arc::new(PushPartialAggregate));
 }
 
 impl PhysicalOptimizerRule for PushPartialAggregate {

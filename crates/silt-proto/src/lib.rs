@@ -49,6 +49,25 @@ pub struct ScanRequest {
     /// those the filters read.
     #[prost(bool, tag = "7")]
     pub layout_only: bool,
+    /// The client query this scan is part of. Under `validation = "always"`
+    /// a query must see versions validated after it started: the server
+    /// takes the instant it first saw `query.id` as the start of every scan
+    /// of it, and at that instant validates all of `query.tables`, so the
+    /// query's later scans find their validations done instead of each
+    /// waiting for its own LIST.
+    #[prost(message, optional, tag = "8")]
+    pub query: Option<QueryContext>,
+}
+
+/// Which client query a scan belongs to ([`ScanRequest::query`]).
+#[derive(Clone, PartialEq, Message)]
+pub struct QueryContext {
+    /// Unique per execution of a client query (the client's choice).
+    #[prost(string, tag = "1")]
+    pub id: String,
+    /// Every table the query scans on this server.
+    #[prost(string, repeated, tag = "2")]
+    pub tables: Vec<String>,
 }
 
 /// Row groups of object versions a scan is limited to ([`ScanRequest::scope`]).
@@ -203,6 +222,10 @@ mod tests {
                 }],
             }),
             layout_only: false,
+            query: Some(QueryContext {
+                id: "q1".into(),
+                tables: vec!["lineitem".into(), "orders".into()],
+            }),
         };
         let any = req.as_any();
         assert!(any.is::<ScanRequest>());

@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::num::NonZeroUsize;
 use std::sync::Arc;
+use std::time::Instant;
 
 use parking_lot::RwLock;
 
@@ -28,7 +29,7 @@ use silt_cache::{
     CacheTiers, CachedStore, ColumnCache, DiskConfig, DiskMetrics, DiskTier, MemoryForm, PageCache, PageCacheConfig,
     PageStore, PageTier, ValidationGate,
 };
-use silt_proto::{ROW_MARKER_COLUMN, ScanRequest};
+use silt_proto::{QueryContext, ROW_MARKER_COLUMN, ScanRequest};
 use silt_scan::lookup::LookupIndexes;
 use silt_scan::scope::ScanScope;
 use silt_scan::{MetadataTier, PushdownScan, plan_pushdown};
@@ -38,6 +39,7 @@ use crate::config::ServerConfig;
 use crate::error::ServerError;
 use crate::guard;
 use crate::metrics::ServerMetrics;
+use crate::query_clock::QueryClock;
 pub use crate::registry::{CatalogEntry, EntryKind};
 
 /// Catalog name under which tables are visible (`silt.public.<table>`).
@@ -102,6 +104,8 @@ pub struct Engine {
     pub(crate) registering: tokio::sync::Mutex<()>,
     /// Per object version and key column: what point lookups need.
     lookup_indexes: LookupIndexes,
+    /// When each client query was first seen ([`crate::query_clock`]).
+    query_clock: QueryClock,
     /// The exclusive lock on `cache_dir`, held while the engine lives.
     _cache_dir_lock: std::fs::File,
 }
@@ -207,6 +211,7 @@ impl Engine {
             single_files: RwLock::new(BTreeMap::new()),
             registering: tokio::sync::Mutex::new(()),
             lookup_indexes: LookupIndexes::new(LOOKUP_INDEX_BUDGET),
+            query_clock: QueryClock::default(),
             _cache_dir_lock: cache_dir_lock,
         });
         engine.start_registration(engine.config.registration_wait).await;
@@ -474,6 +479,50 @@ impl Engine {
         Ok(ctx.read_batch(batch)?)
     }
 
+    /// When the client query `query` started: its first scan's arrival
+    /// ([`crate::query_clock`]). On that first sighting, every table it
+    /// names (a view: the tables under it) is validated in the background
+    /// from that instant, so its later scans find their validations done.
+    pub fn query_started(self: &Arc<Self>, query: &QueryContext) -> Instant {
+        let (at, first) = self.query_clock.started(&query.id);
+        if first {
+            let catalog = self.catalog();
+            let tables: BTreeSet<String> = query
+                .tables
+                .iter()
+                .take(MAX_PREVALIDATED_NAMES)
+                .filter_map(|n| catalog.get(n))
+                .flat_map(|e| e.tables.iter().cloned())
+                .collect();
+            let engine = self.clone();
+            tokio::spawn(async move { engine.prevalidate(tables, at).await });
+        }
+        at
+    }
+
+    /// Lists `tables` as a query that started at `since` would (so under
+    /// `always` the LISTs and HEADs sent now confirm that query), dropping
+    /// the answers: a scan that needs them joins them.
+    async fn prevalidate(&self, tables: BTreeSet<String>, since: Instant) {
+        let gate = ValidationGate::starting_at(since);
+        let Ok(ctx) = self.query_context(Some(&gate)) else {
+            return;
+        };
+        let state = ctx.state();
+        let lists = tables.iter().map(|t| {
+            let state = &state;
+            async move {
+                if let Ok(table) = self.resolve_table(t, "validations are of").await
+                    && let Ok(parquet) = table.parquet()
+                    && let Err(e) = parquet.list_files(state).await
+                {
+                    tracing::debug!(table = %t, error = %e, "validating at a query's start failed; its scan will say why");
+                }
+            }
+        });
+        futures::future::join_all(lists).await;
+    }
+
     /// Arrow schema of a registered table or view.
     pub async fn table_schema(&self, name: &str) -> Option<SchemaRef> {
         self.base
@@ -536,3 +585,7 @@ fn row_count_of(plan: &dyn datafusion::physical_plan::ExecutionPlan) -> Option<u
         }
     }
 }
+
+/// Table names of one query validated at its start, at most (a bound
+/// against a hostile list; real queries name a few).
+const MAX_PREVALIDATED_NAMES: usize = 64;

@@ -143,7 +143,12 @@ impl SiltFlightService {
             let (gate, attempt) = match kept.take() {
                 Some(KeptPlan { plan, gate, .. }) => (gate, self.run(plan, deadline, trace).await),
                 None => {
-                    let gate = ValidationGate::new();
+                    // A scan of a client query starts when the query did
+                    // (crate::query_clock); a restart starts now.
+                    let gate = match query.started(&self.engine) {
+                        Some(at) if !restarted => ValidationGate::starting_at(at),
+                        _ => ValidationGate::new(),
+                    };
                     let attempt = self.attempt(query, &gate, deadline, trace).await;
                     (gate, attempt)
                 }
@@ -364,6 +369,15 @@ enum Query {
 }
 
 impl Query {
+    /// When the client query this is a scan of started, if it says
+    /// ([`crate::query_clock`]).
+    fn started(&self, engine: &Arc<Engine>) -> Option<std::time::Instant> {
+        match self {
+            Query::Scan(ScanRequest { query: Some(q), .. }) if !q.id.is_empty() => Some(engine.query_started(q)),
+            _ => None,
+        }
+    }
+
     /// The `kind` of its trace.
     fn kind(&self) -> &'static str {
         match self {

@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod partial_aggregate;
 pub mod pending_plans;
 pub mod preload;
+pub mod query_clock;
 pub mod query_trace;
 pub mod registry;
 pub mod s3_api;

@@ -7,8 +7,8 @@ use anyhow::{Context, bail};
 use clap::Args;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use rustyline::error::ReadlineError;
-use silt_client::{SiltClient, SiltTableOptions};
 use silt_client::script::run_script;
+use silt_client::{SiltClient, SiltTableOptions};
 
 use crate::output::{Format, print};
 

@@ -10,6 +10,7 @@ mod hybrid;
 mod load;
 mod lookups;
 mod pruning;
+mod query_validation;
 mod s3_api;
 mod safety;
 mod ssb;
