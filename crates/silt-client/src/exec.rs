@@ -98,6 +98,8 @@ impl SiltScanExec {
         let local = self.local.as_ref().map(|l| {
             Arc::new(LocalPlan {
                 fragment: Some(plan.clone()),
+                // States per row read, not rows: another selectivity.
+                filters_key: format!("{} | {description}", l.filters_key),
                 ..(**l).clone()
             })
         });
