@@ -292,6 +292,7 @@ impl ExecutionPlan for SiltScanExec {
             local: MetricBuilder::new(&self.metrics).counter("row_groups_local", partition),
             fetched: MetricBuilder::new(&self.metrics).counter("row_groups_fetched", partition),
             pushed: MetricBuilder::new(&self.metrics).counter("row_groups_pushed", partition),
+            pushed_whole: MetricBuilder::new(&self.metrics).counter("scans_pushed_whole", partition),
         };
         let stream = futures::stream::once(async move {
             // Runs on the first poll: a join polls its probe side once its

@@ -64,6 +64,8 @@ pub struct LocalPlan {
     /// The partial aggregate pushed into the scan (its leaf: the scan
     /// without it), run on local rows too.
     pub fragment: Option<Arc<dyn ExecutionPlan>>,
+    /// The table's row count, as the server estimates it.
+    pub table_rows: Option<usize>,
 }
 
 /// Counters of the paths row groups took, for `EXPLAIN ANALYZE`.
@@ -72,6 +74,8 @@ pub struct PathCounters {
     pub local: Count,
     pub fetched: Count,
     pub pushed: Count,
+    /// Scans pushed down whole, without a layout (partial aggregates).
+    pub pushed_whole: Count,
 }
 
 /// One row group of the layout.
@@ -101,6 +105,13 @@ pub async fn run(
     context: Arc<TaskContext>,
     counters: PathCounters,
 ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
+    if plan.fragment.is_some() && plan.cache.selectivity(&plan.filters_key).unwrap_or(0.0) < PUSH_AGGREGATES_BELOW {
+        counters.pushed_whole.add(1);
+        let stream = client.scan(&request).await?;
+        let table = request.table.clone();
+        let stream = adapted(stream, out, client, table);
+        return Ok(observed(stream, &plan, plan.table_rows.unwrap_or(0)));
+    }
     let mut retried = false;
     loop {
         match attempt(&client, &request, &plan, &out, &context, &counters).await {
@@ -134,12 +145,15 @@ impl From<DataFusionError> for Failure {
     }
 }
 
-/// Below this observed selectivity (rows sent per row scanned), a row
-/// group is pushed down even when it is cached: the result is small, the
-/// server's scan runs on every core it has, while a local scan is one
-/// partition of the client's plan. Measured on TPC-H SF 0.1: Q1, Q6 and
-/// Q19 (partial aggregates, ~1e-5) ran 1.2-2x slower locally than pushed.
-pub const PUSHDOWN_BELOW_SELECTIVITY: f64 = 0.05;
+/// A scan with a partial aggregate whose states are fewer than this share
+/// of the table's rows is pushed down whole, without asking for a layout,
+/// even when its row groups are cached: the server sends next to nothing
+/// and scans on every core it has, while a local scan is one partition of
+/// the client's plan, and the layout's round trip would come first.
+/// Measured on TPC-H SF 0.1: Q1, Q6 and Q19 (states ~1e-5 of the rows) ran
+/// 1.2-2x slower locally than pushed. Plain scans go local whenever their
+/// row groups are cached: there local beat pushdown on every query measured.
+pub const PUSH_AGGREGATES_BELOW: f64 = 0.05;
 
 /// Row groups fetched at once.
 const FETCH_CONCURRENCY: usize = 4;
@@ -238,11 +252,21 @@ async fn attempt(
     };
     let stream = handle.await.map_err(|e| DataFusionError::External(Box::new(e)))??;
     let remote = adapted(stream, out.clone(), client.clone(), request.table.clone());
-    // What pushdown sent per row read: the benefit of caching these columns.
+    Ok(local_stream.chain(observed(remote, plan, rows_read)).boxed())
+}
+
+/// `stream` (a pushed scan's answer for `rows_read` rows of the table),
+/// recording at its end what it sent per row read: the scan's observed
+/// selectivity, which weighs the benefit of caching its columns.
+fn observed(
+    stream: BoxStream<'static, Result<RecordBatch>>,
+    plan: &LocalPlan,
+    rows_read: usize,
+) -> BoxStream<'static, Result<RecordBatch>> {
     let (cache, key) = (plan.cache.clone(), plan.filters_key.clone());
     let sent = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counted = sent.clone();
-    let remote = remote
+    stream
         .inspect_ok(move |b| {
             counted.fetch_add(b.num_rows(), std::sync::atomic::Ordering::Relaxed);
         })
@@ -251,8 +275,8 @@ async fn attempt(
                 cache.observe_selectivity(&key, sent.load(std::sync::atomic::Ordering::Relaxed), rows_read);
             })
             .filter_map(|()| async { None }),
-        );
-    Ok(local_stream.chain(remote).boxed())
+        )
+        .boxed()
 }
 
 /// Batches of a server stream in the scan's output schema.
@@ -311,12 +335,6 @@ fn choose(plan: &LocalPlan, table: &str, group: &RowGroup, pending: &mut usize) 
         .map(|(i, k)| (k.clone(), benefit_per_byte(i < plan.projected, selectivity)))
         .collect();
     plan.cache.record_use(&uses);
-    if selectivity < PUSHDOWN_BELOW_SELECTIVITY {
-        // Pushdown sends next to nothing (a selective filter, or a partial
-        // aggregate's states), and the server scans with all its cores:
-        // nothing local beats it.
-        return Choice::Pushdown;
-    }
     if let Some(arrays) = plan.cache.get_all(&keys) {
         return Choice::Local(arrays);
     }

@@ -121,6 +121,7 @@ impl SiltTable {
             predicate,
             filters_key: format!("{}: {}", self.name, filter_text.join(" AND ")),
             fragment: None,
+            table_rows: self.num_rows,
         }))
     }
 

@@ -133,6 +133,7 @@ async fn tpch_22_queries_through_the_hybrid_client() {
               WHERE l_shipdate >= DATE '1994-01-01' AND l_shipdate < DATE '1995-01-01' \
               AND l_discount BETWEEN 0.05 AND 0.07 AND l_quantity < 24";
     let text = explain_analyze(&ctx, q6).await;
+    assert!(text.contains("scans_pushed_whole=1"), "{text}");
     assert!(text.contains("row_groups_local=0"), "{text}");
 
     // A small cache: never over budget, and some row groups stay pushed down.
