@@ -12,5 +12,6 @@ pub mod procfs;
 pub mod report;
 pub mod results;
 pub mod ssb;
+pub mod ssb_workload;
 pub mod tpch;
 pub mod traces;

@@ -105,7 +105,10 @@ pub async fn run(
     context: Arc<TaskContext>,
     counters: PathCounters,
 ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
-    if plan.fragment.is_some() && plan.cache.selectivity(&plan.filters_key).unwrap_or(0.0) < PUSH_AGGREGATES_BELOW {
+    if plan.fragment.is_some()
+        && !plan.cache.is_caching_only()
+        && plan.cache.selectivity(&plan.filters_key).unwrap_or(0.0) < PUSH_AGGREGATES_BELOW
+    {
         counters.pushed_whole.add(1);
         let stream = client.scan(&request).await?;
         let table = request.table.clone();
@@ -349,6 +352,8 @@ fn choose(plan: &LocalPlan, table: &str, group: &RowGroup, pending: &mut usize) 
             *pending += bytes;
             Choice::Fetch
         }
+        // Caching-only fetches it anyway, and admits it if it fits then.
+        None if plan.cache.is_caching_only() => Choice::Fetch,
         None => Choice::Pushdown,
     }
 }

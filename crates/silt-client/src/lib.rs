@@ -83,6 +83,10 @@ pub struct SiltTableOptions {
     pub local_cache_bytes: u64,
     /// Which segments a full local cache gives up first.
     pub local_cache_policy: CachePolicy,
+    /// Never push a scan down: fetch every row group the cache lacks (and
+    /// admit it if the policy keeps it), then filter and aggregate here.
+    /// FlexPushdownDB's *caching-only* baseline; a benchmark knob.
+    pub caching_only: bool,
 }
 
 /// Like [`register_tables_with`], with `options`. The tables registered
@@ -97,7 +101,7 @@ pub async fn register_tables_with_options(
     join_filter::tune(ctx);
     let cache = (options.local_cache_bytes > 0).then(|| {
         let budget = usize::try_from(options.local_cache_bytes).unwrap_or(usize::MAX);
-        Arc::new(LocalCache::new(budget, options.local_cache_policy))
+        Arc::new(LocalCache::new(budget, options.local_cache_policy).caching_only(options.caching_only))
     });
     let entries = client.list_entries().await?;
     for (name, kind) in &entries {

@@ -122,6 +122,8 @@ pub struct LocalCacheStats {
 pub struct LocalCache {
     budget: usize,
     policy: CachePolicy,
+    /// Scans never pushed down ([`crate::SiltTableOptions::caching_only`]).
+    caching_only: bool,
     inner: Mutex<Inner>,
 }
 
@@ -130,8 +132,20 @@ impl LocalCache {
         LocalCache {
             budget,
             policy,
+            caching_only: false,
             inner: Mutex::new(Inner::default()),
         }
+    }
+
+    /// This cache, for scans that are never pushed down when `on`.
+    pub fn caching_only(mut self, on: bool) -> Self {
+        self.caching_only = on;
+        self
+    }
+
+    /// Whether scans through this cache are never pushed down.
+    pub fn is_caching_only(&self) -> bool {
+        self.caching_only
     }
 
     pub fn budget(&self) -> usize {

@@ -80,6 +80,7 @@ pub async fn run(args: QueryArgs) -> anyhow::Result<()> {
     let options = SiltTableOptions {
         local_cache_bytes: args.local_cache,
         local_cache_policy: args.local_cache_policy,
+        caching_only: false,
     };
     let ctx = connect_with(&args.server, args.token.clone(), &options).await?;
     let sql = match (&args.sql, &args.file) {

@@ -15,6 +15,7 @@ mod modes;
 mod runner;
 mod server;
 mod suite;
+mod workload;
 
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -113,6 +114,8 @@ pub struct SsbArgs {
     #[arg(long)]
     data_dir: Option<PathBuf>,
     #[command(flatten)]
+    workload: workload::WorkloadArgs,
+    #[command(flatten)]
     common: CommonArgs,
 }
 
@@ -170,6 +173,16 @@ pub async fn ssb(args: SsbArgs) -> anyhow::Result<()> {
         .data_dir
         .unwrap_or_else(|| PathBuf::from(format!("data/ssb-sf{}", args.sf)));
     let suite = suite::ssb(&args.common.shared, &data_dir, args.sf, &args.queries)?;
+    if !args.workload.theta.is_empty() {
+        let name = args
+            .common
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("ssb-sf{}-workload", args.sf));
+        return workload::run(&suite, &args.common, &args.workload, &name, &data_dir)
+            .await
+            .map(|_| ());
+    }
     let name = args.common.name.clone().unwrap_or_else(|| format!("ssb-sf{}", args.sf));
     run_and_report(&suite, &args.common, &name, &data_dir).await.map(|_| ())
 }
@@ -209,6 +222,35 @@ pub async fn smoke(args: SmokeArgs) -> anyhow::Result<()> {
     problems.extend(suite_problems(&results, &dir));
     written.push(dir);
 
+    // The skewed SSB workload in its five modes, two cache sizes: runs, and
+    // every answer equals plain DataFusion's (workload::run fails otherwise).
+    let ssb_dir = work.path().join("ssb");
+    let ssb = suite::ssb(&args.shared, &ssb_dir, 0.01, &[])?;
+    let workload = workload::WorkloadArgs {
+        theta: vec![2.0],
+        cache_fraction: vec![0.05, 1.0],
+        workload: "skewed".into(),
+        workload_size: 8,
+        row_selectivity: 0.2,
+        seed: 1,
+        workload_modes: vec!["all".into()],
+    };
+    match workload::run(
+        &ssb,
+        &common("smoke-ssb-workload"),
+        &workload,
+        "smoke-ssb-workload",
+        &ssb_dir,
+    )
+    .await
+    {
+        Ok(dir) => {
+            problems.extend(missing_files(&dir, &["workload.json", "report.md", "workload.svg"]));
+            written.push(dir);
+        }
+        Err(e) => problems.push(format!("ssb workload: {e:#}")),
+    }
+
     let lookups = lookup::LookupArgs::smoke(args.out.clone(), work.path().join("lookup"));
     let (results, dir) = lookup::run(lookups).await?;
     for r in &results.results {
@@ -229,7 +271,7 @@ pub async fn smoke(args: SmokeArgs) -> anyhow::Result<()> {
     anyhow::ensure!(problems.is_empty(), "bench smoke failed:\n  {}", problems.join("\n  "));
     let dirs: Vec<String> = written.iter().map(|d| d.display().to_string()).collect();
     println!(
-        "bench smoke: ClickBench, TPC-H and lookups complete, every answer compared and right, plots written in {}",
+        "bench smoke: ClickBench, TPC-H, the SSB workload and lookups complete, every answer compared and right, plots written in {}",
         dirs.join(", ")
     );
     Ok(())

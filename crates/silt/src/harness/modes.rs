@@ -43,6 +43,13 @@ pub enum Mode {
     /// The liquid server plus the client's compute-side cache
     /// (`--local-cache`): per row group local, fetch or pushdown.
     Hybrid,
+    /// `hybrid` with LFU instead of Weighted-LFU (the SSB workload's policy
+    /// comparison; not in `all`).
+    HybridLfu,
+    /// The client's compute-side cache and nothing pushed down: every row
+    /// group the cache lacks is fetched and run locally (FlexPushdownDB's
+    /// caching-only baseline; not in `all`).
+    CachingOnly,
 }
 
 impl Mode {
@@ -67,6 +74,8 @@ impl Mode {
             Mode::Duckdb => "duckdb",
             Mode::Local => "local",
             Mode::Hybrid => "hybrid",
+            Mode::HybridLfu => "hybrid-lfu",
+            Mode::CachingOnly => "caching-only",
         }
     }
 
@@ -77,7 +86,7 @@ impl Mode {
             Mode::FileServer => Some(("arrow", false)),
             Mode::ParquetPushdown => Some(("arrow", false)),
             Mode::ArrowPushdown => Some(("arrow", true)),
-            Mode::Liquid | Mode::Hybrid => Some(("liquid", true)),
+            Mode::Liquid | Mode::Hybrid | Mode::HybridLfu | Mode::CachingOnly => Some(("liquid", true)),
         }
     }
 }
@@ -257,11 +266,15 @@ impl Session {
                 )
                 .await?;
             }
-            (Mode::Hybrid, Some(server)) => {
+            (Mode::Hybrid | Mode::HybridLfu | Mode::CachingOnly, Some(server)) => {
                 let client = silt_client::SiltClient::connect(&server.flight_url).await?;
                 let options = silt_client::SiltTableOptions {
                     local_cache_bytes: setup.local_cache,
-                    ..Default::default()
+                    local_cache_policy: match mode {
+                        Mode::HybridLfu => silt_client::CachePolicy::Lfu,
+                        _ => silt_client::CachePolicy::WeightedLfu,
+                    },
+                    caching_only: mode == Mode::CachingOnly,
                 };
                 silt_client::register_tables_with_options(&ctx, &client, &options)
                     .await
