@@ -132,6 +132,15 @@ enum Failure {
     Other(DataFusionError),
 }
 
+impl Failure {
+    fn into_error(self) -> DataFusionError {
+        match self {
+            Failure::Changed(e) => e.into(),
+            Failure::Other(e) => e,
+        }
+    }
+}
+
 impl From<ClientError> for Failure {
     fn from(e: ClientError) -> Self {
         if e.is_changed() {
@@ -206,56 +215,81 @@ async fn attempt(
     counters.fetched.add(fetch.len());
     counters.pushed.add(pushed.len());
 
-    // The pushed part runs on the server while this side fetches and filters.
-    let pushdown = (!pushed.is_empty()).then(|| {
+    // The pushed part first: its refusal (a version gone) restarts the
+    // scan before any row is out. Its rows then stream while this side
+    // fetches and filters (the two streams are merged as they come).
+    let remote = if pushed.is_empty() {
+        None
+    } else {
         let rows_read: usize = pushed.iter().map(|g| g.rows).sum();
         let scoped = ScanRequest {
             scope: Some(scope_of(pushed.iter())),
             ..request.clone()
         };
-        let client = client.clone();
-        (rows_read, tokio::spawn(async move { client.scan(&scoped).await }))
-    });
-
-    let fetched: Vec<(RowGroup, Vec<ArrayRef>)> = futures::stream::iter(fetch.into_iter().map(|group| async move {
-        let arrays = fetch_row_group(client, request, plan, &group).await?;
-        let keys = keys_of(&request.table, plan, &group);
-        plan.cache
-            .insert_group(keys.into_iter().zip(arrays.iter().cloned()).collect());
-        Ok::<_, Failure>((group, arrays))
-    }))
-    .buffer_unordered(FETCH_CONCURRENCY)
-    .try_collect()
-    .await?;
-    local.extend(fetched);
-
-    let mut outputs = Vec::new();
-    let mut read = 0usize;
-    for (group, arrays) in local {
-        outputs.extend(run_local(
-            plan,
-            out,
-            &arrays,
-            group.rows,
-            context.session_config().batch_size(),
-        )?);
-        read += group.rows;
-    }
-    if let Some(fragment) = &plan.fragment
-        && !outputs.is_empty()
-    {
-        outputs = aggregate_locally(fragment, outputs, context.clone()).await?;
-    }
-    // What this scan's output is per row read, as pushdown would send it.
-    let kept = outputs.iter().map(RecordBatch::num_rows).sum::<usize>();
-    plan.cache.observe_selectivity(&plan.filters_key, kept, read);
-    let local_stream = futures::stream::iter(outputs.into_iter().map(Ok));
-    let Some((rows_read, handle)) = pushdown else {
-        return Ok(local_stream.boxed());
+        let stream = client.scan(&scoped).await?;
+        let stream = adapted(stream, out.clone(), client.clone(), request.table.clone());
+        Some(observed(stream, plan, rows_read))
     };
-    let stream = handle.await.map_err(|e| DataFusionError::External(Box::new(e)))??;
-    let remote = adapted(stream, out.clone(), client.clone(), request.table.clone());
-    Ok(local_stream.chain(observed(remote, plan, rows_read)).boxed())
+
+    // Local row groups, lazily: a row group is fetched (if it must be), run
+    // and let go one at a time, so a scan never holds more than a few row
+    // groups besides the cache. A version gone under a fetch fails the scan
+    // with the server's "changed" error: rows may already be out.
+    let rows_read: usize =
+        local.iter().map(|(g, _)| g.rows).sum::<usize>() + fetch.iter().map(|g| g.rows).sum::<usize>();
+    let work = local
+        .into_iter()
+        .map(|(group, arrays)| (group, Some(arrays)))
+        .chain(fetch.into_iter().map(|group| (group, None)));
+    let observer = plan.clone();
+    let (client, request, plan, out, context) = (
+        client.clone(),
+        request.clone(),
+        plan.clone(),
+        out.clone(),
+        context.clone(),
+    );
+    let local = futures::stream::iter(work)
+        .map(move |(group, arrays)| {
+            let (client, request, plan, out, context) = (
+                client.clone(),
+                request.clone(),
+                plan.clone(),
+                out.clone(),
+                context.clone(),
+            );
+            async move {
+                let arrays = match arrays {
+                    Some(arrays) => arrays,
+                    None => {
+                        let arrays = fetch_row_group(&client, &request, &plan, &group)
+                            .await
+                            .map_err(Failure::into_error)?;
+                        let keys = keys_of(&request.table, &plan, &group);
+                        plan.cache
+                            .insert_group(keys.into_iter().zip(arrays.iter().cloned()).collect());
+                        arrays
+                    }
+                };
+                let batch_size = context.session_config().batch_size();
+                let rows = run_local(&plan, &out, &arrays, group.rows, batch_size)?;
+                // A partial aggregate per row group: its states merge in the
+                // client's final aggregate like the server's do.
+                let rows = match &plan.fragment {
+                    Some(fragment) if !rows.is_empty() => aggregate_locally(fragment, rows, context).await?,
+                    _ => rows,
+                };
+                Ok::<_, DataFusionError>(futures::stream::iter(rows.into_iter().map(Ok)))
+            }
+        })
+        .buffered(FETCH_CONCURRENCY)
+        .try_flatten()
+        .boxed();
+    let local = observed(local, &observer, rows_read);
+    Ok(match remote {
+        Some(remote) => futures::stream::select(local, remote).boxed(),
+        None => local,
+    })
 }
 
 /// `stream` (a pushed scan's answer for `rows_read` rows of the table),

@@ -68,6 +68,21 @@ pub struct CommonArgs {
     shared: PathBuf,
 }
 
+impl CommonArgs {
+    /// The store and cache setup these options describe (the store's
+    /// address is filled in by [`start_store`]).
+    fn store_setup(&self) -> StoreSetup {
+        StoreSetup {
+            s3: Default::default(),
+            latency_ms: self.latency_ms,
+            mbps: self.mbps,
+            memory_budget: self.memory_budget,
+            validation: self.validation.clone(),
+            local_cache: self.local_cache,
+        }
+    }
+}
+
 #[derive(Args, Debug)]
 pub struct ClickbenchArgs {
     /// Rows of hits-like data (generated once from the nano_hits seed).
@@ -373,18 +388,7 @@ async fn run_and_report(
     let started_unix = unix_now();
     let work = data_dir.join("work");
     std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
-    let (_store, setup) = start_store(
-        suite,
-        data_dir,
-        StoreSetup {
-            s3: Default::default(),
-            latency_ms: common.latency_ms,
-            mbps: common.mbps,
-            memory_budget: common.memory_budget,
-            validation: common.validation.clone(),
-            local_cache: common.local_cache,
-        },
-    )?;
+    let (_store, setup) = start_store(suite, data_dir, common.store_setup())?;
     let references = reference(suite).await?;
     let queries: Vec<QuerySpec> = references.iter().map(|(q, _)| q.clone()).collect();
     let parquet = modes::ParquetSizes::of(suite)?;

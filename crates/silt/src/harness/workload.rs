@@ -148,18 +148,7 @@ pub async fn run(
     let modes = selected_modes(&args.workload_modes)?;
     let work = data_dir.join("work");
     std::fs::create_dir_all(&work)?;
-    let (_store, mut setup) = super::start_store(
-        suite,
-        data_dir,
-        StoreSetup {
-            s3: Default::default(),
-            latency_ms: common.latency_ms,
-            mbps: common.mbps,
-            memory_budget: common.memory_budget,
-            validation: common.validation.clone(),
-            local_cache: 0,
-        },
-    )?;
+    let (_store, mut setup) = super::start_store(suite, data_dir, common.store_setup())?;
     let reference = SessionContext::new();
     for stmt in suite.ddl(|t| suite.local_path(t).display().to_string()) {
         reference.sql(&stmt).await?.collect().await?;
