@@ -298,12 +298,13 @@ mod tests {
 
     #[test]
     fn years_follow_the_zipf_shares_of_the_description() {
-        // WORKLOAD.md's table, theta = 2: .661 .165 .073 .041 .026 .018 .013.
+        // WORKLOAD.md's table, theta = 2: .661 .165 .073 .041 .026 .018 .013
+        // (1992 also takes the padding the rounding leaves).
         let years = year_allocation(1000, 2.0, 1992);
         let share = |y: i32| years.iter().filter(|&&x| x == y).count() as f64 / 1000.0;
-        assert!((share(1992) - 0.661).abs() < 0.002, "{}", share(1992));
-        assert!((share(1993) - 0.165).abs() < 0.002);
-        assert!((share(1998) - 0.013).abs() < 0.002);
+        assert!((share(1992) - 0.661).abs() < 0.005, "{}", share(1992));
+        assert!((share(1993) - 0.165).abs() < 0.002, "{}", share(1993));
+        assert!((share(1998) - 0.013).abs() < 0.002, "{}", share(1998));
         let uniform = year_allocation(70, 0.0, 1992);
         assert!((1992..=1998).all(|y| uniform.iter().filter(|&&x| x == y).count() == 10));
         assert_eq!(year_allocation(3, 2.0, 1992).len(), 3);
