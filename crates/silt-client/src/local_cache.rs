@@ -102,6 +102,8 @@ struct Inner {
     tick: u64,
     /// Observed selectivity per (table, filters).
     selectivity: HashMap<String, f64>,
+    /// The same, of pushed runs only (their join filters included).
+    pushed_selectivity: HashMap<String, f64>,
     /// Tables whose server gives no layout (views, nested columns).
     no_layout: std::collections::HashSet<String>,
     stats: LocalCacheStats,
@@ -329,13 +331,19 @@ impl LocalCache {
 
     /// Records that a scan with `filters` kept `kept` of `read` rows.
     pub fn observe_selectivity(&self, filters: &str, kept: usize, read: usize) {
-        if read == 0 {
-            return;
-        }
-        let observed = kept as f64 / read as f64;
         let mut inner = self.lock();
-        let entry = inner.selectivity.entry(filters.to_string()).or_insert(observed);
-        *entry = 0.5 * *entry + 0.5 * observed;
+        observe(&mut inner.selectivity, filters, kept, read);
+    }
+
+    /// The selectivity pushed runs of scans with `filters` showed last.
+    pub fn pushed_selectivity(&self, filters: &str) -> Option<f64> {
+        self.lock().pushed_selectivity.get(filters).copied()
+    }
+
+    /// Records that a pushed scan with `filters` sent `kept` of `read` rows.
+    pub fn observe_pushed_selectivity(&self, filters: &str, kept: usize, read: usize) {
+        let mut inner = self.lock();
+        observe(&mut inner.pushed_selectivity, filters, kept, read);
     }
 
     /// Whether `table`'s server gave no layout before (a view, a table
@@ -347,6 +355,16 @@ impl LocalCache {
     pub fn mark_no_layout(&self, table: &str) {
         self.lock().no_layout.insert(table.to_string());
     }
+}
+
+/// Folds `kept` of `read` rows into the running selectivity of `key`.
+fn observe(map: &mut HashMap<String, f64>, key: &str, kept: usize, read: usize) {
+    if read == 0 {
+        return;
+    }
+    let observed = kept as f64 / read as f64;
+    let entry = map.entry(key.to_string()).or_insert(observed);
+    *entry = 0.5 * *entry + 0.5 * observed;
 }
 
 #[cfg(test)]
