@@ -20,10 +20,11 @@ use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder,
 use datafusion::physical_plan::statistics::StatisticsArgs;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties};
+use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use silt_proto::{QueryContext, ScanRequest};
 
-use crate::client::SiltClient;
+use crate::client::{ClientError, SiltClient};
 use crate::hybrid::{LocalPlan, PathCounters};
 use crate::join_filter;
 
@@ -120,25 +121,33 @@ impl SiltScanExec {
         self.request.partial_aggregate.is_some()
     }
 
+    /// The same scan as a new plan node (its own metrics).
+    fn copy(&self) -> Self {
+        SiltScanExec {
+            client: self.client.clone(),
+            request: self.request.clone(),
+            schema: self.schema.clone(),
+            filter_text: self.filter_text.clone(),
+            aggregate_text: self.aggregate_text.clone(),
+            dynamic_filters: self.dynamic_filters.clone(),
+            num_rows: self.num_rows,
+            local: self.local.clone(),
+            query_tables: self.query_tables.clone(),
+            properties: self.properties.clone(),
+            metrics: ExecutionPlanMetricsSet::new(),
+        }
+    }
+
     /// This scan with `filters` (hash joins' dynamic filters) added.
     fn with_dynamic_filters(&self, filters: Vec<Arc<dyn PhysicalExpr>>) -> Self {
-        let mut scan = SiltScanExec::new(
-            self.client.clone(),
-            self.request.clone(),
-            self.schema.clone(),
-            self.filter_text.clone(),
-            self.num_rows,
-        );
-        scan.aggregate_text = self.aggregate_text.clone();
-        scan.local = self.local.clone();
-        scan.query_tables = self.query_tables.clone();
-        scan.dynamic_filters = self.dynamic_filters.iter().cloned().chain(filters).collect();
+        let mut scan = self.copy();
+        scan.dynamic_filters.extend(filters);
         scan
     }
 
     /// This scan, part of a plan that scans `tables` ([`crate::query_context`]).
     pub(crate) fn with_query_tables(&self, tables: Arc<[String]>) -> Self {
-        let mut scan = self.with_dynamic_filters(Vec::new());
+        let mut scan = self.copy();
         scan.query_tables = tables;
         scan
     }
@@ -193,10 +202,31 @@ impl DisplayAs for SiltScanExec {
     }
 }
 
+/// Runs `request` on the server and streams its batches in `out`, the
+/// schema the client planned with.
+pub(crate) async fn server_scan(
+    client: &SiltClient,
+    request: &ScanRequest,
+    out: &SchemaRef,
+) -> std::result::Result<BoxStream<'static, Result<RecordBatch>>, ClientError> {
+    let stream = client.scan(request).await?;
+    let (client, table, out) = (client.clone(), request.table.clone(), out.clone());
+    Ok(stream
+        .map(move |r| {
+            r.map_err(|e| {
+                DataFusionError::External(
+                    format!("scan of '{table}' on {}: {}", client.url(), client.describe_error(e)).into(),
+                )
+            })
+            .and_then(|b| adapt(b, &out))
+        })
+        .boxed())
+}
+
 /// Give a batch from the server the schema the client planned with. A scan
 /// with no columns comes back as one boolean marker column: keep only the
 /// row count.
-pub(crate) fn adapt(batch: RecordBatch, schema: &SchemaRef) -> Result<RecordBatch> {
+fn adapt(batch: RecordBatch, schema: &SchemaRef) -> Result<RecordBatch> {
     if schema.fields().is_empty() {
         let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
         return Ok(RecordBatch::try_new_with_options(schema.clone(), vec![], &options)?);
@@ -307,21 +337,8 @@ impl ExecutionPlan for SiltScanExec {
                 let batches = crate::hybrid::run(client, request, local, schema, context, counters).await?;
                 return Ok(batches.inspect_ok(move |b| output_rows.add(b.num_rows())).boxed());
             }
-            let batches = client.scan(&request).await.map_err(DataFusionError::from)?;
-            let table = request.table.clone();
-            Ok::<_, DataFusionError>(
-                batches
-                    .map(move |r| {
-                        r.map_err(|e| {
-                            DataFusionError::External(
-                                format!("scan of '{table}' on {}: {}", client.url(), client.describe_error(e)).into(),
-                            )
-                        })
-                        .and_then(|b| adapt(b, &schema))
-                        .inspect(|b| output_rows.add(b.num_rows()))
-                    })
-                    .boxed(),
-            )
+            let batches = server_scan(&client, &request, &schema).await?;
+            Ok::<_, DataFusionError>(batches.inspect_ok(move |b| output_rows.add(b.num_rows())).boxed())
         })
         .try_flatten();
         Ok(Box::pin(RecordBatchStreamAdapter::new(out_schema, stream)))

@@ -44,7 +44,7 @@ use futures::{StreamExt, TryStreamExt};
 use silt_proto::{ObjectSegments, Projection, ScanRequest, SegmentScope, layout};
 
 use crate::client::{ClientError, SiltClient};
-use crate::exec::SiltScanExec;
+use crate::exec::{SiltScanExec, server_scan};
 use crate::local_cache::{LocalCache, SegmentKey, benefit_per_byte};
 
 /// What a scan needs to run its row groups locally.
@@ -107,9 +107,7 @@ pub async fn run(
 ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
     if pushed_whole(&plan) {
         counters.pushed_whole.add(1);
-        let stream = client.scan(&request).await?;
-        let table = request.table.clone();
-        let stream = adapted(stream, out, client, table);
+        let stream = server_scan(&client, &request, &out).await?;
         return Ok(observed(stream, &plan, plan.table_rows.unwrap_or(0), true));
     }
     let mut retried = false;
@@ -193,23 +191,25 @@ async fn attempt(
 ) -> std::result::Result<BoxStream<'static, Result<RecordBatch>>, Failure> {
     let layout_request = ScanRequest {
         table: request.table.clone(),
-        projection: request.projection.clone(),
-        filters: request.filters.clone(),
+        projection: Some(Projection {
+            columns: plan.needed.clone(),
+        }),
         layout_only: true,
         query: request.query.clone(),
         ..Default::default()
     };
     let layout = match client.scan_all(&layout_request).await {
         Ok(batches) => parse_layout(&batches)?,
-        Err(e)
-            if !e.is_changed()
-                && matches!(&e, ClientError::Server { code, .. } if *code == tonic::Code::InvalidArgument) =>
-        {
-            // A view, or a table with nested columns: no row groups to cache.
+        Err(
+            e @ ClientError::Server {
+                code: tonic::Code::InvalidArgument,
+                ..
+            },
+        ) => {
+            // A table with nested columns: no row groups to cache.
             tracing::debug!(table = %request.table, error = %e, "no layout; the scan is pushed down whole");
             plan.cache.mark_no_layout(&request.table);
-            let stream = client.scan(request).await?;
-            return Ok(adapted(stream, out.clone(), client.clone(), request.table.clone()));
+            return Ok(server_scan(client, request, out).await?);
         }
         Err(e) => return Err(e.into()),
     };
@@ -239,8 +239,7 @@ async fn attempt(
             scope: Some(scope_of(pushed.iter())),
             ..request.clone()
         };
-        let stream = client.scan(&scoped).await?;
-        let stream = adapted(stream, out.clone(), client.clone(), request.table.clone());
+        let stream = server_scan(client, &scoped, out).await?;
         Some(observed(stream, plan, rows_read, true))
     };
 
@@ -254,51 +253,20 @@ async fn attempt(
         .into_iter()
         .map(|(group, arrays)| (group, Some(arrays)))
         .chain(fetch.into_iter().map(|group| (group, None)));
-    let observer = plan.clone();
-    let (client, request, plan, out, context) = (
-        client.clone(),
-        request.clone(),
-        plan.clone(),
-        out.clone(),
-        context.clone(),
-    );
+    let run = LocalRun {
+        client: client.clone(),
+        request: request.clone(),
+        plan: plan.clone(),
+        out: out.clone(),
+        context: context.clone(),
+    };
     let local = futures::stream::iter(work)
-        .map(move |(group, arrays)| {
-            let (client, request, plan, out, context) = (
-                client.clone(),
-                request.clone(),
-                plan.clone(),
-                out.clone(),
-                context.clone(),
-            );
-            async move {
-                let arrays = match arrays {
-                    Some(arrays) => arrays,
-                    None => {
-                        let arrays = fetch_row_group(&client, &request, &plan, &group)
-                            .await
-                            .map_err(Failure::into_error)?;
-                        let keys = keys_of(&request.table, &plan, &group);
-                        plan.cache
-                            .insert_group(keys.into_iter().zip(arrays.iter().cloned()).collect());
-                        arrays
-                    }
-                };
-                let batch_size = context.session_config().batch_size();
-                let rows = run_local(&plan, &out, &arrays, group.rows, batch_size)?;
-                // A partial aggregate per row group: its states merge in the
-                // client's final aggregate like the server's do.
-                let rows = match &plan.fragment {
-                    Some(fragment) if !rows.is_empty() => aggregate_locally(fragment, rows, context).await?,
-                    _ => rows,
-                };
-                Ok::<_, DataFusionError>(futures::stream::iter(rows.into_iter().map(Ok)))
-            }
-        })
+        .map(move |(group, arrays)| run.clone().row_group(group, arrays))
         .buffered(FETCH_CONCURRENCY)
+        .map_ok(|rows| futures::stream::iter(rows.into_iter().map(Ok)))
         .try_flatten()
         .boxed();
-    let local = observed(local, &observer, rows_read, false);
+    let local = observed(local, plan, rows_read, false);
     Ok(match remote {
         Some(remote) => futures::stream::select(local, remote).boxed(),
         None => local,
@@ -336,23 +304,42 @@ fn observed(
         .boxed()
 }
 
-/// Batches of a server stream in the scan's output schema.
-fn adapted(
-    stream: arrow_flight::decode::FlightRecordBatchStream,
-    out: SchemaRef,
+/// What a scan's local row groups run with (each row group gets a clone).
+#[derive(Clone)]
+struct LocalRun {
     client: SiltClient,
-    table: String,
-) -> BoxStream<'static, Result<RecordBatch>> {
-    stream
-        .map(move |r| {
-            r.map_err(|e| {
-                DataFusionError::External(
-                    format!("scan of '{table}' on {}: {}", client.url(), client.describe_error(e)).into(),
-                )
-            })
-            .and_then(|b| crate::exec::adapt(b, &out))
-        })
-        .boxed()
+    request: ScanRequest,
+    plan: Arc<LocalPlan>,
+    out: SchemaRef,
+    context: Arc<TaskContext>,
+}
+
+impl LocalRun {
+    /// The output of one row group: its cached `arrays`, or (`None`) its
+    /// columns fetched and admitted first.
+    async fn row_group(self, group: RowGroup, arrays: Option<Vec<ArrayRef>>) -> Result<Vec<RecordBatch>> {
+        let plan = &self.plan;
+        let arrays = match arrays {
+            Some(arrays) => arrays,
+            None => {
+                let arrays = fetch_row_group(&self.client, &self.request, plan, &group)
+                    .await
+                    .map_err(Failure::into_error)?;
+                let keys = keys_of(&self.request.table, plan, &group);
+                plan.cache
+                    .insert_group(keys.into_iter().zip(arrays.iter().cloned()).collect());
+                arrays
+            }
+        };
+        let batch_size = self.context.session_config().batch_size();
+        let rows = run_local(plan, &self.out, &arrays, group.rows, batch_size)?;
+        // A partial aggregate per row group: its states merge in the
+        // client's final aggregate like the server's do.
+        match &plan.fragment {
+            Some(fragment) if !rows.is_empty() => aggregate_locally(fragment, rows, self.context.clone()).await,
+            _ => Ok(rows),
+        }
+    }
 }
 
 /// The cache keys of `group`'s needed columns, in `plan.needed` order.

@@ -44,9 +44,8 @@ pub struct ScanRequest {
     #[prost(message, optional, tag = "6")]
     pub scope: Option<SegmentScope>,
     /// Return the table's layout instead of rows: one row per (object, row
-    /// group, needed column) with the object's validated version, in the
-    /// schema of [`layout_schema`]. "Needed" are the projected columns and
-    /// those the filters read.
+    /// group, projected column) with the object's validated version, in the
+    /// schema of [`layout_schema`]. Filters are ignored.
     #[prost(bool, tag = "7")]
     pub layout_only: bool,
     /// The client query this scan is part of. Under `validation = "always"`
@@ -100,7 +99,7 @@ pub mod layout {
     pub const ROW_GROUP: &str = "row_group";
     /// Rows in the row group.
     pub const ROWS: &str = "rows";
-    /// A needed column's name.
+    /// A projected column's name.
     pub const COLUMN: &str = "column";
     /// The column chunk's uncompressed size in bytes (what fetching it moves, roughly).
     pub const BYTES: &str = "bytes";

@@ -404,7 +404,7 @@ impl Engine {
             ctx.state_ref().write().config_mut().set_extension(Arc::new(scope));
         }
         if request.layout_only {
-            let df = self.layout(request, &filters, &ctx).await?;
+            let df = self.layout(request, &ctx).await?;
             return Ok(PlannedQuery {
                 ctx,
                 df,
@@ -445,15 +445,10 @@ impl Engine {
 
     /// The layout a client cache plans a scan from ([`silt_scan::scope`]):
     /// the table's object versions as `ctx` lists them (gated like a scan),
-    /// their row groups, and the sizes of the columns the scan needs.
-    async fn layout(
-        &self,
-        request: &ScanRequest,
-        filters: &[Expr],
-        ctx: &SessionContext,
-    ) -> Result<DataFrame, ServerError> {
+    /// their row groups, and the sizes of the projected columns.
+    async fn layout(&self, request: &ScanRequest, ctx: &SessionContext) -> Result<DataFrame, ServerError> {
         let table = self.resolve_table(&request.table, "layouts are only of").await?;
-        let mut needed: Vec<String> = match &request.projection {
+        let columns: Vec<String> = match &request.projection {
             Some(p) => p.columns.clone(),
             None => table
                 .parquet()?
@@ -463,17 +458,10 @@ impl Engine {
                 .map(|f| f.name().clone())
                 .collect(),
         };
-        for f in filters {
-            for c in f.column_refs() {
-                if !needed.contains(&c.name) {
-                    needed.push(c.name.clone());
-                }
-            }
-        }
         let sources = format!("{}={}", table.name, table.config.url);
         let batch = table
             .parquet()?
-            .layout(&ctx.state(), &needed)
+            .layout(&ctx.state(), &columns)
             .await
             .map_err(|e| ServerError::reading(&sources, e))?;
         Ok(ctx.read_batch(batch)?)
