@@ -190,8 +190,9 @@ impl DisplayAs for SiltScanExec {
                 if let Some(local) = self.local.as_ref().filter(|_| self.request.limit.is_none()) {
                     write!(
                         f,
-                        " local_cache=[{:?}, {} bytes]",
+                        " local_cache=[{:?}, {:?}, {} bytes]",
                         local.cache.policy(),
+                        local.cache.form(),
                         local.cache.budget()
                     )?;
                 }
@@ -321,6 +322,7 @@ impl ExecutionPlan for SiltScanExec {
         let counters = PathCounters {
             local: MetricBuilder::new(&self.metrics).counter("row_groups_local", partition),
             fetched: MetricBuilder::new(&self.metrics).counter("row_groups_fetched", partition),
+            hybrid: MetricBuilder::new(&self.metrics).counter("row_groups_hybrid", partition),
             pushed: MetricBuilder::new(&self.metrics).counter("row_groups_pushed", partition),
             pushed_whole: MetricBuilder::new(&self.metrics).counter("scans_pushed_whole", partition),
         };

@@ -1,6 +1,7 @@
 //! A scan answered per row group: from the compute-side cache, by fetching
-//! the row group's columns into it, or by pushdown (FlexPushdownDB's hybrid
-//! execution, per row group instead of per partition).
+//! the row group's columns into it, by filtering here and fetching only the
+//! surviving rows of what is missing, or by pushdown (FlexPushdownDB's
+//! hybrid execution, per row group instead of per partition).
 //!
 //! 1. Ask the server for the table's layout ([`ScanRequest::layout_only`]):
 //!    its object versions, as the server's listing validated them (the same
@@ -13,13 +14,20 @@
 //!      been used [`crate::local_cache::ADMIT_AFTER_USES`] times and fit in
 //!      free space or in place of segments worth less): fetch them whole,
 //!      unfiltered (one scoped scan), admit them, then run them locally;
+//!    - **hybrid**: the filter's columns are cached here, and some projected
+//!      ones: filter here, and fetch only the surviving rows of the missing
+//!      projected columns (a scan scoped to the row group with a row
+//!      bitmap), when the [`crate::path_cost`] model says that moves less
+//!      than pushdown;
 //!    - **pushdown**: everything else, in one scan scoped to those row
 //!      groups, with the filters, join filters and any partial aggregate.
-//! 3. Local row groups run the scan's own predicate (a DataFusion physical
-//!    expression) and, when a partial aggregate was pushed into the scan,
-//!    the same partial aggregate, so their output is exactly what the
-//!    server would have sent; the stream is the local outputs, then the
-//!    pushed scan's. The plan above never relied on order.
+//! 3. Row groups run here evaluate the scan's own predicate (a DataFusion
+//!    physical expression) on decoded filter columns, decode only the
+//!    surviving rows of the projected ones (liquid segments decode
+//!    selectively) and, when a partial aggregate was pushed into the scan,
+//!    run the same partial aggregate, so their output is exactly what the
+//!    server would have sent. Their output and the pushed scan's are merged
+//!    as they come; the plan above never relied on order.
 //!
 //! If an object changed between the layout and a scoped scan, the server
 //! refuses (`ABORTED`) and the whole scan starts again from a new layout,
@@ -28,15 +36,16 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions};
-use datafusion::arrow::compute::{concat, filter_record_batch};
-use datafusion::arrow::datatypes::{SchemaRef, UInt32Type, UInt64Type};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch, RecordBatchOptions};
+use datafusion::arrow::compute::concat;
+use datafusion::arrow::datatypes::{Schema, SchemaRef, UInt32Type, UInt64Type};
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{exec_datafusion_err, exec_err};
 use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
 use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::utils::{collect_columns, reassign_expr_columns};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::metrics::Count;
 use futures::stream::BoxStream;
@@ -45,7 +54,8 @@ use silt_proto::{ObjectSegments, Projection, ScanRequest, SegmentScope, layout};
 
 use crate::client::{ClientError, SiltClient};
 use crate::exec::{SiltScanExec, server_scan};
-use crate::local_cache::{LocalCache, SegmentKey, benefit_per_byte};
+use crate::local_cache::{LocalCache, Segment, SegmentKey, benefit_per_byte};
+use crate::path_cost::{CostModel, RowGroupSizes};
 
 /// What a scan needs to run its row groups locally.
 #[derive(Debug, Clone)]
@@ -57,8 +67,8 @@ pub struct LocalPlan {
     /// How many of `needed` (its first ones) are projected.
     pub projected: usize,
     pub wide_schema: SchemaRef,
-    /// The conjunction of the scan's filters over `wide_schema`.
-    pub predicate: Option<Arc<dyn PhysicalExpr>>,
+    /// The conjunction of the scan's filters.
+    pub filter: Option<LocalFilter>,
     /// The table and filters, the key of observed selectivity.
     pub filters_key: String,
     /// The partial aggregate pushed into the scan (its leaf: the scan
@@ -68,11 +78,75 @@ pub struct LocalPlan {
     pub table_rows: Option<usize>,
 }
 
+/// A scan's filters, run on a row group's cached columns.
+#[derive(Debug, Clone)]
+pub struct LocalFilter {
+    /// Positions in [`LocalPlan::needed`] of the columns the predicate reads.
+    columns: Vec<usize>,
+    /// The predicate over a batch of just those columns, in that order.
+    predicate: Arc<dyn PhysicalExpr>,
+    schema: SchemaRef,
+}
+
+impl LocalFilter {
+    /// `predicate` (over `wide_schema`), evaluated on its own columns only.
+    pub fn try_new(predicate: Arc<dyn PhysicalExpr>, wide_schema: &Schema) -> Result<Self> {
+        let mut columns: Vec<usize> = collect_columns(&predicate).iter().map(|c| c.index()).collect();
+        columns.sort_unstable();
+        columns.dedup();
+        let schema = Arc::new(Schema::new(
+            columns
+                .iter()
+                .map(|&i| wide_schema.field(i).clone())
+                .collect::<Vec<_>>(),
+        ));
+        let predicate = reassign_expr_columns(predicate, &schema)?;
+        Ok(LocalFilter {
+            columns,
+            predicate,
+            schema,
+        })
+    }
+
+    /// The rows of a row group of `rows` rows that pass, nulls folded to
+    /// false, from its `segments` (per needed column; the filter's must be
+    /// there). Also returns the filter's columns decoded, for reuse.
+    fn evaluate(&self, segments: &[Option<Segment>], rows: usize) -> Result<(BooleanArray, Vec<(usize, ArrayRef)>)> {
+        let decoded: Vec<(usize, ArrayRef)> = self
+            .columns
+            .iter()
+            .map(|&c| match &segments[c] {
+                Some(s) => Ok((c, s.to_arrow())),
+                None => exec_err!("the filter's column #{c} is not cached"),
+            })
+            .collect::<Result<_>>()?;
+        let options = RecordBatchOptions::new().with_row_count(Some(rows));
+        let batch = RecordBatch::try_new_with_options(
+            self.schema.clone(),
+            decoded.iter().map(|(_, a)| a.clone()).collect(),
+            &options,
+        )?;
+        let mask = self.predicate.evaluate(&batch)?.into_array(rows)?;
+        let mask = mask.as_boolean();
+        let bits = match mask.nulls() {
+            Some(n) => mask.values() & n.inner(),
+            None => mask.values().clone(),
+        };
+        Ok((BooleanArray::from(bits), decoded))
+    }
+
+    /// Whether the filter reads needed column `c`.
+    fn reads(&self, c: usize) -> bool {
+        self.columns.contains(&c)
+    }
+}
+
 /// Counters of the paths row groups took, for `EXPLAIN ANALYZE`.
 #[derive(Debug, Clone, Default)]
 pub struct PathCounters {
     pub local: Count,
     pub fetched: Count,
+    pub hybrid: Count,
     pub pushed: Count,
     /// Scans pushed down whole, without a layout (partial aggregates).
     pub pushed_whole: Count,
@@ -90,7 +164,10 @@ struct RowGroup {
 }
 
 enum Choice {
-    Local(Vec<ArrayRef>),
+    /// Every needed segment is cached.
+    Local(Vec<Option<Segment>>),
+    /// The filter's segments are cached, and some projected ones.
+    Hybrid(Vec<Option<Segment>>),
     Fetch,
     Pushdown,
 }
@@ -213,20 +290,29 @@ async fn attempt(
         }
         Err(e) => return Err(e.into()),
     };
-    let mut local = Vec::new();
-    let mut fetch = Vec::new();
-    let mut pushed = Vec::new();
     let mut pending = 0;
+    let mut here = Vec::new();
+    let mut pushed = Vec::new();
     for group in layout {
         match choose(plan, &request.table, &group, &mut pending) {
-            Choice::Local(arrays) => local.push((group, arrays)),
-            Choice::Fetch => fetch.push(group),
-            Choice::Pushdown => pushed.push(group),
+            Choice::Local(segments) => {
+                counters.local.add(1);
+                here.push((group, Some(segments)));
+            }
+            Choice::Hybrid(segments) => {
+                counters.hybrid.add(1);
+                here.push((group, Some(segments)));
+            }
+            Choice::Fetch => {
+                counters.fetched.add(1);
+                here.push((group, None));
+            }
+            Choice::Pushdown => {
+                counters.pushed.add(1);
+                pushed.push(group);
+            }
         }
     }
-    counters.local.add(local.len());
-    counters.fetched.add(fetch.len());
-    counters.pushed.add(pushed.len());
 
     // The pushed part first: its refusal (a version gone) restarts the
     // scan before any row is out. Its rows then stream while this side
@@ -243,16 +329,11 @@ async fn attempt(
         Some(observed(stream, plan, rows_read, true))
     };
 
-    // Local row groups, lazily: a row group is fetched (if it must be), run
-    // and let go one at a time, so a scan never holds more than a few row
-    // groups besides the cache. A version gone under a fetch fails the scan
-    // with the server's "changed" error: rows may already be out.
-    let rows_read: usize =
-        local.iter().map(|(g, _)| g.rows).sum::<usize>() + fetch.iter().map(|g| g.rows).sum::<usize>();
-    let work = local
-        .into_iter()
-        .map(|(group, arrays)| (group, Some(arrays)))
-        .chain(fetch.into_iter().map(|group| (group, None)));
+    // Row groups run here, lazily: a row group is fetched (if it must be),
+    // run and let go a few at a time, so a scan never holds more than a few
+    // row groups besides the cache. A version gone under a fetch fails the
+    // scan with the server's "changed" error: rows may already be out.
+    let rows_read: usize = here.iter().map(|(g, _)| g.rows).sum();
     let run = LocalRun {
         client: client.clone(),
         request: request.clone(),
@@ -260,8 +341,8 @@ async fn attempt(
         out: out.clone(),
         context: context.clone(),
     };
-    let local = futures::stream::iter(work)
-        .map(move |(group, arrays)| run.clone().row_group(group, arrays))
+    let local = futures::stream::iter(here)
+        .map(move |(group, segments)| run.clone().row_group(group, segments))
         .buffered(FETCH_CONCURRENCY)
         .map_ok(|rows| futures::stream::iter(rows.into_iter().map(Ok)))
         .try_flatten()
@@ -315,12 +396,13 @@ struct LocalRun {
 }
 
 impl LocalRun {
-    /// The output of one row group: its cached `arrays`, or (`None`) its
-    /// columns fetched and admitted first.
-    async fn row_group(self, group: RowGroup, arrays: Option<Vec<ArrayRef>>) -> Result<Vec<RecordBatch>> {
+    /// The output of one row group run here: from its cached `segments`
+    /// (per needed column; the missing ones fetched after filtering), or
+    /// (`None`) with its columns fetched and admitted first.
+    async fn row_group(self, group: RowGroup, segments: Option<Vec<Option<Segment>>>) -> Result<Vec<RecordBatch>> {
         let plan = &self.plan;
-        let arrays = match arrays {
-            Some(arrays) => arrays,
+        let segments = match segments {
+            Some(segments) => segments,
             None => {
                 let arrays = fetch_row_group(&self.client, &self.request, plan, &group)
                     .await
@@ -328,11 +410,49 @@ impl LocalRun {
                 let keys = keys_of(&self.request.table, plan, &group);
                 plan.cache
                     .insert_group(keys.into_iter().zip(arrays.iter().cloned()).collect());
-                arrays
+                arrays.into_iter().map(|a| Some(Segment::Arrow(a))).collect()
             }
         };
+        let (mask, decoded) = match &plan.filter {
+            None => (None, Vec::new()),
+            Some(filter) => {
+                let (mask, decoded) = filter.evaluate(&segments, group.rows)?;
+                (Some(mask), decoded)
+            }
+        };
+        let kept = mask.as_ref().map_or(group.rows, |m| m.true_count());
+        if kept == 0 {
+            return Ok(Vec::new());
+        }
+        let missing: Vec<usize> = (0..plan.projected).filter(|&c| segments[c].is_none()).collect();
+        let mut fetched = if missing.is_empty() {
+            Vec::new()
+        } else {
+            fetch_rows(&self.client, &self.request, plan, &group, &missing, mask.as_ref(), kept)
+                .await
+                .map_err(Failure::into_error)?
+        }
+        .into_iter();
+        let all = mask.as_ref().filter(|_| kept < group.rows);
+        let columns: Vec<ArrayRef> = (0..plan.projected)
+            .map(|c| {
+                if let Some((_, array)) = decoded.iter().find(|(d, _)| *d == c) {
+                    return Ok(match all {
+                        Some(m) => datafusion::arrow::compute::filter(array, m)?,
+                        None => array.clone(),
+                    });
+                }
+                match (&segments[c], all) {
+                    (Some(segment), Some(m)) => segment.filter(m),
+                    (Some(segment), None) => Ok(segment.to_arrow()),
+                    (None, _) => fetched
+                        .next()
+                        .ok_or_else(|| exec_datafusion_err!("column #{c} was not fetched")),
+                }
+            })
+            .collect::<Result<_>>()?;
         let batch_size = self.context.session_config().batch_size();
-        let rows = run_local(plan, &self.out, &arrays, group.rows, batch_size)?;
+        let rows = batches_of(plan, &self.out, columns, kept, batch_size)?;
         // A partial aggregate per row group: its states merge in the
         // client's final aggregate like the server's do.
         match &plan.fragment {
@@ -367,7 +487,7 @@ fn choose(plan: &LocalPlan, table: &str, group: &RowGroup, pending: &mut usize) 
     let keys = keys_of(table, plan, group);
     // Until observed: a partial aggregate sends states (next to nothing),
     // a filter keeps DataFusion's default 20%, else everything.
-    let unobserved = match (&plan.fragment, &plan.predicate) {
+    let unobserved = match (&plan.fragment, &plan.filter) {
         (Some(_), _) => 0.0,
         (None, Some(_)) => 0.2,
         (None, None) => 1.0,
@@ -379,8 +499,9 @@ fn choose(plan: &LocalPlan, table: &str, group: &RowGroup, pending: &mut usize) 
         .map(|(i, k)| (k.clone(), benefit_per_byte(i < plan.projected, selectivity)))
         .collect();
     plan.cache.record_use(&uses);
-    if let Some(arrays) = plan.cache.get_all(&keys) {
-        return Choice::Local(arrays);
+    let segments = plan.cache.get_each(&keys);
+    if segments.iter().all(Option::is_some) {
+        return Choice::Local(segments);
     }
     // Arrow in memory is about the uncompressed chunk size.
     let sized: Vec<(SegmentKey, usize)> = keys
@@ -388,15 +509,50 @@ fn choose(plan: &LocalPlan, table: &str, group: &RowGroup, pending: &mut usize) 
         .zip(&plan.needed)
         .map(|(k, c)| (k, group.bytes[c]))
         .collect();
-    match plan.cache.admission(&sized, *pending) {
-        Some(bytes) => {
-            *pending += bytes;
-            Choice::Fetch
-        }
-        // Caching-only fetches it anyway, and admits it if it fits then.
-        None if plan.cache.is_caching_only() => Choice::Fetch,
-        None => Choice::Pushdown,
+    if let Some(bytes) = plan.cache.admission(&sized, *pending) {
+        *pending += bytes;
+        return Choice::Fetch;
     }
+    if plan.cache.is_caching_only() {
+        // Caching-only fetches it anyway, and admits it if it fits then.
+        return Choice::Fetch;
+    }
+    let filter_cached = plan
+        .filter
+        .as_ref()
+        .is_none_or(|f| f.columns.iter().all(|&c| segments[c].is_some()));
+    if filter_cached && plan.fragment.is_none() {
+        let model = CostModel {
+            link_bytes_per_second: plan.cache.link_bytes_per_second(),
+            selectivity,
+        };
+        if model.prefers_hybrid(&sizes_of(plan, group, &segments)) {
+            return Choice::Hybrid(segments);
+        }
+    }
+    Choice::Pushdown
+}
+
+/// `group`'s needed bytes by where they are, for the cost model.
+fn sizes_of(plan: &LocalPlan, group: &RowGroup, segments: &[Option<Segment>]) -> RowGroupSizes {
+    let mut sizes = RowGroupSizes {
+        rows: group.rows,
+        ..Default::default()
+    };
+    for (c, name) in plan.needed.iter().enumerate() {
+        let bytes = group.bytes[name];
+        if c >= plan.projected {
+            sizes.filter_only += bytes;
+        } else if segments[c].is_none() {
+            sizes.projected_missing += bytes;
+        } else if plan.filter.as_ref().is_some_and(|f| f.reads(c)) {
+            // Scanned for the filter on either side anyway.
+            sizes.filter_only += bytes;
+        } else {
+            sizes.projected_local += bytes;
+        }
+    }
+    sizes
 }
 
 /// A scope of `groups`, grouped by object version.
@@ -409,6 +565,7 @@ fn scope_of<'a>(groups: impl Iterator<Item = &'a RowGroup>) -> SegmentScope {
                 path: g.object.to_string(),
                 version: g.version.to_string(),
                 row_groups: vec![g.index],
+                selections: Vec::new(),
             }),
         }
     }
@@ -441,7 +598,50 @@ async fn fetch_row_group(
             group.rows
         )));
     }
-    (0..plan.needed.len())
+    columns_of(&batches, plan.needed.len())
+}
+
+/// Projected columns `missing` (positions in `plan.needed`) of the rows of
+/// `group` that `mask` keeps (`kept` of them; `None`: every row), from the
+/// server: a scan scoped to the row group with a row bitmap, no filters.
+async fn fetch_rows(
+    client: &SiltClient,
+    scan: &ScanRequest,
+    plan: &LocalPlan,
+    group: &RowGroup,
+    missing: &[usize],
+    mask: Option<&BooleanArray>,
+    kept: usize,
+) -> std::result::Result<Vec<ArrayRef>, Failure> {
+    let mut scope = scope_of(std::iter::once(group));
+    if let Some(mask) = mask.filter(|_| kept < group.rows) {
+        let bits = mask.values().sliced();
+        scope.objects[0].selections = vec![bits.as_slice()[..group.rows.div_ceil(8)].to_vec()];
+    }
+    let request = ScanRequest {
+        table: scan.table.clone(),
+        projection: Some(Projection {
+            columns: missing.iter().map(|&c| plan.needed[c].clone()).collect(),
+        }),
+        scope: Some(scope),
+        query: scan.query.clone(),
+        ..Default::default()
+    };
+    let batches = client.scan_all(&request).await?;
+    let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+    if rows != kept {
+        return Err(Failure::Other(exec_datafusion_err!(
+            "row group {} of {} came back with {rows} of the {kept} rows asked for",
+            group.index,
+            group.object
+        )));
+    }
+    columns_of(&batches, missing.len())
+}
+
+/// Each of the first `count` columns of `batches`, concatenated.
+fn columns_of(batches: &[RecordBatch], count: usize) -> std::result::Result<Vec<ArrayRef>, Failure> {
+    (0..count)
         .map(|c| {
             let parts: Vec<&dyn Array> = batches.iter().map(|b| b.column(c).as_ref()).collect();
             concat(&parts).map_err(|e| Failure::Other(e.into()))
@@ -449,12 +649,13 @@ async fn fetch_row_group(
         .collect()
 }
 
-/// Filters and projects one cached row group into batches of `out`
-/// (before any partial aggregate: the scan's own rows).
-fn run_local(
+/// A row group's projected `columns` (`rows` rows each) as batches of
+/// `out` of at most `batch_size` rows (before any partial aggregate: the
+/// scan's own rows).
+fn batches_of(
     plan: &LocalPlan,
     out: &SchemaRef,
-    arrays: &[ArrayRef],
+    columns: Vec<ArrayRef>,
     rows: usize,
     batch_size: usize,
 ) -> Result<Vec<RecordBatch>> {
@@ -463,32 +664,11 @@ fn run_local(
         None => out.clone(),
     };
     let options = RecordBatchOptions::new().with_row_count(Some(rows));
-    let wide = RecordBatch::try_new_with_options(plan.wide_schema.clone(), arrays.to_vec(), &options)?;
-    let mut batches = Vec::new();
-    let mut offset = 0;
-    while offset < rows {
-        let len = batch_size.max(1).min(rows - offset);
-        let slice = wide.slice(offset, len);
-        offset += len;
-        let kept = match &plan.predicate {
-            None => slice,
-            Some(predicate) => {
-                let mask = predicate.evaluate(&slice)?.into_array(len)?;
-                filter_record_batch(&slice, mask.as_boolean())?
-            }
-        };
-        if kept.num_rows() == 0 {
-            continue;
-        }
-        let columns: Vec<ArrayRef> = kept.columns()[..plan.projected].to_vec();
-        let options = RecordBatchOptions::new().with_row_count(Some(kept.num_rows()));
-        batches.push(RecordBatch::try_new_with_options(
-            scan_schema.clone(),
-            columns,
-            &options,
-        )?);
-    }
-    Ok(batches)
+    let whole = RecordBatch::try_new_with_options(scan_schema, columns, &options)?;
+    let size = batch_size.max(1);
+    Ok((0..rows.div_ceil(size))
+        .map(|b| whole.slice(b * size, size.min(rows - b * size)))
+        .collect())
 }
 
 /// The schema of the scan at the leaf of a partial-aggregate fragment.

@@ -26,6 +26,7 @@ pub mod hybrid;
 pub mod join_filter;
 pub mod local_cache;
 pub mod partial_aggregate;
+pub mod path_cost;
 pub mod pushable;
 pub mod query_context;
 pub mod script;
@@ -33,7 +34,7 @@ mod table;
 
 pub use client::{ClientError, SiltClient};
 pub use exec::SiltScanExec;
-pub use local_cache::{CachePolicy, LocalCache};
+pub use local_cache::{CachePolicy, LocalCache, Segment, SegmentForm};
 pub use table::SiltTable;
 
 use std::sync::Arc;
@@ -83,6 +84,12 @@ pub struct SiltTableOptions {
     pub local_cache_bytes: u64,
     /// Which segments a full local cache gives up first.
     pub local_cache_policy: CachePolicy,
+    /// The form segments are kept in: liquid (default) or Arrow.
+    pub local_cache_form: SegmentForm,
+    /// Bytes per second between this client and the server, which the
+    /// per-row-group path choice charges for bytes that travel
+    /// ([`path_cost`]); `None`: [`path_cost::DEFAULT_LINK_BYTES_PER_SECOND`].
+    pub link_bytes_per_second: Option<f64>,
     /// Never push a scan down: fetch every row group the cache lacks (and
     /// admit it if the policy keeps it), then filter and aggregate here.
     /// FlexPushdownDB's *caching-only* baseline; a benchmark knob.
@@ -101,7 +108,15 @@ pub async fn register_tables_with_options(
     join_filter::tune(ctx);
     let cache = (options.local_cache_bytes > 0).then(|| {
         let budget = usize::try_from(options.local_cache_bytes).unwrap_or(usize::MAX);
-        Arc::new(LocalCache::new(budget, options.local_cache_policy).caching_only(options.caching_only))
+        let link = options
+            .link_bytes_per_second
+            .unwrap_or(path_cost::DEFAULT_LINK_BYTES_PER_SECOND);
+        Arc::new(
+            LocalCache::new(budget, options.local_cache_policy)
+                .with_form(options.local_cache_form)
+                .with_link(link)
+                .caching_only(options.caching_only),
+        )
     });
     let entries = client.list_entries().await?;
     for (name, kind) in &entries {

@@ -18,12 +18,106 @@
 //! it, per byte of cache it takes. A filter-only column of a selective scan
 //! thus ranks below a projected column of an unselective one, which is
 //! FlexPushdownDB's point: keep what saves the most, not what is used most.
+//!
+//! Segments are kept in the liquid encoding by default ([`SegmentForm`]):
+//! close to Parquet's size, so the same budget holds ~2-4x the row groups
+//! Arrow would, and a filtered read decodes only the rows that pass
+//! ([`Segment::filter`]). Types liquid cannot encode stay Arrow.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::Mutex;
 
-use datafusion::arrow::array::ArrayRef;
+use datafusion::arrow::array::{Array, ArrayRef, BooleanArray};
+use datafusion::arrow::compute::filter;
+use datafusion::error::Result;
+use silt_liquid::{ColumnEncoder, LiquidArrayRef};
+
+/// The form segments are kept in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SegmentForm {
+    /// The liquid encoding (`silt-liquid`), Arrow for types it lacks.
+    #[default]
+    Liquid,
+    /// Decoded Arrow arrays: no decoding on use, ~4x the memory.
+    Arrow,
+}
+
+impl std::str::FromStr for SegmentForm {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "liquid" => Ok(SegmentForm::Liquid),
+            "arrow" => Ok(SegmentForm::Arrow),
+            other => Err(format!("unknown segment form '{other}' (liquid, arrow)")),
+        }
+    }
+}
+
+/// One cached column segment.
+#[derive(Debug, Clone)]
+pub enum Segment {
+    Arrow(ArrayRef),
+    Liquid(LiquidArrayRef),
+}
+
+impl Segment {
+    /// `array` in `form` (Arrow when liquid has no smaller form of it).
+    pub fn encode(array: ArrayRef, form: SegmentForm) -> Segment {
+        if form == SegmentForm::Liquid && silt_liquid::is_supported(array.data_type()) {
+            let liquid = ColumnEncoder::new(array.data_type()).encode(&array);
+            if let Some(liquid) = liquid.filter(|l| l.heap_size() < array.get_array_memory_size()) {
+                return Segment::Liquid(liquid);
+            }
+        }
+        Segment::Arrow(array)
+    }
+
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        match self {
+            Segment::Arrow(a) => a.len(),
+            Segment::Liquid(l) => l.len(),
+        }
+    }
+
+    /// Whether it holds no rows.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every row, decoded.
+    pub fn to_arrow(&self) -> ArrayRef {
+        match self {
+            Segment::Arrow(a) => a.clone(),
+            Segment::Liquid(l) => l.to_arrow(),
+        }
+    }
+
+    /// The rows `mask` selects (a null does not select), decoding only
+    /// those when liquid.
+    pub fn filter(&self, mask: &BooleanArray) -> Result<ArrayRef> {
+        Ok(match self {
+            Segment::Arrow(a) => filter(a, mask)?,
+            Segment::Liquid(l) => l.filter(mask),
+        })
+    }
+
+    /// Bytes it holds in memory (Arrow's `get_array_memory_size`, liquid's
+    /// heap size).
+    pub fn memory_size(&self) -> usize {
+        match self {
+            Segment::Arrow(a) => a.get_array_memory_size(),
+            Segment::Liquid(l) => l.heap_size(),
+        }
+    }
+
+    /// Whether it is kept in the liquid encoding.
+    pub fn is_liquid(&self) -> bool {
+        matches!(self, Segment::Liquid(_))
+    }
+}
 
 /// Which segments a full cache gives up first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -80,7 +174,7 @@ const GHOSTS_REMEMBERED: usize = 1 << 16;
 
 #[derive(Debug)]
 struct Entry {
-    array: ArrayRef,
+    segment: Segment,
     bytes: usize,
 }
 
@@ -124,6 +218,9 @@ pub struct LocalCacheStats {
 pub struct LocalCache {
     budget: usize,
     policy: CachePolicy,
+    form: SegmentForm,
+    /// Bytes per second to the server ([`crate::path_cost`]).
+    link_bytes_per_second: f64,
     /// Scans never pushed down ([`crate::SiltTableOptions::caching_only`]).
     caching_only: bool,
     inner: Mutex<Inner>,
@@ -134,6 +231,8 @@ impl LocalCache {
         LocalCache {
             budget,
             policy,
+            form: SegmentForm::default(),
+            link_bytes_per_second: crate::path_cost::DEFAULT_LINK_BYTES_PER_SECOND,
             caching_only: false,
             inner: Mutex::new(Inner::default()),
         }
@@ -143,6 +242,27 @@ impl LocalCache {
     pub fn caching_only(mut self, on: bool) -> Self {
         self.caching_only = on;
         self
+    }
+
+    /// This cache, keeping segments in `form`.
+    pub fn with_form(mut self, form: SegmentForm) -> Self {
+        self.form = form;
+        self
+    }
+
+    pub fn form(&self) -> SegmentForm {
+        self.form
+    }
+
+    /// This cache, for a client `bytes_per_second` from its server (what
+    /// the path cost model charges for bytes that travel).
+    pub fn with_link(mut self, bytes_per_second: f64) -> Self {
+        self.link_bytes_per_second = bytes_per_second;
+        self
+    }
+
+    pub fn link_bytes_per_second(&self) -> f64 {
+        self.link_bytes_per_second
     }
 
     /// Whether scans through this cache are never pushed down.
@@ -195,18 +315,17 @@ impl LocalCache {
         }
     }
 
-    /// All of `keys`' arrays when every one is cached (counted as hits),
-    /// else `None` (counted as misses).
-    pub fn get_all(&self, keys: &[SegmentKey]) -> Option<Vec<ArrayRef>> {
+    /// Each of `keys`' segments that is cached (each counted as a hit or
+    /// a miss).
+    pub fn get_each(&self, keys: &[SegmentKey]) -> Vec<Option<Segment>> {
         let mut inner = self.lock();
-        let found: Option<Vec<ArrayRef>> = keys
+        let found: Vec<Option<Segment>> = keys
             .iter()
-            .map(|k| inner.entries.get(k).map(|e| e.array.clone()))
+            .map(|k| inner.entries.get(k).map(|e| e.segment.clone()))
             .collect();
-        match found {
-            Some(_) => inner.stats.hits += keys.len() as u64,
-            None => inner.stats.misses += keys.len() as u64,
-        }
+        let hits = found.iter().filter(|f| f.is_some()).count() as u64;
+        inner.stats.hits += hits;
+        inner.stats.misses += keys.len() as u64 - hits;
         found
     }
 
@@ -283,28 +402,34 @@ impl LocalCache {
         self.victims(&inner, bytes + pending, score, &keep).map(|_| bytes)
     }
 
-    /// Admits a row group's `segments` together (all or none), evicting
-    /// segments that score lower than the lowest of them. Returns whether
-    /// they were admitted (not when they cannot fit).
+    /// Admits a row group's `segments` together (all or none), in the
+    /// cache's [`SegmentForm`], evicting segments that score lower than the
+    /// lowest of them. Returns whether they were admitted (not when they
+    /// cannot fit).
     pub fn insert_group(&self, segments: Vec<(SegmentKey, ArrayRef)>) -> bool {
+        // Encode before locking: scans of other row groups go on meanwhile.
+        let segments: Vec<(SegmentKey, Segment, usize)> = segments
+            .into_iter()
+            .map(|(k, a)| {
+                let segment = Segment::encode(a, self.form);
+                let bytes = segment.memory_size();
+                (k, segment, bytes)
+            })
+            .collect();
         let mut inner = self.lock();
-        for (key, _) in &segments {
+        for (key, _, bytes) in &segments {
             if let Some(old) = inner.entries.remove(key) {
                 inner.used -= old.bytes;
             }
+            inner.usage.entry(key.clone()).or_default().bytes = *bytes;
         }
-        let mut bytes = 0;
-        for (key, array) in &segments {
-            let size = array.get_array_memory_size();
-            inner.usage.entry(key.clone()).or_default().bytes = size;
-            bytes += size;
-        }
+        let total: usize = segments.iter().map(|(_, _, b)| b).sum();
         let score = segments
             .iter()
-            .map(|(k, _)| self.score(inner.usage.get(k)))
+            .map(|(k, _, _)| self.score(inner.usage.get(k)))
             .fold(f64::INFINITY, f64::min);
-        let keep: Vec<SegmentKey> = segments.iter().map(|(k, _)| k.clone()).collect();
-        let Some(victims) = self.victims(&inner, bytes, score, &keep) else {
+        let keep: Vec<SegmentKey> = segments.iter().map(|(k, _, _)| k.clone()).collect();
+        let Some(victims) = self.victims(&inner, total, score, &keep) else {
             inner.stats.rejected += segments.len() as u64;
             return false;
         };
@@ -314,10 +439,9 @@ impl LocalCache {
                 inner.stats.evicted += 1;
             }
         }
-        for (key, array) in segments {
-            let bytes = array.get_array_memory_size();
+        for (key, segment, bytes) in segments {
             inner.used += bytes;
-            inner.entries.insert(key, Entry { array, bytes });
+            inner.entries.insert(key, Entry { segment, bytes });
             inner.stats.admitted += 1;
         }
         true
@@ -387,10 +511,14 @@ mod tests {
         Arc::new(Int64Array::from_iter_values(0..rows as i64))
     }
 
+    fn arrow_cache(budget: usize, policy: CachePolicy) -> LocalCache {
+        LocalCache::new(budget, policy).with_form(SegmentForm::Arrow)
+    }
+
     #[test]
     fn never_exceeds_its_budget_and_admits_only_after_uses() {
         let size = array(1000).get_array_memory_size();
-        let cache = LocalCache::new(size * 2, CachePolicy::WeightedLfu);
+        let cache = arrow_cache(size * 2, CachePolicy::WeightedLfu);
         let a = key(0, "a");
         assert!(cache.admission(&[(a.clone(), size)], 0).is_none(), "not used yet");
         cache.record_use(&[(a.clone(), 1.0)]);
@@ -419,7 +547,7 @@ mod tests {
     fn weighted_lfu_keeps_what_saves_more_and_lfu_what_is_used_more() {
         let size = array(1000).get_array_memory_size();
         for (policy, kept) in [(CachePolicy::WeightedLfu, "valuable"), (CachePolicy::Lfu, "frequent")] {
-            let cache = LocalCache::new(size, policy);
+            let cache = arrow_cache(size, policy);
             let frequent = key(0, "frequent");
             let valuable = key(0, "valuable");
             for _ in 0..3 {
@@ -437,8 +565,8 @@ mod tests {
             assert!(cache.insert_group(vec![(first.clone(), array(1000))]));
             assert!(cache.admission(&[(second.clone(), size)], 0).is_some(), "{policy:?}");
             assert!(cache.insert_group(vec![(second.clone(), array(1000))]));
-            assert!(cache.get_all(std::slice::from_ref(&second)).is_some());
-            assert!(cache.get_all(std::slice::from_ref(&first)).is_none());
+            assert!(cache.get_each(std::slice::from_ref(&second))[0].is_some());
+            assert!(cache.get_each(std::slice::from_ref(&first))[0].is_none());
             // And the displaced one cannot come back over it.
             assert!(cache.admission(&[(first, size)], 0).is_none(), "{policy:?}");
         }
@@ -453,7 +581,28 @@ mod tests {
             version: "v2".into(),
             ..old.clone()
         };
-        assert!(cache.get_all(&[new]).is_none());
-        assert!(cache.get_all(&[old]).is_some());
+        assert!(cache.get_each(&[new])[0].is_none());
+        assert!(cache.get_each(&[old])[0].is_some());
+    }
+
+    #[test]
+    fn liquid_segments_are_smaller_and_decode_to_the_same_rows() {
+        let values: ArrayRef = Arc::new(Int64Array::from_iter(
+            (0..10_000i64).map(|i| (i % 7 != 0).then_some(i % 1000)),
+        ));
+        let cache = LocalCache::new(1 << 20, CachePolicy::Lru);
+        assert_eq!(cache.form(), SegmentForm::Liquid, "liquid by default");
+        assert!(cache.insert_group(vec![(key(0, "a"), values.clone())]));
+        let segment = cache.get_each(&[key(0, "a")])[0].clone().unwrap();
+        assert!(segment.is_liquid());
+        assert!(segment.memory_size() < values.get_array_memory_size() / 2);
+        assert_eq!(cache.used(), segment.memory_size(), "accounted at its liquid size");
+        assert_eq!(&segment.to_arrow(), &values);
+        let mask = BooleanArray::from_iter((0..10_000).map(|i| match i % 3 {
+            0 => Some(true),
+            1 => None,
+            _ => Some(false),
+        }));
+        assert_eq!(&segment.filter(&mask).unwrap(), &filter(&values, &mask).unwrap());
     }
 }

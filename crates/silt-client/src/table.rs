@@ -18,7 +18,7 @@ use silt_proto::{Projection, ScanRequest};
 
 use crate::client::SiltClient;
 use crate::exec::SiltScanExec;
-use crate::hybrid::LocalPlan;
+use crate::hybrid::{LocalFilter, LocalPlan};
 use crate::local_cache::LocalCache;
 use crate::pushable::is_exact_on_server;
 
@@ -105,11 +105,12 @@ impl SiltTable {
             .map(|n| self.schema.field_with_name(n).ok().cloned())
             .collect::<Option<_>>()?;
         let wide_schema = Arc::new(datafusion::arrow::datatypes::Schema::new(fields));
-        let predicate = match conjunction(bare) {
+        let filter = match conjunction(bare) {
             None => None,
             Some(expr) => {
                 let df_schema = DFSchema::try_from(wide_schema.as_ref().clone()).ok()?;
-                Some(state.create_physical_expr(expr, &df_schema).ok()?)
+                let predicate = state.create_physical_expr(expr, &df_schema).ok()?;
+                Some(LocalFilter::try_new(predicate, &wide_schema).ok()?)
             }
         };
         let filter_text: Vec<String> = filters.iter().map(|f| f.to_string()).collect();
@@ -118,7 +119,7 @@ impl SiltTable {
             needed,
             projected,
             wide_schema,
-            predicate,
+            filter,
             filters_key: format!("{}: {}", self.name, filter_text.join(" AND ")),
             fragment: None,
             table_rows: self.num_rows,

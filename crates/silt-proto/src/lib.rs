@@ -87,6 +87,14 @@ pub struct ObjectSegments {
     pub version: String,
     #[prost(uint32, repeated, tag = "3")]
     pub row_groups: Vec<u32>,
+    /// Empty, or one per row group of `row_groups`: the rows of it to
+    /// return, as a bitmap (row `i` is bit `i % 8` of byte `i / 8`, as
+    /// Arrow packs booleans; `ceil(rows / 8)` bytes). An empty bitmap
+    /// returns every row. Rows come back in row-group order, so a client
+    /// that filtered some columns itself can line the returned columns up
+    /// with its own (the "hybrid" path of `silt-client`).
+    #[prost(bytes = "vec", repeated, tag = "4")]
+    pub selections: Vec<Vec<u8>>,
 }
 
 /// Columns of a layout answer ([`ScanRequest::layout_only`]).
@@ -218,6 +226,7 @@ mod tests {
                     path: "t/a.parquet".into(),
                     version: "v1".into(),
                     row_groups: vec![0, 2],
+                    selections: vec![vec![0b101], Vec::new()],
                 }],
             }),
             layout_only: false,

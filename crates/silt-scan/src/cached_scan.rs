@@ -29,11 +29,12 @@ use std::fmt;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{BooleanArray, RecordBatch, RecordBatchOptions};
-use datafusion::arrow::buffer::BooleanBuffer;
+use datafusion::arrow::buffer::{BooleanBuffer, Buffer};
 use datafusion::arrow::compute::filter as filter_array;
+use datafusion::arrow::compute::kernels::boolean::and;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::tree_node::TreeNodeRecursion;
-use datafusion::common::{Statistics, exec_err, internal_err};
+use datafusion::common::{Statistics, exec_err, internal_err, plan_err};
 use datafusion::datasource::physical_plan::parquet::ParquetFileMetrics;
 use datafusion::error::Result;
 use datafusion::execution::cache::cache_manager::FileMetadataCache;
@@ -59,6 +60,19 @@ use crate::scan_filter::ScanFilter;
 use crate::scan_metrics::ScanMetrics;
 use crate::scope::ScopedRowGroups;
 
+/// `rows` cut into one mask per batch of `lengths`.
+fn batch_masks(rows: &BooleanBuffer, lengths: &[usize]) -> Vec<BooleanArray> {
+    let mut offset = 0;
+    lengths
+        .iter()
+        .map(|&n| {
+            let mask = BooleanArray::from(rows.slice(offset, n));
+            offset += n;
+            mask
+        })
+        .collect()
+}
+
 /// Everything a scan reads through, shared by all partitions.
 #[derive(Clone)]
 pub struct ScanSources {
@@ -80,7 +94,9 @@ pub struct ScanSpec {
     /// Statistics of the files, already projected.
     pub statistics: Statistics,
     /// When the scan is scoped ([`crate::scope`]): the row groups to read
-    /// of each file (the others are not read).
+    /// of each file (the others are not read), and of a row group the rows
+    /// to return when the client asked for some only (the filter, if any,
+    /// still applies to them).
     pub row_groups: Option<ScopedRowGroups>,
 }
 
@@ -273,7 +289,7 @@ impl PartitionRun {
                     let wanted = scoped.get(&meta.location);
                     groups
                         .into_iter()
-                        .filter(|rg| wanted.is_some_and(|w| w.contains(rg)))
+                        .filter(|rg| wanted.is_some_and(|w| w.contains_key(rg)))
                         .collect()
                 }
             };
@@ -375,7 +391,8 @@ impl PartitionRun {
         group: &RowGroupWork,
         decoded: &mut [DecodedDictionaries],
     ) -> Result<Vec<RecordBatch>> {
-        if let (Some(f), Some(selection)) = (&self.spec.filter, &group.selection)
+        let requested = self.requested_rows(file, group.rg)?;
+        if let (Some(f), Some(selection), None) = (&self.spec.filter, &group.selection, &requested)
             && self.reads_selected_pages(file, group)
         {
             return self.selected_rows(f, file, group.rg, selection.clone()).await;
@@ -385,7 +402,7 @@ impl PartitionRun {
         let selected = group.batches_selected(file.rows(rg));
         self.loader.prefetch(file, rg, &self.needed_columns()).await?;
         let (masks, filter_columns) = match &self.spec.filter {
-            None => (None, Vec::new()),
+            None => (requested.map(|r| batch_masks(&r, &lengths)), Vec::new()),
             Some(f) => {
                 let loaded = self.loader.load(file, rg, f.columns()).await?;
                 let masks = lengths
@@ -400,6 +417,14 @@ impl PartitionRun {
                         f.evaluate(&columns, n)
                     })
                     .collect::<Result<Vec<BooleanArray>>>()?;
+                let masks = match &requested {
+                    None => masks,
+                    Some(r) => masks
+                        .iter()
+                        .zip(batch_masks(r, &lengths))
+                        .map(|(m, r)| Ok(and(m, &r)?))
+                        .collect::<Result<_>>()?,
+                };
                 if masks.iter().all(|m| m.true_count() == 0) {
                     return Ok(Vec::new());
                 }
@@ -449,6 +474,31 @@ impl PartitionRun {
             )?);
         }
         Ok(out)
+    }
+
+    /// The rows of row group `rg` of `file` the client asked for (a scoped
+    /// scan with a row bitmap), `None` for all of them. A bitmap that does
+    /// not fit the row group's row count is refused.
+    fn requested_rows(&self, file: &FileContext, rg: usize) -> Result<Option<BooleanBuffer>> {
+        let Some(bitmap) = self
+            .spec
+            .row_groups
+            .as_ref()
+            .and_then(|s| s.get(&file.meta.location))
+            .and_then(|groups| groups.get(&rg).cloned().flatten())
+        else {
+            return Ok(None);
+        };
+        let rows = file.rows(rg);
+        if bitmap.len() != rows.div_ceil(8) {
+            return plan_err!(
+                "the row selection of row group {rg} of {} has {} bytes; its {rows} rows need {}",
+                file.meta.location,
+                bitmap.len(),
+                rows.div_ceil(8)
+            );
+        }
+        Ok(Some(BooleanBuffer::new(Buffer::from(bitmap.as_slice()), 0, rows)))
     }
 
     /// The selected-pages path (module doc): decodes only the rows of

@@ -9,7 +9,7 @@
 //! that is no longer at the version the client planned with fails the scan
 //! as changed, so rows of two versions never meet in one answer.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use datafusion::arrow::array::{RecordBatch, StringBuilder, UInt32Builder, UInt64Builder};
@@ -30,24 +30,45 @@ pub fn version_token(meta: &ObjectMeta) -> String {
     )
 }
 
-/// The row groups of object versions a scan is limited to.
+/// The row groups of object versions a scan is limited to, and within a
+/// row group, optionally, the rows to return.
 #[derive(Debug, Default, Clone)]
 pub struct ScanScope {
-    objects: HashMap<String, (String, BTreeSet<usize>)>,
+    objects: HashMap<String, (String, ScopedGroups)>,
 }
 
+/// The rows of a scoped row group to return: a bitmap packed as Arrow packs
+/// booleans (row `i` is bit `i % 8` of byte `i / 8`), checked against the
+/// row group's row count when the scan opens the file.
+pub type RowBitmap = Arc<Vec<u8>>;
+
+/// Per row group of one object: `None` for every row, else the rows.
+pub type ScopedGroups = BTreeMap<usize, Option<RowBitmap>>;
+
 /// Per scoped object, the row groups to read.
-pub type ScopedRowGroups = HashMap<Path, BTreeSet<usize>>;
+pub type ScopedRowGroups = HashMap<Path, ScopedGroups>;
 
 impl ScanScope {
     /// A scope of `(path, version token, row groups)`.
     pub fn new(objects: impl IntoIterator<Item = (String, String, Vec<usize>)>) -> Self {
         let mut scope = ScanScope::default();
         for (path, version, groups) in objects {
-            let entry = scope.objects.entry(path).or_insert_with(|| (version, BTreeSet::new()));
-            entry.1.extend(groups);
+            let entry = scope.objects.entry(path).or_insert_with(|| (version, BTreeMap::new()));
+            entry.1.extend(groups.into_iter().map(|g| (g, None)));
         }
         scope
+    }
+
+    /// Limits row group `row_group` of `path` (already in the scope) to the
+    /// rows of `bitmap`. Returns whether the row group is in the scope.
+    pub fn select(&mut self, path: &str, row_group: usize, bitmap: Vec<u8>) -> bool {
+        match self.objects.get_mut(path).and_then(|(_, g)| g.get_mut(&row_group)) {
+            Some(rows) => {
+                *rows = Some(Arc::new(bitmap));
+                true
+            }
+            None => false,
+        }
     }
 
     /// The listed `files` this scope keeps, and their row groups. A scoped
@@ -153,7 +174,15 @@ mod tests {
         let scope = ScanScope::new([("t/b.parquet".to_string(), version_token(&files[1]), vec![2, 0])]);
         let (kept, groups) = scope.restrict(files.clone()).unwrap();
         assert_eq!(kept, vec![files[1].clone()]);
-        assert_eq!(groups[&Path::from("t/b.parquet")], BTreeSet::from([0, 2]));
+        assert_eq!(
+            groups[&Path::from("t/b.parquet")],
+            BTreeMap::from([(0, None), (2, None)])
+        );
+        let mut selected = scope.clone();
+        assert!(selected.select("t/b.parquet", 2, vec![0b101]));
+        assert!(!selected.select("t/b.parquet", 1, vec![1]), "not in the scope");
+        let (_, groups) = selected.restrict(files.clone()).unwrap();
+        assert_eq!(groups[&Path::from("t/b.parquet")][&2].as_deref(), Some(&vec![0b101]));
 
         let stale = ScanScope::new([(
             "t/b.parquet".to_string(),

@@ -29,7 +29,7 @@ use silt_cache::{
     CacheTiers, CachedStore, ColumnCache, DiskConfig, DiskMetrics, DiskTier, MemoryForm, PageCache, PageCacheConfig,
     PageStore, PageTier, ValidationGate,
 };
-use silt_proto::{QueryContext, ROW_MARKER_COLUMN, ScanRequest};
+use silt_proto::{QueryContext, ROW_MARKER_COLUMN, ScanRequest, SegmentScope};
 use silt_scan::lookup::LookupIndexes;
 use silt_scan::scope::ScanScope;
 use silt_scan::{MetadataTier, PushdownScan, plan_pushdown};
@@ -397,10 +397,7 @@ impl Engine {
             .map(|l| usize::try_from(l).map_err(|_| ServerError::InvalidRequest(format!("limit {l} is too large"))))
             .transpose()?;
         if let Some(scope) = &request.scope {
-            let scope = ScanScope::new(scope.objects.iter().map(|o| {
-                let groups = o.row_groups.iter().map(|&g| g as usize).collect();
-                (o.path.clone(), o.version.clone(), groups)
-            }));
+            let scope = scan_scope(scope)?;
             ctx.state_ref().write().config_mut().set_extension(Arc::new(scope));
         }
         if request.layout_only {
@@ -531,6 +528,34 @@ impl Engine {
 /// Opens the disk tier under `cache_dir/disk/p<page size>`: pages of another
 /// page size (from an earlier configuration) are keyed differently and are
 /// deleted rather than left to fill the disk outside the budget.
+/// The scan scope a request carries, with its row bitmaps. A request whose
+/// bitmaps do not pair up with its row groups is refused.
+fn scan_scope(scope: &SegmentScope) -> Result<ScanScope, ServerError> {
+    let mut scan_scope = ScanScope::new(scope.objects.iter().map(|o| {
+        let groups = o.row_groups.iter().map(|&g| g as usize).collect();
+        (o.path.clone(), o.version.clone(), groups)
+    }));
+    for o in &scope.objects {
+        if o.selections.is_empty() {
+            continue;
+        }
+        if o.selections.len() != o.row_groups.len() {
+            return Err(ServerError::InvalidRequest(format!(
+                "scope of '{}' has {} row groups but {} row selections",
+                o.path,
+                o.row_groups.len(),
+                o.selections.len()
+            )));
+        }
+        for (&group, bitmap) in o.row_groups.iter().zip(&o.selections) {
+            if !bitmap.is_empty() {
+                scan_scope.select(&o.path, group as usize, bitmap.clone());
+            }
+        }
+    }
+    Ok(scan_scope)
+}
+
 fn open_disk_tier(config: &ServerConfig, metrics: &ServerMetrics) -> Result<Option<Arc<DiskTier>>, ServerError> {
     if config.disk_budget == 0 {
         return Ok(None);

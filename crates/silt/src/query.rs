@@ -52,6 +52,15 @@ pub struct QueryArgs {
     /// (uses x what a segment saves per byte), lfu or lru.
     #[arg(long, default_value = "weighted-lfu")]
     local_cache_policy: silt_client::CachePolicy,
+    /// Form of the --local-cache's segments: liquid (compressed, filtered
+    /// rows decoded alone) or arrow (no decoding, ~4x the memory).
+    #[arg(long, default_value = "liquid")]
+    local_cache_form: silt_client::SegmentForm,
+    /// Megabits per second between this client and the server, for the
+    /// choice between pushing a row group down and filtering it here
+    /// [default: 10000, a server in the same rack].
+    #[arg(long)]
+    link_mbps: Option<f64>,
 }
 
 /// A client-side DataFusion context with the server's tables registered.
@@ -81,6 +90,8 @@ pub async fn run(args: QueryArgs) -> anyhow::Result<()> {
         local_cache_bytes: args.local_cache,
         local_cache_policy: args.local_cache_policy,
         caching_only: false,
+        local_cache_form: args.local_cache_form,
+        link_bytes_per_second: args.link_mbps.map(|m| m * 1e6 / 8.0),
     };
     let ctx = connect_with(&args.server, args.token.clone(), &options).await?;
     let sql = match (&args.sql, &args.file) {

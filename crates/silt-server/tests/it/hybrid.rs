@@ -9,9 +9,17 @@
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
-use datafusion::prelude::{ParquetReadOptions, SessionContext};
+use datafusion::arrow::array::{AsArray, BooleanArray, RecordBatch};
+use datafusion::arrow::compute::{concat_batches, filter_record_batch};
+use datafusion::arrow::datatypes::{UInt32Type, UInt64Type};
+use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::prelude::{ParquetReadOptions, SessionContext, col, lit};
+use datafusion_proto::bytes::Serializeable;
+use silt_bench::compare::check_same;
 use silt_bench::tpch;
-use silt_client::{SiltTable, SiltTableOptions};
+use silt_client::{SegmentForm, SiltTable, SiltTableOptions};
+use silt_proto::{ObjectSegments, Projection, ScanRequest, SegmentScope, layout};
 use silt_server::config::TableConfig;
 
 use crate::benchmarks::compare_suite;
@@ -19,7 +27,7 @@ use crate::common::{Fixture, client_with, data_root};
 use crate::ssb::{ssb_fixture, ssb_queries};
 
 /// The cache sizes every suite runs at.
-const SIZES: [(&str, u64); 3] = [("none", 0), ("small", 512 << 10), ("large", 1 << 30)];
+const SIZES: [(&str, u64); 3] = [("none", 0), ("small", 128 << 10), ("large", 1 << 30)];
 /// The runs of each query (see the module docs).
 const RUNS: [&str; 3] = ["pushdown", "fetch", "local"];
 
@@ -161,4 +169,183 @@ async fn ssb_13_queries_through_the_hybrid_client() {
     let ctx = run_at_every_size(&fx, &base, "bench/ssb/queries", &ssb_queries()).await;
     let stats = cache_of(&ctx, "lineorder").await.stats();
     assert!(stats.hits > 0, "{stats:?}");
+    // The large cache again with Arrow segments (the others are liquid).
+    let arrow = SiltTableOptions {
+        local_cache_form: SegmentForm::Arrow,
+        ..options(SIZES[2].1)
+    };
+    let ctx = client_with(&fx.server, &arrow).await;
+    let failures = compare_suite(&fx, &base, &ctx, "bench/ssb/queries", &ssb_queries(), &RUNS).await;
+    assert!(failures.is_empty(), "[large arrow cache] {}", failures.join("\n"));
+    assert!(cache_of(&ctx, "lineorder").await.stats().hits > 0);
+}
+
+/// Sum of counter `name` over the nodes of `plan` (after it ran).
+fn plan_counter(plan: &Arc<dyn ExecutionPlan>, name: &str) -> usize {
+    let mut sum = 0;
+    plan.apply(|node| {
+        if let Some(value) = node.metrics().and_then(|m| m.sum_by_name(name)) {
+            sum += value.as_usize();
+        }
+        Ok(TreeNodeRecursion::Continue)
+    })
+    .unwrap();
+    sum
+}
+
+/// Runs `sql` on `ctx`, returning its rows and its executed plan.
+async fn run_with_plan(ctx: &SessionContext, sql: &str) -> (Vec<RecordBatch>, Arc<dyn ExecutionPlan>) {
+    let plan = ctx.sql(sql).await.unwrap().create_physical_plan().await.unwrap();
+    let rows = datafusion::physical_plan::collect(plan.clone(), ctx.task_ctx())
+        .await
+        .unwrap();
+    (rows, plan)
+}
+
+/// Once a scan's filter columns and some projected ones are local, a scan
+/// needing one more column filters here and fetches only that column's
+/// surviving rows (a scoped scan with a row bitmap), with the same answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hybrid_path_filters_here_and_fetches_the_surviving_rows() {
+    let fx = Fixture::start().await;
+    let base = crate::common::baseline_ctx().await;
+    for form in [SegmentForm::Liquid, SegmentForm::Arrow] {
+        let ctx = client_with(
+            &fx.server,
+            &SiltTableOptions {
+                local_cache_bytes: 1 << 30,
+                local_cache_form: form,
+                ..Default::default()
+            },
+        )
+        .await;
+        let warm = "SELECT l_comment, l_orderkey FROM lineitem WHERE l_quantity < 40";
+        for _ in 0..3 {
+            ctx.sql(warm).await.unwrap().collect().await.unwrap();
+        }
+        let (_, plan) = run_with_plan(&ctx, warm).await;
+        assert!(
+            plan_counter(&plan, "row_groups_local") > 0,
+            "{form:?}: the warm scan runs here"
+        );
+        assert_eq!(cache_of(&ctx, "lineitem").await.stats().rejected, 0);
+
+        // l_shipinstruct is new (not yet worth fetching whole): hybrid.
+        for (sql, keeps_rows) in [
+            (
+                "SELECT l_comment, l_shipinstruct, l_orderkey FROM lineitem WHERE l_quantity < 40",
+                true,
+            ),
+            // A filter that keeps no row asks the server for nothing.
+            ("SELECT l_comment, l_shipmode FROM lineitem WHERE l_quantity < 0", false),
+            // No filter: the missing column's every row, the rest local.
+            ("SELECT l_comment, l_returnflag FROM lineitem", true),
+        ] {
+            let (got, plan) = run_with_plan(&ctx, sql).await;
+            let expected = crate::common::answer(&base, sql).await;
+            if got.is_empty() {
+                assert!(expected.iter().all(|b| b.num_rows() == 0), "{sql}");
+            } else {
+                check_same(sql, &got, &expected, false).unwrap();
+            }
+            assert!(plan_counter(&plan, "row_groups_hybrid") > 0, "{form:?} {sql}");
+            assert_eq!(plan_counter(&plan, "row_groups_pushed"), 0, "{form:?} {sql}");
+            let rows: usize = got.iter().map(RecordBatch::num_rows).sum();
+            assert_eq!(rows > 0, keeps_rows, "{sql}");
+        }
+        if form == SegmentForm::Liquid {
+            let provider = ctx.table_provider("lineitem").await.unwrap();
+            let table = provider.downcast_ref::<SiltTable>().unwrap();
+            let cache = table.local_cache().unwrap();
+            assert!(cache.used() > 0 && cache.used() <= cache.budget());
+        }
+    }
+    assert_eq!(fx.metric("silt_query_errors_total"), 0.0);
+}
+
+/// The server returns exactly the rows a scope's bitmap selects, in
+/// row-group order, and still applies a scan's filter to them; a bitmap of
+/// the wrong length is refused and the server carries on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_row_bitmap_selects_rows_of_a_scoped_row_group() {
+    let fx = Fixture::start().await;
+    let client = silt_client::SiltClient::connect(&fx.server.flight_url()).await.unwrap();
+    let layout = client
+        .scan_all(&ScanRequest {
+            table: "orders".into(),
+            projection: Some(Projection {
+                columns: vec!["o_orderkey".into()],
+            }),
+            layout_only: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let first = &layout[0];
+    let text = |name: &str| {
+        first
+            .column_by_name(name)
+            .unwrap()
+            .as_string::<i32>()
+            .value(0)
+            .to_string()
+    };
+    let (object, version) = (text(layout::OBJECT), text(layout::VERSION));
+    let rows = first
+        .column_by_name(layout::ROWS)
+        .unwrap()
+        .as_primitive::<UInt64Type>()
+        .value(0) as usize;
+    let row_group = first
+        .column_by_name(layout::ROW_GROUP)
+        .unwrap()
+        .as_primitive::<UInt32Type>()
+        .value(0);
+    // Every third row.
+    let mask = BooleanArray::from_iter((0..rows).map(|i| Some(i % 3 == 0)));
+    let bitmap = mask.values().sliced().as_slice()[..rows.div_ceil(8)].to_vec();
+    let scan = |bitmap: Vec<u8>, filters: Vec<Vec<u8>>| ScanRequest {
+        table: "orders".into(),
+        projection: Some(Projection {
+            columns: vec!["o_orderkey".into(), "o_custkey".into()],
+        }),
+        filters,
+        scope: Some(SegmentScope {
+            objects: vec![ObjectSegments {
+                path: object.clone(),
+                version: version.clone(),
+                row_groups: vec![row_group],
+                selections: vec![bitmap],
+            }],
+        }),
+        ..Default::default()
+    };
+    let whole = client.scan_all(&scan(Vec::new(), Vec::new())).await.unwrap();
+    let whole = concat_batches(&whole[0].schema(), &whole).unwrap();
+    assert_eq!(whole.num_rows(), rows, "an empty bitmap returns every row");
+    let picked = client.scan_all(&scan(bitmap.clone(), Vec::new())).await.unwrap();
+    let picked = concat_batches(&whole.schema(), &picked).unwrap();
+    assert_eq!(
+        picked,
+        filter_record_batch(&whole, &mask).unwrap(),
+        "in row-group order"
+    );
+
+    // With a filter too: both apply.
+    let filter = col("o_custkey").gt(lit(700i64));
+    let filtered = client
+        .scan_all(&scan(bitmap.clone(), vec![filter.to_bytes().unwrap().to_vec()]))
+        .await
+        .unwrap();
+    let filtered: usize = filtered.iter().map(RecordBatch::num_rows).sum();
+    let customers = picked
+        .column(1)
+        .as_primitive::<datafusion::arrow::datatypes::Int64Type>();
+    let expected = customers.iter().filter(|c| c.is_some_and(|c| c > 700)).count();
+    assert!(expected > 0 && expected < picked.num_rows());
+    assert_eq!(filtered, expected);
+
+    let err = client.scan_all(&scan(vec![0xff], Vec::new())).await.unwrap_err();
+    assert!(err.to_string().contains("row selection"), "{err}");
+    assert!(!client.scan_all(&scan(bitmap, Vec::new())).await.unwrap().is_empty());
 }

@@ -371,6 +371,7 @@ pub async fn run(args: LookupArgs) -> anyhow::Result<(LookupResults, PathBuf)> {
             memory_budget: 8 << 30,
             validation: args.validation.clone(),
             local_cache: 0,
+            local_cache_form: Default::default(),
         },
     )?;
     let started_unix = super::unix_now();

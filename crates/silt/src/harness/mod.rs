@@ -57,6 +57,9 @@ pub struct CommonArgs {
     /// Compute-side cache of the `hybrid` mode's client.
     #[arg(long, default_value = "4GiB", value_parser = parse_bytes)]
     local_cache: u64,
+    /// Form of the compute-side cache's segments: liquid or arrow.
+    #[arg(long, default_value = "liquid")]
+    local_cache_form: silt_client::SegmentForm,
     /// Folder of the results; the run writes into `<out>/<name>/`.
     #[arg(long, default_value = "bench-results")]
     out: PathBuf,
@@ -79,6 +82,7 @@ impl CommonArgs {
             memory_budget: self.memory_budget,
             validation: self.validation.clone(),
             local_cache: self.local_cache,
+            local_cache_form: self.local_cache_form,
         }
     }
 }
@@ -218,6 +222,7 @@ pub async fn smoke(args: SmokeArgs) -> anyhow::Result<()> {
         memory_budget: 256 << 20,
         validation: "always".into(),
         local_cache: 256 << 20,
+        local_cache_form: Default::default(),
         out: args.out.clone(),
         name: Some(name.into()),
         shared: args.shared.clone(),

@@ -101,6 +101,8 @@ pub struct StoreSetup {
     pub validation: String,
     /// The compute-side cache of the `hybrid` client, bytes.
     pub local_cache: u64,
+    /// The form of its segments.
+    pub local_cache_form: silt_client::SegmentForm,
 }
 
 /// Counters of an object store the client itself reads.
@@ -275,6 +277,8 @@ impl Session {
                         _ => silt_client::CachePolicy::WeightedLfu,
                     },
                     caching_only: mode == Mode::CachingOnly,
+                    local_cache_form: setup.local_cache_form,
+                    link_bytes_per_second: None,
                 };
                 silt_client::register_tables_with_options(&ctx, &client, &options)
                     .await
