@@ -44,6 +44,21 @@ impl ClientError {
     pub fn is_changed(&self) -> bool {
         matches!(self, ClientError::Server { code, .. } if *code == tonic::Code::Aborted)
     }
+
+    /// Whether the server could not be reached or failed in transport (as
+    /// opposed to refusing the request): another server of a fleet may
+    /// answer ([`crate::fleet`]).
+    pub fn is_unavailable(&self) -> bool {
+        use tonic::Code;
+        match self {
+            ClientError::Connect { .. } => true,
+            ClientError::Server { code, .. } => matches!(
+                code,
+                Code::Unavailable | Code::Unknown | Code::Cancelled | Code::DeadlineExceeded | Code::ResourceExhausted
+            ),
+            _ => false,
+        }
+    }
 }
 
 impl From<ClientError> for DataFusionError {
@@ -66,6 +81,32 @@ const RESET_STREAMS_REMEMBERED: usize = 4096;
 impl SiltClient {
     /// Connect to `url` (`http://host:port`; `grpc://` is accepted too).
     pub async fn connect(url: &str) -> Result<Self, ClientError> {
+        let (http_url, endpoint) = Self::endpoint(url)?;
+        let channel = endpoint.connect().await.map_err(|source| ClientError::Connect {
+            url: http_url.clone(),
+            source,
+        })?;
+        Ok(SiltClient {
+            url: http_url,
+            channel,
+            token: None,
+        })
+    }
+
+    /// A client of `url` that connects on its first call (and reconnects
+    /// after the server comes back), so it can be made while the server is
+    /// down: a fleet's members ([`crate::fleet`]).
+    pub fn connect_lazy(url: &str) -> Result<Self, ClientError> {
+        let (http_url, endpoint) = Self::endpoint(url)?;
+        Ok(SiltClient {
+            url: http_url,
+            channel: endpoint.connect_lazy(),
+            token: None,
+        })
+    }
+
+    /// The normalized URL and the endpoint settings of `url`.
+    fn endpoint(url: &str) -> Result<(String, Endpoint), ClientError> {
         let http_url = url
             .replacen("grpc://", "http://", 1)
             .replacen("grpc+tcp://", "http://", 1);
@@ -79,15 +120,7 @@ impl SiltClient {
             // one count as errors, and after 1024 of those the connection is
             // closed with every query on it. Remember enough of them.
             .http2_max_concurrent_reset_streams(RESET_STREAMS_REMEMBERED);
-        let channel = endpoint.connect().await.map_err(|source| ClientError::Connect {
-            url: http_url.clone(),
-            source,
-        })?;
-        Ok(SiltClient {
-            url: http_url,
-            channel,
-            token: None,
-        })
+        Ok((http_url, endpoint))
     }
 
     /// Send `authorization: Bearer <token>` with every call.

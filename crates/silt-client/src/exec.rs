@@ -25,6 +25,7 @@ use futures::{StreamExt, TryStreamExt};
 use silt_proto::{QueryContext, ScanRequest};
 
 use crate::client::{ClientError, SiltClient};
+use crate::fleet::Fleet;
 use crate::hybrid::{LocalPlan, PathCounters};
 use crate::join_filter;
 
@@ -45,6 +46,9 @@ pub struct SiltScanExec {
     /// When the session has a compute-side cache: how row groups run
     /// locally ([`crate::hybrid`]).
     local: Option<Arc<LocalPlan>>,
+    /// When the table is served by a fleet: its row groups go to their
+    /// owners ([`crate::fleet`]), and `client` only planned.
+    fleet: Option<Arc<Fleet>>,
     /// Every Silt table of the plan this scan is part of
     /// ([`crate::query_context`]); empty until the plan is final.
     query_tables: Arc<[String]>,
@@ -75,6 +79,7 @@ impl SiltScanExec {
             dynamic_filters: Vec::new(),
             num_rows,
             local: None,
+            fleet: None,
             query_tables: Arc::from(Vec::new()),
             properties,
             metrics: ExecutionPlanMetricsSet::new(),
@@ -85,6 +90,12 @@ impl SiltScanExec {
     /// be ([`crate::hybrid`]).
     pub(crate) fn with_local(mut self, local: Option<Arc<LocalPlan>>) -> Self {
         self.local = local;
+        self
+    }
+
+    /// This scan with its row groups sent to the members of `fleet`.
+    pub(crate) fn with_fleet(mut self, fleet: Option<Arc<Fleet>>) -> Self {
+        self.fleet = fleet;
         self
     }
 
@@ -111,7 +122,8 @@ impl SiltScanExec {
             self.filter_text.clone(),
             None,
         )
-        .with_local(local);
+        .with_local(local)
+        .with_fleet(self.fleet.clone());
         pushed.aggregate_text = Some(description);
         pushed
     }
@@ -132,6 +144,7 @@ impl SiltScanExec {
             dynamic_filters: self.dynamic_filters.clone(),
             num_rows: self.num_rows,
             local: self.local.clone(),
+            fleet: self.fleet.clone(),
             query_tables: self.query_tables.clone(),
             properties: self.properties.clone(),
             metrics: ExecutionPlanMetricsSet::new(),
@@ -227,7 +240,7 @@ pub(crate) async fn server_scan(
 /// Give a batch from the server the schema the client planned with. A scan
 /// with no columns comes back as one boolean marker column: keep only the
 /// row count.
-fn adapt(batch: RecordBatch, schema: &SchemaRef) -> Result<RecordBatch> {
+pub(crate) fn adapt(batch: RecordBatch, schema: &SchemaRef) -> Result<RecordBatch> {
     if schema.fields().is_empty() {
         let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
         return Ok(RecordBatch::try_new_with_options(schema.clone(), vec![], &options)?);
@@ -319,6 +332,7 @@ impl ExecutionPlan for SiltScanExec {
         let pushed_join_filters = MetricBuilder::new(&self.metrics).counter("pushed_join_filters", partition);
         let output_rows = MetricBuilder::new(&self.metrics).output_rows(partition);
         let local = self.local.clone().filter(|_| request.limit.is_none());
+        let fleet = self.fleet.clone().filter(|f| f.len() > 1);
         let counters = PathCounters {
             local: MetricBuilder::new(&self.metrics).counter("row_groups_local", partition),
             fetched: MetricBuilder::new(&self.metrics).counter("row_groups_fetched", partition),
@@ -334,6 +348,10 @@ impl ExecutionPlan for SiltScanExec {
                     request.filters.push(encoded);
                     pushed_join_filters.add(1);
                 }
+            }
+            if let Some(fleet) = fleet {
+                let batches = crate::fleet::run(fleet, request, schema).await?;
+                return Ok(batches.inspect_ok(move |b| output_rows.add(b.num_rows())).boxed());
             }
             if let Some(local) = local.filter(|l| !l.cache.lacks_layout(&request.table)) {
                 let batches = crate::hybrid::run(client, request, local, schema, context, counters).await?;

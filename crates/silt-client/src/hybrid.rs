@@ -154,10 +154,10 @@ pub struct PathCounters {
 
 /// One row group of the layout.
 #[derive(Debug, Clone)]
-struct RowGroup {
-    object: Arc<str>,
-    version: Arc<str>,
-    index: u32,
+pub(crate) struct RowGroup {
+    pub(crate) object: Arc<str>,
+    pub(crate) version: Arc<str>,
+    pub(crate) index: u32,
     rows: usize,
     /// Uncompressed size per needed column the object has.
     bytes: HashMap<String, usize>,
@@ -556,7 +556,7 @@ fn sizes_of(plan: &LocalPlan, group: &RowGroup, segments: &[Option<Segment>]) ->
 }
 
 /// A scope of `groups`, grouped by object version.
-fn scope_of<'a>(groups: impl Iterator<Item = &'a RowGroup>) -> SegmentScope {
+pub(crate) fn scope_of<'a>(groups: impl Iterator<Item = &'a RowGroup>) -> SegmentScope {
     let mut objects: Vec<ObjectSegments> = Vec::new();
     for g in groups {
         match objects.iter_mut().find(|o| *o.path == *g.object) {
@@ -707,7 +707,7 @@ async fn aggregate_locally(
 }
 
 /// The layout answer as row groups, in the server's order.
-fn parse_layout(batches: &[RecordBatch]) -> Result<Vec<RowGroup>> {
+pub(crate) fn parse_layout(batches: &[RecordBatch]) -> Result<Vec<RowGroup>> {
     let mut groups: Vec<RowGroup> = Vec::new();
     for batch in batches {
         let column = |name: &str| {

@@ -22,6 +22,7 @@
 
 mod client;
 mod exec;
+pub mod fleet;
 pub mod hybrid;
 pub mod join_filter;
 pub mod local_cache;
@@ -123,6 +124,32 @@ pub async fn register_tables_with_options(
         // A view's rows are computed on the server: no row groups to keep.
         let cache = cache.clone().filter(|_| kind != "VIEW");
         let table = SiltTable::try_new(client.clone(), name).await?.with_local_cache(cache);
+        ctx.register_table(name.as_str(), Arc::new(table))?;
+    }
+    Ok(entries.into_iter().map(|(name, _)| name).collect())
+}
+
+/// Registers the tables of a fleet of servers that all serve the same
+/// tables ([`fleet`]): the schema comes from any member, and every scan's
+/// row groups go to their owners, failing over to the next. A fleet client
+/// keeps no compute-side cache (yet).
+pub async fn register_fleet_tables(ctx: &SessionContext, fleet: Arc<fleet::Fleet>) -> Result<Vec<String>> {
+    partial_aggregate::install(ctx);
+    query_context::install(ctx);
+    join_filter::tune(ctx);
+    let (client, entries) = fleet
+        .with_failover("", |c| async move {
+            let entries = c.list_entries().await?;
+            Ok((c, entries))
+        })
+        .await?;
+    for (name, kind) in &entries {
+        if kind == "VIEW" {
+            fleet.scan_whole(name);
+        }
+        let table = SiltTable::try_new(client.clone(), name)
+            .await?
+            .with_fleet(Some(fleet.clone()));
         ctx.register_table(name.as_str(), Arc::new(table))?;
     }
     Ok(entries.into_iter().map(|(name, _)| name).collect())

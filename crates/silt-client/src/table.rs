@@ -18,6 +18,7 @@ use silt_proto::{Projection, ScanRequest};
 
 use crate::client::SiltClient;
 use crate::exec::SiltScanExec;
+use crate::fleet::Fleet;
 use crate::hybrid::{LocalFilter, LocalPlan};
 use crate::local_cache::LocalCache;
 use crate::pushable::is_exact_on_server;
@@ -42,6 +43,8 @@ pub struct SiltTable {
     num_rows: Option<usize>,
     /// The session's compute-side cache, when it has one.
     local_cache: Option<Arc<LocalCache>>,
+    /// The fleet serving it, when there is one ([`crate::fleet`]).
+    fleet: Option<Arc<Fleet>>,
 }
 
 impl SiltTable {
@@ -58,6 +61,7 @@ impl SiltTable {
             schema,
             num_rows,
             local_cache: None,
+            fleet: None,
         })
     }
 
@@ -65,6 +69,13 @@ impl SiltTable {
     /// it holds them ([`crate::hybrid`]).
     pub fn with_local_cache(mut self, cache: Option<Arc<LocalCache>>) -> Self {
         self.local_cache = cache;
+        self
+    }
+
+    /// This table with its scans spread over `fleet` (`client` then only
+    /// answered the schema).
+    pub fn with_fleet(mut self, fleet: Option<Arc<Fleet>>) -> Self {
+        self.fleet = fleet;
         self
     }
 
@@ -229,7 +240,8 @@ impl TableProvider for SiltTable {
                 filters.iter().map(|f| f.to_string()).collect(),
                 rows,
             )
-            .with_local(local),
+            .with_local(local)
+            .with_fleet(self.fleet.clone()),
         ))
     }
 }

@@ -14,7 +14,9 @@ use crate::output::{Format, print};
 
 #[derive(Args, Debug)]
 pub struct QueryArgs {
-    /// Silt server, e.g. http://127.0.0.1:50051.
+    /// Silt server, e.g. http://127.0.0.1:50051; or a fleet of servers
+    /// serving the same tables, comma separated: each row group is read from
+    /// the server rendezvous hashing assigns it, failing over to the next.
     #[arg(long)]
     server: String,
     /// SQL to run; omit (and omit -f) for an interactive shell.
@@ -74,8 +76,23 @@ pub async fn connect_with(
     token: Option<String>,
     options: &SiltTableOptions,
 ) -> anyhow::Result<SessionContext> {
-    let client = SiltClient::connect(server).await?.with_token(token);
     let ctx = SessionContext::new_with_config(SessionConfig::new().with_information_schema(true));
+    let servers: Vec<String> = server
+        .split(',')
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect();
+    if servers.len() > 1 {
+        if options.local_cache_bytes > 0 {
+            tracing::warn!("--local-cache is not used with a fleet of servers (yet)");
+        }
+        let fleet = silt_client::fleet::Fleet::connect(&servers, token)?;
+        silt_client::register_fleet_tables(&ctx, std::sync::Arc::new(fleet))
+            .await
+            .with_context(|| format!("reading the table list of the fleet {server}"))?;
+        return Ok(ctx);
+    }
+    let client = SiltClient::connect(server).await?.with_token(token);
     silt_client::register_tables_with_options(&ctx, &client, options)
         .await
         .with_context(|| format!("reading the table list of {server}"))?;

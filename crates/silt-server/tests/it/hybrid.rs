@@ -33,7 +33,7 @@ const RUNS: [&str; 3] = ["pushdown", "fetch", "local"];
 
 /// TPC-H at the tests' scale factor in row groups of 8,192 rows (so a
 /// scan has row groups on several paths at once), bucket `tpchrg`.
-fn tpch_row_groups_dir() -> &'static PathBuf {
+pub fn tpch_row_groups_dir() -> &'static PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let dir = data_root().join("tpchrg");
@@ -44,6 +44,20 @@ fn tpch_row_groups_dir() -> &'static PathBuf {
         tpch::generate(&dir, crate::common::TPCH_SF, layout).expect("generate TPC-H");
         dir
     })
+}
+
+/// Points `cfg`'s TPC-H tables at [`tpch_row_groups_dir`] (bucket `tpchrg`).
+pub fn tpch_over_row_groups(cfg: &mut silt_server::config::ServerConfig) {
+    tpch_row_groups_dir();
+    for t in tpch::TABLES {
+        cfg.tables.insert(
+            t.into(),
+            TableConfig {
+                url: format!("s3://tpchrg/{t}/"),
+                ..Default::default()
+            },
+        );
+    }
 }
 
 fn options(bytes: u64) -> SiltTableOptions {
@@ -100,15 +114,7 @@ async fn tpch_22_queries_through_the_hybrid_client() {
     let fx = Fixture::start_with(|cfg| {
         cfg.tables.clear();
         cfg.views.clear();
-        for t in tpch::TABLES {
-            cfg.tables.insert(
-                t.into(),
-                TableConfig {
-                    url: format!("s3://tpchrg/{t}/"),
-                    ..Default::default()
-                },
-            );
-        }
+        tpch_over_row_groups(cfg);
     })
     .await;
     let base = SessionContext::new();

@@ -1,0 +1,339 @@
+//! A fleet of cache servers behind one client: rendezvous placement per
+//! segment and failover (Alluxio's client-side consistent hashing, with no
+//! master on the read path).
+//!
+//! Every server registers the same tables over the same store. A scan asks
+//! any server for the table's layout (the validated object versions and
+//! their row groups), then sends each row group, as a scan scoped to it
+//! ([`ScanRequest::scope`]), to its *owner*: the member with the highest
+//! [`weight`] for the segment `object#row_group` (rendezvous, or
+//! highest-random-weight, hashing). Every client computes the same owners
+//! without talking to the others, and a member joining or leaving moves
+//! only the segments it wins or held, ~1/N of them.
+//!
+//! **Failover.** A member that cannot be reached or fails in transport
+//! (connect errors, `UNAVAILABLE`, `UNKNOWN`, `CANCELLED`,
+//! `DEADLINE_EXCEEDED`, `RESOURCE_EXHAUSTED`) is skipped for [`BACKOFF`];
+//! its segments go to the next member in their rendezvous order, which
+//! reads them from the store and caches them. A row group's rows are
+//! emitted only once its scan completed, so a member dying mid-scan costs a
+//! retry of its row groups elsewhere, never a duplicate or missing row.
+//! After the back-off the member is tried again and, if it answers, gets
+//! its segments back. Errors of the query itself (a bad filter, an object
+//! that changed) fail the query as on one server.
+//!
+//! Servers are named by their URL as given (`http://` for `grpc://`):
+//! clients must spell a fleet's URLs the same way to agree on owners.
+//! Tables without a layout (views, nested columns) are scanned whole by the
+//! owner of the table's name, with the same failover, and collected before
+//! they are emitted. A fleet client keeps no compute-side cache (yet).
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::error::Result;
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
+use silt_proto::ScanRequest;
+
+use crate::client::{ClientError, SiltClient};
+
+/// How long a member that failed is skipped.
+pub const BACKOFF: Duration = Duration::from_secs(5);
+
+/// Row-group scans in flight per member.
+const SCANS_PER_MEMBER: usize = 4;
+
+#[derive(Debug)]
+struct Member {
+    client: SiltClient,
+    /// Skipped until then, after a failure.
+    down_until: Mutex<Option<Instant>>,
+}
+
+/// The servers of a fleet (see the module docs).
+#[derive(Debug)]
+pub struct Fleet {
+    members: Vec<Member>,
+    backoff: Duration,
+    /// Tables scanned whole, without a layout: views, and tables whose
+    /// server refused a layout (nested columns).
+    whole: Mutex<HashSet<String>>,
+}
+
+impl Fleet {
+    /// A fleet of `urls` (at least one). Connections are made on first
+    /// use, so a fleet starts even while some of its servers are down.
+    pub fn connect(urls: &[String], token: Option<String>) -> std::result::Result<Self, ClientError> {
+        if urls.is_empty() {
+            return Err(ClientError::Url("a fleet needs at least one server".into()));
+        }
+        let members = urls
+            .iter()
+            .map(|url| {
+                Ok(Member {
+                    client: SiltClient::connect_lazy(url)?.with_token(token.clone()),
+                    down_until: Mutex::new(None),
+                })
+            })
+            .collect::<std::result::Result<_, ClientError>>()?;
+        Ok(Fleet {
+            members,
+            backoff: BACKOFF,
+            whole: Mutex::new(HashSet::new()),
+        })
+    }
+
+    /// This fleet with failed members skipped for `backoff`.
+    pub fn with_backoff(mut self, backoff: Duration) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// The members' clients, in the order given.
+    pub fn clients(&self) -> impl Iterator<Item = &SiltClient> {
+        self.members.iter().map(|m| &m.client)
+    }
+
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    /// Members in rendezvous order for `segment` (highest weight first).
+    pub fn rendezvous(&self, segment: &str) -> Vec<usize> {
+        let urls: Vec<&str> = self.clients().map(SiltClient::url).collect();
+        rendezvous_order(&urls, segment)
+    }
+
+    /// Scans of `table` go whole to the owner of its name (a view: its
+    /// rows are computed, it has no row groups to place).
+    pub fn scan_whole(&self, table: &str) {
+        self.whole
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(table.to_string());
+    }
+
+    fn scans_whole(&self, table: &str) -> bool {
+        self.whole.lock().unwrap_or_else(|p| p.into_inner()).contains(table)
+    }
+
+    /// Whether member `i` is being skipped after a failure.
+    pub fn is_down(&self, i: usize) -> bool {
+        let until = self.members[i].down_until.lock().unwrap_or_else(|p| p.into_inner());
+        until.is_some_and(|t| Instant::now() < t)
+    }
+
+    fn mark_down(&self, i: usize) {
+        *self.members[i].down_until.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now() + self.backoff);
+    }
+
+    fn mark_up(&self, i: usize) {
+        *self.members[i].down_until.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    /// Runs `call` on the members in `segment`'s rendezvous order, members
+    /// in back-off last, until one answers or fails with an error of the
+    /// request itself (returned as is). Members that fail in transport are
+    /// put in back-off.
+    pub async fn with_failover<T, F, Fut>(&self, segment: &str, call: F) -> std::result::Result<T, ClientError>
+    where
+        F: Fn(SiltClient) -> Fut,
+        Fut: Future<Output = std::result::Result<T, ClientError>>,
+    {
+        let order = self.rendezvous(segment);
+        let (up, down): (Vec<usize>, Vec<usize>) = order.into_iter().partition(|&i| !self.is_down(i));
+        let mut last = None;
+        for i in up.into_iter().chain(down) {
+            match call(self.members[i].client.clone()).await {
+                Ok(answer) => {
+                    self.mark_up(i);
+                    return Ok(answer);
+                }
+                Err(e) if e.is_unavailable() => {
+                    tracing::warn!(server = self.members[i].client.url(), error = %e, "fleet member failed; trying the next one");
+                    self.mark_down(i);
+                    last = Some(e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| ClientError::Url("a fleet needs at least one server".into())))
+    }
+}
+
+/// The name rendezvous hashing places: one row group of one object.
+pub fn segment_name(object: &str, row_group: u32) -> String {
+    format!("{object}#{row_group}")
+}
+
+/// The rendezvous weight of `server` for `segment`: FNV-1a (64 bit) of
+/// `server`, a zero byte and `segment`, then MurmurHash3's 64-bit
+/// finalizer. Fixed here (not Rust's `Hash`) so that every client, in any
+/// language or version, picks the same owners.
+pub fn weight(server: &str, segment: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in server.as_bytes().iter().chain(&[0u8]).chain(segment.as_bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^ (h >> 33)
+}
+
+/// Indices of `servers` by descending [`weight`] for `segment` (ties by
+/// index, so the order is total).
+pub fn rendezvous_order(servers: &[&str], segment: &str) -> Vec<usize> {
+    let mut order: Vec<(u64, usize)> = servers
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (weight(s, segment), i))
+        .collect();
+    order.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    order.into_iter().map(|(_, i)| i).collect()
+}
+
+/// Runs `request` across `fleet`: each row group on its owner (module
+/// docs); `out` is the scan's output schema.
+pub async fn run(
+    fleet: Arc<Fleet>,
+    request: ScanRequest,
+    out: SchemaRef,
+) -> Result<BoxStream<'static, Result<RecordBatch>>> {
+    let layout_request = ScanRequest {
+        table: request.table.clone(),
+        // Every column: a row group is listed under each column its file
+        // has, so none is missed whatever columns a file lacks.
+        projection: None,
+        layout_only: true,
+        query: request.query.clone(),
+        ..Default::default()
+    };
+    let whole = |fleet: Arc<Fleet>, request: ScanRequest, out: SchemaRef| async move {
+        // No row groups to place: the table's owner scans it whole.
+        let batches = scan_on_owner(&fleet, &request.table, &request, &out).await?;
+        Ok(futures::stream::iter(batches.into_iter().map(Ok)).boxed())
+    };
+    if fleet.scans_whole(&request.table) {
+        return whole(fleet, request, out).await;
+    }
+    let layout = fleet
+        .with_failover(&request.table, |c| {
+            let layout_request = layout_request.clone();
+            async move { c.scan_all(&layout_request).await }
+        })
+        .await;
+    let groups = match layout {
+        Ok(batches) => crate::hybrid::parse_layout(&batches)?,
+        Err(ClientError::Server {
+            code: tonic::Code::InvalidArgument,
+            ..
+        }) => {
+            fleet.scan_whole(&request.table);
+            return whole(fleet, request, out).await;
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let parallel = SCANS_PER_MEMBER * fleet.len();
+    let scans = groups.into_iter().map(move |group| {
+        let scoped = ScanRequest {
+            scope: Some(crate::hybrid::scope_of(std::iter::once(&group))),
+            ..request.clone()
+        };
+        let (fleet, out) = (fleet.clone(), out.clone());
+        async move {
+            let segment = segment_name(&group.object, group.index);
+            scan_on_owner(&fleet, &segment, &scoped, &out).await
+        }
+    });
+    Ok(futures::stream::iter(scans)
+        .buffer_unordered(parallel)
+        .map_ok(|batches| futures::stream::iter(batches.into_iter().map(Ok)))
+        .try_flatten()
+        .boxed())
+}
+
+/// All of `request`'s batches (rows only, in `out`'s schema) from the
+/// owner of `segment`, failing over.
+async fn scan_on_owner(
+    fleet: &Fleet,
+    segment: &str,
+    request: &ScanRequest,
+    out: &SchemaRef,
+) -> Result<Vec<RecordBatch>> {
+    let batches = fleet
+        .with_failover(segment, |c| {
+            let request = request.clone();
+            async move { c.scan_all(&request).await }
+        })
+        .await?;
+    batches
+        .into_iter()
+        .filter(|b| b.num_rows() > 0)
+        .map(|b| crate::exec::adapt(b, out))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn servers(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("http://10.0.0.{i}:50051")).collect()
+    }
+
+    #[test]
+    fn a_joining_server_takes_about_its_share_and_only_from_others() {
+        let three = servers(3);
+        let four = servers(4);
+        let three: Vec<&str> = three.iter().map(String::as_str).collect();
+        let four: Vec<&str> = four.iter().map(String::as_str).collect();
+        let segments = 20_000;
+        let mut moved = 0;
+        let mut owned = [0usize; 3];
+        for s in 0..segments {
+            let name = segment_name(&format!("t/part-{}.parquet", s / 16), (s % 16) as u32);
+            let before = rendezvous_order(&three, &name)[0];
+            let after = rendezvous_order(&four, &name)[0];
+            owned[before] += 1;
+            if before != after {
+                moved += 1;
+                assert_eq!(after, 3, "a segment moves only to the new server");
+            }
+        }
+        let fraction = moved as f64 / segments as f64;
+        assert!((fraction - 0.25).abs() < 0.15, "{fraction}");
+        assert!(
+            (fraction - 0.25).abs() < 0.02,
+            "well within, at this many segments: {fraction}"
+        );
+        for o in owned {
+            assert!((o as f64 / segments as f64 - 1.0 / 3.0).abs() < 0.02, "{owned:?}");
+        }
+    }
+
+    #[test]
+    fn the_order_is_a_permutation_and_stable() {
+        let s = servers(5);
+        let s: Vec<&str> = s.iter().map(String::as_str).collect();
+        let order = rendezvous_order(&s, "t/a.parquet#3");
+        let mut sorted = order.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, vec![0, 1, 2, 3, 4]);
+        assert_eq!(order, rendezvous_order(&s, "t/a.parquet#3"));
+        // Fixed values: other clients (Python) must compute the same.
+        assert_eq!(weight("http://a:1", "x#0"), weight("http://a:1", "x#0"));
+        assert_ne!(weight("http://a:1", "x#0"), weight("http://a:1", "x#1"));
+    }
+}

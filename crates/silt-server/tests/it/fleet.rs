@@ -1,0 +1,159 @@
+//! A fleet of three Silt servers over one store, read through the client's
+//! rendezvous placement ([`silt_client::fleet`]): the answers are plain
+//! DataFusion's, every server serves its share, and a server that stops in
+//! the middle of a workload costs no query (its row groups fail over), and
+//! gets its share back once it returns.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use datafusion::prelude::SessionContext;
+use silt_client::fleet::Fleet;
+use silt_server::ServerHandle;
+
+use crate::benchmarks::compare_suite;
+use crate::common::{Fixture, answer, baseline_ctx, check_same, full_config, is_ordered, metric, shared_dir};
+use crate::hybrid::{tpch_over_row_groups, tpch_row_groups_dir};
+
+/// A member beside the fixture's server, on the same store and tables.
+async fn start_member(fx: &Fixture, listen: Option<SocketAddr>) -> (ServerHandle, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = full_config(&fx._s3, dir.path());
+    tpch_over_row_groups(&mut cfg);
+    if let Some(addr) = listen {
+        cfg.listen = addr;
+    }
+    (silt_server::start(cfg).await.expect("start a fleet member"), dir)
+}
+
+/// Plain DataFusion over the same files: TPC-H in row groups of 8,192 rows
+/// (so a scan has row groups on every member), and ClickBench's hits.
+async fn baseline() -> SessionContext {
+    let ctx = baseline_ctx().await;
+    for t in silt_bench::tpch::TABLES {
+        ctx.deregister_table(t).unwrap();
+        let path = tpch_row_groups_dir().join(t);
+        ctx.register_parquet(t, path.to_str().unwrap(), Default::default())
+            .await
+            .unwrap();
+    }
+    ctx
+}
+
+async fn fleet_ctx(urls: &[String], backoff: Duration) -> SessionContext {
+    let fleet = Fleet::connect(urls, None).unwrap().with_backoff(backoff);
+    let ctx = SessionContext::new();
+    silt_client::register_fleet_tables(&ctx, Arc::new(fleet)).await.unwrap();
+    ctx
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_servers_answer_tpch_and_clickbench_like_datafusion() {
+    let fx = Fixture::start_with(tpch_over_row_groups).await;
+    let (b, _b_dir) = start_member(&fx, None).await;
+    let (c, _c_dir) = start_member(&fx, None).await;
+    let urls = vec![fx.server.flight_url(), b.flight_url(), c.flight_url()];
+    let ctx = fleet_ctx(&urls, Duration::from_secs(5)).await;
+    let base = baseline().await;
+    let tpch: Vec<String> = (1..=22).map(|n| format!("q{n:02}.sql")).collect();
+    let clickbench: Vec<String> = (0..=42).map(|n| format!("q{n:02}.sql")).collect();
+    let mut failures = compare_suite(&fx, &base, &ctx, "bench/tpch/queries", &tpch, &["cold", "warm"]).await;
+    failures.extend(
+        compare_suite(
+            &fx,
+            &base,
+            &ctx,
+            "bench/clickbench/queries",
+            &clickbench,
+            &["cold", "warm"],
+        )
+        .await,
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    for server in [&fx.server, &b, &c] {
+        assert!(
+            metric(server, "silt_queries_total") > 0.0,
+            "every member serves its share"
+        );
+        assert_eq!(metric(server, "silt_query_errors_total"), 0.0);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_stopped_mid_workload_costs_no_query_and_gets_its_share_back() {
+    let fx = Fixture::start_with(tpch_over_row_groups).await;
+    let (b, _b_dir) = start_member(&fx, None).await;
+    let (c, _c_dir) = start_member(&fx, None).await;
+    let b_addr = b.flight_addr;
+    let urls = vec![fx.server.flight_url(), b.flight_url(), c.flight_url()];
+    let backoff = Duration::from_millis(300);
+    let ctx = fleet_ctx(&urls, backoff).await;
+    let base = baseline().await;
+    let queries: Vec<(String, String)> = (1..=22)
+        .map(|n| {
+            let file = format!("q{n:02}.sql");
+            let sql = std::fs::read_to_string(shared_dir().join("bench/tpch/queries").join(&file)).unwrap();
+            (file, sql)
+        })
+        .collect();
+    let mut expected = Vec::new();
+    for (_, sql) in &queries {
+        expected.push(answer(&base, sql).await);
+    }
+    let (queries, expected) = (Arc::new(queries), Arc::new(expected));
+
+    // Two clients run 220 queries between them while B stops and returns.
+    let done = Arc::new(AtomicUsize::new(0));
+    let mut workers = Vec::new();
+    for w in 0..2 {
+        let (ctx, queries, expected, done) = (ctx.clone(), queries.clone(), expected.clone(), done.clone());
+        workers.push(tokio::spawn(async move {
+            let mut problems = Vec::new();
+            for i in 0..110 {
+                let q = (i * 2 + w) % queries.len();
+                let (file, sql) = &queries[q];
+                match silt_client::script::run_script_last_query(&ctx, sql).await {
+                    Err(e) => problems.push(format!("{file}: failed: {e}")),
+                    Ok(got) => {
+                        if let Err(diff) = check_same(file, &got, &expected[q], is_ordered(sql)) {
+                            problems.push(diff);
+                        }
+                    }
+                }
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+            problems
+        }));
+    }
+    while done.load(Ordering::Relaxed) < 40 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    b.shutdown().await.unwrap();
+    let stopped_at = done.load(Ordering::Relaxed);
+    while done.load(Ordering::Relaxed) < stopped_at + 60 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (b, _b_dir2) = start_member(&fx, Some(b_addr)).await;
+    let mut problems = Vec::new();
+    for w in workers {
+        problems.extend(w.await.unwrap());
+    }
+    assert!(
+        problems.is_empty(),
+        "{} of 220 queries went wrong:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+
+    // Back after its back-off: B serves its row groups again.
+    tokio::time::sleep(backoff * 2).await;
+    for (_, sql) in queries.iter().take(6) {
+        silt_client::script::run_script_last_query(&ctx, sql).await.unwrap();
+    }
+    assert!(
+        metric(&b, "silt_queries_total") > 0.0,
+        "the returned member gets its segments back"
+    );
+}
