@@ -45,17 +45,15 @@ impl Server {
 /// `silt serve` on every TPC-H table of `s3`, with the cache in
 /// `cache_dir` and `extra` arguments.
 pub fn serve_command(s3: &LocalS3, cache_dir: &Path, extra: &[&str]) -> Command {
+    serve_command_on("127.0.0.1:0", s3, cache_dir, extra)
+}
+
+/// [`serve_command`] listening on `listen`.
+pub fn serve_command_on(listen: &str, s3: &LocalS3, cache_dir: &Path, extra: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_silt"));
-    cmd.args([
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--page-size",
-        "16KiB",
-        "--cache-dir",
-    ])
-    .arg(cache_dir)
-    .args(extra);
+    cmd.args(["serve", "--listen", listen, "--page-size", "16KiB", "--cache-dir"])
+        .arg(cache_dir)
+        .args(extra);
     for t in tpch::TABLES {
         cmd.arg("--table").arg(format!("{t}=s3://tpch/{t}/"));
     }
