@@ -26,6 +26,8 @@ enum BenchCommand {
     Ssb(crate::harness::SsbArgs),
     /// Point lookups (`WHERE id = ?`) with concurrent clients: p50/p99 latency, lookups/s.
     Lookup(crate::harness::LookupArgs),
+    /// TPC-H through a fleet of 1, 2, 3 servers: throughput, latency, a kill test, placement.
+    Fleet(crate::harness::FleetArgs),
     /// The whole harness on tiny data (run by the test suite so it never rots).
     Smoke(crate::harness::SmokeArgs),
     /// A loopback S3 server in its own process (started by the harness).
@@ -42,6 +44,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchCommand::Tpch(a) => crate::harness::tpch(a).await,
         BenchCommand::Ssb(a) => crate::harness::ssb(a).await,
         BenchCommand::Lookup(a) => crate::harness::lookup(a).await,
+        BenchCommand::Fleet(a) => crate::harness::fleet(a).await,
         BenchCommand::Smoke(a) => crate::harness::smoke(a).await,
         BenchCommand::ObjectStore(a) => crate::harness::object_store(a).await,
     }

@@ -10,6 +10,7 @@
 
 mod child;
 mod duckdb;
+mod fleet;
 mod lookup;
 mod modes;
 mod runner;
@@ -28,6 +29,7 @@ use silt_bench::results::{BenchResults, Machine, QueryResult, QuerySpec, RunConf
 use silt_server::config::parse_bytes;
 
 pub use child::OBJECT_STORE_READY;
+pub use fleet::{FleetArgs, run as fleet};
 pub use lookup::{LookupArgs, lookup};
 use modes::{Mode, StoreSetup};
 use suite::Suite;
