@@ -11,7 +11,8 @@ use silt_client::SiltClient;
 /// Where the server is and how to authenticate.
 #[derive(Args, Debug)]
 pub struct ServerArgs {
-    /// Silt server, e.g. http://127.0.0.1:50051.
+    /// Silt server, e.g. http://127.0.0.1:50051 (`silt stats` also takes a
+    /// fleet, comma separated).
     #[arg(long)]
     server: String,
     /// Bearer token for a server started with --auth-token.
@@ -52,6 +53,16 @@ pub struct PreloadArgs {
 }
 
 pub async fn stats(args: StatsArgs) -> anyhow::Result<()> {
+    let servers: Vec<&str> = args
+        .server
+        .server
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
+    if servers.len() > 1 {
+        return fleet_stats(&args, &servers).await;
+    }
     let client = args.server.connect().await?;
     let text = client.stats_json().await?;
     if args.json {
@@ -61,6 +72,76 @@ pub async fn stats(args: StatsArgs) -> anyhow::Result<()> {
     let stats: Value = serde_json::from_str(&text).context("the server sent malformed statistics")?;
     print!("{}", render_stats(&stats));
     Ok(())
+}
+
+/// `silt stats --server a,b,c`: each member's statistics (an unreachable
+/// one says so and the others are still shown), then the fleet's totals per
+/// tier. With `--json`, one object keyed by server URL.
+async fn fleet_stats(args: &StatsArgs, servers: &[&str]) -> anyhow::Result<()> {
+    let mut all = serde_json::Map::new();
+    for url in servers {
+        let answer = async {
+            let client = SiltClient::connect(url).await?.with_token(args.server.token.clone());
+            let text = client.stats_json().await?;
+            anyhow::Ok(serde_json::from_str::<Value>(&text)?)
+        }
+        .await;
+        let value = answer.unwrap_or_else(|e| serde_json::json!({ "error": format!("{e:#}") }));
+        all.insert(url.to_string(), value);
+    }
+    if args.json {
+        println!("{}", Value::Object(all));
+        return Ok(());
+    }
+    print!("{}", render_fleet(&all));
+    Ok(())
+}
+
+/// The human-readable form of `silt stats` over a fleet.
+fn render_fleet(all: &serde_json::Map<String, Value>) -> String {
+    let mut out = String::new();
+    let mut totals: Vec<(&str, u64, u64, u64, u64)> = ["metadata", "memory", "pages", "disk"]
+        .iter()
+        .map(|t| (*t, 0, 0, 0, 0))
+        .collect();
+    for (url, stats) in all {
+        out.push_str(&format!("== {url}\n"));
+        if let Some(e) = stats.get("error") {
+            out.push_str(&format!("unreachable: {}\n\n", e.as_str().unwrap_or("?")));
+            continue;
+        }
+        out.push_str(&render_stats(stats));
+        out.push('\n');
+        for (tier, hits, misses, used, budget) in &mut totals {
+            let t = &stats["tiers"][*tier];
+            *hits += t["hits"].as_u64().unwrap_or(0);
+            *misses += t["misses"].as_u64().unwrap_or(0);
+            *used += t["bytes"].as_u64().unwrap_or(0);
+            *budget += t["budget"].as_u64().unwrap_or(0);
+        }
+    }
+    out.push_str(&format!(
+        "== fleet of {}\n{:<9} {:>10} {:>10} {:>8} {:>12} {:>12}\n",
+        all.len(),
+        "tier",
+        "hits",
+        "misses",
+        "hit %",
+        "used",
+        "budget"
+    ));
+    for (tier, hits, misses, used, budget) in totals {
+        out.push_str(&format!(
+            "{:<9} {:>10} {:>10} {:>8} {:>12} {:>12}\n",
+            tier,
+            hits,
+            misses,
+            ratio(hits, misses),
+            indicatif::HumanBytes(used),
+            indicatif::HumanBytes(budget)
+        ));
+    }
+    out
 }
 
 fn bytes(v: &Value) -> String {
@@ -233,5 +314,23 @@ mod tests {
         assert!(text.contains("7 GETs"), "{text}");
         assert!(text.contains("lineitem") && text.contains("90.0%"), "{text}");
         assert!(text.contains("l_shipdate") && text.contains("4.0x"), "{text}");
+
+        // A fleet: each member, an unreachable one named, and the totals.
+        let mut fleet = serde_json::Map::new();
+        fleet.insert("http://a:1".into(), stats.clone());
+        fleet.insert("http://b:1".into(), stats);
+        fleet.insert("http://c:1".into(), serde_json::json!({"error": "connection refused"}));
+        let text = render_fleet(&fleet);
+        assert!(
+            text.contains("== http://a:1") && text.contains("== http://b:1"),
+            "{text}"
+        );
+        assert!(text.contains("unreachable: connection refused"), "{text}");
+        assert!(text.contains("== fleet of 3"), "{text}");
+        let metadata = text.lines().rev().find(|l| l.starts_with("metadata")).unwrap();
+        assert!(
+            metadata.contains(" 6 ") && metadata.contains("75.0%") && metadata.contains("4.00 KiB"),
+            "{metadata}"
+        );
     }
 }
