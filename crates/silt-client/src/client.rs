@@ -47,15 +47,16 @@ impl ClientError {
 
     /// Whether the server could not be reached or failed in transport (as
     /// opposed to refusing the request): another server of a fleet may
-    /// answer ([`crate::fleet`]).
+    /// answer ([`crate::fleet`]). Not the server's own verdicts on a query
+    /// (its query timeout, `DEADLINE_EXCEEDED`; its memory limit,
+    /// `RESOURCE_EXHAUSTED`), which another server would repeat. A server
+    /// also says `UNAVAILABLE` when the object store times out; that is
+    /// retried elsewhere too (the store may answer another server).
     pub fn is_unavailable(&self) -> bool {
         use tonic::Code;
         match self {
             ClientError::Connect { .. } => true,
-            ClientError::Server { code, .. } => matches!(
-                code,
-                Code::Unavailable | Code::Unknown | Code::Cancelled | Code::DeadlineExceeded | Code::ResourceExhausted
-            ),
+            ClientError::Server { code, .. } => matches!(code, Code::Unavailable | Code::Unknown | Code::Cancelled),
             _ => false,
         }
     }
@@ -119,7 +120,13 @@ impl SiltClient {
             // default; the server's frames still in flight for a forgotten
             // one count as errors, and after 1024 of those the connection is
             // closed with every query on it. Remember enough of them.
-            .http2_max_concurrent_reset_streams(RESET_STREAMS_REMEMBERED);
+            .http2_max_concurrent_reset_streams(RESET_STREAMS_REMEMBERED)
+            // A server that vanishes without closing its connections (a
+            // host down, a network cut) is noticed within ~20 s instead of
+            // when TCP gives up, so calls fail and fleets fail over.
+            .http2_keep_alive_interval(Duration::from_secs(10))
+            .keep_alive_timeout(Duration::from_secs(10))
+            .keep_alive_while_idle(true);
         Ok((http_url, endpoint))
     }
 

@@ -12,15 +12,18 @@
 //! only the segments it wins or held, ~1/N of them.
 //!
 //! **Failover.** A member that cannot be reached or fails in transport
-//! (connect errors, `UNAVAILABLE`, `UNKNOWN`, `CANCELLED`,
-//! `DEADLINE_EXCEEDED`, `RESOURCE_EXHAUSTED`) is skipped for [`BACKOFF`];
+//! (connect errors, `UNAVAILABLE`, `UNKNOWN`, `CANCELLED`: see
+//! [`ClientError::is_unavailable`]) is skipped for [`BACKOFF`];
 //! its segments go to the next member in their rendezvous order, which
 //! reads them from the store and caches them. A run's rows are emitted
 //! only once its scan completed, so a member dying mid-scan costs a retry
 //! of its run's row groups elsewhere, never a duplicate or missing row.
 //! After the back-off the member is tried again and, if it answers, gets
 //! its segments back. Errors of the query itself (a bad filter, an object
-//! that changed) fail the query as on one server.
+//! that changed) fail the query as on one server; unlike the hybrid path,
+//! an object overwritten between the layout and a run is not retried with
+//! a new layout (runs stream as they complete, so some rows may be out):
+//! the query fails with the server's "changed" error, never wrong rows.
 //!
 //! Servers are named by their URL as given (`http://` for `grpc://`):
 //! clients must spell a fleet's URLs the same way to agree on owners.
@@ -43,8 +46,10 @@ use silt_proto::ScanRequest;
 use crate::client::{ClientError, SiltClient};
 use crate::hybrid::RowGroup;
 
-/// How long a member that failed is skipped.
-pub const BACKOFF: Duration = Duration::from_secs(5);
+/// How long a member that failed is skipped: longer than a connection
+/// attempt may take (10 s), so a member that drops packets costs at most
+/// one wait per back-off.
+pub const BACKOFF: Duration = Duration::from_secs(15);
 
 /// Scans in flight per member.
 const SCANS_PER_MEMBER: usize = 2;

@@ -263,12 +263,17 @@ async fn run_fleet(
         }));
     }
     let mut victim = None;
+    let mut killed_cpu = 0.0;
     if kill {
-        while done.load(Ordering::Relaxed) < total / 3 {
+        while done.load(Ordering::Relaxed) < total / 3 && !clients.iter().all(|c| c.is_finished()) {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         victim = Some(servers.len() - 1);
-        drop(servers.pop()); // SIGKILL
+        if let Some(mut server) = servers.pop() {
+            // Its CPU up to the kill still counts.
+            killed_cpu = server.usage()?.cpu_seconds - cpu_before[servers.len()];
+            drop(server); // SIGKILL
+        }
         println!("  fleet of {n}: killed one server after {} queries", total / 3);
     }
     let mut latencies = Vec::new();
@@ -289,11 +294,14 @@ async fn run_fleet(
         }
     }
     let seconds = started.elapsed().as_secs_f64();
-    let cpu: Vec<f64> = servers
+    let mut cpu: Vec<f64> = servers
         .iter_mut()
         .zip(&cpu_before)
         .map(|(s, before)| s.usage().map(|u| u.cpu_seconds - before))
         .collect::<anyhow::Result<_>>()?;
+    if victim.is_some() {
+        cpu.push(killed_cpu);
+    }
     let cpu_total: f64 = cpu.iter().sum();
     latencies.sort_by(f64::total_cmp);
     let run = FleetRun {
