@@ -182,6 +182,51 @@ impl Fleet {
     }
 }
 
+impl Fleet {
+    /// Per member (in the order given), how many row groups of the fleet's
+    /// tables it owns by rendezvous hashing, whatever its health: what
+    /// `silt stats` shows across a fleet. Views and tables without a layout
+    /// have no row groups to own.
+    pub async fn owned_row_groups(&self) -> std::result::Result<Vec<usize>, ClientError> {
+        let entries = self
+            .with_failover("", |c| async move { c.list_entries().await })
+            .await?;
+        let mut owned = vec![0; self.len()];
+        for (table, kind) in entries {
+            if kind == "VIEW" {
+                continue;
+            }
+            let request = ScanRequest {
+                table: table.clone(),
+                layout_only: true,
+                ..Default::default()
+            };
+            let layout = self
+                .with_failover(&table, |c| {
+                    let request = request.clone();
+                    async move { c.scan_all(&request).await }
+                })
+                .await;
+            let batches = match layout {
+                Ok(batches) => batches,
+                Err(ClientError::Server {
+                    code: tonic::Code::InvalidArgument,
+                    ..
+                }) => continue,
+                Err(e) => return Err(e),
+            };
+            let groups = crate::hybrid::parse_layout(&batches).map_err(|e| ClientError::Protocol {
+                url: table.clone(),
+                message: e.to_string(),
+            })?;
+            for g in groups {
+                owned[self.rendezvous(&segment_name(&g.object, g.index))[0]] += 1;
+            }
+        }
+        Ok(owned)
+    }
+}
+
 /// The name rendezvous hashing places: one row group of one object.
 pub fn segment_name(object: &str, row_group: u32) -> String {
     format!("{object}#{row_group}")

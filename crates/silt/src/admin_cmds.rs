@@ -89,6 +89,19 @@ async fn fleet_stats(args: &StatsArgs, servers: &[&str]) -> anyhow::Result<()> {
         let value = answer.unwrap_or_else(|e| serde_json::json!({ "error": format!("{e:#}") }));
         all.insert(url.to_string(), value);
     }
+    // The row groups each member owns (rendezvous hashing, as clients place them).
+    let urls: Vec<String> = servers.iter().map(|s| s.to_string()).collect();
+    let fleet = silt_client::fleet::Fleet::connect(&urls, args.server.token.clone())?;
+    match fleet.owned_row_groups().await {
+        Ok(owned) => {
+            for (url, n) in urls.iter().zip(owned) {
+                if let Some(Value::Object(stats)) = all.get_mut(url) {
+                    stats.insert("owned_row_groups".into(), n.into());
+                }
+            }
+        }
+        Err(e) => eprintln!("silt stats: cannot read the fleet's layouts to count owned row groups: {e}"),
+    }
     if args.json {
         println!("{}", Value::Object(all));
         return Ok(());
@@ -105,7 +118,10 @@ fn render_fleet(all: &serde_json::Map<String, Value>) -> String {
         .map(|t| (*t, 0, 0, 0, 0))
         .collect();
     for (url, stats) in all {
-        out.push_str(&format!("== {url}\n"));
+        match stats["owned_row_groups"].as_u64() {
+            Some(n) => out.push_str(&format!("== {url} (owns {n} row groups)\n")),
+            None => out.push_str(&format!("== {url}\n")),
+        }
         if let Some(e) = stats.get("error") {
             out.push_str(&format!("unreachable: {}\n\n", e.as_str().unwrap_or("?")));
             continue;
@@ -317,12 +333,14 @@ mod tests {
 
         // A fleet: each member, an unreachable one named, and the totals.
         let mut fleet = serde_json::Map::new();
-        fleet.insert("http://a:1".into(), stats.clone());
+        let mut owning = stats.clone();
+        owning["owned_row_groups"] = 12.into();
+        fleet.insert("http://a:1".into(), owning);
         fleet.insert("http://b:1".into(), stats);
         fleet.insert("http://c:1".into(), serde_json::json!({"error": "connection refused"}));
         let text = render_fleet(&fleet);
         assert!(
-            text.contains("== http://a:1") && text.contains("== http://b:1"),
+            text.contains("== http://a:1 (owns 12 row groups)") && text.contains("== http://b:1\n"),
             "{text}"
         );
         assert!(text.contains("unreachable: connection refused"), "{text}");

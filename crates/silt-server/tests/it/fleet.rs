@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use datafusion::parquet::file::reader::{FileReader, SerializedFileReader};
 use datafusion::prelude::SessionContext;
 use silt_client::fleet::Fleet;
 use silt_server::ServerHandle;
@@ -79,6 +80,20 @@ async fn three_servers_answer_tpch_and_clickbench_like_datafusion() {
         );
         assert_eq!(metric(server, "silt_query_errors_total"), 0.0);
     }
+    // What `silt stats` shows: every row group has one owner.
+    let owned = Fleet::connect(&urls, None).unwrap().owned_row_groups().await.unwrap();
+    let row_groups = |path: std::path::PathBuf| {
+        let file = std::fs::File::open(path).unwrap();
+        let reader = SerializedFileReader::new(file).unwrap();
+        reader.metadata().num_row_groups()
+    };
+    let total: usize = silt_bench::tpch::TABLES
+        .iter()
+        .map(|t| row_groups(silt_bench::tpch::table_file(tpch_row_groups_dir(), t)))
+        .sum::<usize>()
+        + row_groups(crate::common::data_root().join("hits/hits.parquet"));
+    assert_eq!(owned.iter().sum::<usize>(), total, "{owned:?}");
+    assert!(owned.iter().filter(|&&n| n > 0).count() >= 2, "{owned:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
