@@ -165,20 +165,75 @@ impl Fleet {
         let (up, down): (Vec<usize>, Vec<usize>) = order.into_iter().partition(|&i| !self.is_down(i));
         let mut last = None;
         for i in up.into_iter().chain(down) {
-            match call(self.members[i].client.clone()).await {
-                Ok(answer) => {
-                    self.mark_up(i);
-                    return Ok(answer);
-                }
-                Err(e) if e.is_unavailable() => {
-                    tracing::warn!(server = self.members[i].client.url(), error = %e, "fleet member failed; trying the next one");
-                    self.mark_down(i);
-                    last = Some(e);
-                }
-                Err(e) => return Err(e),
+            match self.on_member(i, &call).await {
+                Err(e) if e.is_unavailable() => last = Some(e),
+                answer => return answer,
             }
         }
         Err(last.unwrap_or_else(|| ClientError::Url("a fleet needs at least one server".into())))
+    }
+
+    /// Runs `call` on member `i`, keeping its health: back in service when
+    /// it answers, in back-off when it fails in transport.
+    async fn on_member<T, F, Fut>(&self, i: usize, call: &F) -> std::result::Result<T, ClientError>
+    where
+        F: Fn(SiltClient) -> Fut,
+        Fut: Future<Output = std::result::Result<T, ClientError>>,
+    {
+        let answer = call(self.members[i].client.clone()).await;
+        match &answer {
+            Ok(_) => self.mark_up(i),
+            Err(e) if e.is_unavailable() => {
+                tracing::warn!(server = self.members[i].client.url(), error = %e, "fleet member failed; its work goes to the next one");
+                self.mark_down(i);
+            }
+            Err(_) => {}
+        }
+        answer
+    }
+
+    /// The row groups of `table` (a layout from its name's owner, failing
+    /// over), or `None` when it has none to place (a view, nested columns):
+    /// its scans then go whole to that owner.
+    async fn layout(
+        &self,
+        table: &str,
+        query: Option<silt_proto::QueryContext>,
+    ) -> std::result::Result<Option<Vec<RowGroup>>, ClientError> {
+        if self.scans_whole(table) {
+            return Ok(None);
+        }
+        let request = ScanRequest {
+            table: table.to_string(),
+            // Every column: a row group is listed under each column its
+            // file has, so none is missed whatever columns a file lacks.
+            projection: None,
+            layout_only: true,
+            query,
+            ..Default::default()
+        };
+        let layout = self
+            .with_failover(table, |c| {
+                let request = request.clone();
+                async move { c.scan_all(&request).await }
+            })
+            .await;
+        match layout {
+            Ok(batches) => crate::hybrid::parse_layout(&batches)
+                .map(Some)
+                .map_err(|e| ClientError::Protocol {
+                    url: table.to_string(),
+                    message: e.to_string(),
+                }),
+            Err(ClientError::Server {
+                code: tonic::Code::InvalidArgument,
+                ..
+            }) => {
+                self.scan_whole(table);
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
     }
 }
 
@@ -196,30 +251,7 @@ impl Fleet {
             if kind == "VIEW" {
                 continue;
             }
-            let request = ScanRequest {
-                table: table.clone(),
-                layout_only: true,
-                ..Default::default()
-            };
-            let layout = self
-                .with_failover(&table, |c| {
-                    let request = request.clone();
-                    async move { c.scan_all(&request).await }
-                })
-                .await;
-            let batches = match layout {
-                Ok(batches) => batches,
-                Err(ClientError::Server {
-                    code: tonic::Code::InvalidArgument,
-                    ..
-                }) => continue,
-                Err(e) => return Err(e),
-            };
-            let groups = crate::hybrid::parse_layout(&batches).map_err(|e| ClientError::Protocol {
-                url: table.clone(),
-                message: e.to_string(),
-            })?;
-            for g in groups {
+            for g in self.layout(&table, None).await?.unwrap_or_default() {
                 owned[self.rendezvous(&segment_name(&g.object, g.index))[0]] += 1;
             }
         }
@@ -268,39 +300,10 @@ pub async fn run(
     request: ScanRequest,
     out: SchemaRef,
 ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
-    let layout_request = ScanRequest {
-        table: request.table.clone(),
-        // Every column: a row group is listed under each column its file
-        // has, so none is missed whatever columns a file lacks.
-        projection: None,
-        layout_only: true,
-        query: request.query.clone(),
-        ..Default::default()
-    };
-    let whole = |fleet: Arc<Fleet>, request: ScanRequest, out: SchemaRef| async move {
+    let Some(groups) = fleet.layout(&request.table, request.query.clone()).await? else {
         // No row groups to place: the table's owner scans it whole.
         let batches = scan_on_owner(&fleet, &request.table, &request, &out).await?;
-        Ok(futures::stream::iter(batches.into_iter().map(Ok)).boxed())
-    };
-    if fleet.scans_whole(&request.table) {
-        return whole(fleet, request, out).await;
-    }
-    let layout = fleet
-        .with_failover(&request.table, |c| {
-            let layout_request = layout_request.clone();
-            async move { c.scan_all(&layout_request).await }
-        })
-        .await;
-    let groups = match layout {
-        Ok(batches) => crate::hybrid::parse_layout(&batches)?,
-        Err(ClientError::Server {
-            code: tonic::Code::InvalidArgument,
-            ..
-        }) => {
-            fleet.scan_whole(&request.table);
-            return whole(fleet, request, out).await;
-        }
-        Err(e) => return Err(e.into()),
+        return Ok(futures::stream::iter(batches.into_iter().map(Ok)).boxed());
     };
     // Row groups by their first live owner, in runs of at most
     // ROW_GROUPS_PER_SCAN: one request per run, not per row group.
@@ -344,15 +347,15 @@ async fn scan_run(
         scope: Some(crate::hybrid::scope_of(run.iter())),
         ..request.clone()
     };
-    match fleet.members[owner].client.scan_all(&scoped).await {
-        Ok(batches) => {
-            fleet.mark_up(owner);
-            return rows_of(batches, out);
-        }
-        Err(e) if e.is_unavailable() => {
-            tracing::warn!(server = fleet.members[owner].client.url(), error = %e, "fleet member failed; its row groups go to the next ones");
-            fleet.mark_down(owner);
-        }
+    let answer = fleet
+        .on_member(owner, &|c: SiltClient| {
+            let scoped = scoped.clone();
+            async move { c.scan_all(&scoped).await }
+        })
+        .await;
+    match answer {
+        Ok(batches) => return rows_of(batches, out),
+        Err(e) if e.is_unavailable() => {} // its row groups go to their next owners
         Err(e) => return Err(e.into()),
     }
     let mut rows = Vec::new();

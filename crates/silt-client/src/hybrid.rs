@@ -579,31 +579,13 @@ async fn fetch_row_group(
     plan: &LocalPlan,
     group: &RowGroup,
 ) -> std::result::Result<Vec<ArrayRef>, Failure> {
-    let request = ScanRequest {
-        table: scan.table.clone(),
-        projection: Some(Projection {
-            columns: plan.needed.clone(),
-        }),
-        scope: Some(scope_of(std::iter::once(group))),
-        query: scan.query.clone(),
-        ..Default::default()
-    };
-    let batches = client.scan_all(&request).await?;
-    let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
-    if rows != group.rows {
-        return Err(Failure::Other(exec_datafusion_err!(
-            "row group {} of {} came back with {rows} rows, its footer says {}",
-            group.index,
-            group.object,
-            group.rows
-        )));
-    }
-    columns_of(&batches, plan.needed.len())
+    let all: Vec<usize> = (0..plan.needed.len()).collect();
+    fetch_rows(client, scan, plan, group, &all, None, group.rows).await
 }
 
-/// Projected columns `missing` (positions in `plan.needed`) of the rows of
-/// `group` that `mask` keeps (`kept` of them; `None`: every row), from the
-/// server: a scan scoped to the row group with a row bitmap, no filters.
+/// Columns `missing` (positions in `plan.needed`) of the rows of `group`
+/// that `mask` keeps (`kept` of them; `None`: every row), from the server:
+/// a scan scoped to the row group with a row bitmap, no filters.
 async fn fetch_rows(
     client: &SiltClient,
     scan: &ScanRequest,

@@ -74,19 +74,6 @@ impl Segment {
         Segment::Arrow(array)
     }
 
-    /// Number of rows.
-    pub fn len(&self) -> usize {
-        match self {
-            Segment::Arrow(a) => a.len(),
-            Segment::Liquid(l) => l.len(),
-        }
-    }
-
-    /// Whether it holds no rows.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Every row, decoded.
     pub fn to_arrow(&self) -> ArrayRef {
         match self {

@@ -78,20 +78,19 @@ pub async fn stats(args: StatsArgs) -> anyhow::Result<()> {
 /// one says so and the others are still shown), then the fleet's totals per
 /// tier. With `--json`, one object keyed by server URL.
 async fn fleet_stats(args: &StatsArgs, servers: &[&str]) -> anyhow::Result<()> {
+    let urls: Vec<String> = servers.iter().map(|s| s.to_string()).collect();
+    let fleet = silt_client::fleet::Fleet::connect(&urls, args.server.token.clone())?;
     let mut all = serde_json::Map::new();
-    for url in servers {
+    for (url, client) in urls.iter().zip(fleet.clients()) {
         let answer = async {
-            let client = SiltClient::connect(url).await?.with_token(args.server.token.clone());
             let text = client.stats_json().await?;
             anyhow::Ok(serde_json::from_str::<Value>(&text)?)
         }
         .await;
         let value = answer.unwrap_or_else(|e| serde_json::json!({ "error": format!("{e:#}") }));
-        all.insert(url.to_string(), value);
+        all.insert(url.clone(), value);
     }
     // The row groups each member owns (rendezvous hashing, as clients place them).
-    let urls: Vec<String> = servers.iter().map(|s| s.to_string()).collect();
-    let fleet = silt_client::fleet::Fleet::connect(&urls, args.server.token.clone())?;
     match fleet.owned_row_groups().await {
         Ok(owned) => {
             for (url, n) in urls.iter().zip(owned) {
