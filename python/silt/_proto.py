@@ -10,11 +10,24 @@ only dependency pyarrow (no grpc/protobuf packages).
     CommandGetTables      { 1: catalog, 2: db_schema_filter_pattern,
                             3: table_name_filter_pattern (strings, optional),
                             4: table_types (repeated string), 5: include_schema (bool) }
+
+Silt's own pushdown scan travels the same way, as the ticket of a `DoGet`
+(type URL `type.googleapis.com/silt.ScanRequest`; `silt-proto` has the
+authoritative definition, fields 3, 5 and 8 are not sent from Python):
+
+    ScanRequest    { 1: table (string), 2: projection (Projection, absent = all columns),
+                     4: limit (uint64, optional), 6: scope (SegmentScope, optional),
+                     7: layout_only (bool), 9: filter_sql (string, optional: a SQL
+                     boolean expression over the table's columns, ANDed to the scan) }
+    Projection     { 1: columns (repeated string; present and empty = row counts only) }
+    SegmentScope   { 1: objects (repeated ObjectSegments) }
+    ObjectSegments { 1: path (string), 2: version (string), 3: row_groups (repeated uint32, packed) }
 """
 
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Tuple
 
 SQL_PREFIX = "type.googleapis.com/arrow.flight.protocol.sql."
+SCAN_REQUEST = "type.googleapis.com/silt.ScanRequest"
 
 
 def varint(n: int) -> bytes:
@@ -71,3 +84,30 @@ def get_tables(catalog: Optional[str] = None, schema_pattern: Optional[str] = No
     if include_schema:
         body += field_varint(5, 1)
     return any_message(SQL_PREFIX + "CommandGetTables", body)
+
+
+def scan_request(table: str, columns: Optional[Sequence[str]] = None, filter_sql: Optional[str] = None,
+                 limit: Optional[int] = None, scope: Optional[Sequence[Tuple[str, str, Sequence[int]]]] = None,
+                 layout_only: bool = False) -> bytes:
+    """`Any{ScanRequest{...}}`, a `DoGet` ticket. `scope` lists
+    `(path, version, [row_groups])` of object versions as a layout names
+    them; the scan then reads only those row groups (and fails with
+    `ABORTED` if an object is no longer at that version)."""
+    body = field_bytes(1, table.encode())
+    if columns is not None:
+        body += field_bytes(2, b"".join(field_bytes(1, c.encode()) for c in columns))
+    if limit is not None:
+        body += field_varint(4, int(limit))
+    if scope is not None:
+        objects = b""
+        for path, version, row_groups in scope:
+            segments = field_bytes(1, path.encode()) + field_bytes(2, version.encode())
+            if row_groups:
+                segments += field_bytes(3, b"".join(varint(int(g)) for g in row_groups))
+            objects += field_bytes(1, segments)
+        body += field_bytes(6, objects)
+    if layout_only:
+        body += field_varint(7, 1)
+    if filter_sql is not None:
+        body += field_bytes(9, filter_sql.encode())
+    return any_message(SCAN_REQUEST, body)

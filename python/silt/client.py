@@ -62,6 +62,15 @@ def read_batches(reader: flight.FlightStreamReader) -> Iterator[pa.RecordBatch]:
         yield chunk.data
 
 
+def read_schema(reader: flight.FlightStreamReader) -> pa.Schema:
+    """The schema of a Flight stream (waits for its first message), a
+    failure as a `SiltError`."""
+    try:
+        return reader.schema
+    except (flight.FlightError, pa.ArrowException) as err:
+        raise _wrap(err) from err
+
+
 def quote_ident(name: str) -> str:
     """A SQL identifier, double-quoted (`"` doubled), so any table or column
     name — mixed case, spaces, keywords — reaches the server as written."""
@@ -128,23 +137,30 @@ def _servers(servers: Servers) -> List[str]:
 _flight_pid: Optional[int] = None
 
 
-def connect(servers: Servers, token: Optional[str] = None, timeout: Optional[float] = 10.0) -> "Connection":
-    """Connects to a Silt server (`"grpc://host:port"`, or `grpc+tls://`).
-
-    `servers` may be a list: the connection uses the first server that
-    answers (a `GetTables` call within `timeout` seconds), in list order.
-    This is failover only — no placement of tables or scans across a fleet.
-    `token` is sent as `authorization: Bearer <token>` on every call.
-    """
+def _flight_client(location: str, **options) -> flight.FlightClient:
+    """A new `pyarrow.flight.FlightClient` (gRPC connects on first use),
+    refused in a process forked after its parent used gRPC."""
     global _flight_pid
     if _flight_pid is not None and _flight_pid != os.getpid():
         raise SiltError(
             "this process was forked after its parent used Silt (gRPC), and gRPC hangs after a fork: start "
             "workers with spawn or forkserver (DataLoader(..., multiprocessing_context='spawn'))", "ForkError")
     _flight_pid = os.getpid()
+    return flight.FlightClient(location, **options)
+
+
+def connect(servers: Servers, token: Optional[str] = None, timeout: Optional[float] = 10.0) -> "Connection":
+    """Connects to a Silt server (`"grpc://host:port"`, or `grpc+tls://`).
+
+    `servers` may be a list: the connection uses the first server that
+    answers (a `GetTables` call within `timeout` seconds), in list order.
+    This is failover only; `silt.connect_fleet` places a table's row
+    groups across a fleet of servers.
+    `token` is sent as `authorization: Bearer <token>` on every call.
+    """
     errors = []
     for location in _servers(servers):
-        client = flight.FlightClient(location)
+        client = _flight_client(location)
         conn = Connection(location, client, token)
         try:
             conn._list_tables(timeout=timeout)
@@ -228,9 +244,7 @@ class Connection:
         cancelled after its schema message)."""
         reader = self._do_get(_proto.statement_ticket(query))
         try:
-            return reader.schema
-        except (flight.FlightError, pa.ArrowException) as err:
-            raise _wrap(err) from err
+            return read_schema(reader)
         finally:
             reader.cancel()
 

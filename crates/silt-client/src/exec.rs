@@ -25,7 +25,7 @@ use futures::{StreamExt, TryStreamExt};
 use silt_proto::{QueryContext, ScanRequest};
 
 use crate::client::{ClientError, SiltClient};
-use crate::fleet::Fleet;
+use crate::fleet::{Fleet, TaskShare};
 use crate::hybrid::{LocalPlan, PathCounters};
 use crate::join_filter;
 
@@ -49,6 +49,9 @@ pub struct SiltScanExec {
     /// When the table is served by a fleet: its row groups go to their
     /// owners ([`crate::fleet`]), and `client` only planned.
     fleet: Option<Arc<Fleet>>,
+    /// When this scan is one task of a distributed query: the row groups
+    /// it reads ([`crate::fleet::TaskShare`]).
+    share: Option<Arc<TaskShare>>,
     /// Every Silt table of the plan this scan is part of
     /// ([`crate::query_context`]); empty until the plan is final.
     query_tables: Arc<[String]>,
@@ -80,6 +83,7 @@ impl SiltScanExec {
             num_rows,
             local: None,
             fleet: None,
+            share: None,
             query_tables: Arc::from(Vec::new()),
             properties,
             metrics: ExecutionPlanMetricsSet::new(),
@@ -97,6 +101,53 @@ impl SiltScanExec {
     pub(crate) fn with_fleet(mut self, fleet: Option<Arc<Fleet>>) -> Self {
         self.fleet = fleet;
         self
+    }
+
+    /// The fleet this scan's row groups go to, if any.
+    pub(crate) fn fleet(&self) -> Option<&Arc<Fleet>> {
+        self.fleet.as_ref()
+    }
+
+    /// This scan as task `share.task` of a distributed query: only its
+    /// share of the row groups, through the fleet.
+    pub(crate) fn with_share(&self, share: TaskShare) -> Self {
+        let mut scan = self.copy();
+        scan.share = Some(Arc::new(share));
+        scan
+    }
+
+    /// What the codec of a distributed plan carries: everything that
+    /// defines the scan, but not its client-side state (a compute-side
+    /// cache, hash joins' dynamic filters, which stay on the coordinator).
+    pub(crate) fn parts(&self) -> ScanParts<'_> {
+        ScanParts {
+            request: &self.request,
+            schema: &self.schema,
+            filter_text: &self.filter_text,
+            aggregate_text: self.aggregate_text.as_deref(),
+            num_rows: self.num_rows,
+            share: self.share.as_deref(),
+            query_tables: &self.query_tables,
+        }
+    }
+
+    /// A scan rebuilt from its [`ScanParts`] on a worker, over `fleet`.
+    pub(crate) fn from_parts(fleet: Arc<Fleet>, parts: ScanParts<'_>) -> Result<Self> {
+        let Some(client) = fleet.clients().next().cloned() else {
+            return exec_err!("a distributed scan needs at least one server");
+        };
+        let mut scan = SiltScanExec::new(
+            client,
+            parts.request.clone(),
+            parts.schema.clone(),
+            parts.filter_text.to_vec(),
+            parts.num_rows,
+        )
+        .with_fleet(Some(fleet));
+        scan.aggregate_text = parts.aggregate_text.map(str::to_string);
+        scan.share = parts.share.cloned().map(Arc::new);
+        scan.query_tables = parts.query_tables.clone();
+        Ok(scan)
     }
 
     /// This scan with a partial aggregate pushed into it (see
@@ -145,6 +196,7 @@ impl SiltScanExec {
             num_rows: self.num_rows,
             local: self.local.clone(),
             fleet: self.fleet.clone(),
+            share: self.share.clone(),
             query_tables: self.query_tables.clone(),
             properties: self.properties.clone(),
             metrics: ExecutionPlanMetricsSet::new(),
@@ -169,6 +221,18 @@ impl SiltScanExec {
     pub fn request(&self) -> &ScanRequest {
         &self.request
     }
+}
+
+/// The parts of a [`SiltScanExec`] that define it, borrowed for encoding
+/// or decoding ([`crate::distributed`]).
+pub(crate) struct ScanParts<'a> {
+    pub request: &'a ScanRequest,
+    pub schema: &'a SchemaRef,
+    pub filter_text: &'a [String],
+    pub aggregate_text: Option<&'a str>,
+    pub num_rows: Option<usize>,
+    pub share: Option<&'a TaskShare>,
+    pub query_tables: &'a Arc<[String]>,
 }
 
 impl DisplayAs for SiltScanExec {
@@ -199,6 +263,9 @@ impl DisplayAs for SiltScanExec {
                 if !self.dynamic_filters.is_empty() {
                     let shown: Vec<String> = self.dynamic_filters.iter().map(|d| d.to_string()).collect();
                     write!(f, " join_filters=[{}]", shown.join(", "))?;
+                }
+                if let Some(share) = &self.share {
+                    write!(f, " task={}/{}", share.task, share.homes.len())?;
                 }
                 if let Some(local) = self.local.as_ref().filter(|_| self.request.limit.is_none()) {
                     write!(
@@ -332,7 +399,8 @@ impl ExecutionPlan for SiltScanExec {
         let pushed_join_filters = MetricBuilder::new(&self.metrics).counter("pushed_join_filters", partition);
         let output_rows = MetricBuilder::new(&self.metrics).output_rows(partition);
         let local = self.local.clone().filter(|_| request.limit.is_none());
-        let fleet = self.fleet.clone().filter(|f| f.len() > 1);
+        let share = self.share.clone();
+        let fleet = self.fleet.clone().filter(|f| f.len() > 1 || share.is_some());
         let counters = PathCounters {
             local: MetricBuilder::new(&self.metrics).counter("row_groups_local", partition),
             fetched: MetricBuilder::new(&self.metrics).counter("row_groups_fetched", partition),
@@ -350,7 +418,7 @@ impl ExecutionPlan for SiltScanExec {
                 }
             }
             if let Some(fleet) = fleet {
-                let batches = crate::fleet::run(fleet, request, schema).await?;
+                let batches = crate::fleet::run(fleet, request, schema, share).await?;
                 return Ok(batches.inspect_ok(move |b| output_rows.add(b.num_rows())).boxed());
             }
             if let Some(local) = local.filter(|l| !l.cache.lacks_layout(&request.table)) {

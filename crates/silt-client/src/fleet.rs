@@ -259,52 +259,68 @@ impl Fleet {
     }
 }
 
-/// The name rendezvous hashing places: one row group of one object.
-pub fn segment_name(object: &str, row_group: u32) -> String {
-    format!("{object}#{row_group}")
+pub use silt_proto::placement::{rendezvous_order, segment_name, weight};
+
+/// The share of a scan's row groups that one task of a distributed query
+/// reads ([`crate::distributed`]): the tasks are placed beside fleet
+/// members (their *homes*), and a row group goes to a task whose home is
+/// the first member in the row group's rendezvous order that is any task's
+/// home; among several tasks with that home, to the one with the highest
+/// [`weight`] of `task-N`. Every task computes this alone from the same
+/// inputs, so the shares are disjoint and cover every row group, and a
+/// task's row groups are (when its home has no tasks beside other members
+/// to lose them to) the ones its home member owns: its scans stay local.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskShare {
+    /// This task's index.
+    pub task: usize,
+    /// Per task (in task order), the fleet member beside its worker, as the
+    /// fleet names it ([`SiltClient::url`]).
+    pub homes: Vec<String>,
 }
 
-/// The rendezvous weight of `server` for `segment`: FNV-1a (64 bit) of
-/// `server`, a zero byte and `segment`, then MurmurHash3's 64-bit
-/// finalizer. Fixed here (not Rust's `Hash`) so that every client, in any
-/// language or version, picks the same owners.
-pub fn weight(server: &str, segment: &str) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in server.as_bytes().iter().chain(&[0u8]).chain(segment.as_bytes()) {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+impl TaskShare {
+    /// The task that reads `segment` among `members` (the fleet's URLs).
+    pub fn task_of(&self, members: &[&str], segment: &str) -> usize {
+        let home = rendezvous_order(members, segment)
+            .into_iter()
+            .map(|i| members[i])
+            .find(|m| self.homes.iter().any(|h| h == m));
+        let Some(home) = home else {
+            // No task sits beside any member: spread by task alone.
+            return (0..self.homes.len().max(1))
+                .max_by_key(|t| weight(&format!("task-{t}"), segment))
+                .unwrap_or(0);
+        };
+        (0..self.homes.len())
+            .filter(|&t| self.homes[t] == home)
+            .max_by_key(|t| weight(&format!("task-{t}"), segment))
+            .unwrap_or(0)
     }
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    h ^ (h >> 33)
-}
-
-/// Indices of `servers` by descending [`weight`] for `segment` (ties by
-/// index, so the order is total).
-pub fn rendezvous_order(servers: &[&str], segment: &str) -> Vec<usize> {
-    let mut order: Vec<(u64, usize)> = servers
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (weight(s, segment), i))
-        .collect();
-    order.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-    order.into_iter().map(|(_, i)| i).collect()
 }
 
 /// Runs `request` across `fleet`: each row group on its owner (module
-/// docs); `out` is the scan's output schema.
+/// docs); `out` is the scan's output schema. With a `share`, only the row
+/// groups of that task of a distributed query ([`TaskShare`]); a table
+/// without row groups (a view) is then read whole by task 0.
 pub async fn run(
     fleet: Arc<Fleet>,
     request: ScanRequest,
     out: SchemaRef,
+    share: Option<Arc<TaskShare>>,
 ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
-    let Some(groups) = fleet.layout(&request.table, request.query.clone()).await? else {
+    let Some(mut groups) = fleet.layout(&request.table, request.query.clone()).await? else {
+        if share.as_ref().is_some_and(|s| s.task != 0) {
+            return Ok(futures::stream::empty().boxed());
+        }
         // No row groups to place: the table's owner scans it whole.
         let batches = scan_on_owner(&fleet, &request.table, &request, &out).await?;
         return Ok(futures::stream::iter(batches.into_iter().map(Ok)).boxed());
     };
+    if let Some(share) = &share {
+        let members: Vec<&str> = fleet.clients().map(SiltClient::url).collect();
+        groups.retain(|g| share.task_of(&members, &segment_name(&g.object, g.index)) == share.task);
+    }
     // Row groups by their first live owner, in runs of at most
     // ROW_GROUPS_PER_SCAN: one request per run, not per row group.
     let mut runs: Vec<(usize, Vec<RowGroup>)> = Vec::new();
@@ -432,6 +448,43 @@ mod tests {
         for o in owned {
             assert!((o as f64 / segments as f64 - 1.0 / 3.0).abs() < 0.02, "{owned:?}");
         }
+    }
+
+    #[test]
+    fn task_shares_follow_their_home_members_and_cover_every_segment_once() {
+        let members = servers(3);
+        let m: Vec<&str> = members.iter().map(String::as_str).collect();
+        // Two workers beside members 0 and 1; member 2 has none.
+        let share = TaskShare {
+            task: 0,
+            homes: vec![members[0].clone(), members[1].clone()],
+        };
+        let mut per_task = [0usize; 2];
+        for s in 0..3000 {
+            let name = segment_name(&format!("t/part-{}.parquet", s / 16), (s % 16) as u32);
+            let task = share.task_of(&m, &name);
+            let owner = rendezvous_order(&m, &name)[0];
+            if owner < 2 {
+                assert_eq!(task, owner, "a segment its home owns stays beside it");
+            } else {
+                // Member 2's segments go to the next home in their order.
+                let next = rendezvous_order(&m, &name)[1];
+                assert_eq!(task, next);
+            }
+            per_task[task] += 1;
+        }
+        for n in per_task {
+            assert!((n as f64 / 3000.0 - 0.5).abs() < 0.05, "{per_task:?}");
+        }
+        // Two tasks beside one member split its segments between them.
+        let doubled = TaskShare {
+            task: 0,
+            homes: vec![members[0].clone(), members[0].clone()],
+        };
+        let first = (0..3000)
+            .filter(|s| doubled.task_of(&m, &segment_name("t/a.parquet", *s)) == 0)
+            .count();
+        assert!((first as f64 / 3000.0 - 0.5).abs() < 0.05, "{first}");
     }
 
     #[test]

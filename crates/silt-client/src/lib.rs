@@ -21,6 +21,7 @@
 //! ```
 
 mod client;
+pub mod distributed;
 mod exec;
 pub mod fleet;
 pub mod hybrid;

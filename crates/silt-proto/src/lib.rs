@@ -9,6 +9,8 @@
 //! expressions serialized structurally with `datafusion-proto`; this crate
 //! only carries the bytes so that it does not depend on DataFusion.
 
+pub mod placement;
+
 use arrow_flight::sql::{Any, ProstMessageExt};
 use prost::Message;
 
@@ -56,6 +58,12 @@ pub struct ScanRequest {
     /// waiting for its own LIST.
     #[prost(message, optional, tag = "8")]
     pub query: Option<QueryContext>,
+    /// A filter as SQL text (a boolean expression over the table's
+    /// columns), ANDed with `filters`: for clients without DataFusion (the
+    /// Python package's fleet placement). Parsed on the server against the
+    /// table's schema; only an expression, never a statement.
+    #[prost(string, optional, tag = "9")]
+    pub filter_sql: Option<String>,
 }
 
 /// Which client query a scan belongs to ([`ScanRequest::query`]).
@@ -234,6 +242,7 @@ mod tests {
                 id: "q1".into(),
                 tables: vec!["lineitem".into(), "orders".into()],
             }),
+            filter_sql: Some("l_quantity < 10".into()),
         };
         let any = req.as_any();
         assert!(any.is::<ScanRequest>());

@@ -20,6 +20,11 @@
 //! access_key_id = "silt-reader"
 //! secret_access_key = "change-me"
 //!
+//! [cluster]                       # a fleet of servers over the same tables
+//! servers = ["http://a:50051", "http://b:50051"]  # every member's Flight URL (clients place by these)
+//! admin = ["http://a:9090", "http://b:9090"]      # their admin listeners, same order (S3 GETs forwarded)
+//! self = "http://a:50051"         # this member (default: the entry whose host:port is `listen`)
+//!
 //! [s3]                            # defaults for every s3:// table
 //! endpoint = "http://127.0.0.1:9000"
 //!
@@ -109,6 +114,8 @@ pub struct ServerConfig {
     pub auth_token: Option<String>,
     /// Keys of the S3-compatible read API (`/s3` on the admin listener).
     pub s3_api: S3ApiConfig,
+    /// The fleet this server is a member of, if any.
+    pub cluster: ClusterConfig,
     /// Defaults for every `s3://` table (over the AWS environment variables).
     pub s3: S3Settings,
     /// Registered tables by name.
@@ -146,6 +153,69 @@ pub struct S3ApiConfig {
     pub access_key_id: Option<String>,
     /// Its secret access key.
     pub secret_access_key: Option<String>,
+}
+
+/// A fleet of servers that serve the same tables (same config but for
+/// `self`). Clients place row groups on `servers` by rendezvous hashing;
+/// with `admin` set, a member's S3 API forwards a GET to the member that
+/// owns its bytes, so byte readers see one cache ([`crate::s3_api`]).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClusterConfig {
+    /// Every member's Flight URL, spelled the same for every member and
+    /// client (placement hashes the spelling).
+    pub servers: Vec<String>,
+    /// Per member of `servers`, in the same order, its admin listener's
+    /// URL (`http://host:port`); empty: GETs are never forwarded.
+    pub admin: Vec<String>,
+    /// This server's entry in `servers`; default: the entry whose
+    /// `host:port` is the `listen` address.
+    #[serde(rename = "self")]
+    pub self_url: Option<String>,
+}
+
+impl ClusterConfig {
+    /// The index of this server in `servers`, listening on `listen`.
+    pub fn self_index(&self, listen: SocketAddr) -> Result<usize, ServerError> {
+        let normalize = |u: &str| u.trim().trim_end_matches('/').replacen("grpc://", "http://", 1);
+        if let Some(me) = &self.self_url {
+            return self
+                .servers
+                .iter()
+                .position(|s| normalize(s) == normalize(me))
+                .ok_or_else(|| ServerError::Config(format!("cluster.self {me:?} is not in cluster.servers")));
+        }
+        let matches: Vec<usize> = (0..self.servers.len())
+            .filter(|&i| {
+                let s = normalize(&self.servers[i]);
+                let authority = s.split_once("://").map_or(s.as_str(), |(_, rest)| rest);
+                authority.parse::<SocketAddr>().is_ok_and(|a| a == listen)
+                    || authority == format!("localhost:{}", listen.port()) && listen.ip().is_loopback()
+            })
+            .collect();
+        match matches.as_slice() {
+            [i] => Ok(*i),
+            _ => Err(ServerError::Config(format!(
+                "cannot tell which of cluster.servers is this server (listening on {listen}): set cluster.self"
+            ))),
+        }
+    }
+
+    fn validate(&self) -> Result<(), ServerError> {
+        if !self.admin.is_empty() && self.admin.len() != self.servers.len() {
+            return Err(ServerError::Config(format!(
+                "cluster.admin lists {} URLs for {} cluster.servers: give one per server, in the same order",
+                self.admin.len(),
+                self.servers.len()
+            )));
+        }
+        for url in self.admin.iter().chain(&self.servers) {
+            if url::Url::parse(url).is_err() {
+                return Err(ServerError::Config(format!("cluster: {url:?} is not a URL")));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The key id a server with only an auth token accepts (its secret is the token).
@@ -246,6 +316,7 @@ impl Default for ServerConfig {
             registration_wait: Duration::from_secs(30),
             auth_token: None,
             s3_api: S3ApiConfig::default(),
+            cluster: ClusterConfig::default(),
             s3: S3Settings::default(),
             tables: BTreeMap::new(),
             views: BTreeMap::new(),
@@ -315,6 +386,10 @@ impl ServerConfig {
         }
         if self.query_timeout.is_zero() {
             return Err(ServerError::Config("query_timeout must be positive".into()));
+        }
+        self.cluster.validate()?;
+        if !self.cluster.admin.is_empty() {
+            self.cluster.self_index(self.listen)?;
         }
         match (&self.s3_api.access_key_id, &self.s3_api.secret_access_key) {
             (Some(id), Some(secret)) if !id.is_empty() && !secret.is_empty() => {}

@@ -11,6 +11,7 @@ use parking_lot::RwLock;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::TableReference;
 use datafusion::common::stats::Precision;
+use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::execution::cache::cache_manager::CacheManagerConfig;
 use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
@@ -365,6 +366,36 @@ impl Engine {
         })
     }
 
+    /// `sql`, a scan's SQL-text filter, as an expression over `table`'s
+    /// columns. A subquery, an aggregate or a window is refused: a filter
+    /// reads one row of the table.
+    async fn parse_scan_filter(&self, ctx: &SessionContext, table: &str, sql: &str) -> Result<Expr, ServerError> {
+        let invalid = |e: &dyn std::fmt::Display| {
+            ServerError::InvalidRequest(format!("the SQL filter {sql:?} of scan on '{table}': {e}"))
+        };
+        let df = ctx.table(TableReference::bare(table)).await.map_err(|e| invalid(&e))?;
+        let expr = df.parse_sql_expr(sql).map_err(|e| invalid(&e))?;
+        let mut nested = false;
+        expr.apply(|e| {
+            nested |= matches!(
+                e,
+                Expr::ScalarSubquery(_)
+                    | Expr::Exists(_)
+                    | Expr::InSubquery(_)
+                    | Expr::AggregateFunction(_)
+                    | Expr::WindowFunction(_)
+            );
+            Ok(TreeNodeRecursion::Continue)
+        })
+        .map_err(|e| invalid(&e))?;
+        if nested {
+            return Err(invalid(
+                &"only a row-level expression is allowed (no subquery, aggregate or window)",
+            ));
+        }
+        Ok(expr)
+    }
+
     /// Plan a pushdown scan from Silt's client.
     pub async fn plan_scan(&self, request: &ScanRequest) -> Result<PlannedQuery, ServerError> {
         self.plan_scan_gated(request, None).await
@@ -392,6 +423,14 @@ impl Engine {
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let filters = match request.filter_sql.as_deref().filter(|f| !f.trim().is_empty()) {
+            None => filters,
+            Some(sql) => {
+                let mut filters = filters;
+                filters.push(self.parse_scan_filter(&ctx, &request.table, sql).await?);
+                filters
+            }
+        };
         let limit = request
             .limit
             .map(|l| usize::try_from(l).map_err(|_| ServerError::InvalidRequest(format!("limit {l} is too large"))))

@@ -46,6 +46,12 @@ pub struct ServerMetrics {
     /// `silt_s3_bytes_sent_total`: body bytes the S3 API sent (object bytes,
     /// listings, error documents).
     pub s3_bytes_sent: Counter,
+    /// `silt_s3_forwarded_total`: S3 body chunks read from the fleet member
+    /// that owns them ([`crate::s3_api`] across a `[cluster]`).
+    pub s3_forwarded: Counter,
+    /// `silt_s3_forward_failures_total`: forwarded reads that failed (the
+    /// chunk was then read locally).
+    pub s3_forward_failures: Counter,
     /// Object-store requests and bytes (after the cache).
     pub store: StoreMetrics,
     /// The memory tier of decoded column batches (`tier="memory"`).
@@ -94,6 +100,8 @@ impl ServerMetrics {
         let flight_rows_sent = counter("silt_flight_rows_sent_total");
         let s3_requests = counter("silt_s3_requests_total");
         let s3_bytes_sent = counter("silt_s3_bytes_sent_total");
+        let s3_forwarded = counter("silt_s3_forwarded_total");
+        let s3_forward_failures = counter("silt_s3_forward_failures_total");
         let active_queries = recorder.register_gauge(&Key::from_static_name("silt_queries_active"), &METADATA);
         let store = StoreMetrics::register(&recorder);
         let memory = CacheMetrics::register(&recorder, "memory");
@@ -132,6 +140,8 @@ impl ServerMetrics {
             &flight_rows_sent,
             &s3_requests,
             &s3_bytes_sent,
+            &s3_forwarded,
+            &s3_forward_failures,
             &store.get_requests,
             &store.get_bytes,
             &store.head_requests,
@@ -173,6 +183,8 @@ impl ServerMetrics {
             flight_rows_sent,
             s3_requests,
             s3_bytes_sent,
+            s3_forwarded,
+            s3_forward_failures,
             store,
             memory,
             pages,

@@ -10,6 +10,7 @@ mod harness;
 mod output;
 mod query;
 mod serve;
+mod worker;
 
 use clap::{Parser, Subcommand};
 
@@ -32,6 +33,8 @@ enum Command {
     Stats(admin_cmds::StatsArgs),
     /// Warm a server's metadata and disk tiers (and memory) with a table's data.
     Preload(admin_cmds::PreloadArgs),
+    /// Run a distributed-query worker (datafusion-distributed) whose leaf scans read Silt servers.
+    Worker(worker::WorkerArgs),
     /// Benchmarks: the harness (clickbench, tpch, smoke), cache, replay, data generators.
     Bench(bench::BenchArgs),
 }
@@ -62,6 +65,7 @@ fn main() -> std::process::ExitCode {
             Command::Stats(a) => admin_cmds::stats(a).await,
             Command::Preload(a) => admin_cmds::preload(a).await,
             Command::Bench(a) => bench::run(a).await,
+            Command::Worker(a) => worker::run(a).await,
         }
     });
     match result {

@@ -17,8 +17,21 @@ pub struct QueryArgs {
     /// Silt server, e.g. http://127.0.0.1:50051; or a fleet of servers
     /// serving the same tables, comma separated: each row group is read from
     /// the server rendezvous hashing assigns it, failing over to the next.
-    #[arg(long)]
-    server: String,
+    #[arg(long, required_unless_present = "config")]
+    server: Option<String>,
+    /// Read the servers from a config file's `[cluster] servers = [...]`
+    /// (the servers' own config serves), when --server is not given.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Run queries on `silt worker`s (datafusion-distributed): each scan is
+    /// split into one task per worker, worker i reading the row groups its
+    /// server owns (worker i is beside server i of --server, same order).
+    #[arg(long, requires = "workers")]
+    distributed: bool,
+    /// The `silt worker`s of --distributed, comma separated, e.g.
+    /// http://a:50061,http://b:50061.
+    #[arg(long, value_delimiter = ',', requires = "distributed")]
+    workers: Vec<String>,
     /// SQL to run; omit (and omit -f) for an interactive shell.
     sql: Option<String>,
     /// Read SQL from a file (may hold several statements).
@@ -65,6 +78,15 @@ pub struct QueryArgs {
     link_mbps: Option<f64>,
 }
 
+/// The servers of a comma-separated list.
+fn split_servers(server: &str) -> Vec<String> {
+    server
+        .split(',')
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
 /// A client-side DataFusion context with the server's tables registered.
 pub async fn connect(server: &str, token: Option<String>) -> anyhow::Result<SessionContext> {
     connect_with(server, token, &SiltTableOptions::default()).await
@@ -77,11 +99,7 @@ pub async fn connect_with(
     options: &SiltTableOptions,
 ) -> anyhow::Result<SessionContext> {
     let ctx = SessionContext::new_with_config(SessionConfig::new().with_information_schema(true));
-    let servers: Vec<String> = server
-        .split(',')
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .collect();
+    let servers = split_servers(server);
     if servers.len() > 1 {
         if options.local_cache_bytes > 0 {
             tracing::warn!("--local-cache is not used with a fleet of servers (yet)");
@@ -99,9 +117,39 @@ pub async fn connect_with(
     Ok(ctx)
 }
 
-pub async fn run(args: QueryArgs) -> anyhow::Result<()> {
+/// The servers of `--server` (comma separated) or `--config`'s `[cluster]`.
+fn servers(args: &QueryArgs) -> anyhow::Result<String> {
+    if let Some(server) = &args.server {
+        return Ok(server.clone());
+    }
+    let Some(path) = &args.config else {
+        bail!("give --server or --config");
+    };
+    let config = silt_server::config::ServerConfig::from_file(path)?;
+    if config.cluster.servers.is_empty() {
+        bail!("{} has no [cluster] servers = [...]", path.display());
+    }
+    Ok(config.cluster.servers.join(","))
+}
+
+/// A coordinating context: the fleet's tables, queries planned over `workers`.
+async fn connect_distributed(
+    server: &str,
+    workers: &[String],
+    token: Option<String>,
+) -> anyhow::Result<SessionContext> {
+    let servers = split_servers(server);
+    let fleet = std::sync::Arc::new(silt_client::fleet::Fleet::connect(&servers, token.clone())?);
+    silt_client::distributed::coordinator_context(fleet, workers, token)
+        .await
+        .with_context(|| format!("reading the table list of {server}"))
+}
+
+pub async fn run(mut args: QueryArgs) -> anyhow::Result<()> {
+    let server = servers(&args)?;
+    args.server = Some(server.clone());
     if let Some(target) = &args.lookup {
-        return lookup(&args, target).await;
+        return lookup(&args, &server, target).await;
     }
     let options = SiltTableOptions {
         local_cache_bytes: args.local_cache,
@@ -110,7 +158,14 @@ pub async fn run(args: QueryArgs) -> anyhow::Result<()> {
         local_cache_form: args.local_cache_form,
         link_bytes_per_second: args.link_mbps.map(|m| m * 1e6 / 8.0),
     };
-    let ctx = connect_with(&args.server, args.token.clone(), &options).await?;
+    let ctx = if args.distributed {
+        if args.local_cache > 0 {
+            tracing::warn!("--local-cache is not used with --distributed");
+        }
+        connect_distributed(&server, &args.workers, args.token.clone()).await?
+    } else {
+        connect_with(&server, args.token.clone(), &options).await?
+    };
     let sql = match (&args.sql, &args.file) {
         (Some(s), _) => s.clone(),
         (None, Some(f)) => std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
@@ -121,11 +176,12 @@ pub async fn run(args: QueryArgs) -> anyhow::Result<()> {
 }
 
 /// `silt query --lookup TABLE.COLUMN --keys ...`: one `LookupRequest`.
-async fn lookup(args: &QueryArgs, target: &str) -> anyhow::Result<()> {
+async fn lookup(args: &QueryArgs, server: &str, target: &str) -> anyhow::Result<()> {
     let Some((table, column)) = target.split_once('.') else {
         bail!("--lookup takes TABLE.KEY_COLUMN, got '{target}'");
     };
-    let client = SiltClient::connect(&args.server).await?.with_token(args.token.clone());
+    let first = split_servers(server).into_iter().next().unwrap_or_default();
+    let client = SiltClient::connect(&first).await?.with_token(args.token.clone());
     let keys = std::sync::Arc::new(datafusion::arrow::array::StringArray::from(args.keys.clone()));
     let batches = client
         .lookup(table, column, keys, args.columns.clone())

@@ -25,6 +25,10 @@
 //! one response is pinned to one version, the first chunk is read before the
 //! headers go out, the rest streams in chunks of [`BODY_CHUNK_PAGES`] pages.
 //!
+//! **Across a fleet** ([`peers`]): with `[cluster]` `servers` and `admin`,
+//! each body chunk is read from the member that owns it (rendezvous
+//! hashing), so any member answers for the whole fleet.
+//!
 //! **Auth.** With a key pair (`[s3_api]`, else `silt` + the auth token; see
 //! [`crate::config::ServerConfig::s3_api_key`]) every request must be signed
 //! with it (SigV4, or a presigned URL); unsigned ones get 403 `AccessDenied`.
@@ -37,6 +41,7 @@
 
 mod bucket;
 mod listing;
+pub mod peers;
 mod read;
 mod service;
 
@@ -108,7 +113,8 @@ impl S3Api {
     fn new(engine: Arc<Engine>) -> S3Api {
         let metrics = engine.metrics().clone();
         let key = engine.config().s3_api_key();
-        let mut tables = S3ServiceBuilder::new(service::TableBuckets { engine });
+        let peers = peers::Peers::from_config(engine.config(), &metrics).map(Arc::new);
+        let mut tables = S3ServiceBuilder::new(service::TableBuckets { engine, peers });
         tables.set_validation(AnyTableName);
         let tables = tables.build();
         let gate = key.map(|(id, secret)| {

@@ -18,6 +18,7 @@ use silt_cache::{CachedStore, ObjectVersion};
 use tracing::warn;
 
 use super::bucket::Bucket;
+use super::peers::PeerRoute;
 
 impl Bucket {
     /// HeadObject: the object's version through the cache (validated per the
@@ -39,9 +40,16 @@ impl Bucket {
     /// GetObject: the whole object (200) or one range of it (206 with
     /// `Content-Range`). The first chunk is read before the answer is
     /// returned, so a failing store is an error status, not a cut body.
-    pub async fn get(&self, key: &str, range: Option<ByteRange>) -> Result<GetObjectOutput, S3Error> {
+    /// With a `route`, each chunk is read from the fleet member that owns
+    /// it when that is another one ([`super::peers`]).
+    pub async fn get(
+        &self,
+        key: &str,
+        range: Option<ByteRange>,
+        route: Option<PeerRoute>,
+    ) -> Result<GetObjectOutput, S3Error> {
         let path = self.object_path(key)?;
-        let (version, span, first) = self.read_first(key, &path, range).await?;
+        let (version, span, first) = self.read_first(key, &path, range, route.as_ref()).await?;
         let content_range = range.map(|_| format!("bytes {}-{}/{}", span.start, span.end - 1, version.size));
         let output = GetObjectOutput {
             content_length: Some(length(span.end - span.start)),
@@ -58,6 +66,7 @@ impl Bucket {
             path,
             version,
             chunk: self.chunk,
+            route,
         });
         Ok(GetObjectOutput {
             body: Some(object_body(object, first, rest)),
@@ -74,6 +83,7 @@ impl Bucket {
         key: &str,
         path: &ObjectPath,
         range: Option<ByteRange>,
+        route: Option<&PeerRoute>,
     ) -> Result<(ObjectVersion, Range<u64>, Bytes), S3Error> {
         let mut version = self
             .store
@@ -87,7 +97,7 @@ impl Bucket {
                 Some(r) => resolve(r, version.size).ok_or_else(|| invalid_range(key, r, version.size))?,
             };
             let first = span.start..chunk_end(span.start, span.end, self.chunk);
-            match self.store.read_at(path, &version, first).await {
+            match read_span(&self.store, path, &version, first, self.chunk, route).await {
                 Ok(bytes) => return Ok((version, span, bytes)),
                 Err(object_store::Error::Precondition { .. }) if !revalidated => {
                     revalidated = true;
@@ -162,6 +172,28 @@ struct ResponseObject {
     path: ObjectPath,
     version: ObjectVersion,
     chunk: u64,
+    route: Option<PeerRoute>,
+}
+
+/// `span` (within one chunk of `chunk` bytes) of `path` at `version`: from
+/// the fleet member that owns the chunk when `route` names another one
+/// that answers with this version, else through this server's tiers.
+async fn read_span(
+    store: &CachedStore,
+    path: &ObjectPath,
+    version: &ObjectVersion,
+    span: Range<u64>,
+    chunk: u64,
+    route: Option<&PeerRoute>,
+) -> object_store::Result<Bytes> {
+    if let Some(route) = route
+        && let Some(bytes) = route
+            .read(span.start / chunk, span.clone(), entity_tag(version).value())
+            .await
+    {
+        return Ok(bytes);
+    }
+    store.read_at(path, version, span).await
 }
 
 /// Where the body chunk starting at `start` ends: at the next multiple of
@@ -182,11 +214,16 @@ fn object_body(object: Arc<ResponseObject>, first: Bytes, rest: Range<u64>) -> S
                 return Ok(None);
             }
             let chunk = rest.start..chunk_end(rest.start, rest.end, object.chunk);
-            let bytes = object
-                .store
-                .read_at(&object.path, &object.version, chunk.clone())
-                .await
-                .inspect_err(|e| warn!(path = %object.path, error = %e, "S3 API: body cut short"))?;
+            let bytes = read_span(
+                &object.store,
+                &object.path,
+                &object.version,
+                chunk.clone(),
+                object.chunk,
+                object.route.as_ref(),
+            )
+            .await
+            .inspect_err(|e| warn!(path = %object.path, error = %e, "S3 API: body cut short"))?;
             Ok::<_, object_store::Error>(Some((bytes, chunk.end..rest.end)))
         }
     });

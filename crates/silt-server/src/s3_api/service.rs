@@ -13,11 +13,14 @@ use s3s::{S3, S3Request, S3Response, S3Result};
 
 use super::bucket::Bucket;
 use super::listing::{ListParams, list_objects};
+use super::peers::{FORWARDED, PeerRoute, Peers};
 use crate::engine::{Engine, EntryKind};
 
 /// Silt's tables as S3 buckets (read-only).
 pub(super) struct TableBuckets {
     pub engine: Arc<Engine>,
+    /// The fleet GETs are read across, when `[cluster]` names one.
+    pub peers: Option<Arc<Peers>>,
 }
 
 #[async_trait::async_trait]
@@ -57,7 +60,19 @@ impl S3 for TableBuckets {
     /// GetObject, whole or one `Range`. Conditional headers are not honoured.
     async fn get_object(&self, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
         let bucket = Bucket::open(&self.engine, &req.input.bucket).await?;
-        Ok(S3Response::new(bucket.get(&req.input.key, req.input.range).await?))
+        // A GET another member forwarded is served here, whoever owns it.
+        let route = self
+            .peers
+            .clone()
+            .filter(|_| !req.headers.contains_key(FORWARDED))
+            .map(|peers| PeerRoute {
+                peers,
+                table: bucket.name.clone(),
+                key: req.input.key.clone(),
+            });
+        Ok(S3Response::new(
+            bucket.get(&req.input.key, req.input.range, route).await?,
+        ))
     }
 
     /// HeadObject: GetObject's headers without the body.

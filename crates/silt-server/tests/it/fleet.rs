@@ -19,7 +19,7 @@ use crate::common::{Fixture, answer, baseline_ctx, check_same, full_config, is_o
 use crate::hybrid::{tpch_over_row_groups, tpch_row_groups_dir};
 
 /// A member beside the fixture's server, on the same store and tables.
-async fn start_member(fx: &Fixture, listen: Option<SocketAddr>) -> (ServerHandle, tempfile::TempDir) {
+pub async fn start_member(fx: &Fixture, listen: Option<SocketAddr>) -> (ServerHandle, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = full_config(&fx._s3, dir.path());
     tpch_over_row_groups(&mut cfg);
@@ -31,7 +31,7 @@ async fn start_member(fx: &Fixture, listen: Option<SocketAddr>) -> (ServerHandle
 
 /// Plain DataFusion over the same files: TPC-H in row groups of 8,192 rows
 /// (so a scan has row groups on every member), and ClickBench's hits.
-async fn baseline() -> SessionContext {
+pub async fn baseline() -> SessionContext {
     let ctx = baseline_ctx().await;
     for t in silt_bench::tpch::TABLES {
         ctx.deregister_table(t).unwrap();

@@ -558,3 +558,106 @@ async fn s3_api_with_keys_serves_requests_signed_with_them() {
     let wrong_secret = lake.signed_client("events", "reader", "s3cr3t");
     assert_refused(&lake, &[token_key, wrong_secret]).await;
 }
+
+/// `n` free loopback addresses (bound, read and let go).
+fn free_addrs(n: usize) -> Vec<SocketAddr> {
+    let held: Vec<std::net::TcpListener> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    held.iter().map(|l| l.local_addr().unwrap()).collect()
+}
+
+/// Every member's copy of `config`, as member `me` of the fleet listening
+/// on `flight` and `admin`.
+fn member_config(
+    config: &ServerConfig,
+    me: usize,
+    flight: &[SocketAddr],
+    admin: &[SocketAddr],
+    cache: &Path,
+) -> ServerConfig {
+    let mut cfg = config.clone();
+    cfg.listen = flight[me];
+    cfg.admin = Some(admin[me]);
+    cfg.cache_dir = cache.to_path_buf();
+    cfg.cluster.servers = flight.iter().map(|a| format!("http://{a}")).collect();
+    cfg.cluster.admin = admin.iter().map(|a| format!("http://{a}")).collect();
+    cfg.cluster.self_url = None; // found from `listen`
+    cfg
+}
+
+/// Reads every key of `events` whole and in ranges through `store`,
+/// comparing with the files.
+async fn read_all_events(lake: &Lake, store: &AmazonS3) {
+    for key in ["part-0.parquet", "part-1.parquet", "day=2/part-2.parquet"] {
+        let bytes = std::fs::read(lake.file(key)).unwrap();
+        let path = ObjectPath::from(key);
+        assert_eq!(
+            store.get(&path).await.unwrap().bytes().await.unwrap(),
+            &bytes[..],
+            "{key}"
+        );
+        let mid = bytes.len() / 3..bytes.len() * 2 / 3;
+        assert_eq!(
+            store.get_range(&path, mid.start as u64..mid.end as u64).await.unwrap(),
+            &bytes[mid],
+            "{key}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_api_across_a_fleet_reads_each_chunk_from_its_owner() {
+    let flight = free_addrs(3);
+    let admin = free_addrs(3);
+    let small_pages = |c: &mut ServerConfig| {
+        c.page_size = 1 << 10; // body chunks of 8 KiB: every file spans many
+        c.auth_token = Some("secret".into()); // forwarded reads are signed too
+    };
+    let lake = Lake::start(|c| {
+        small_pages(c);
+        let cache = c.cache_dir.clone();
+        *c = member_config(c, 0, &flight, &admin, &cache);
+    })
+    .await;
+    let mut members = Vec::new();
+    for me in 1..3 {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = member_config(lake.server.engine.config(), me, &flight, &admin, dir.path());
+        members.push((silt_server::start(cfg).await.unwrap(), dir));
+    }
+    let store = lake.signed_client("events", "silt", "secret");
+    read_all_events(&lake, &store).await;
+    assert!(
+        lake.metric("silt_s3_forwarded_total") > 0.0,
+        "chunks owned by other members came from them"
+    );
+    assert_eq!(lake.metric("silt_s3_forward_failures_total"), 0.0);
+    for (m, _) in &members {
+        assert!(metric(m, "silt_s3_requests_total") > 0.0, "every member owns a share");
+    }
+    // DataFusion reading through one member gets the right answer.
+    let ctx = SessionContext::new();
+    let url = url::Url::parse("s3://events").unwrap();
+    ctx.register_object_store(&url, Arc::new(store));
+    ctx.register_parquet("events", "s3://events/", ParquetReadOptions::default())
+        .await
+        .unwrap();
+    // ids 0..28,000 (the archive folder is not the table's).
+    let expected: i64 = (0..28_000i64).map(|i| i * 37 % 1000).sum();
+    assert!(
+        sql(&ctx, "SELECT count(*) AS n, sum(amount) AS s FROM events")
+            .await
+            .contains(&format!("| 28000 | {expected} |")),
+    );
+
+    // A member that is gone: its chunks are read from the store instead.
+    let (gone, _gone_dir) = members.pop().unwrap();
+    gone.shutdown().await.unwrap();
+    let fresh = lake.signed_client("events", "silt", "secret");
+    read_all_events(&lake, &fresh).await;
+    assert!(
+        lake.metric("silt_s3_forward_failures_total") > 0.0,
+        "the gone member's chunks were tried, then read locally"
+    );
+}

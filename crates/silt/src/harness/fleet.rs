@@ -11,6 +11,10 @@
 //! bytes) that change owner when the fleet grows by one server, computed
 //! with the client's rendezvous hash over the data's real layout.
 //!
+//! With `--workers N`, one more run at the largest size sends the queries
+//! through N `silt worker` processes (datafusion-distributed), worker `i`
+//! beside server `i`.
+//!
 //! Every answer is compared with plain DataFusion on the local files.
 
 use std::path::{Path, PathBuf};
@@ -29,6 +33,7 @@ use silt_bench::results::quantile;
 use silt_client::fleet::{Fleet, rendezvous_order, segment_name};
 use silt_client::script::run_script_last_query;
 
+use super::child::{ChildGuard, spawn_and_wait};
 use super::modes::StoreSetup;
 use super::server::{ServerProcess, ServerSpec};
 use super::suite::{Suite, with_ties_broken};
@@ -71,12 +76,19 @@ pub struct FleetArgs {
     /// The shared folder (the TPC-H query texts).
     #[arg(long, default_value = "../shared")]
     shared: PathBuf,
+    /// Also run the workload distributed (datafusion-distributed) over this
+    /// many `silt worker` processes beside the largest fleet's servers; 0:
+    /// no distributed run.
+    #[arg(long, default_value_t = 0)]
+    workers: usize,
 }
 
 /// One fleet size's (or the kill test's) figures.
 #[derive(Debug, Serialize)]
 struct FleetRun {
     servers: usize,
+    /// `silt worker`s the queries ran on (0: the fleet client alone).
+    workers: usize,
     kill: bool,
     cold_pass_s: f64,
     queries: usize,
@@ -90,6 +102,8 @@ struct FleetRun {
     server_cpu_ms_per_query: f64,
     /// Each server's share of that CPU.
     cpu_share: Vec<f64>,
+    /// CPU seconds of all workers per query (0 without workers).
+    worker_cpu_ms_per_query: f64,
 }
 
 /// How much moves when the fleet grows from `from` to `from + 1` servers.
@@ -150,10 +164,13 @@ pub async fn run(args: FleetArgs) -> anyhow::Result<()> {
     let mut runs = Vec::new();
     let largest = args.servers.iter().copied().max().unwrap_or(1);
     for &n in &args.servers {
-        runs.push(run_fleet(&args, &suite, &spec, &work, n, false, &queries).await?);
+        runs.push(run_fleet(&args, &suite, &spec, &work, n, 0, false, &queries).await?);
+    }
+    if args.workers > 0 {
+        runs.push(run_fleet(&args, &suite, &spec, &work, largest, args.workers, false, &queries).await?);
     }
     if largest > 1 {
-        runs.push(run_fleet(&args, &suite, &spec, &work, largest, true, &queries).await?);
+        runs.push(run_fleet(&args, &suite, &spec, &work, largest, 0, true, &queries).await?);
     }
     let movement = (1..=largest)
         .map(|n| movement(&suite, n))
@@ -207,14 +224,26 @@ enum Bad {
     Wrong(String),
 }
 
+/// A `silt worker` child process (killed when dropped) and its URL.
+fn start_worker() -> anyhow::Result<(ChildGuard, String)> {
+    let exe = std::env::current_exe().context("locating the silt executable")?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args(["worker", "--listen", "127.0.0.1:0"]);
+    let (guard, found) = spawn_and_wait(cmd, "silt worker", &[crate::worker::READY], Duration::from_secs(60))?;
+    Ok((guard, found[0].clone()))
+}
+
 /// One fleet of `n` fresh servers: the cold pass, then the timed workload
-/// (with one server killed a third of the way through when `kill`).
+/// (with one server killed a third of the way through when `kill`). With
+/// `workers`, the queries run distributed over that many `silt worker`s.
+#[allow(clippy::too_many_arguments)]
 async fn run_fleet(
     args: &FleetArgs,
     suite: &Suite,
     spec: &ServerSpec,
     work: &Path,
     n: usize,
+    workers: usize,
     kill: bool,
     queries: &Queries,
 ) -> anyhow::Result<FleetRun> {
@@ -222,11 +251,27 @@ async fn run_fleet(
     for _ in 0..n {
         servers.push(ServerProcess::start(spec, suite, work).await?);
     }
+    let mut worker_processes = Vec::new();
+    for _ in 0..workers {
+        worker_processes.push(start_worker()?);
+    }
+    let worker_urls: Vec<String> = worker_processes.iter().map(|(_, url)| url.clone()).collect();
     let urls: Vec<String> = servers.iter().map(|s| s.flight_url.clone()).collect();
     let connect = || async {
+        let fleet = Arc::new(Fleet::connect(&urls, None)?);
+        if !worker_urls.is_empty() {
+            return Ok(silt_client::distributed::coordinator_context(fleet, &worker_urls, None).await?);
+        }
         let ctx = SessionContext::new();
-        silt_client::register_fleet_tables(&ctx, Arc::new(Fleet::connect(&urls, None)?)).await?;
+        silt_client::register_fleet_tables(&ctx, fleet).await?;
         anyhow::Ok(ctx)
+    };
+    let worker_cpu = |processes: &[(ChildGuard, String)]| -> anyhow::Result<f64> {
+        let mut total = 0.0;
+        for (guard, _) in processes {
+            total += silt_bench::procfs::usage(guard.pid())?.cpu_seconds;
+        }
+        Ok(total)
     };
     let ctx = connect().await?;
     let started = Instant::now();
@@ -240,6 +285,7 @@ async fn run_fleet(
         .iter_mut()
         .map(|s| s.usage().map(|u| u.cpu_seconds))
         .collect::<anyhow::Result<_>>()?;
+    let worker_cpu_before = worker_cpu(&worker_processes)?;
 
     let total = args.clients * args.rounds * queries.len();
     let done = Arc::new(AtomicUsize::new(0));
@@ -303,9 +349,11 @@ async fn run_fleet(
         cpu.push(killed_cpu);
     }
     let cpu_total: f64 = cpu.iter().sum();
+    let workers_cpu = worker_cpu(&worker_processes)? - worker_cpu_before;
     latencies.sort_by(f64::total_cmp);
     let run = FleetRun {
         servers: n,
+        workers,
         kill,
         cold_pass_s,
         queries: total,
@@ -317,10 +365,16 @@ async fn run_fleet(
         p95_ms: quantile(&latencies, 0.95),
         server_cpu_ms_per_query: cpu_total * 1e3 / total as f64,
         cpu_share: cpu.iter().map(|c| c / cpu_total.max(1e-9)).collect(),
+        worker_cpu_ms_per_query: workers_cpu * 1e3 / total as f64,
     };
     println!(
-        "  fleet of {n}{}: cold pass {:.1} s, {:.2} queries/s, p50 {:.0} ms, p95 {:.0} ms, {:.0} server CPU ms/query, {} failed, {} wrong{}",
+        "  fleet of {n}{}{}: cold pass {:.1} s, {:.2} queries/s, p50 {:.0} ms, p95 {:.0} ms, {:.0} server CPU ms/query, {} failed, {} wrong{}",
         if kill { " (kill test)" } else { "" },
+        if workers > 0 {
+            format!(" on {workers} workers")
+        } else {
+            String::new()
+        },
         run.cold_pass_s,
         run.queries_per_second,
         run.p50_ms,
@@ -375,12 +429,13 @@ fn render(r: &FleetReport) -> String {
         "# {} — TPC-H through a fleet of liquid servers\n\nData: {}. Store: {} ms per request, {} MB/s. {} clients, {} passes each over the queries (closed loop); every answer checked against plain DataFusion. All servers and clients share this machine.\n\n",
         r.name, r.data, r.store_latency_ms, r.store_mbps, r.clients, r.rounds
     );
-    s.push_str("| servers | kill test | cold pass (s) | queries | failed | wrong | queries/s | p50 (ms) | p95 (ms) | server CPU ms/query | CPU share per server |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+    s.push_str("| servers | workers | kill test | cold pass (s) | queries | failed | wrong | queries/s | p50 (ms) | p95 (ms) | server CPU ms/query | worker CPU ms/query | CPU share per server |\n|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
     for run in &r.runs {
         let shares: Vec<String> = run.cpu_share.iter().map(|c| format!("{:.0}%", c * 100.0)).collect();
         s.push_str(&format!(
-            "| {} | {} | {:.1} | {} | {} | {} | {:.2} | {:.0} | {:.0} | {:.0} | {} |\n",
+            "| {} | {} | {} | {:.1} | {} | {} | {} | {:.2} | {:.0} | {:.0} | {:.0} | {:.0} | {} |\n",
             run.servers,
+            run.workers,
             if run.kill { "yes" } else { "no" },
             run.cold_pass_s,
             run.queries,
@@ -390,10 +445,11 @@ fn render(r: &FleetReport) -> String {
             run.p50_ms,
             run.p95_ms,
             run.server_cpu_ms_per_query,
+            run.worker_cpu_ms_per_query,
             shares.join(" / ")
         ));
     }
-    s.push_str("\n## Row groups that change owner when one server joins (rendezvous hashing over the data's layout)\n\n| from | to | row groups | moved (row groups) | moved (bytes) | ideal |\n|---:|---:|---:|---:|---:|---:|\n");
+    s.push_str("\n## Row groups that change owner when one server joins (rendezvous hashing over the data's layout)\n\nWhen that server leaves again, exactly the same row groups move back (the ones it owned), so the shares are those of a leave too.\n\n| from | to | row groups | moved (row groups) | moved (bytes) | ideal |\n|---:|---:|---:|---:|---:|---:|\n");
     for m in &r.movement {
         s.push_str(&format!(
             "| {} | {} | {} | {:.3} | {:.3} | {:.3} |\n",

@@ -1,0 +1,339 @@
+//! Distributed compute over Silt scans, on `datafusion-distributed`.
+//!
+//! A *coordinator* ([`coordinator_context`]) plans a query with
+//! DataFusion and the distributed planner; its leaf scans are
+//! [`SiltScanExec`]s over a [`Fleet`] of cache servers. The planner splits
+//! each leaf into one task per worker ([`scale_up_scan`]): task `i` reads
+//! the row groups its [`TaskShare`] gives it, which are those owned (by the
+//! fleet's rendezvous hash, [`crate::fleet`]) by the cache server beside
+//! worker `i`, and [`route_scan_tasks`] sends task `i` to worker `i`. So a
+//! worker scans its own cache server's segments, and the layer above the
+//! scan (joins, aggregates, shuffles) is `datafusion-distributed`'s.
+//!
+//! *Workers* ([`worker`], `silt worker`) run the stages they are sent. A
+//! leaf scan crosses the network through [`SiltScanCodec`], registered on
+//! both sides: it carries the scan request, its schema, the fleet's URLs
+//! and the task's share, and a worker rebuilds the scan over a fleet of
+//! those URLs (one per list, connected lazily, kept for later queries).
+//!
+//! **Pairing.** Worker `i` of `--workers` is beside fleet member
+//! `i mod N` of `--server` (N members): give both lists in the same order,
+//! one worker per cache server. A member with no worker beside it still
+//! owns its segments: they go to the task whose home comes next in their
+//! rendezvous order, and that worker reads them from their owner.
+//!
+//! Not carried across: hash joins' dynamic filters on a scan (the join
+//! still checks every key; the scan then reads rows the filter would have
+//! dropped), and the compute-side cache (a worker keeps none). A worker
+//! that is down fails the query (`datafusion-distributed` does not retry
+//! tasks); a cache server that is down fails over as in any fleet scan.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use datafusion::arrow::datatypes::Schema;
+use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+use datafusion::common::{exec_datafusion_err, internal_err};
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::{SessionStateBuilder, TaskContext};
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion_distributed::{
+    DesiredTaskCountEvent, DesiredTaskCountEventResponse, DistributedExt, DistributedLeafExec, RouteTasksEvent,
+    RouteTasksEventResponse, ScaleUpLeafNodeEvent, ScaleUpLeafNodeEventResponse, SessionStateBuilderExt, Worker,
+    WorkerQueryContext, WorkerResolver,
+};
+use datafusion_proto::physical_plan::{PhysicalExtensionCodec, PhysicalProtoConverterExtension};
+use prost::Message;
+use silt_proto::ScanRequest;
+use url::Url;
+
+use crate::client::SiltClient;
+use crate::exec::{ScanParts, SiltScanExec};
+use crate::fleet::{Fleet, TaskShare};
+
+/// The workers of a coordinator and the fleet member beside each: what
+/// the task handlers read from the session's config.
+#[derive(Debug, Clone)]
+pub struct Workers {
+    /// Worker URLs (`http://host:port`), in task order.
+    urls: Vec<Url>,
+    /// Per worker, the fleet member beside it ([`SiltClient::url`]).
+    homes: Vec<String>,
+}
+
+impl Workers {
+    /// `workers` paired in order with `fleet`'s members (worker `i` beside
+    /// member `i mod N`).
+    pub fn pair(workers: &[String], fleet: &Fleet) -> Result<Self> {
+        if workers.is_empty() {
+            return Err(exec_datafusion_err!("a distributed query needs at least one worker"));
+        }
+        let members: Vec<String> = fleet.clients().map(|c| c.url().to_string()).collect();
+        let urls = workers
+            .iter()
+            .map(|w| {
+                let w = w.trim().replacen("grpc://", "http://", 1);
+                Url::parse(&w).map_err(|e| exec_datafusion_err!("worker URL {w:?}: {e}"))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let homes = (0..urls.len()).map(|i| members[i % members.len()].clone()).collect();
+        Ok(Workers { urls, homes })
+    }
+
+    /// The share of task `task` of `tasks` (the planner may use fewer
+    /// tasks than there are workers: then the first `tasks` workers).
+    fn share(&self, task: usize, tasks: usize) -> TaskShare {
+        TaskShare {
+            task,
+            homes: self.homes.iter().take(tasks.max(1)).cloned().collect(),
+        }
+    }
+}
+
+impl WorkerResolver for Workers {
+    fn get_urls(&self) -> Result<Vec<Url>> {
+        Ok(self.urls.clone())
+    }
+}
+
+/// A coordinating context over `fleet` and `workers`: the fleet's tables
+/// registered, the distributed planner on, Silt scans split by
+/// [`TaskShare`] and routed to the workers beside their cache servers.
+pub async fn coordinator_context(
+    fleet: Arc<Fleet>,
+    workers: &[String],
+    token: Option<String>,
+) -> Result<SessionContext> {
+    let workers = Workers::pair(workers, &fleet)?;
+    let config = SessionConfig::new()
+        .with_information_schema(true)
+        .with_extension(Arc::new(workers.clone()));
+    let state = SessionStateBuilder::new()
+        .with_default_features()
+        .with_config(config)
+        .with_distributed_worker_resolver(workers)
+        .with_distributed_planner()
+        .with_distributed_user_codec_arc(Arc::new(SiltScanCodec::new(token)))
+        .with_distributed_desired_task_count_handler(desired_scan_tasks)
+        .with_distributed_scale_up_leaf_node_handler(scale_up_scan)
+        .with_distributed_route_tasks_handler(route_scan_tasks)
+        .build();
+    let ctx = SessionContext::new_with_state(state);
+    crate::register_fleet_tables(&ctx, fleet).await?;
+    Ok(ctx)
+}
+
+/// A worker that runs distributed stages whose leaves are Silt scans,
+/// reading from the cache servers with `token`. Serve it with
+/// `tonic::transport::Server::builder().add_service(worker.into_worker_server())`.
+pub fn worker(token: Option<String>) -> (Worker, Arc<SiltScanCodec>) {
+    let codec = Arc::new(SiltScanCodec::new(token));
+    let shared = codec.clone();
+    let worker = Worker::from_session_builder(move |ctx: WorkerQueryContext| {
+        let codec: Arc<dyn PhysicalExtensionCodec> = shared.clone();
+        async move { Ok(ctx.builder.with_distributed_user_codec_arc(codec).build()) }
+    });
+    (worker, codec)
+}
+
+/// Serves a [`worker`] on `listener` until `shutdown` completes.
+pub async fn serve_worker(
+    listener: tokio::net::TcpListener,
+    token: Option<String>,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) -> std::result::Result<(), tonic::transport::Error> {
+    let (worker, _codec) = worker(token);
+    serve_worker_with(listener, worker, shutdown).await
+}
+
+/// Serves `worker` on `listener` until `shutdown` completes.
+pub async fn serve_worker_with(
+    listener: tokio::net::TcpListener,
+    worker: Worker,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) -> std::result::Result<(), tonic::transport::Error> {
+    tonic::transport::Server::builder()
+        .add_service(worker.into_worker_server())
+        .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), shutdown)
+        .await
+}
+
+/// Every Silt scan runs on as many tasks as there are workers.
+fn desired_scan_tasks(event: DesiredTaskCountEvent) -> Option<Result<DesiredTaskCountEventResponse>> {
+    event.plan.downcast_ref::<SiltScanExec>()?;
+    let workers = event.session_config.get_extension::<Workers>()?;
+    Some(Ok(DesiredTaskCountEventResponse::desired(workers.urls.len())))
+}
+
+/// A Silt scan becomes one variant per task, each reading its share.
+fn scale_up_scan(event: ScaleUpLeafNodeEvent) -> Option<Result<ScaleUpLeafNodeEventResponse>> {
+    let scan = event.plan.downcast_ref::<SiltScanExec>()?;
+    let Some(workers) = event.session_config.get_extension::<Workers>() else {
+        return Some(internal_err!(
+            "a distributed Silt scan without its workers in the session"
+        ));
+    };
+    if scan.fleet().is_none() {
+        return Some(internal_err!("a distributed Silt scan needs a fleet table"));
+    }
+    let variants = (0..event.task_count)
+        .map(|task| Arc::new(scan.with_share(workers.share(task, event.task_count))) as Arc<dyn ExecutionPlan>);
+    Some(
+        DistributedLeafExec::try_new(Arc::clone(event.plan), variants)
+            .map(|leaf| ScaleUpLeafNodeEventResponse::new(Arc::new(leaf))),
+    )
+}
+
+/// A stage whose leaf is a split Silt scan sends task `i` to worker `i`,
+/// the one beside the cache server that owns its share.
+fn route_scan_tasks(event: RouteTasksEvent) -> Option<Result<RouteTasksEventResponse>> {
+    let workers = event.task_ctx.session_config().get_extension::<Workers>()?;
+    let mut scans = false;
+    let walk = event.plan.apply(|node| {
+        if let Some(leaf) = node.downcast_ref::<DistributedLeafExec>()
+            && leaf.original().downcast_ref::<SiltScanExec>().is_some()
+        {
+            scans = true;
+            return Ok(TreeNodeRecursion::Stop);
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    if let Err(e) = walk {
+        return Some(Err(e));
+    }
+    if !scans {
+        return None;
+    }
+    let urls = (0..event.task_count)
+        .map(|i| workers.urls[i % workers.urls.len()].clone())
+        .collect();
+    Some(Ok(RouteTasksEventResponse::new(urls)))
+}
+
+/// A Silt scan on the wire between coordinator and worker.
+#[derive(Clone, PartialEq, Message)]
+struct DistributedScan {
+    /// The [`ScanRequest`], encoded.
+    #[prost(bytes = "vec", tag = "1")]
+    request: Vec<u8>,
+    /// The output schema, a `datafusion_proto` `Schema`.
+    #[prost(bytes = "vec", tag = "2")]
+    schema: Vec<u8>,
+    #[prost(string, repeated, tag = "3")]
+    filter_text: Vec<String>,
+    #[prost(string, optional, tag = "4")]
+    aggregate_text: Option<String>,
+    #[prost(uint64, optional, tag = "5")]
+    num_rows: Option<u64>,
+    /// The fleet's members, in the coordinator's order.
+    #[prost(string, repeated, tag = "6")]
+    servers: Vec<String>,
+    #[prost(uint64, optional, tag = "7")]
+    task: Option<u64>,
+    #[prost(string, repeated, tag = "8")]
+    homes: Vec<String>,
+    #[prost(string, repeated, tag = "9")]
+    query_tables: Vec<String>,
+}
+
+/// Encodes [`SiltScanExec`] for `datafusion-distributed` and rebuilds it
+/// on a worker over a fleet of the coordinator's servers.
+#[derive(Debug)]
+pub struct SiltScanCodec {
+    token: Option<String>,
+    /// One fleet per list of servers seen, so a worker keeps its
+    /// connections (and its members' health) across queries.
+    fleets: Mutex<HashMap<Vec<String>, Arc<Fleet>>>,
+    decoded: AtomicU64,
+}
+
+impl SiltScanCodec {
+    pub fn new(token: Option<String>) -> Self {
+        SiltScanCodec {
+            token,
+            fleets: Mutex::new(HashMap::new()),
+            decoded: AtomicU64::new(0),
+        }
+    }
+
+    /// Silt scans this codec has rebuilt (on a worker: tasks it ran).
+    pub fn scans_decoded(&self) -> u64 {
+        self.decoded.load(Ordering::Relaxed)
+    }
+
+    fn fleet(&self, servers: Vec<String>) -> Result<Arc<Fleet>> {
+        let mut fleets = self.fleets.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(fleet) = fleets.get(&servers) {
+            return Ok(fleet.clone());
+        }
+        let fleet = Arc::new(Fleet::connect(&servers, self.token.clone())?);
+        fleets.insert(servers, fleet.clone());
+        Ok(fleet)
+    }
+}
+
+impl PhysicalExtensionCodec for SiltScanCodec {
+    fn try_decode(
+        &self,
+        buf: &[u8],
+        _inputs: &[Arc<dyn ExecutionPlan>],
+        _ctx: &TaskContext,
+        _proto_converter: &dyn PhysicalProtoConverterExtension,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let wire = DistributedScan::decode(buf).map_err(|e| DataFusionError::External(Box::new(e)))?;
+        let request =
+            ScanRequest::decode(wire.request.as_slice()).map_err(|e| DataFusionError::External(Box::new(e)))?;
+        let schema = datafusion_proto::protobuf::Schema::decode(wire.schema.as_slice())
+            .map_err(|e| DataFusionError::External(Box::new(e)))?;
+        let schema = Arc::new(Schema::try_from(&schema)?);
+        let share = wire.task.map(|task| TaskShare {
+            task: task as usize,
+            homes: wire.homes.clone(),
+        });
+        let query_tables: Arc<[String]> = Arc::from(wire.query_tables);
+        let scan = SiltScanExec::from_parts(
+            self.fleet(wire.servers)?,
+            ScanParts {
+                request: &request,
+                schema: &schema,
+                filter_text: &wire.filter_text,
+                aggregate_text: wire.aggregate_text.as_deref(),
+                num_rows: wire.num_rows.map(|n| n as usize),
+                share: share.as_ref(),
+                query_tables: &query_tables,
+            },
+        )?;
+        self.decoded.fetch_add(1, Ordering::Relaxed);
+        Ok(Arc::new(scan))
+    }
+
+    fn try_encode(
+        &self,
+        node: Arc<dyn ExecutionPlan>,
+        buf: &mut Vec<u8>,
+        _proto_converter: &dyn PhysicalProtoConverterExtension,
+    ) -> Result<()> {
+        let Some(scan) = node.downcast_ref::<SiltScanExec>() else {
+            return internal_err!("SiltScanCodec cannot encode {}", node.name());
+        };
+        let Some(fleet) = scan.fleet() else {
+            return internal_err!("a Silt scan sent to a worker needs a fleet table");
+        };
+        let parts = scan.parts();
+        let schema = datafusion_proto::protobuf::Schema::try_from(parts.schema.as_ref())?;
+        let wire = DistributedScan {
+            request: parts.request.encode_to_vec(),
+            schema: schema.encode_to_vec(),
+            filter_text: parts.filter_text.to_vec(),
+            aggregate_text: parts.aggregate_text.map(str::to_string),
+            num_rows: parts.num_rows.map(|n| n as u64),
+            servers: fleet.clients().map(|c| SiltClient::url(c).to_string()).collect(),
+            task: parts.share.map(|s| s.task as u64),
+            homes: parts.share.map(|s| s.homes.clone()).unwrap_or_default(),
+            query_tables: parts.query_tables.to_vec(),
+        };
+        wire.encode(buf).map_err(|e| DataFusionError::External(Box::new(e)))
+    }
+}

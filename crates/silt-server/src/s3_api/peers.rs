@@ -1,0 +1,252 @@
+//! The S3 API across a fleet (`[cluster]` with `admin` URLs): every member
+//! answers a GET for any key, and each body chunk (a span of
+//! [`super::BODY_CHUNK_PAGES`] pages, the unit a response reads) is read
+//! from the member that owns it, so the fleet caches each chunk once and
+//! behaves as one cache to byte readers.
+//!
+//! **Ownership.** The chunk `n` of key `k` in table `t` is the segment
+//! `t/k@n`, owned by the member with the highest rendezvous weight
+//! ([`silt_proto::placement`], the hash the Flight clients place row groups
+//! with) among `cluster.servers`.
+//!
+//! **Forwarding.** A non-owner reads the chunk with a ranged GET from the
+//! owner's S3 API, signed with this fleet's S3 key (members share their
+//! config) and marked [`FORWARDED`], so the owner serves it from its own
+//! tiers and never forwards again. The owner's answer is used only when its
+//! ETag is the version this response is pinned to; otherwise (the object
+//! changed, or the owner cannot be reached, or it fails) the chunk is read
+//! locally, from the store through this member's tiers, as without a
+//! fleet. A member that fails in transport is skipped for [`BACKOFF`].
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use metrics::Counter;
+use object_store::aws::{AmazonS3, AmazonS3Builder};
+use object_store::path::Path as ObjectPath;
+use object_store::{ClientOptions, GetOptions, GetRange, ObjectStore, RetryConfig};
+
+use crate::config::ServerConfig;
+use crate::metrics::ServerMetrics;
+
+/// The header that marks a GET forwarded by a member: its receiver serves
+/// it from its own tiers, whoever owns it.
+pub const FORWARDED: &str = "x-silt-forwarded";
+
+/// How long a member that failed a forwarded read is skipped.
+pub const BACKOFF: Duration = Duration::from_secs(15);
+
+/// Deadline of one forwarded read: a chunk is at most 8 pages.
+const FORWARD_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Where one response's chunks may come from: `key` of `table` in `peers`.
+pub struct PeerRoute {
+    pub peers: Arc<Peers>,
+    pub table: String,
+    pub key: String,
+}
+
+impl PeerRoute {
+    /// `span` (chunk number `chunk`) from its owner, when that is another
+    /// member and it answers with the version tagged `etag`.
+    pub async fn read(&self, chunk: u64, span: Range<u64>, etag: &str) -> Option<Bytes> {
+        let owner = self.peers.remote_owner(&self.table, &self.key, chunk)?;
+        self.peers.read(owner, &self.table, &self.key, span, etag).await
+    }
+}
+
+/// One other member of the fleet.
+struct Peer {
+    /// Its admin listener (`http://host:port`).
+    admin: String,
+    down_until: Mutex<Option<Instant>>,
+}
+
+/// This server's view of its fleet, for the S3 API.
+pub struct Peers {
+    /// `cluster.servers`, as placement names them.
+    members: Vec<String>,
+    me: usize,
+    peers: Vec<Peer>,
+    /// The S3 key the fleet's API is signed with, if any.
+    key: Option<(String, String)>,
+    /// One client per (member, table), made on first use.
+    clients: Mutex<HashMap<(usize, String), Arc<AmazonS3>>>,
+    forwarded: Counter,
+    failures: Counter,
+}
+
+impl Peers {
+    /// The fleet of `config`, or `None` when GETs are not forwarded (no
+    /// `[cluster]` with `admin` URLs, or a fleet of one).
+    pub fn from_config(config: &ServerConfig, metrics: &ServerMetrics) -> Option<Peers> {
+        let cluster = &config.cluster;
+        if cluster.admin.len() < 2 || cluster.admin.len() != cluster.servers.len() {
+            return None;
+        }
+        let me = cluster.self_index(config.listen).ok()?;
+        Some(Peers {
+            members: cluster
+                .servers
+                .iter()
+                .map(|s| s.trim().trim_end_matches('/').replacen("grpc://", "http://", 1))
+                .collect(),
+            me,
+            peers: cluster
+                .admin
+                .iter()
+                .map(|a| Peer {
+                    admin: a.trim_end_matches('/').to_string(),
+                    down_until: Mutex::new(None),
+                })
+                .collect(),
+            key: config.s3_api_key(),
+            clients: Mutex::new(HashMap::new()),
+            forwarded: metrics.s3_forwarded.clone(),
+            failures: metrics.s3_forward_failures.clone(),
+        })
+    }
+
+    /// The member that owns chunk `chunk` of `key` in `table`, when it is
+    /// another member that is not in back-off.
+    pub fn remote_owner(&self, table: &str, key: &str, chunk: u64) -> Option<usize> {
+        let members: Vec<&str> = self.members.iter().map(String::as_str).collect();
+        let segment = format!("{table}/{key}@{chunk}");
+        let owner = silt_proto::placement::rendezvous_order(&members, &segment)[0];
+        (owner != self.me && !self.is_down(owner)).then_some(owner)
+    }
+
+    fn is_down(&self, i: usize) -> bool {
+        let until = self.peers[i].down_until.lock().unwrap_or_else(|p| p.into_inner());
+        until.is_some_and(|t| Instant::now() < t)
+    }
+
+    /// `span` of `key` read from member `owner`, if it answers with the
+    /// version whose entity tag is `etag`; `None` (read it locally) when it
+    /// does not.
+    pub async fn read(&self, owner: usize, table: &str, key: &str, span: Range<u64>, etag: &str) -> Option<Bytes> {
+        let Ok(path) = ObjectPath::parse(key) else {
+            return None; // a key object_store cannot name: served locally
+        };
+        let client = match self.client(owner, table) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(peer = %self.peers[owner].admin, error = %e, "S3 API: no client for a fleet member");
+                return None;
+            }
+        };
+        let options = GetOptions {
+            range: Some(GetRange::Bounded(span.clone())),
+            ..Default::default()
+        };
+        let answer = async {
+            let result = client.get_opts(&path, options).await?;
+            let tag = result.meta.e_tag.clone().unwrap_or_default();
+            let bytes = result.bytes().await?;
+            Ok::<_, object_store::Error>((tag, bytes))
+        }
+        .await;
+        match answer {
+            Ok((tag, bytes)) if tag.trim_matches('"') == etag && bytes.len() as u64 == span.end - span.start => {
+                self.forwarded.increment(1);
+                Some(bytes)
+            }
+            Ok((tag, _)) => {
+                tracing::debug!(peer = %self.peers[owner].admin, %key, %tag, expected = %etag, "S3 API: a fleet member holds another version; reading locally");
+                None
+            }
+            Err(e) => {
+                self.failures.increment(1);
+                if !matches!(
+                    e,
+                    object_store::Error::NotFound { .. } | object_store::Error::Precondition { .. }
+                ) {
+                    tracing::warn!(peer = %self.peers[owner].admin, error = %e, "S3 API: a fleet member failed a forwarded read; reading locally, skipping it for {BACKOFF:?}");
+                    *self.peers[owner].down_until.lock().unwrap_or_else(|p| p.into_inner()) =
+                        Some(Instant::now() + BACKOFF);
+                }
+                None
+            }
+        }
+    }
+
+    /// The S3 client of `table` on member `owner`.
+    fn client(&self, owner: usize, table: &str) -> object_store::Result<Arc<AmazonS3>> {
+        let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = clients.get(&(owner, table.to_string())) {
+            return Ok(c.clone());
+        }
+        let mut headers = axum::http::HeaderMap::new();
+        headers.insert(FORWARDED, axum::http::HeaderValue::from_static("1"));
+        let options = ClientOptions::new()
+            .with_allow_http(true)
+            .with_timeout(FORWARD_TIMEOUT)
+            .with_connect_timeout(Duration::from_secs(2))
+            .with_default_headers(headers);
+        let mut builder = AmazonS3Builder::new()
+            .with_endpoint(format!("{}/s3", self.peers[owner].admin))
+            .with_bucket_name(table)
+            .with_region("us-east-1")
+            .with_virtual_hosted_style_request(false)
+            .with_client_options(options)
+            .with_retry(RetryConfig {
+                max_retries: 0,
+                ..Default::default()
+            });
+        builder = match &self.key {
+            Some((id, secret)) => builder.with_access_key_id(id).with_secret_access_key(secret),
+            None => builder.with_skip_signature(true),
+        };
+        let client = Arc::new(builder.build()?);
+        clients.insert((owner, table.to_string()), client.clone());
+        Ok(client)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fleet(me: &str) -> Peers {
+        let mut config = ServerConfig::default();
+        config.cluster.servers = (0..3).map(|i| format!("http://127.0.0.1:5005{i}")).collect();
+        config.cluster.admin = (0..3).map(|i| format!("http://127.0.0.1:909{i}")).collect();
+        config.cluster.self_url = Some(me.to_string());
+        Peers::from_config(&config, &ServerMetrics::new()).expect("a fleet of three")
+    }
+
+    #[test]
+    fn members_agree_on_owners_and_each_chunk_has_one() {
+        let members: Vec<Peers> = (0..3).map(|i| fleet(&format!("http://127.0.0.1:5005{i}"))).collect();
+        let mut owned = [0usize; 3];
+        for chunk in 0..3000 {
+            let remote: Vec<Option<usize>> = members
+                .iter()
+                .map(|p| p.remote_owner("t", "a.parquet", chunk))
+                .collect();
+            // Exactly one member finds itself the owner; the others name it.
+            let locals: Vec<usize> = (0..3).filter(|&i| remote[i].is_none()).collect();
+            assert_eq!(locals.len(), 1, "{remote:?}");
+            let owner = locals[0];
+            owned[owner] += 1;
+            for (i, r) in remote.iter().enumerate() {
+                if i != owner {
+                    assert_eq!(*r, Some(owner));
+                }
+            }
+        }
+        for o in owned {
+            assert!((o as f64 / 3000.0 - 1.0 / 3.0).abs() < 0.05, "{owned:?}");
+        }
+    }
+
+    #[test]
+    fn no_fleet_without_admin_urls() {
+        let mut config = ServerConfig::default();
+        config.cluster.servers = vec!["http://127.0.0.1:50051".into(), "http://127.0.0.1:50052".into()];
+        assert!(Peers::from_config(&config, &ServerMetrics::new()).is_none());
+    }
+}
