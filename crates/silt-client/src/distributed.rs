@@ -125,6 +125,14 @@ pub async fn coordinator_context(
     Ok(ctx)
 }
 
+/// The distributed plan of `sql` in `ctx` (a [`coordinator_context`]), as
+/// text: its stages, their tasks and the workers they run on. (`EXPLAIN`
+/// shows DataFusion's plan before the distributed planner splits it.)
+pub async fn explain(ctx: &SessionContext, sql: &str) -> Result<String> {
+    let plan = ctx.sql(sql).await?.create_physical_plan().await?;
+    Ok(datafusion_distributed::display_plan_ascii(plan.as_ref(), false))
+}
+
 /// A worker that runs distributed stages whose leaves are Silt scans,
 /// reading from the cache servers with `token`. Serve it with
 /// `tonic::transport::Server::builder().add_service(worker.into_worker_server())`.

@@ -492,6 +492,38 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_cluster_section_names_this_server_and_its_peers() {
+        let text = r#"
+            listen = "127.0.0.1:50052"
+            [cluster]
+            servers = ["http://127.0.0.1:50051", "grpc://127.0.0.1:50052", "http://127.0.0.1:50053"]
+            admin = ["http://127.0.0.1:9091", "http://127.0.0.1:9092", "http://127.0.0.1:9093"]
+        "#;
+        let config: ServerConfig = toml::from_str(text).unwrap();
+        config.validate().unwrap();
+        assert_eq!(
+            config.cluster.self_index(config.listen).unwrap(),
+            1,
+            "found by --listen"
+        );
+        let mut named = config.clone();
+        named.cluster.self_url = Some("http://127.0.0.1:50053".into());
+        assert_eq!(named.cluster.self_index(named.listen).unwrap(), 2, "cluster.self wins");
+        named.cluster.self_url = Some("http://elsewhere:1".into());
+        assert!(named.validate().is_err(), "self must be a member");
+        let mut short = config.clone();
+        short.cluster.admin.pop();
+        let err = short.validate().unwrap_err().to_string();
+        assert!(err.contains("one per server"), "{err}");
+        let mut stranger = config;
+        stranger.listen = "127.0.0.1:60000".parse().unwrap();
+        assert!(
+            stranger.validate().is_err(),
+            "a server that is no member must say which it is"
+        );
+    }
+
+    #[test]
     fn parses_sizes() {
         assert_eq!(parse_bytes("1024").unwrap(), 1024);
         assert_eq!(parse_bytes("64MiB").unwrap(), 64 << 20);

@@ -171,6 +171,10 @@ pub async fn run(mut args: QueryArgs) -> anyhow::Result<()> {
         (None, Some(f)) => std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
         (None, None) => return shell(&ctx, args.format).await,
     };
+    if args.explain && args.distributed {
+        println!("{}", silt_client::distributed::explain(&ctx, &sql).await?);
+        return Ok(());
+    }
     let sql = if args.explain { format!("EXPLAIN {sql}") } else { sql };
     execute(&ctx, &sql, args.format, false).await
 }

@@ -35,19 +35,11 @@ async fn tpch_through_two_workers_and_three_servers_matches_datafusion() {
     let ctx = coordinator_context(fleet, &[w1, w2], None).await.unwrap();
 
     // The plan is distributed: its scans are split into tasks per worker.
-    // (`EXPLAIN` shows DataFusion's own plan; the distributed planner runs
-    // when a physical plan is made.)
-    let plan = ctx
-        .sql("SELECT l_returnflag, count(*) FROM lineitem GROUP BY 1")
-        .await
-        .unwrap()
-        .create_physical_plan()
+    let text = silt_client::distributed::explain(&ctx, "SELECT l_returnflag, count(*) FROM lineitem GROUP BY 1")
         .await
         .unwrap();
-    let text = datafusion::physical_plan::displayable(plan.as_ref())
-        .indent(true)
-        .to_string();
     assert!(text.contains("DistributedExec"), "{text}");
+    assert!(text.contains("task=1/2"), "the scan is split into two tasks: {text}");
 
     let base = baseline().await;
     let tpch: Vec<String> = (1..=22).map(|n| format!("q{n:02}.sql")).collect();
