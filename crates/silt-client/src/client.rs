@@ -108,9 +108,7 @@ impl SiltClient {
 
     /// The normalized URL and the endpoint settings of `url`.
     fn endpoint(url: &str) -> Result<(String, Endpoint), ClientError> {
-        let http_url = url
-            .replacen("grpc://", "http://", 1)
-            .replacen("grpc+tcp://", "http://", 1);
+        let http_url = silt_proto::placement::member_name(url);
         let endpoint = Endpoint::from_shared(http_url.clone())
             .map_err(|_| ClientError::Url(url.to_string()))?
             .connect_timeout(Duration::from_secs(10))

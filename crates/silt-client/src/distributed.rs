@@ -47,6 +47,7 @@ use datafusion_distributed::{
 use datafusion_proto::physical_plan::{PhysicalExtensionCodec, PhysicalProtoConverterExtension};
 use prost::Message;
 use silt_proto::ScanRequest;
+use silt_proto::placement::member_name;
 use url::Url;
 
 use crate::client::SiltClient;
@@ -134,10 +135,12 @@ pub async fn explain(ctx: &SessionContext, sql: &str) -> Result<String> {
 }
 
 /// A worker that runs distributed stages whose leaves are Silt scans,
-/// reading from the cache servers with `token`. Serve it with
-/// `tonic::transport::Server::builder().add_service(worker.into_worker_server())`.
-pub fn worker(token: Option<String>) -> (Worker, Arc<SiltScanCodec>) {
-    let codec = Arc::new(SiltScanCodec::new(token));
+/// reading from the cache servers with `token`. With `servers`, it reads
+/// only from those (a plan naming others is refused): a worker with a
+/// token must be given them, or any plan could send the token anywhere.
+/// Serve it with [`serve_worker_with`].
+pub fn worker(token: Option<String>, servers: Option<Vec<String>>) -> (Worker, Arc<SiltScanCodec>) {
+    let codec = Arc::new(SiltScanCodec::new(token).serving_only(servers));
     let shared = codec.clone();
     let worker = Worker::from_session_builder(move |ctx: WorkerQueryContext| {
         let codec: Arc<dyn PhysicalExtensionCodec> = shared.clone();
@@ -150,9 +153,10 @@ pub fn worker(token: Option<String>) -> (Worker, Arc<SiltScanCodec>) {
 pub async fn serve_worker(
     listener: tokio::net::TcpListener,
     token: Option<String>,
+    servers: Option<Vec<String>>,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> std::result::Result<(), tonic::transport::Error> {
-    let (worker, _codec) = worker(token);
+    let (worker, _codec) = worker(token, servers);
     serve_worker_with(listener, worker, shutdown).await
 }
 
@@ -251,16 +255,24 @@ struct DistributedScan {
 #[derive(Debug)]
 pub struct SiltScanCodec {
     token: Option<String>,
+    /// The servers a worker may read from ([`member_name`]s); `None`: any.
+    allowed: Option<Vec<String>>,
     /// One fleet per list of servers seen, so a worker keeps its
     /// connections (and its members' health) across queries.
     fleets: Mutex<HashMap<Vec<String>, Arc<Fleet>>>,
     decoded: AtomicU64,
 }
 
+/// Fleets a codec keeps at most (lists of servers seen); past that they
+/// are dropped and made again on use.
+const MAX_FLEETS: usize = 16;
+
 impl SiltScanCodec {
+    /// A codec whose scans read the servers with `token`.
     pub fn new(token: Option<String>) -> Self {
         SiltScanCodec {
             token,
+            allowed: None,
             fleets: Mutex::new(HashMap::new()),
             decoded: AtomicU64::new(0),
         }
@@ -271,8 +283,24 @@ impl SiltScanCodec {
         self.decoded.load(Ordering::Relaxed)
     }
 
+    /// This codec reading only from `servers` (`None`: from any).
+    pub fn serving_only(mut self, servers: Option<Vec<String>>) -> Self {
+        self.allowed = servers.map(|s| s.iter().map(|u| member_name(u)).collect());
+        self
+    }
+
     fn fleet(&self, servers: Vec<String>) -> Result<Arc<Fleet>> {
+        if let Some(allowed) = &self.allowed
+            && let Some(other) = servers.iter().find(|s| !allowed.contains(&member_name(s)))
+        {
+            return Err(exec_datafusion_err!(
+                "this worker reads only from the servers it was started with (--servers), not {other}"
+            ));
+        }
         let mut fleets = self.fleets.lock().unwrap_or_else(|p| p.into_inner());
+        if fleets.len() >= MAX_FLEETS && !fleets.contains_key(&servers) {
+            fleets.clear();
+        }
         if let Some(fleet) = fleets.get(&servers) {
             return Ok(fleet.clone());
         }

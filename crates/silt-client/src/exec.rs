@@ -26,7 +26,7 @@ use silt_proto::{QueryContext, ScanRequest};
 
 use crate::client::{ClientError, SiltClient};
 use crate::fleet::{Fleet, TaskShare};
-use crate::hybrid::{LocalPlan, PathCounters};
+use crate::hybrid::{LocalPlan, PathCounters, RowGroup};
 use crate::join_filter;
 
 /// Streams the result of a pushed-down scan from a Silt server. In `EXPLAIN`
@@ -52,6 +52,10 @@ pub struct SiltScanExec {
     /// When this scan is one task of a distributed query: the row groups
     /// it reads ([`crate::fleet::TaskShare`]).
     share: Option<Arc<TaskShare>>,
+    /// In a distributed query: the layout the coordinator planned with
+    /// (`None` for a table without one, a view), so every task reads its
+    /// share of one listing ([`crate::distributed`]).
+    planned: Option<Arc<[RowGroup]>>,
     /// Every Silt table of the plan this scan is part of
     /// ([`crate::query_context`]); empty until the plan is final.
     query_tables: Arc<[String]>,
@@ -84,6 +88,7 @@ impl SiltScanExec {
             local: None,
             fleet: None,
             share: None,
+            planned: None,
             query_tables: Arc::from(Vec::new()),
             properties,
             metrics: ExecutionPlanMetricsSet::new(),
@@ -108,10 +113,25 @@ impl SiltScanExec {
         self.fleet.as_ref()
     }
 
+    /// This scan with the layout a distributed query planned it with.
+    pub(crate) fn with_planned_layout(mut self, planned: Option<Arc<[RowGroup]>>) -> Self {
+        self.planned = planned;
+        self
+    }
+
     /// This scan as task `share.task` of a distributed query: only its
-    /// share of the row groups, through the fleet.
+    /// share of the row groups, through the fleet. With a planned layout,
+    /// the share is named in the request's scope (object versions and row
+    /// groups), so the task reads exactly those.
     pub(crate) fn with_share(&self, share: TaskShare) -> Self {
         let mut scan = self.copy();
+        if let (Some(planned), Some(fleet)) = (&self.planned, &self.fleet) {
+            let members: Vec<&str> = fleet.clients().map(SiltClient::url).collect();
+            let mine = planned
+                .iter()
+                .filter(|g| share.task_of(&members, &crate::fleet::segment_name(&g.object, g.index)) == share.task);
+            scan.request.scope = Some(crate::hybrid::scope_of(mine));
+        }
         scan.share = Some(Arc::new(share));
         scan
     }
@@ -176,6 +196,7 @@ impl SiltScanExec {
         .with_local(local)
         .with_fleet(self.fleet.clone());
         pushed.aggregate_text = Some(description);
+        pushed.planned = self.planned.clone();
         pushed
     }
 
@@ -197,6 +218,7 @@ impl SiltScanExec {
             local: self.local.clone(),
             fleet: self.fleet.clone(),
             share: self.share.clone(),
+            planned: self.planned.clone(),
             query_tables: self.query_tables.clone(),
             properties: self.properties.clone(),
             metrics: ExecutionPlanMetricsSet::new(),

@@ -195,7 +195,7 @@ impl Fleet {
     /// The row groups of `table` (a layout from its name's owner, failing
     /// over), or `None` when it has none to place (a view, nested columns):
     /// its scans then go whole to that owner.
-    async fn layout(
+    pub(crate) async fn layout(
         &self,
         table: &str,
         query: Option<silt_proto::QueryContext>,
@@ -309,7 +309,14 @@ pub async fn run(
     out: SchemaRef,
     share: Option<Arc<TaskShare>>,
 ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
-    let Some(mut groups) = fleet.layout(&request.table, request.query.clone()).await? else {
+    // A task of a distributed query reads the row groups its scope names,
+    // all from the one layout the coordinator planned with.
+    let planned = share.as_ref().and(request.scope.as_ref()).map(RowGroup::of_scope);
+    let groups = match planned {
+        Some(groups) => Some(groups),
+        None => fleet.layout(&request.table, request.query.clone()).await?,
+    };
+    let Some(mut groups) = groups else {
         if share.as_ref().is_some_and(|s| s.task != 0) {
             return Ok(futures::stream::empty().boxed());
         }

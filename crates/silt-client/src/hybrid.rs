@@ -163,6 +163,28 @@ pub(crate) struct RowGroup {
     bytes: HashMap<String, usize>,
 }
 
+impl RowGroup {
+    /// The row groups a scope names (their sizes unknown): what a task of a
+    /// distributed query reads ([`crate::distributed`]).
+    pub(crate) fn of_scope(scope: &SegmentScope) -> Vec<RowGroup> {
+        scope
+            .objects
+            .iter()
+            .flat_map(|o| {
+                let (object, version): (Arc<str>, Arc<str>) =
+                    (Arc::from(o.path.as_str()), Arc::from(o.version.as_str()));
+                o.row_groups.iter().map(move |&index| RowGroup {
+                    object: object.clone(),
+                    version: version.clone(),
+                    index,
+                    rows: 0,
+                    bytes: HashMap::new(),
+                })
+            })
+            .collect()
+    }
+}
+
 enum Choice {
     /// Every needed segment is cached.
     Local(Vec<Option<Segment>>),

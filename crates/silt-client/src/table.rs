@@ -232,6 +232,14 @@ impl TableProvider for SiltTable {
             };
             limit.map_or(n, |l| l.min(n))
         });
+        // A distributed query splits the scan by one layout, taken here.
+        let planned = match &self.fleet {
+            Some(fleet) if state.config().get_extension::<crate::distributed::Workers>().is_some() => fleet
+                .layout(&self.name, None)
+                .await?
+                .map(|groups| Arc::from(groups.into_boxed_slice())),
+            _ => None,
+        };
         Ok(Arc::new(
             SiltScanExec::new(
                 self.client.clone(),
@@ -241,7 +249,8 @@ impl TableProvider for SiltTable {
                 rows,
             )
             .with_local(local)
-            .with_fleet(self.fleet.clone()),
+            .with_fleet(self.fleet.clone())
+            .with_planned_layout(planned),
         ))
     }
 }

@@ -5,6 +5,16 @@
 //! so the hash is spelled out here rather than taken from a library whose
 //! output may change between versions.
 
+/// The name a fleet member is placed by: its URL as given, trimmed, with
+/// `grpc://` and `grpc+tcp://` spelled `http://` and no trailing `/`.
+/// Every client, worker and server names members this way.
+pub fn member_name(url: &str) -> String {
+    url.trim()
+        .trim_end_matches('/')
+        .replacen("grpc+tcp://", "http://", 1)
+        .replacen("grpc://", "http://", 1)
+}
+
 /// The name rendezvous hashing places: one row group of one object.
 pub fn segment_name(object: &str, row_group: u32) -> String {
     format!("{object}#{row_group}")
@@ -53,5 +63,8 @@ mod tests {
             14_811_625_242_926_266_543
         );
         assert_eq!(segment_name("t/a.parquet", 7), "t/a.parquet#7");
+        assert_eq!(member_name(" grpc://a:1/ "), "http://a:1");
+        assert_eq!(member_name("grpc+tcp://a:1"), "http://a:1");
+        assert_eq!(member_name("http://a:1"), "http://a:1");
     }
 }

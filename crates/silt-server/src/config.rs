@@ -177,7 +177,7 @@ pub struct ClusterConfig {
 impl ClusterConfig {
     /// The index of this server in `servers`, listening on `listen`.
     pub fn self_index(&self, listen: SocketAddr) -> Result<usize, ServerError> {
-        let normalize = |u: &str| u.trim().trim_end_matches('/').replacen("grpc://", "http://", 1);
+        let normalize = silt_proto::placement::member_name;
         if let Some(me) = &self.self_url {
             return self
                 .servers

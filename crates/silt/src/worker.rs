@@ -19,15 +19,24 @@ pub struct WorkerArgs {
     /// Bearer token for cache servers started with --auth-token.
     #[arg(long, env = "SILT_AUTH_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// The cache servers this worker may read from, comma separated (plans
+    /// naming others are refused); required with --token, so that no plan
+    /// can send the token elsewhere.
+    #[arg(long, value_delimiter = ',')]
+    servers: Vec<String>,
 }
 
 pub async fn run(args: WorkerArgs) -> anyhow::Result<()> {
+    if args.token.is_some() && args.servers.is_empty() {
+        anyhow::bail!("a worker with a token needs --servers: the cache servers it may send the token to");
+    }
+    let servers = (!args.servers.is_empty()).then_some(args.servers);
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("binding the worker to {}", args.listen))?;
     let addr = listener.local_addr()?;
     eprintln!("{READY}http://{addr}");
-    silt_client::distributed::serve_worker(listener, args.token, async {
+    silt_client::distributed::serve_worker(listener, args.token, servers, async {
         let _ = tokio::signal::ctrl_c().await;
     })
     .await

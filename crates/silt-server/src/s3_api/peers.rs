@@ -39,8 +39,10 @@ pub const FORWARDED: &str = "x-silt-forwarded";
 /// How long a member that failed a forwarded read is skipped.
 pub const BACKOFF: Duration = Duration::from_secs(15);
 
-/// Deadline of one forwarded read: a chunk is at most 8 pages.
-const FORWARD_TIMEOUT: Duration = Duration::from_secs(30);
+/// Deadline of one forwarded read (a chunk is at most 8 pages): well under
+/// a client's own timeout, so a stalled owner still leaves time to read the
+/// chunk locally.
+const FORWARD_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Where one response's chunks may come from: `key` of `table` in `peers`.
 pub struct PeerRoute {
@@ -92,7 +94,7 @@ impl Peers {
             members: cluster
                 .servers
                 .iter()
-                .map(|s| s.trim().trim_end_matches('/').replacen("grpc://", "http://", 1))
+                .map(|s| silt_proto::placement::member_name(s))
                 .collect(),
             me,
             peers: cluster
@@ -128,6 +130,9 @@ impl Peers {
     /// version whose entity tag is `etag`; `None` (read it locally) when it
     /// does not.
     pub async fn read(&self, owner: usize, table: &str, key: &str, span: Range<u64>, etag: &str) -> Option<Bytes> {
+        if span.start >= span.end {
+            return None; // nothing to forward (an empty object)
+        }
         let Ok(path) = ObjectPath::parse(key) else {
             return None; // a key object_store cannot name: served locally
         };
@@ -142,15 +147,18 @@ impl Peers {
             range: Some(GetRange::Bounded(span.clone())),
             ..Default::default()
         };
+        // The body is read only when the owner answers with this version.
         let answer = async {
             let result = client.get_opts(&path, options).await?;
             let tag = result.meta.e_tag.clone().unwrap_or_default();
-            let bytes = result.bytes().await?;
-            Ok::<_, object_store::Error>((tag, bytes))
+            if tag.trim_matches('"') != etag {
+                return Ok((tag, None));
+            }
+            Ok::<_, object_store::Error>((tag, Some(result.bytes().await?)))
         }
         .await;
         match answer {
-            Ok((tag, bytes)) if tag.trim_matches('"') == etag && bytes.len() as u64 == span.end - span.start => {
+            Ok((_, Some(bytes))) if bytes.len() as u64 == span.end - span.start => {
                 self.forwarded.increment(1);
                 Some(bytes)
             }
@@ -160,10 +168,16 @@ impl Peers {
             }
             Err(e) => {
                 self.failures.increment(1);
-                if !matches!(
+                // The member answered, refusing this read: it stays in service.
+                let answered = matches!(
                     e,
-                    object_store::Error::NotFound { .. } | object_store::Error::Precondition { .. }
-                ) {
+                    object_store::Error::NotFound { .. }
+                        | object_store::Error::Precondition { .. }
+                        | object_store::Error::NotModified { .. }
+                        | object_store::Error::PermissionDenied { .. }
+                        | object_store::Error::Unauthenticated { .. }
+                );
+                if !answered {
                     tracing::warn!(peer = %self.peers[owner].admin, error = %e, "S3 API: a fleet member failed a forwarded read; reading locally, skipping it for {BACKOFF:?}");
                     *self.peers[owner].down_until.lock().unwrap_or_else(|p| p.into_inner()) =
                         Some(Instant::now() + BACKOFF);

@@ -15,10 +15,10 @@ use crate::fleet::{baseline, start_member};
 use crate::hybrid::tpch_over_row_groups;
 
 /// A worker on a free loopback port, served until the test's runtime ends.
-async fn start_worker() -> (String, Arc<SiltScanCodec>) {
+async fn start_worker(servers: &[String]) -> (String, Arc<SiltScanCodec>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
-    let (worker, codec) = worker(None);
+    let (worker, codec) = worker(None, Some(servers.to_vec()));
     tokio::spawn(serve_worker_with(listener, worker, std::future::pending()));
     (url, codec)
 }
@@ -29,10 +29,10 @@ async fn tpch_through_two_workers_and_three_servers_matches_datafusion() {
     let (b, _b_dir) = start_member(&fx, None).await;
     let (c, _c_dir) = start_member(&fx, None).await;
     let servers = vec![fx.server.flight_url(), b.flight_url(), c.flight_url()];
-    let (w1, w1_codec) = start_worker().await;
-    let (w2, w2_codec) = start_worker().await;
+    let (w1, w1_codec) = start_worker(&servers).await;
+    let (w2, w2_codec) = start_worker(&servers).await;
     let fleet = Arc::new(Fleet::connect(&servers, None).unwrap());
-    let ctx = coordinator_context(fleet, &[w1, w2], None).await.unwrap();
+    let ctx = coordinator_context(fleet, &[w1.clone(), w2], None).await.unwrap();
 
     // The plan is distributed: its scans are split into tasks per worker.
     let text = silt_client::distributed::explain(&ctx, "SELECT l_returnflag, count(*) FROM lineitem GROUP BY 1")
@@ -48,6 +48,19 @@ async fn tpch_through_two_workers_and_three_servers_matches_datafusion() {
     for (worker, codec) in [("w1", &w1_codec), ("w2", &w2_codec)] {
         assert!(codec.scans_decoded() > 0, "{worker} ran scan tasks");
     }
+    // A worker reads only from the servers it was started with: a plan
+    // naming others (where it would send its token) is refused.
+    let (w3, _) = start_worker(&servers[..1]).await;
+    let fleet = Arc::new(Fleet::connect(&servers, None).unwrap());
+    let elsewhere = coordinator_context(fleet, &[w3, w1], None).await.unwrap();
+    let refused = elsewhere
+        .sql("SELECT count(*) FROM lineitem")
+        .await
+        .unwrap()
+        .collect()
+        .await;
+    let message = refused.expect_err("a plan naming other servers is refused").to_string();
+    assert!(message.contains("reads only from the servers"), "{message}");
     for server in [&fx.server, &b, &c] {
         assert!(
             metric(server, "silt_queries_total") > 0.0,
