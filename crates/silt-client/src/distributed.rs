@@ -75,7 +75,7 @@ impl Workers {
         let urls = workers
             .iter()
             .map(|w| {
-                let w = w.trim().replacen("grpc://", "http://", 1);
+                let w = member_name(w);
                 Url::parse(&w).map_err(|e| exec_datafusion_err!("worker URL {w:?}: {e}"))
             })
             .collect::<Result<Vec<_>>>()?;

@@ -282,18 +282,14 @@ pub struct TaskShare {
 impl TaskShare {
     /// The task that reads `segment` among `members` (the fleet's URLs).
     pub fn task_of(&self, members: &[&str], segment: &str) -> usize {
+        // No task beside any member (homes outside the fleet): every task
+        // is a candidate, spread by task alone.
         let home = rendezvous_order(members, segment)
             .into_iter()
             .map(|i| members[i])
             .find(|m| self.homes.iter().any(|h| h == m));
-        let Some(home) = home else {
-            // No task sits beside any member: spread by task alone.
-            return (0..self.homes.len().max(1))
-                .max_by_key(|t| weight(&format!("task-{t}"), segment))
-                .unwrap_or(0);
-        };
         (0..self.homes.len())
-            .filter(|&t| self.homes[t] == home)
+            .filter(|&t| home.is_none_or(|home| self.homes[t] == home))
             .max_by_key(|t| weight(&format!("task-{t}"), segment))
             .unwrap_or(0)
     }
@@ -309,14 +305,23 @@ pub async fn run(
     out: SchemaRef,
     share: Option<Arc<TaskShare>>,
 ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
-    // A task of a distributed query reads the row groups its scope names,
-    // all from the one layout the coordinator planned with.
-    let planned = share.as_ref().and(request.scope.as_ref()).map(RowGroup::of_scope);
-    let groups = match planned {
-        Some(groups) => Some(groups),
-        None => fleet.layout(&request.table, request.query.clone()).await?,
+    let groups = match (&share, &request.scope) {
+        // A task of a distributed query reads the row groups its scope
+        // names, all from the one layout the coordinator planned with.
+        (Some(_), Some(scope)) => Some(RowGroup::of_scope(scope)),
+        // Else a layout of its own (a task planned without one: its share).
+        _ => fleet
+            .layout(&request.table, request.query.clone())
+            .await?
+            .map(|mut groups| {
+                if let Some(share) = &share {
+                    let members: Vec<&str> = fleet.clients().map(SiltClient::url).collect();
+                    groups.retain(|g| share.task_of(&members, &segment_name(&g.object, g.index)) == share.task);
+                }
+                groups
+            }),
     };
-    let Some(mut groups) = groups else {
+    let Some(groups) = groups else {
         if share.as_ref().is_some_and(|s| s.task != 0) {
             return Ok(futures::stream::empty().boxed());
         }
@@ -324,10 +329,6 @@ pub async fn run(
         let batches = scan_on_owner(&fleet, &request.table, &request, &out).await?;
         return Ok(futures::stream::iter(batches.into_iter().map(Ok)).boxed());
     };
-    if let Some(share) = &share {
-        let members: Vec<&str> = fleet.clients().map(SiltClient::url).collect();
-        groups.retain(|g| share.task_of(&members, &segment_name(&g.object, g.index)) == share.task);
-    }
     // Row groups by their first live owner, in runs of at most
     // ROW_GROUPS_PER_SCAN: one request per run, not per row group.
     let mut runs: Vec<(usize, Vec<RowGroup>)> = Vec::new();
