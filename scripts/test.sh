@@ -23,6 +23,9 @@ if [ ! -x "$CARGO_TARGET_DIR/debug/silt" ]; then
 fi
 echo "== python tests (ADBC, the silt package and silt.torch against silt serve)"
 PY="$(scripts/python-env.sh)"
+# Debian's chromium, for the dashboard test (installed once by the script).
+SILT_CHROMIUM="$(scripts/browser-env.sh)"
+export SILT_CHROMIUM
 SILT_BIN="$CARGO_TARGET_DIR/debug/silt" "$PY" -m pytest -q python/tests
 echo "== silt bench smoke (the benchmark harness end to end on tiny data; no timing asserted)"
 SILT_PYTHON="$PY" "$CARGO_TARGET_DIR/debug/silt" bench smoke --out "$(mktemp -d)"

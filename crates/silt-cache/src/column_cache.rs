@@ -27,6 +27,7 @@ use silt_liquid::shared_dict::DecodedDictionaries;
 
 use crate::key::ObjectKey;
 use crate::page_cache::CacheMetrics;
+use crate::segments::Segment;
 
 /// Rows per cached batch (the unit of the memory tier and of the scan).
 pub const BATCH_ROWS: usize = 8192;
@@ -353,6 +354,39 @@ impl ColumnCache {
         let mut out: Vec<ColumnUsage> = usage.into_values().collect();
         out.sort_by(|a, b| (&a.store, a.column, a.form).cmp(&(&b.store, b.column, b.form)));
         out
+    }
+
+    /// One [`Segment`] per column chunk of a row group held (its batches
+    /// summed), in no particular order. Walks every entry: for
+    /// introspection, not for query paths.
+    pub fn segments(&self) -> Vec<Segment> {
+        let mut chunks: HashMap<(ObjectKey, u32, u32, &'static str), Segment> = HashMap::new();
+        let names = self.column_names.read();
+        for (k, v) in self.entries.iter() {
+            let form = v.form();
+            let s = chunks
+                .entry((k.object.clone(), k.row_group, k.column, form))
+                .or_insert_with(|| Segment {
+                    tier: "memory",
+                    object: k.object.clone(),
+                    row_group: Some(k.row_group),
+                    column: Some(k.column),
+                    column_name: names.get(&(k.object.store.clone(), k.column)).cloned(),
+                    page: None,
+                    form,
+                    batches: 0,
+                    bytes: 0,
+                    arrow_bytes: 0,
+                });
+            let bytes = v.heap_size() as u64;
+            s.batches += 1;
+            s.bytes += bytes;
+            s.arrow_bytes += match &v {
+                CachedColumn::Arrow(_) => bytes,
+                CachedColumn::Liquid { arrow_bytes, .. } => *arrow_bytes as u64,
+            };
+        }
+        chunks.into_values().collect()
     }
 
     /// Drops the batches of `path` in `store` of any version but `keep`.

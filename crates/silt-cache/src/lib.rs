@@ -24,6 +24,7 @@ mod page_cache;
 mod page_store;
 pub mod policy;
 mod probe;
+mod segments;
 mod tiers;
 pub mod transcoder;
 mod validation_gate;
@@ -35,13 +36,14 @@ pub use column_cache::{
     BATCH_ROWS, BatchKey, CachedColumn, ColumnCache, ColumnCacheBuilder, ColumnUsage, MemoryForm, TranscodePolicy,
     TranscodePolicyFactory,
 };
-pub use counters::TableCounters;
+pub use counters::{ColumnCounts, TableCounters};
 pub use disk::{DiskConfig, DiskMetrics, DiskStats, DiskTier};
 pub use error::{CacheError, CacheResult};
 pub use freshness::Freshness;
 pub use key::{ObjectKey, PinnedObject};
 pub use page_cache::{CacheMetrics, PageCache, PageCacheConfig, PageKey};
 pub use page_store::{Admit, PageStore, PageStoreBuilder, PageTier, Source};
+pub use segments::Segment;
 pub use tiers::{CacheTiers, VersionedTier};
 pub use validation_gate::ValidationGate;
 pub use version::ObjectVersion;

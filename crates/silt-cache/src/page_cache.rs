@@ -7,6 +7,7 @@ use metrics::{Counter, Gauge, Key, Label, Level, Metadata, Recorder};
 use moka::sync::Cache;
 
 use crate::key::ObjectKey;
+use crate::segments::Segment;
 
 static METADATA: Metadata<'static> = Metadata::new("silt_cache", Level::INFO, None);
 
@@ -149,6 +150,15 @@ impl PageCache {
         let _ = self
             .pages
             .invalidate_entries_if(move |k, _| keep.is_other_version(&k.object));
+    }
+
+    /// One [`Segment`] per page held. Walks every entry: for
+    /// introspection, not for query paths.
+    pub fn segments(&self) -> Vec<Segment> {
+        self.pages
+            .iter()
+            .map(|(k, v)| Segment::page("pages", &k, v.len() as u64))
+            .collect()
     }
 
     /// The budget in bytes.

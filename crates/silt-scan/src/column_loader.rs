@@ -78,6 +78,21 @@ impl FileContext {
         usize::try_from(self.reader.metadata().row_group(rg).num_rows()).unwrap_or(0)
     }
 
+    /// Compressed bytes of the column chunk of root column `root` (a file
+    /// column index) in row group `rg`: its leaves summed.
+    pub fn chunk_bytes(&self, rg: usize, root: usize) -> u64 {
+        let metadata = self.reader.metadata();
+        let schema = metadata.file_metadata().schema_descr();
+        metadata
+            .row_group(rg)
+            .columns()
+            .iter()
+            .enumerate()
+            .filter(|(leaf, _)| schema.get_column_root_idx(*leaf) == root)
+            .map(|(_, chunk)| chunk.compressed_size().max(0) as u64)
+            .sum()
+    }
+
     /// The memory-tier key of batch `batch` of table column `column` in row group `rg`.
     pub fn batch_key(&self, rg: usize, column: usize, batch: usize) -> BatchKey {
         BatchKey {
@@ -126,13 +141,18 @@ impl ColumnLoader {
                 .map(|b| self.batches.get(&file.batch_key(rg, c, b)))
                 .collect();
             let counters = self.store.counters();
+            if let Some(root) = file.file_columns[c] {
+                counters
+                    .chunk_bytes
+                    .fetch_add(file.chunk_bytes(rg, root), Ordering::Relaxed);
+            }
             match cached {
                 Some(arrays) => {
-                    counters.batch_hits.fetch_add(arrays.len() as u64, Ordering::Relaxed);
+                    counters.record_column(field.name(), arrays.len() as u64, 0);
                     out[slot] = Some(arrays);
                 }
                 None => {
-                    counters.batch_misses.fetch_add(lengths.len() as u64, Ordering::Relaxed);
+                    counters.record_column(field.name(), 0, lengths.len() as u64);
                     to_decode.push(slot);
                 }
             }

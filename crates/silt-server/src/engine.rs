@@ -107,6 +107,8 @@ pub struct Engine {
     lookup_indexes: LookupIndexes,
     /// When each client query was first seen ([`crate::query_clock`]).
     query_clock: QueryClock,
+    /// The last hour of counter samples, for the dashboard.
+    history: crate::history::History,
     /// The exclusive lock on `cache_dir`, held while the engine lives.
     _cache_dir_lock: std::fs::File,
 }
@@ -213,8 +215,10 @@ impl Engine {
             registering: tokio::sync::Mutex::new(()),
             lookup_indexes: LookupIndexes::new(LOOKUP_INDEX_BUDGET),
             query_clock: QueryClock::default(),
+            history: Default::default(),
             _cache_dir_lock: cache_dir_lock,
         });
+        crate::system_tables::register(&engine)?;
         engine.start_registration(engine.config.registration_wait).await;
         Ok(engine)
     }
@@ -226,6 +230,11 @@ impl Engine {
 
     pub fn metrics(&self) -> &Arc<ServerMetrics> {
         &self.metrics
+    }
+
+    /// The last hour of counter samples ([`crate::history`]).
+    pub fn history(&self) -> &crate::history::History {
+        &self.history
     }
 
     pub fn config(&self) -> &ServerConfig {
@@ -289,7 +298,7 @@ impl Engine {
         let all: BTreeSet<String> = catalog.keys().cloned().collect();
         guard::check_references(refs, &all)?;
         let mut tables = BTreeSet::new();
-        for r in refs {
+        for r in refs.iter().filter(|r| !guard::names_system_table(r)) {
             let entry = catalog.get(r.table());
             if let Some(cause) = entry.and_then(|e| e.unavailable.clone()) {
                 return Err(ServerError::Unavailable {

@@ -256,19 +256,24 @@ impl SiltFlightService {
         let deadline = Instant::now() + timeout;
         let trace = match &planned {
             Some(kept) => kept.trace.clone(),
-            None => QueryTrace::new(query.kind(), metrics.clone()),
+            None => QueryTrace::new(query.kind(), &query.text(), metrics.clone()),
         };
         let Started {
             schema,
             sources,
             first,
             rest,
-        } = self.start(&query, deadline, planned, &trace).await?;
+        } = self
+            .start(&query, deadline, planned, &trace)
+            .await
+            .inspect_err(|status| trace.failed(&status.message()))?;
         let batches = futures::stream::iter(first).chain(rest);
         let active = ActiveQuery::new(metrics.clone());
         let err_metrics = metrics.clone();
+        let err_trace = trace.clone();
         let batches = futures::stream::unfold((batches, false, active), move |(mut s, done, active)| {
             let err_metrics = err_metrics.clone();
+            let err_trace = err_trace.clone();
             let sources = sources.clone();
             async move {
                 if done {
@@ -276,6 +281,7 @@ impl SiltFlightService {
                 }
                 let fail = |e: ServerError| {
                     err_metrics.query_errors.increment(1);
+                    err_trace.failed(&e);
                     warn!(error = %e, "query failed while streaming");
                     FlightError::Tonic(Box::new(e.to_status()))
                 };
@@ -288,7 +294,7 @@ impl SiltFlightService {
             }
         });
         Ok(Response::new(Box::pin(
-            trace.responding(encode(schema, batches, metrics)),
+            trace.responding(encode(schema, batches, metrics, trace.clone())),
         )))
     }
 
@@ -303,17 +309,25 @@ impl SiltFlightService {
     async fn stream_lookup(&self, query: &LookupQuery) -> Result<Response<DoGetStream>, Status> {
         let metrics = self.engine.metrics().clone();
         metrics.queries.increment(1);
-        let trace = QueryTrace::new("lookup", metrics.clone());
+        let text = format!(
+            "lookup {} by {} ({} keys)",
+            query.table,
+            query.key_column,
+            query.keys.len()
+        );
+        let trace = QueryTrace::new("lookup", &text, metrics.clone());
         let timeout = self.engine.config().query_timeout;
         let answer = tokio::time::timeout(timeout, self.engine.lookup(query));
         let answer = trace
             .time(Stage::Scan, answer)
             .await
             .unwrap_or(Err(ServerError::Timeout(timeout)));
-        let (schema, batches) = self.counted(answer)?;
+        let (schema, batches) = self
+            .counted(answer)
+            .inspect_err(|status| trace.failed(&status.message()))?;
         let batches = futures::stream::iter(batches.into_iter().map(Ok));
         Ok(Response::new(Box::pin(
-            trace.responding(encode(schema, batches, metrics)),
+            trace.responding(encode(schema, batches, metrics, trace.clone())),
         )))
     }
 
@@ -330,8 +344,11 @@ impl SiltFlightService {
         // The gate goes with the plan: its speculative listings are confirmed
         // by validations sent after this call started.
         let gate = ValidationGate::new();
-        let trace = QueryTrace::new("sql", self.engine.metrics().clone());
-        let plan = self.plan(&Query::Sql(sql.to_string()), Some(&gate), &trace).await?;
+        let trace = QueryTrace::new("sql", sql, self.engine.metrics().clone());
+        let plan = self
+            .plan(&Query::Sql(sql.to_string()), Some(&gate), &trace)
+            .await
+            .inspect_err(|status| trace.failed(&status.message()))?;
         let schema = plan.schema();
         let kept = KeptPlan { plan, gate, trace };
         let ticket = TicketStatementQuery {
@@ -378,6 +395,27 @@ impl Query {
         }
     }
 
+    /// What the query log shows of it: the SQL, or what a scan reads.
+    fn text(&self) -> String {
+        match self {
+            Query::Sql(sql) => sql.clone(),
+            Query::Scan(scan) => {
+                let columns = match &scan.projection {
+                    Some(p) => format!("[{}]", p.columns.join(", ")),
+                    None => "*".to_string(),
+                };
+                let mut text = format!("scan {} columns {columns}", scan.table);
+                if !scan.filters.is_empty() {
+                    text.push_str(&format!(" ({} filters)", scan.filters.len()));
+                }
+                if scan.layout_only {
+                    text.push_str(" (layout)");
+                }
+                text
+            }
+        }
+    }
+
     /// The `kind` of its trace.
     fn kind(&self) -> &'static str {
         match self {
@@ -416,16 +454,21 @@ fn encode(
     schema: Arc<Schema>,
     batches: impl Stream<Item = Result<datafusion::arrow::array::RecordBatch, FlightError>> + Send + 'static,
     metrics: Arc<crate::metrics::ServerMetrics>,
+    trace: QueryTrace,
 ) -> DoGetStream {
     let sent = metrics.clone();
+    let rows_trace = trace.clone();
     let flight = FlightDataEncoderBuilder::new()
         .with_schema(schema)
-        .build(batches.inspect_ok(move |b| sent.flight_rows_sent.increment(b.num_rows() as u64)))
+        .build(batches.inspect_ok(move |b| {
+            sent.flight_rows_sent.increment(b.num_rows() as u64);
+            rows_trace.sent(b.num_rows() as u64, 0);
+        }))
         .map(move |r| {
             r.inspect(|fd| {
-                metrics
-                    .flight_bytes_sent
-                    .increment((fd.data_header.len() + fd.data_body.len()) as u64)
+                let bytes = (fd.data_header.len() + fd.data_body.len()) as u64;
+                metrics.flight_bytes_sent.increment(bytes);
+                trace.sent(0, bytes);
             })
             .map_err(Status::from)
         });

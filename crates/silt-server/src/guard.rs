@@ -64,6 +64,9 @@ fn refuse(statement_text: &str) -> ServerError {
 pub fn check_references(refs: &[TableReference], registered: &BTreeSet<String>) -> Result<(), ServerError> {
     for r in refs {
         let name = r.table();
+        if names_system_table(r) {
+            continue;
+        }
         let qualifier_ok = match r {
             TableReference::Bare { .. } => true,
             TableReference::Partial { schema, .. } => schema.as_ref() == crate::engine::SCHEMA,
@@ -81,6 +84,13 @@ pub fn check_references(refs: &[TableReference], registered: &BTreeSet<String>) 
     Ok(())
 }
 
+/// Whether `r` names a table of `silt_system` (qualified by that schema,
+/// and by the catalog `silt` if by any).
+pub fn names_system_table(r: &TableReference) -> bool {
+    let catalog_ok = r.catalog().is_none_or(|c| c == crate::engine::CATALOG);
+    catalog_ok && crate::system_tables::is_system_table(r.schema(), r.table())
+}
+
 /// Check a planned statement: no DDL/DML/statements, and every scan (also in
 /// subqueries) reads a registered table or view.
 pub fn check_plan(plan: &LogicalPlan, registered: &BTreeSet<String>) -> Result<(), ServerError> {
@@ -94,6 +104,7 @@ pub fn check_plan(plan: &LogicalPlan, registered: &BTreeSet<String>) -> Result<(
     plan.apply_with_subqueries(|node| {
         if let LogicalPlan::TableScan(scan) = node
             && !registered.contains(scan.table_name.table())
+            && !names_system_table(&scan.table_name)
         {
             bad = Some(scan.table_name.to_string());
             return Ok(TreeNodeRecursion::Stop);
@@ -149,5 +160,10 @@ mod tests {
         assert!(check_references(&[TableReference::bare("/etc/passwd")], &registered).is_err());
         assert!(check_references(&[TableReference::partial("information_schema", "tables")], &registered).is_err());
         assert!(check_references(&[TableReference::partial("public", "lineitem")], &registered).is_ok());
+        assert!(check_references(&[TableReference::partial("silt_system", "queries")], &registered).is_ok());
+        assert!(check_references(&[TableReference::full("silt", "silt_system", "tables")], &registered).is_ok());
+        assert!(check_references(&[TableReference::bare("queries")], &registered).is_err());
+        assert!(check_references(&[TableReference::partial("silt_system", "passwd")], &registered).is_err());
+        assert!(check_references(&[TableReference::full("other", "silt_system", "tables")], &registered).is_err());
     }
 }

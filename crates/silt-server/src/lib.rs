@@ -11,16 +11,20 @@ pub mod engine;
 pub mod error;
 pub mod flight;
 pub mod guard;
+pub mod history;
 pub mod lookup;
 pub mod metrics;
 pub mod partial_aggregate;
 pub mod pending_plans;
 pub mod preload;
 pub mod query_clock;
+pub mod query_log;
 pub mod query_trace;
 pub mod registry;
 pub mod s3_api;
 pub mod stats;
+pub mod table_metrics;
+pub mod system_tables;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -50,6 +54,8 @@ pub struct ServerHandle {
     pub engine: Arc<Engine>,
     shutdown: Vec<oneshot::Sender<()>>,
     tasks: Vec<JoinHandle<Result<(), ServerError>>>,
+    /// Tasks that live as long as the server (the history sampler).
+    background: Vec<JoinHandle<()>>,
 }
 
 impl ServerHandle {
@@ -62,6 +68,9 @@ impl ServerHandle {
     pub async fn shutdown(mut self) -> Result<(), ServerError> {
         for tx in self.shutdown.drain(..) {
             let _ = tx.send(());
+        }
+        for t in self.background.drain(..) {
+            t.abort();
         }
         for t in self.tasks.drain(..) {
             t.await.map_err(|e| ServerError::Transport(e.to_string()))??;
@@ -99,6 +108,7 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, ServerError> {
     let metrics = metrics::ServerMetrics::new();
     let auth_token = config.auth_token.clone().filter(|t| !t.is_empty());
     let engine = Engine::new(config, metrics).await?;
+    let sampler = history::spawn_sampler(&engine);
 
     let mut shutdown = Vec::new();
     let mut tasks = Vec::new();
@@ -147,6 +157,7 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, ServerError> {
         engine,
         shutdown,
         tasks,
+        background: vec![sampler],
     })
 }
 

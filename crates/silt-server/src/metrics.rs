@@ -85,6 +85,9 @@ pub struct ServerMetrics {
     /// stage (validation, planning, scan, encode, send; see
     /// [`crate::query_trace`]), in [`Stage::ALL`] order.
     query_stages: [Histogram; 5],
+    /// The queries running and lately finished (not a Prometheus series:
+    /// `/stats`, the dashboard and `silt_system.queries` read it).
+    pub query_log: crate::query_log::QueryLog,
 }
 
 impl ServerMetrics {
@@ -197,6 +200,7 @@ impl ServerMetrics {
             lookup_row_groups_pages,
             lookup_row_groups_bloom_skipped,
             query_stages,
+            query_log: Default::default(),
         })
     }
 

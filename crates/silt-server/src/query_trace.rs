@@ -35,6 +35,7 @@ use futures::Stream;
 use tracing::{Instrument, Span};
 
 use crate::metrics::ServerMetrics;
+use crate::query_log::Outcome;
 
 /// A stage of a query's server-side time (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,11 +69,11 @@ impl Stage {
 
     fn span(self, parent: &Span) -> Span {
         match self {
-            Stage::Validation => tracing::debug_span!(target: "silt::query", parent: parent, "validation"),
-            Stage::Planning => tracing::debug_span!(target: "silt::query", parent: parent, "planning"),
-            Stage::Scan => tracing::debug_span!(target: "silt::query", parent: parent, "scan"),
-            Stage::Encode => tracing::debug_span!(target: "silt::query", parent: parent, "encode"),
-            Stage::Send => tracing::debug_span!(target: "silt::query", parent: parent, "send"),
+            Stage::Validation => tracing::info_span!(target: "silt::query", parent: parent, "validation"),
+            Stage::Planning => tracing::info_span!(target: "silt::query", parent: parent, "planning"),
+            Stage::Scan => tracing::info_span!(target: "silt::query", parent: parent, "scan"),
+            Stage::Encode => tracing::info_span!(target: "silt::query", parent: parent, "encode"),
+            Stage::Send => tracing::info_span!(target: "silt::query", parent: parent, "send"),
         }
     }
 }
@@ -87,32 +88,62 @@ struct TraceInner {
     span: Span,
     nanos: [AtomicU64; 5],
     metrics: Arc<ServerMetrics>,
-    /// False for a plan made only for its schema: it runs nothing, so it is
-    /// no query of the histogram.
-    records: bool,
+    /// The query's id in the server's [`crate::query_log::QueryLog`];
+    /// `None` for a plan made only for its schema: it runs nothing, so it
+    /// is no query of the histogram or the log.
+    log_id: Option<u64>,
+    /// Rows and Arrow IPC bytes sent.
+    rows: AtomicU64,
+    bytes: AtomicU64,
+    /// Why the query failed, if it did.
+    error: parking_lot::Mutex<Option<String>>,
 }
 
 impl QueryTrace {
-    /// A trace for a query of `kind` (`sql`, `scan`, `lookup`) starting now.
-    pub fn new(kind: &'static str, metrics: Arc<ServerMetrics>) -> Self {
-        let span = tracing::debug_span!(target: "silt::query", "query", kind);
+    /// A trace for a query of `kind` (`sql`, `scan`, `lookup`) starting now;
+    /// `text` (the SQL, or what a scan reads) goes to the query log.
+    pub fn new(kind: &'static str, text: &str, metrics: Arc<ServerMetrics>) -> Self {
+        let id = metrics.query_log.begin(kind, text);
+        let span = tracing::info_span!(target: "silt::query", "query", kind, query_id = id, text);
         QueryTrace(Arc::new(TraceInner {
             span,
             nanos: Default::default(),
             metrics,
-            records: true,
+            log_id: Some(id),
+            rows: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            error: parking_lot::Mutex::new(None),
         }))
+    }
+
+    /// The query's span (stage spans are its children).
+    pub fn query_span(&self) -> &Span {
+        &self.0.span
+    }
+
+    /// Counts a batch of `rows` rows sent as `bytes` Arrow IPC bytes.
+    pub fn sent(&self, rows: u64, bytes: u64) {
+        self.0.rows.fetch_add(rows, Ordering::Relaxed);
+        self.0.bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Marks the query failed with `error` (the first failure is kept).
+    pub fn failed(&self, error: &dyn std::fmt::Display) {
+        self.0.error.lock().get_or_insert_with(|| error.to_string());
     }
 
     /// A trace for planning that runs nothing (a schema for `GetFlightInfo`
     /// of a scan, a prepared statement): spans only, nothing recorded.
     pub fn schema_only(metrics: Arc<ServerMetrics>) -> Self {
-        let span = tracing::debug_span!(target: "silt::query", "schema");
+        let span = tracing::info_span!(target: "silt::query", "schema");
         QueryTrace(Arc::new(TraceInner {
             span,
             nanos: Default::default(),
             metrics,
-            records: false,
+            log_id: None,
+            rows: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            error: parking_lot::Mutex::new(None),
         }))
     }
 
@@ -164,13 +195,22 @@ impl QueryTrace {
 
 impl Drop for TraceInner {
     fn drop(&mut self) {
-        if !self.records {
+        let Some(id) = self.log_id else {
             return;
-        }
+        };
         let ms = |s: Stage| self.nanos[s as usize].load(Ordering::Relaxed) as f64 / 1e6;
         for stage in Stage::ALL {
             self.metrics.query_stage(stage).record(ms(stage) / 1e3);
         }
+        self.metrics.query_log.end(
+            id,
+            Outcome {
+                stages: Stage::ALL.map(|s| Duration::from_nanos(self.nanos[s as usize].load(Ordering::Relaxed))),
+                rows: self.rows.load(Ordering::Relaxed),
+                bytes: self.bytes.load(Ordering::Relaxed),
+                error: self.error.lock().take(),
+            },
+        );
         tracing::debug!(
             target: "silt::query",
             parent: &self.span,
@@ -268,7 +308,7 @@ mod tests {
     #[tokio::test]
     async fn stages_are_exclusive_and_recorded_once() {
         let metrics = ServerMetrics::new();
-        let trace = QueryTrace::new("sql", metrics.clone());
+        let trace = QueryTrace::new("sql", "SELECT 1", metrics.clone());
         trace
             .time(Stage::Planning, tokio::time::sleep(Duration::from_millis(5)))
             .await;

@@ -22,12 +22,99 @@ pub fn stats_json(engine: &Engine) -> Value {
         .into_iter()
         .map(|(name, e)| (name, json!({"type": e.type_name(), "unavailable": e.unavailable})))
         .collect();
+    let get = |series: &str| snapshot.get(series).copied().unwrap_or(0.0) as u64;
+    let s3_sent = get("silt_s3_bytes_sent_total");
+    let would_read = crate::history::chunk_bytes(engine) + s3_sent;
+    let sent = get("silt_flight_bytes_sent_total") + s3_sent;
     json!({
         "metrics": metrics,
         "tiers": tiers_json(engine, &snapshot),
         "tables": tables_json(engine),
         "catalog": catalog,
+        "bytes_saved": {
+            "would_read": would_read,
+            "sent": sent,
+            "saved": would_read.saturating_sub(sent),
+        },
+        "store": store_json(&snapshot),
+        "queries": queries_json(engine),
+        "history": {
+            "interval_seconds": crate::history::INTERVAL.as_secs(),
+            "samples": engine.history().samples(),
+        },
     })
+}
+
+/// Object-store requests, bytes, failures and request latency.
+fn store_json(snapshot: &BTreeMap<String, f64>) -> Value {
+    let get = |series: &str| snapshot.get(series).copied().unwrap_or(0.0) as u64;
+    let seconds = |series: &str| snapshot.get(series).map(|s| s * 1e3);
+    let count = get("silt_object_store_request_seconds_count");
+    let mean = (count > 0)
+        .then(|| seconds("silt_object_store_request_seconds_sum").map(|sum| sum / count as f64))
+        .flatten();
+    json!({
+        "get_requests": get("silt_object_store_get_requests_total"),
+        "get_bytes": get("silt_object_store_get_bytes_total"),
+        "head_requests": get("silt_object_store_head_requests_total"),
+        "list_requests": get("silt_object_store_list_requests_total"),
+        "errors": get("silt_object_store_errors_total"),
+        "retries": get("silt_object_store_retries_total"),
+        "failed_requests": get("silt_object_store_failed_requests_total"),
+        "latency_ms": {
+            "count": count,
+            "mean": mean,
+            "p50": seconds("silt_object_store_request_seconds{quantile=\"0.5\"}"),
+            "p99": seconds("silt_object_store_request_seconds{quantile=\"0.99\"}"),
+            "max": seconds("silt_object_store_request_seconds{quantile=\"1\"}"),
+        },
+    })
+}
+
+/// Slowest finished queries shown.
+const SLOW_QUERIES: usize = 20;
+
+/// The queries running now and the slowest of the last hour.
+fn queries_json(engine: &Engine) -> Value {
+    use crate::query_log::unix_ms;
+    use crate::query_trace::Stage;
+    let log = &engine.metrics().query_log;
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+    let running: Vec<Value> = log
+        .running()
+        .into_iter()
+        .map(|q| {
+            json!({
+                "id": q.id.to_string(),
+                "kind": q.kind,
+                "text": q.text.as_ref(),
+                "started_ms": unix_ms(q.started),
+                "elapsed_ms": ms(q.elapsed),
+            })
+        })
+        .collect();
+    let slow: Vec<Value> = log
+        .slowest(SLOW_QUERIES)
+        .into_iter()
+        .map(|q| {
+            let stages: serde_json::Map<String, Value> = Stage::ALL
+                .iter()
+                .map(|&s| (s.name().to_string(), json!(ms(q.stage(s)))))
+                .collect();
+            json!({
+                "id": q.id.to_string(),
+                "kind": q.kind,
+                "text": q.text.as_ref(),
+                "started_ms": unix_ms(q.started),
+                "total_ms": ms(q.total),
+                "stages_ms": stages,
+                "rows": q.rows,
+                "bytes": q.bytes,
+                "error": q.error,
+            })
+        })
+        .collect();
+    json!({"running": running, "slow": slow})
 }
 
 fn counter(snapshot: &BTreeMap<String, f64>, name: &str, tier: &str) -> u64 {
@@ -144,12 +231,15 @@ fn tables_json(engine: &Engine) -> Value {
             let misses = c.misses.load(Ordering::Relaxed);
             let batch_hits = c.batch_hits.load(Ordering::Relaxed);
             let batch_misses = c.batch_misses.load(Ordering::Relaxed);
-            let served = hits + batch_hits;
-            let ratio = if served + misses == 0 {
-                Value::Null
-            } else {
-                json!(served as f64 / (served + misses) as f64)
-            };
+            let ratio = ratio_of(hits + batch_hits, misses);
+            let columns: serde_json::Map<String, Value> = c
+                .columns()
+                .into_iter()
+                .map(|(column, n)| {
+                    let ratio = ratio_of(n.hits, n.misses);
+                    (column.to_string(), json!({"hits": n.hits, "misses": n.misses, "hit_ratio": ratio}))
+                })
+                .collect();
             (
                 name,
                 json!({
@@ -158,9 +248,19 @@ fn tables_json(engine: &Engine) -> Value {
                     "page_hits": hits,
                     "page_misses": misses,
                     "hit_ratio": ratio,
+                    "column_chunk_bytes": c.chunk_bytes.load(Ordering::Relaxed),
+                    "columns": columns,
                 }),
             )
         })
         .collect();
     Value::Object(tables)
+}
+
+/// `hits / (hits + misses)`, or null before any lookup.
+fn ratio_of(hits: u64, misses: u64) -> Value {
+    match hits + misses {
+        0 => Value::Null,
+        n => json!(hits as f64 / n as f64),
+    }
 }

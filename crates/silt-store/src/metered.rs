@@ -2,10 +2,11 @@
 
 use std::sync::Arc;
 
+use futures::StreamExt;
 use futures::stream::BoxStream;
-use metrics::{Counter, Key, Level, Metadata, Recorder};
+use metrics::{Counter, Histogram, Key, Level, Metadata, Recorder};
 use object_store::path::Path;
-use object_store::{GetOptions, GetResult, ListResult, ObjectMeta, ObjectStore, Result};
+use object_store::{GetOptions, GetResult, GetResultPayload, ListResult, ObjectMeta, ObjectStore, Result};
 
 static METADATA: Metadata<'static> = Metadata::new("silt_store", Level::INFO, None);
 
@@ -28,6 +29,9 @@ pub struct StoreMetrics {
     /// `silt_object_store_failed_requests_total`: requests that failed for
     /// good, after their retries (`RetryingStore`).
     pub failed_requests: Counter,
+    /// `silt_object_store_request_seconds`: wall time of each GET, HEAD and
+    /// delimited LIST (body included for a GET), failures too.
+    pub request_seconds: Histogram,
 }
 
 impl StoreMetrics {
@@ -43,6 +47,10 @@ impl StoreMetrics {
             errors: c("silt_object_store_errors_total"),
             retries: c("silt_object_store_retries_total"),
             failed_requests: c("silt_object_store_failed_requests_total"),
+            request_seconds: recorder.register_histogram(
+                &Key::from_static_name("silt_object_store_request_seconds"),
+                &METADATA,
+            ),
         }
     }
 
@@ -56,7 +64,17 @@ impl StoreMetrics {
             errors: Counter::noop(),
             retries: Counter::noop(),
             failed_requests: Counter::noop(),
+            request_seconds: Histogram::noop(),
         }
+    }
+}
+
+/// Records the time from a GET's start to its body stream's drop.
+struct RequestTimer(std::time::Instant, Histogram);
+
+impl Drop for RequestTimer {
+    fn drop(&mut self) {
+        self.1.record(self.0.elapsed().as_secs_f64());
     }
 }
 
@@ -81,12 +99,35 @@ impl MeteredStore {
 
 crate::read_path_store!(MeteredStore, "MeteredStore", {
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        let start = std::time::Instant::now();
         if options.head {
             self.metrics.head_requests.increment(1);
-            return self.count(self.inner.get_opts(location, options).await);
+            let result = self.count(self.inner.get_opts(location, options).await);
+            self.metrics.request_seconds.record(start.elapsed().as_secs_f64());
+            return result;
         }
         self.metrics.get_requests.increment(1);
-        let result = self.count(self.inner.get_opts(location, options).await)?;
+        let mut result = self.count(self.inner.get_opts(location, options).await);
+        match &mut result {
+            // The body is what takes the time: the request is timed until
+            // its body stream is dropped (read to the end, or abandoned).
+            Ok(r) => {
+                if let GetResultPayload::Stream(body) = &mut r.payload {
+                    let timer = RequestTimer(start, self.metrics.request_seconds.clone());
+                    let taken = std::mem::replace(body, futures::stream::empty().boxed());
+                    *body = taken
+                        .map(move |chunk| {
+                            let _ = &timer;
+                            chunk
+                        })
+                        .boxed();
+                } else {
+                    self.metrics.request_seconds.record(start.elapsed().as_secs_f64());
+                }
+            }
+            Err(_) => self.metrics.request_seconds.record(start.elapsed().as_secs_f64()),
+        }
+        let result = result?;
         self.metrics.get_bytes.increment(result.range.end - result.range.start);
         Ok(result)
     }
@@ -103,6 +144,9 @@ crate::read_path_store!(MeteredStore, "MeteredStore", {
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
         self.metrics.list_requests.increment(1);
-        self.count(self.inner.list_with_delimiter(prefix).await)
+        let start = std::time::Instant::now();
+        let result = self.count(self.inner.list_with_delimiter(prefix).await);
+        self.metrics.request_seconds.record(start.elapsed().as_secs_f64());
+        result
     }
 });

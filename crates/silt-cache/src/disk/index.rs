@@ -97,6 +97,23 @@ impl Index {
         self.budget.len()
     }
 
+    /// Every page whose file is in place, with its size.
+    pub fn pages(&self) -> Vec<(PageKey, u64)> {
+        let mut out = Vec::new();
+        for ((store, path), versions) in &self.objects {
+            for (version, pages) in versions {
+                let object = crate::key::ObjectKey::new(store.clone(), path.clone(), version.clone());
+                out.extend(
+                    pages
+                        .iter()
+                        .filter(|(_, e)| !e.writing)
+                        .map(|(&page, e)| (PageKey::new(object.clone(), page), e.size)),
+                );
+            }
+        }
+        out
+    }
+
     pub fn get(&self, key: &PageKey) -> Option<Entry> {
         self.objects
             .get(&object_id(key))?

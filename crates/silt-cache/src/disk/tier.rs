@@ -220,6 +220,16 @@ impl DiskTier {
         self.counters.miss_bytes(bytes);
     }
 
+    /// One [`Segment`](crate::Segment) per page held. Walks the index under
+    /// its lock: for introspection, not for query paths.
+    pub fn segments(&self) -> Vec<crate::Segment> {
+        let pages = self.lock().pages();
+        pages
+            .iter()
+            .map(|(key, size)| crate::Segment::page("disk", key, *size))
+            .collect()
+    }
+
     /// Bytes charged to the budget: per page, a 4 KiB header block plus the
     /// data rounded up to 4 KiB (pages being written included).
     pub fn used_bytes(&self) -> u64 {

@@ -10,6 +10,7 @@ mod flight_sql;
 mod fuzz;
 mod hybrid;
 mod load;
+mod operations;
 mod lookups;
 mod pruning;
 mod query_validation;

@@ -1,0 +1,364 @@
+//! `silt_system`: read-only tables about the cache itself, queryable through
+//! Flight SQL like any table (DuckDB's cache_httpfs answers SQL about its
+//! cache the same way):
+//!
+//! ```sql
+//! SELECT table_name, tier, sum(bytes) FROM silt_system.cache_segments GROUP BY 1, 2;
+//! SELECT text, total_ms, scan_ms FROM silt_system.queries ORDER BY total_ms DESC LIMIT 5;
+//! ```
+//!
+//! - `cache_segments`: one row per unit a tier holds: in the memory tier a
+//!   column chunk of a row group (its batches summed), in the page buffer
+//!   (`pages`) and the disk tier a page of object bytes.
+//! - `tables`: the catalog, with each table's lookups and hit ratio.
+//! - `queries`: the queries running now and those finished in the last
+//!   hour (at most 1,000; [`crate::query_log`]), with their stage times.
+//! - `store_requests`: object-store requests per operation since start,
+//!   and one `all` row with failures and request latency.
+//!
+//! Each table is a snapshot taken when a query plans it; they must be named
+//! with their schema (`silt_system.queries`), so a table of the lake called
+//! `queries` keeps its bare name.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+
+use async_trait::async_trait;
+use datafusion::arrow::array::{
+    ArrayRef, Float64Array, RecordBatch, StringArray, TimestampMillisecondArray, UInt32Array, UInt64Array,
+};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use datafusion::catalog::{MemTable, SchemaProvider, TableProvider};
+use datafusion::error::{DataFusionError, Result};
+
+use crate::engine::{CATALOG, Engine};
+use crate::error::ServerError;
+
+/// The schema's name.
+pub const SYSTEM_SCHEMA: &str = "silt_system";
+/// Its tables.
+pub const SYSTEM_TABLES: [&str; 4] = ["cache_segments", "tables", "queries", "store_requests"];
+
+/// Whether `schema.table` names a system table.
+pub fn is_system_table(schema: Option<&str>, table: &str) -> bool {
+    schema == Some(SYSTEM_SCHEMA) && SYSTEM_TABLES.contains(&table)
+}
+
+/// Adds the `silt_system` schema to `engine`'s catalog.
+pub fn register(engine: &Arc<Engine>) -> Result<(), ServerError> {
+    let catalog = engine
+        .base
+        .catalog(CATALOG)
+        .ok_or_else(|| ServerError::Config(format!("catalog '{CATALOG}' is missing")))?;
+    catalog.register_schema(
+        SYSTEM_SCHEMA,
+        Arc::new(SystemSchema {
+            engine: Arc::downgrade(engine),
+        }),
+    )?;
+    Ok(())
+}
+
+/// The schema provider: each table is built from the engine's state when a
+/// query asks for it.
+#[derive(Debug)]
+struct SystemSchema {
+    engine: Weak<Engine>,
+}
+
+#[async_trait]
+impl SchemaProvider for SystemSchema {
+    fn table_names(&self) -> Vec<String> {
+        SYSTEM_TABLES.iter().map(|t| t.to_string()).collect()
+    }
+
+    async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
+        if !SYSTEM_TABLES.contains(&name) {
+            return Ok(None);
+        }
+        let Some(engine) = self.engine.upgrade() else {
+            return Ok(None);
+        };
+        let name = name.to_string();
+        // Walking the tiers is blocking work; keep it off the async workers.
+        let batch = tokio::task::spawn_blocking(move || snapshot(&engine, &name))
+            .await
+            .map_err(|e| DataFusionError::External(Box::new(e)))??;
+        let table = MemTable::try_new(batch.schema(), vec![vec![batch]])?;
+        Ok(Some(Arc::new(table)))
+    }
+
+    fn table_exist(&self, name: &str) -> bool {
+        SYSTEM_TABLES.contains(&name)
+    }
+}
+
+/// The system table `name` now, as one batch.
+fn snapshot(engine: &Engine, name: &str) -> Result<RecordBatch> {
+    match name {
+        "cache_segments" => cache_segments(engine),
+        "tables" => tables(engine),
+        "queries" => queries(engine),
+        _ => store_requests(engine),
+    }
+}
+
+fn batch(fields: Vec<Field>, columns: Vec<ArrayRef>) -> Result<RecordBatch> {
+    let schema: SchemaRef = Arc::new(Schema::new(fields));
+    Ok(RecordBatch::try_new(schema, columns)?)
+}
+
+fn utf8(name: &str, nullable: bool) -> Field {
+    Field::new(name, DataType::Utf8, nullable)
+}
+
+fn u64f(name: &str, nullable: bool) -> Field {
+    Field::new(name, DataType::UInt64, nullable)
+}
+
+fn f64f(name: &str) -> Field {
+    Field::new(name, DataType::Float64, true)
+}
+
+fn cache_segments(engine: &Engine) -> Result<RecordBatch> {
+    let table_of: std::collections::HashMap<Arc<str>, String> = engine
+        .table_stores()
+        .into_iter()
+        .map(|(name, store)| (store.store_id().clone(), name))
+        .collect();
+    let tiers = engine.tiers();
+    let mut segments = tiers.batches().segments();
+    segments.extend(tiers.pages().memory().segments());
+    if let Some(disk) = engine.disk_tier() {
+        segments.extend(disk.segments());
+    }
+    let s = &segments;
+    batch(
+        vec![
+            utf8("table_name", true),
+            utf8("tier", false),
+            utf8("object", false),
+            utf8("version", false),
+            Field::new("row_group", DataType::UInt32, true),
+            Field::new("column_index", DataType::UInt32, true),
+            utf8("column_name", true),
+            u64f("page", true),
+            utf8("form", false),
+            u64f("batches", false),
+            u64f("bytes", false),
+            u64f("arrow_bytes", true),
+        ],
+        vec![
+            Arc::new(StringArray::from_iter(
+                s.iter().map(|x| table_of.get(&x.object.store).cloned()),
+            )),
+            Arc::new(StringArray::from_iter_values(s.iter().map(|x| x.tier))),
+            Arc::new(StringArray::from_iter_values(s.iter().map(|x| x.object.path.as_ref()))),
+            Arc::new(StringArray::from_iter_values(s.iter().map(|x| x.object.version.as_ref()))),
+            Arc::new(UInt32Array::from_iter(s.iter().map(|x| x.row_group))),
+            Arc::new(UInt32Array::from_iter(s.iter().map(|x| x.column))),
+            Arc::new(StringArray::from_iter(s.iter().map(|x| x.column_name.as_deref()))),
+            Arc::new(UInt64Array::from_iter(s.iter().map(|x| x.page))),
+            Arc::new(StringArray::from_iter_values(s.iter().map(|x| x.form))),
+            Arc::new(UInt64Array::from_iter_values(s.iter().map(|x| x.batches))),
+            Arc::new(UInt64Array::from_iter_values(s.iter().map(|x| x.bytes))),
+            Arc::new(UInt64Array::from_iter(
+                s.iter().map(|x| (x.tier == "memory").then_some(x.arrow_bytes)),
+            )),
+        ],
+    )
+}
+
+fn tables(engine: &Engine) -> Result<RecordBatch> {
+    let catalog = engine.catalog();
+    let stores = engine.table_stores();
+    let memory: std::collections::HashMap<Arc<str>, u64> =
+        engine
+            .tiers()
+            .batches()
+            .usage_by_column()
+            .into_iter()
+            .fold(Default::default(), |mut m, u| {
+                *m.entry(u.store).or_default() += u.bytes;
+                m
+            });
+    let rows: Vec<_> = catalog
+        .iter()
+        .map(|(name, entry)| {
+            let url = match &entry.kind {
+                crate::engine::EntryKind::Table { config, .. } => Some(config.url.clone()),
+                crate::engine::EntryKind::View { .. } => None,
+            };
+            let counts = stores.get(name).map(|s| {
+                let c = s.counters();
+                let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+                (
+                    load(&c.batch_hits),
+                    load(&c.batch_misses),
+                    load(&c.hits),
+                    load(&c.misses),
+                    load(&c.chunk_bytes),
+                    memory.get(s.store_id()).copied().unwrap_or(0),
+                )
+            });
+            (name.clone(), entry.type_name(), url, entry.unavailable.clone(), counts)
+        })
+        .collect();
+    let col = |f: fn(&(u64, u64, u64, u64, u64, u64)) -> u64| -> ArrayRef {
+        Arc::new(UInt64Array::from_iter(rows.iter().map(|r| r.4.as_ref().map(f))))
+    };
+    let ratio = Float64Array::from_iter(rows.iter().map(|r| {
+        r.4.and_then(|(bh, _, h, m, _, _)| (bh + h + m > 0).then(|| (bh + h) as f64 / (bh + h + m) as f64))
+    }));
+    batch(
+        vec![
+            utf8("table_name", false),
+            utf8("kind", false),
+            utf8("url", true),
+            utf8("unavailable", true),
+            u64f("memory_hits", true),
+            u64f("memory_misses", true),
+            u64f("page_hits", true),
+            u64f("page_misses", true),
+            f64f("hit_ratio"),
+            u64f("column_chunk_bytes", true),
+            u64f("memory_bytes", true),
+        ],
+        vec![
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.0.as_str()))),
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.1))),
+            Arc::new(StringArray::from_iter(rows.iter().map(|r| r.2.as_deref()))),
+            Arc::new(StringArray::from_iter(rows.iter().map(|r| r.3.as_deref()))),
+            col(|c| c.0),
+            col(|c| c.1),
+            col(|c| c.2),
+            col(|c| c.3),
+            Arc::new(ratio),
+            col(|c| c.4),
+            col(|c| c.5),
+        ],
+    )
+}
+
+fn queries(engine: &Engine) -> Result<RecordBatch> {
+    use crate::query_log::unix_ms;
+    use crate::query_trace::Stage;
+    let log = &engine.metrics().query_log;
+    let finished = log.finished();
+    let running = log.running();
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+    let n = finished.len() + running.len();
+    let mut id = Vec::with_capacity(n);
+    let mut kind = Vec::with_capacity(n);
+    let mut text = Vec::with_capacity(n);
+    let mut state = Vec::with_capacity(n);
+    let mut started = Vec::with_capacity(n);
+    let mut total = Vec::with_capacity(n);
+    let mut stages: [Vec<Option<f64>>; 5] = Default::default();
+    let mut rows = Vec::with_capacity(n);
+    let mut bytes = Vec::with_capacity(n);
+    let mut error = Vec::with_capacity(n);
+    for q in &finished {
+        id.push(q.id);
+        kind.push(q.kind);
+        text.push(q.text.clone());
+        state.push(if q.error.is_some() { "failed" } else { "finished" });
+        started.push(unix_ms(q.started) as i64);
+        total.push(ms(q.total));
+        for s in Stage::ALL {
+            stages[s as usize].push(Some(ms(q.stage(s))));
+        }
+        rows.push(Some(q.rows));
+        bytes.push(Some(q.bytes));
+        error.push(q.error.clone());
+    }
+    for q in &running {
+        id.push(q.id);
+        kind.push(q.kind);
+        text.push(q.text.clone());
+        state.push("running");
+        started.push(unix_ms(q.started) as i64);
+        total.push(ms(q.elapsed));
+        for s in &mut stages {
+            s.push(None);
+        }
+        rows.push(None);
+        bytes.push(None);
+        error.push(None);
+    }
+    let mut fields = vec![
+        u64f("id", false),
+        utf8("kind", false),
+        utf8("text", false),
+        utf8("state", false),
+        Field::new(
+            "started",
+            DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())),
+            false,
+        ),
+        Field::new("total_ms", DataType::Float64, false),
+    ];
+    fields.extend(Stage::ALL.iter().map(|s| f64f(&format!("{}_ms", s.name()))));
+    fields.extend([u64f("rows", true), u64f("bytes", true), utf8("error", true)]);
+    let mut columns: Vec<ArrayRef> = vec![
+        Arc::new(UInt64Array::from(id)),
+        Arc::new(StringArray::from_iter_values(kind)),
+        Arc::new(StringArray::from_iter_values(text.iter().map(|t| t.as_ref()))),
+        Arc::new(StringArray::from_iter_values(state)),
+        Arc::new(TimestampMillisecondArray::from(started).with_timezone("UTC")),
+        Arc::new(Float64Array::from(total)),
+    ];
+    columns.extend(stages.into_iter().map(|s| Arc::new(Float64Array::from(s)) as ArrayRef));
+    columns.extend([
+        Arc::new(UInt64Array::from(rows)) as ArrayRef,
+        Arc::new(UInt64Array::from(bytes)),
+        Arc::new(StringArray::from(error)),
+    ]);
+    batch(fields, columns)
+}
+
+fn store_requests(engine: &Engine) -> Result<RecordBatch> {
+    let snapshot = engine.metrics().snapshot();
+    let get = |series: &str| snapshot.get(series).copied().unwrap_or(0.0) as u64;
+    let seconds = |series: &str| snapshot.get(series).map(|s| s * 1e3);
+    let (gets, heads, lists) = (
+        get("silt_object_store_get_requests_total"),
+        get("silt_object_store_head_requests_total"),
+        get("silt_object_store_list_requests_total"),
+    );
+    let count = get("silt_object_store_request_seconds_count");
+    let mean = (count > 0)
+        .then(|| seconds("silt_object_store_request_seconds_sum").map(|s| s / count as f64))
+        .flatten();
+    let only_all = |v: Option<f64>| Float64Array::from(vec![None, None, None, v]);
+    let only_all_u = |v: u64| UInt64Array::from(vec![None, None, None, Some(v)]);
+    batch(
+        vec![
+            utf8("operation", false),
+            u64f("requests", false),
+            u64f("bytes", true),
+            u64f("errors", true),
+            u64f("retries", true),
+            u64f("failed", true),
+            f64f("latency_mean_ms"),
+            f64f("latency_p50_ms"),
+            f64f("latency_p99_ms"),
+        ],
+        vec![
+            Arc::new(StringArray::from(vec!["get", "head", "list", "all"])),
+            Arc::new(UInt64Array::from(vec![gets, heads, lists, gets + heads + lists])),
+            Arc::new(UInt64Array::from(vec![
+                Some(get("silt_object_store_get_bytes_total")),
+                None,
+                None,
+                Some(get("silt_object_store_get_bytes_total")),
+            ])),
+            Arc::new(only_all_u(get("silt_object_store_errors_total"))),
+            Arc::new(only_all_u(get("silt_object_store_retries_total"))),
+            Arc::new(only_all_u(get("silt_object_store_failed_requests_total"))),
+            Arc::new(only_all(mean)),
+            Arc::new(only_all(seconds("silt_object_store_request_seconds{quantile=\"0.5\"}"))),
+            Arc::new(only_all(seconds("silt_object_store_request_seconds{quantile=\"0.99\"}"))),
+        ],
+    )
+}
