@@ -104,7 +104,8 @@ def member_name(url: str) -> str:
     """The name a fleet member is placed by: its URL as given, trimmed, without
     trailing `/`, with `grpc://` or `grpc+tcp://` spelled `http://` (as Rust's
     `silt_proto::placement::member_name`)."""
-    return url.strip().rstrip("/").replace("grpc://", "http://", 1).replace("grpc+tcp://", "http://", 1)
+    return (url.strip().rstrip("/").replace("grpc://", "http://", 1).replace("grpc+tcp://", "http://", 1)
+            .replace("grpc+tls://", "https://", 1))
 
 
 def segment_name(obj: str, row_group: int) -> str:

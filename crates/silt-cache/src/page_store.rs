@@ -17,6 +17,8 @@
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
+
+use tracing::Instrument;
 use std::sync::atomic::Ordering;
 
 use bytes::{Bytes, BytesMut};
@@ -201,7 +203,17 @@ impl PageStore {
             .collect();
         wanted.sort_unstable();
         wanted.dedup();
-        let pages = self.load_pages(&source, object, &wanted, admit, counters).await?;
+        let span = tracing::info_span!(
+            "tier_read",
+            object = source.path.as_ref(),
+            pages = wanted.len(),
+            page_hits = tracing::field::Empty,
+            page_misses = tracing::field::Empty,
+        );
+        let pages = self
+            .load_pages(&source, object, &wanted, admit, counters)
+            .instrument(span)
+            .await?;
         ranges
             .iter()
             .map(|range| assemble(range, ps, &pages, source.path, size))
@@ -221,6 +233,9 @@ impl PageStore {
         let keys: Vec<PageKey> = wanted.iter().map(|&p| PageKey::new(object.key.clone(), p)).collect();
         let found = self.lookup(&keys, admit).await;
         let hits = found.iter().filter(|p| p.is_some()).count() as u64;
+        let span = tracing::Span::current();
+        span.record("page_hits", hits);
+        span.record("page_misses", found.len() as u64 - hits);
         counters.hits.fetch_add(hits, Ordering::Relaxed);
         counters.misses.fetch_add(found.len() as u64 - hits, Ordering::Relaxed);
 

@@ -27,6 +27,8 @@ pub enum ClientError {
     },
     #[error("invalid server URL '{0}'")]
     Url(String),
+    #[error("TLS: {0}")]
+    Tls(String),
     #[error("Silt server {url}: {message}")]
     Server {
         url: String,
@@ -80,7 +82,8 @@ pub struct SiltClient {
 const RESET_STREAMS_REMEMBERED: usize = 4096;
 
 impl SiltClient {
-    /// Connect to `url` (`http://host:port`; `grpc://` is accepted too).
+    /// Connect to `url` (`http://host:port`; `grpc://` is accepted too;
+    /// `grpc+tls://` or `https://` for TLS, see [`crate::tls`]).
     pub async fn connect(url: &str) -> Result<Self, ClientError> {
         let (http_url, endpoint) = Self::endpoint(url)?;
         let channel = endpoint.connect().await.map_err(|source| ClientError::Connect {
@@ -109,8 +112,13 @@ impl SiltClient {
     /// The normalized URL and the endpoint settings of `url`.
     fn endpoint(url: &str) -> Result<(String, Endpoint), ClientError> {
         let http_url = silt_proto::placement::member_name(url);
-        let endpoint = Endpoint::from_shared(http_url.clone())
-            .map_err(|_| ClientError::Url(url.to_string()))?
+        let mut endpoint = Endpoint::from_shared(http_url.clone()).map_err(|_| ClientError::Url(url.to_string()))?;
+        if http_url.starts_with("https://") {
+            endpoint = endpoint
+                .tls_config(crate::tls::client_config()?)
+                .map_err(|e| ClientError::Tls(e.to_string()))?;
+        }
+        let endpoint = endpoint
             .connect_timeout(Duration::from_secs(10))
             .tcp_nodelay(true)
             // Streams are stopped early all the time (a LIMIT satisfied, a

@@ -33,6 +33,7 @@ pub mod pushable;
 pub mod query_context;
 pub mod script;
 mod table;
+pub mod tls;
 
 pub use client::{ClientError, SiltClient};
 pub use exec::SiltScanExec;

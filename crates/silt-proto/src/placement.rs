@@ -6,12 +6,14 @@
 //! output may change between versions.
 
 /// The name a fleet member is placed by: its URL as given, trimmed, with
-/// `grpc://` and `grpc+tcp://` spelled `http://` and no trailing `/`.
+/// `grpc://` and `grpc+tcp://` spelled `http://`, `grpc+tls://` spelled
+/// `https://`, and no trailing `/`.
 /// Every client, worker and server names members this way.
 pub fn member_name(url: &str) -> String {
     url.trim()
         .trim_end_matches('/')
         .replacen("grpc+tcp://", "http://", 1)
+        .replacen("grpc+tls://", "https://", 1)
         .replacen("grpc://", "http://", 1)
 }
 

@@ -28,6 +28,8 @@
 use std::fmt;
 use std::sync::Arc;
 
+use tracing::Instrument;
+
 use datafusion::arrow::array::{BooleanArray, RecordBatch, RecordBatchOptions};
 use datafusion::arrow::buffer::{BooleanBuffer, Buffer};
 use datafusion::arrow::compute::filter as filter_array;
@@ -310,7 +312,8 @@ impl PartitionRun {
                 if let Some(next) = work.get(i + 1) {
                     self.read_ahead(&file, next, &mut ahead);
                 }
-                let batches = self.row_group(&file, group, &mut decoded).await?;
+                let span = tracing::info_span!("row_group", object = %meta.location, row_group = group.rg);
+                let batches = self.row_group(&file, group, &mut decoded).instrument(span).await?;
                 let held: usize = batches.iter().map(RecordBatch::get_array_memory_size).sum();
                 reservation.try_grow(held)?;
                 for batch in batches {

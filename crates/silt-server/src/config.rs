@@ -15,6 +15,10 @@
 //! query_memory_limit = "2GiB"     # per query (DataFusion memory pool)
 //! query_timeout = "5m"
 //! auth_token = "secret"           # or SILT_AUTH_TOKEN
+//! tls_cert = "/etc/silt/cert.pem" # TLS on both listeners (with tls_key)
+//! tls_key = "/etc/silt/key.pem"
+//! allow_insecure = false          # token over plaintext off loopback: refused unless true
+//! otlp_endpoint = "http://127.0.0.1:4318"  # OpenTelemetry traces (OTLP/HTTP)
 //!
 //! [s3_api]                        # keys of the S3-compatible API under /s3 (SigV4)
 //! access_key_id = "silt-reader"
@@ -112,6 +116,20 @@ pub struct ServerConfig {
     pub registration_wait: Duration,
     /// When set, every Flight call must carry `authorization: Bearer <token>`.
     pub auth_token: Option<String>,
+    /// PEM certificate chain served by the Flight and admin listeners (TLS
+    /// 1.2/1.3, rustls); with `tls_key`. Clients then connect with
+    /// `grpc+tls://` (Flight) and `https://` (admin).
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of `tls_cert`.
+    pub tls_key: Option<PathBuf>,
+    /// Let the auth token cross a plaintext listener on a non-loopback
+    /// address (refused by default: anyone on the path could read it).
+    pub allow_insecure: bool,
+    /// Send OpenTelemetry traces (a span per query, its stages, row groups
+    /// and store requests) over OTLP/HTTP to this collector, e.g.
+    /// `http://127.0.0.1:4318`. Read by `silt serve`, which owns the
+    /// process's tracing subscriber.
+    pub otlp_endpoint: Option<String>,
     /// Keys of the S3-compatible read API (`/s3` on the admin listener).
     pub s3_api: S3ApiConfig,
     /// The fleet this server is a member of, if any.
@@ -315,6 +333,10 @@ impl Default for ServerConfig {
             query_timeout: Duration::from_secs(300),
             registration_wait: Duration::from_secs(30),
             auth_token: None,
+            tls_cert: None,
+            tls_key: None,
+            allow_insecure: false,
+            otlp_endpoint: None,
             s3_api: S3ApiConfig::default(),
             cluster: ClusterConfig::default(),
             s3: S3Settings::default(),
@@ -349,6 +371,37 @@ impl ServerConfig {
     pub fn add_view_arg(&mut self, arg: &str) -> Result<(), ServerError> {
         let (name, sql) = split_assignment(arg, "--view NAME=SQL")?;
         self.views.insert(name.to_string(), sql.to_string());
+        Ok(())
+    }
+
+    /// Whether the listeners serve TLS.
+    pub fn tls(&self) -> bool {
+        self.tls_cert.is_some()
+    }
+
+    /// TLS needs both files; the token never crosses a plaintext
+    /// non-loopback listener unless `allow_insecure` says so.
+    fn validate_transport(&self) -> Result<(), ServerError> {
+        match (&self.tls_cert, &self.tls_key) {
+            (Some(_), Some(_)) | (None, None) => {}
+            _ => {
+                return Err(ServerError::Config(
+                    "TLS needs both tls_cert and tls_key (--tls-cert, --tls-key)".into(),
+                ));
+            }
+        }
+        let has_token = self.auth_token.as_deref().is_some_and(|t| !t.is_empty());
+        if has_token && !self.tls() && !self.allow_insecure {
+            let exposed = std::iter::once(self.listen)
+                .chain(self.admin)
+                .find(|a| !a.ip().is_loopback());
+            if let Some(addr) = exposed {
+                return Err(ServerError::Config(format!(
+                    "refusing to accept the auth token in plaintext on {addr} (not a loopback address): \
+                     serve TLS with --tls-cert and --tls-key, or pass --allow-insecure if the network is trusted"
+                )));
+            }
+        }
         Ok(())
     }
 
@@ -387,6 +440,7 @@ impl ServerConfig {
         if self.query_timeout.is_zero() {
             return Err(ServerError::Config("query_timeout must be positive".into()));
         }
+        self.validate_transport()?;
         self.cluster.validate()?;
         if !self.cluster.admin.is_empty() {
             self.cluster.self_index(self.listen)?;
@@ -521,6 +575,30 @@ mod tests {
             stranger.validate().is_err(),
             "a server that is no member must say which it is"
         );
+    }
+
+    #[test]
+    fn the_token_needs_tls_off_loopback() {
+        let mut cfg = ServerConfig {
+            listen: "0.0.0.0:50051".parse().unwrap(),
+            auth_token: Some("t".into()),
+            ..Default::default()
+        };
+        let err = cfg.validate().unwrap_err().to_string();
+        assert!(err.contains("--allow-insecure") && err.contains("0.0.0.0:50051"), "{err}");
+        cfg.allow_insecure = true;
+        cfg.validate().unwrap();
+        cfg.allow_insecure = false;
+        cfg.tls_cert = Some("cert.pem".into());
+        assert!(cfg.validate().unwrap_err().to_string().contains("tls_key"));
+        cfg.tls_key = Some("key.pem".into());
+        cfg.validate().unwrap();
+        let loopback = ServerConfig {
+            admin: Some("127.0.0.1:9090".parse().unwrap()),
+            auth_token: Some("t".into()),
+            ..Default::default()
+        };
+        loopback.validate().unwrap();
     }
 
     #[test]

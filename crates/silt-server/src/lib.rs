@@ -24,6 +24,7 @@ pub mod registry;
 pub mod s3_api;
 pub mod stats;
 pub mod table_metrics;
+pub mod tls;
 pub mod system_tables;
 
 use std::net::SocketAddr;
@@ -59,9 +60,15 @@ pub struct ServerHandle {
 }
 
 impl ServerHandle {
-    /// `http://host:port` of the Flight service, for clients.
+    /// `http://host:port` of the Flight service, for clients
+    /// (`https://localhost:port` when it serves TLS: the name a test
+    /// certificate is issued for).
     pub fn flight_url(&self) -> String {
-        format!("http://{}", self.flight_addr)
+        if self.engine.config().tls() {
+            format!("https://localhost:{}", self.flight_addr.port())
+        } else {
+            format!("http://{}", self.flight_addr)
+        }
     }
 
     /// Stop accepting, finish in-flight calls, and wait for the tasks.
@@ -105,6 +112,7 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, ServerError> {
         .map_err(|e| ServerError::Transport(e.to_string()))?;
     let admin_addr = admin_listener.as_ref().and_then(|l| l.local_addr().ok());
 
+    let tls_files = tls::TlsFiles::load(&config)?;
     let metrics = metrics::ServerMetrics::new();
     let auth_token = config.auth_token.clone().filter(|t| !t.is_empty());
     let engine = Engine::new(config, metrics).await?;
@@ -119,8 +127,14 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, ServerError> {
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(usize::MAX);
     let service = tonic::service::interceptor::InterceptedService::new(service, auth::BearerAuth::new(auth_token));
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(files) = &tls_files {
+        builder = builder
+            .tls_config(files.tonic_config())
+            .map_err(|e| ServerError::Config(format!("TLS: {e}")))?;
+    }
     tasks.push(tokio::spawn(async move {
-        tonic::transport::Server::builder()
+        builder
             .add_service(service)
             .serve_with_incoming_shutdown(no_delay(flight_listener), async {
                 let _ = rx.await;
@@ -134,7 +148,11 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, ServerError> {
         let (tx, rx) = oneshot::channel::<()>();
         shutdown.push(tx);
         let app = admin::router(engine.clone());
-        tasks.push(tokio::spawn(async move {
+        if let Some(files) = tls_files.clone() {
+            tasks.push(tokio::spawn(tls::serve_admin(listener, app, files, rx)));
+            info!(admin_addr = ?admin_addr, "admin HTTPS listening");
+        } else {
+            tasks.push(tokio::spawn(async move {
             // Nagle off here too: S3 API answers are small frames as well (see `no_delay`).
             let listener = axum::serve::ListenerExt::tap_io(listener, |stream: &mut tokio::net::TcpStream| {
                 if let Err(e) = stream.set_nodelay(true) {
@@ -147,8 +165,9 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, ServerError> {
                 })
                 .await
                 .map_err(|e| ServerError::Transport(format!("admin endpoint: {e}")))
-        }));
-        info!(admin_addr = ?admin_addr, "admin HTTP listening");
+            }));
+            info!(admin_addr = ?admin_addr, "admin HTTP listening");
+        }
     }
 
     Ok(ServerHandle {

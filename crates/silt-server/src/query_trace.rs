@@ -104,7 +104,15 @@ impl QueryTrace {
     /// `text` (the SQL, or what a scan reads) goes to the query log.
     pub fn new(kind: &'static str, text: &str, metrics: Arc<ServerMetrics>) -> Self {
         let id = metrics.query_log.begin(kind, text);
-        let span = tracing::info_span!(target: "silt::query", "query", kind, query_id = id, text);
+        let span = tracing::info_span!(
+            target: "silt::query",
+            "query",
+            kind,
+            query_id = id,
+            text,
+            trace_id = tracing::field::Empty
+        );
+        record_trace_id(&span);
         QueryTrace(Arc::new(TraceInner {
             span,
             nanos: Default::default(),
@@ -190,6 +198,18 @@ impl QueryTrace {
             handed_out: None,
             pending_since: None,
         }
+    }
+}
+
+/// Records the OpenTelemetry trace id of `span` (when traces are exported)
+/// as its `trace_id` field, so log lines inside the query name the trace.
+fn record_trace_id(span: &Span) {
+    use opentelemetry::trace::TraceContextExt;
+    use tracing_opentelemetry::OpenTelemetrySpanExt;
+    let context = span.context();
+    let span_context = context.span().span_context().clone();
+    if span_context.is_valid() {
+        span.record("trace_id", span_context.trace_id().to_string());
     }
 }
 

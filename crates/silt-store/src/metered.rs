@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
+use tracing::Instrument;
 use futures::stream::BoxStream;
 use metrics::{Counter, Histogram, Key, Level, Metadata, Recorder};
 use object_store::path::Path;
@@ -95,10 +96,9 @@ impl MeteredStore {
         }
         r
     }
-}
 
-crate::read_path_store!(MeteredStore, "MeteredStore", {
-    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+    /// A GET or HEAD, counted and timed (see [`RequestTimer`]).
+    async fn counted_get(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
         let start = std::time::Instant::now();
         if options.head {
             self.metrics.head_requests.increment(1);
@@ -130,6 +130,18 @@ crate::read_path_store!(MeteredStore, "MeteredStore", {
         let result = result?;
         self.metrics.get_bytes.increment(result.range.end - result.range.start);
         Ok(result)
+    }
+}
+
+crate::read_path_store!(MeteredStore, "MeteredStore", {
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        let span = tracing::info_span!(
+            "store_request",
+            op = if options.head { "head" } else { "get" },
+            path = location.as_ref(),
+            range = ?options.range,
+        );
+        self.counted_get(location, options).instrument(span).await
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {

@@ -10,6 +10,7 @@ mod harness;
 mod output;
 mod query;
 mod serve;
+mod telemetry;
 mod worker;
 
 use clap::{Parser, Subcommand};
@@ -19,6 +20,13 @@ use clap::{Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Log lines as text or JSON (one object per line); filter with SILT_LOG.
+    #[arg(long, global = true, value_enum, default_value_t = telemetry::LogFormat::Text)]
+    log_format: telemetry::LogFormat,
+    /// Trust this PEM CA certificate (besides the system's) when connecting
+    /// to servers over TLS (grpc+tls://, https://).
+    #[arg(long, global = true, value_name = "PEM", env = "SILT_TLS_CA")]
+    tls_ca: Option<std::path::PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -40,16 +48,32 @@ enum Command {
 }
 
 fn main() -> std::process::ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("SILT_LOG")
-                // s3s logs every refused S3 request (a 404, a bad signature)
-                // as an error; the S3 API logs store failures itself.
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,s3s=off")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let cli = Cli::parse();
+    let fail = |e: anyhow::Error| {
+        eprintln!("error: {e:#}");
+        std::process::ExitCode::FAILURE
+    };
+    if let Some(path) = &cli.tls_ca {
+        match std::fs::read(path) {
+            Ok(pem) => silt_client::tls::set_ca_pem(pem),
+            Err(e) => return fail(anyhow::anyhow!("reading --tls-ca {}: {e}", path.display())),
+        }
+    }
+    // A server's config is read first: it says where traces go, and the
+    // subscriber (with its exporter's own thread) is set up before the
+    // async runtime starts.
+    let (command, serve_config) = match cli.command {
+        Command::Serve(a) => match a.into_config() {
+            Ok(config) => (None, Some(config)),
+            Err(e) => return fail(e),
+        },
+        other => (Some(other), None),
+    };
+    let otlp = serve_config.as_ref().and_then(|c| c.otlp_endpoint.as_deref());
+    let _telemetry = match telemetry::init(cli.log_format, otlp) {
+        Ok(t) => t,
+        Err(e) => return fail(e),
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
@@ -58,8 +82,11 @@ fn main() -> std::process::ExitCode {
         }
     };
     let result = runtime.block_on(async {
-        match cli.command {
-            Command::Serve(a) => serve::run(*a).await,
+        let Some(command) = command else {
+            return serve::run(serve_config.expect("a serve command's config")).await;
+        };
+        match command {
+            Command::Serve(_) => unreachable!("handled above"),
             Command::Query(a) => query::run(a).await,
             Command::Demo(a) => demo::run(a).await,
             Command::Stats(a) => admin_cmds::stats(a).await,

@@ -89,6 +89,22 @@ pub struct ServeArgs {
     /// rest register in the background), e.g. 5s.
     #[arg(long, value_parser = humantime::parse_duration)]
     registration_wait: Option<Duration>,
+    /// Serve TLS on both listeners with this PEM certificate chain (with
+    /// --tls-key); clients connect with grpc+tls:// and https://.
+    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Accept the auth token over plaintext on a non-loopback address
+    /// (refused by default: use TLS).
+    #[arg(long)]
+    allow_insecure: bool,
+    /// Export OpenTelemetry traces over OTLP/HTTP to this collector, e.g.
+    /// http://127.0.0.1:4318 (spans per query, stage, row group, tier read
+    /// and store request).
+    #[arg(long, value_name = "URL", env = "SILT_OTLP_ENDPOINT")]
+    otlp_endpoint: Option<String>,
 }
 
 impl ServeArgs {
@@ -161,6 +177,18 @@ impl ServeArgs {
         if let Some(v) = self.registration_wait {
             cfg.registration_wait = v;
         }
+        if let Some(v) = self.tls_cert {
+            cfg.tls_cert = Some(v);
+        }
+        if let Some(v) = self.tls_key {
+            cfg.tls_key = Some(v);
+        }
+        if self.allow_insecure {
+            cfg.allow_insecure = true;
+        }
+        if let Some(v) = self.otlp_endpoint {
+            cfg.otlp_endpoint = Some(v);
+        }
         for t in &self.tables {
             cfg.add_table_arg(t)?;
         }
@@ -172,8 +200,14 @@ impl ServeArgs {
     }
 }
 
-pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
-    let config = args.into_config()?;
+/// Runs a server with `config` (from [`ServeArgs::into_config`]) until it
+/// stops or Ctrl-C.
+pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
+    let (flight_scheme, admin_scheme) = if config.tls() {
+        ("grpc+tls", "https")
+    } else {
+        ("grpc", "http")
+    };
     let handle = silt_server::start(config).await.context("starting the server")?;
     for (name, entry) in handle.engine.catalog() {
         match &entry.unavailable {
@@ -181,9 +215,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             Some(cause) => eprintln!("  {} {name} UNAVAILABLE: {cause}", entry.type_name().to_lowercase()),
         }
     }
-    eprintln!("silt: Flight SQL on grpc://{}", handle.flight_addr);
+    eprintln!("silt: Flight SQL on {flight_scheme}://{}", handle.flight_addr);
     if let Some(a) = handle.admin_addr {
-        eprintln!("silt: admin on http://{a} (/health, /metrics, /stats, S3 API at /s3)");
+        eprintln!("silt: admin on {admin_scheme}://{a} (dashboard at /, /health, /metrics, /stats, S3 API at /s3)");
     }
     let engine = handle.engine.clone();
     tokio::select! {

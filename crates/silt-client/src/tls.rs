@@ -1,0 +1,45 @@
+//! TLS to Silt servers: a server URL `grpc+tls://host:port` (or
+//! `https://host:port`) connects over TLS, trusting the system's roots plus
+//! one extra CA certificate when one is given: [`set_ca_pem`] (what
+//! `silt query --tls-ca` does), else the PEM file named by the environment
+//! variable `SILT_TLS_CA`. A self-signed server certificate is trusted by
+//! naming it as that CA.
+
+use std::sync::OnceLock;
+
+use tonic::transport::{Certificate, ClientTlsConfig};
+
+use crate::client::ClientError;
+
+/// Environment variable naming a PEM file of an extra trusted CA.
+pub const CA_ENV: &str = "SILT_TLS_CA";
+
+static CA_PEM: OnceLock<Vec<u8>> = OnceLock::new();
+
+/// Trust `pem` (a PEM CA certificate) for every TLS connection this
+/// process makes to Silt servers from now on. The first call wins.
+pub fn set_ca_pem(pem: Vec<u8>) {
+    let _ = CA_PEM.set(pem);
+}
+
+/// The extra CA: the one set, else `$SILT_TLS_CA`'s file.
+fn extra_ca() -> Result<Option<Vec<u8>>, ClientError> {
+    if let Some(pem) = CA_PEM.get() {
+        return Ok(Some(pem.clone()));
+    }
+    match std::env::var_os(CA_ENV) {
+        Some(path) => std::fs::read(&path)
+            .map(Some)
+            .map_err(|e| ClientError::Tls(format!("reading {CA_ENV}={}: {e}", path.to_string_lossy()))),
+        None => Ok(None),
+    }
+}
+
+/// The TLS settings of a connection to a server.
+pub fn client_config() -> Result<ClientTlsConfig, ClientError> {
+    let mut config = ClientTlsConfig::new().with_native_roots();
+    if let Some(pem) = extra_ca()? {
+        config = config.ca_certificate(Certificate::from_pem(pem));
+    }
+    Ok(config)
+}

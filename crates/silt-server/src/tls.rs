@@ -1,0 +1,140 @@
+//! TLS for both listeners (`--tls-cert`, `--tls-key`): the Flight service
+//! through tonic's rustls support, the admin endpoint through tokio-rustls
+//! in front of the same axum router. rustls with the `ring` provider, TLS
+//! 1.2 and 1.3; the certificate and key are PEM files read at start-up, so
+//! a bad file stops the server with a clear error rather than the first
+//! client's handshake.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto::Builder as ConnBuilder;
+use hyper_util::service::TowerToHyperService;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio_rustls::TlsAcceptor;
+
+use crate::config::ServerConfig;
+use crate::error::ServerError;
+
+/// A client that does not finish its handshake in this long is dropped.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The PEM certificate chain and key of a TLS server.
+#[derive(Clone)]
+pub struct TlsFiles {
+    pub cert_pem: Vec<u8>,
+    pub key_pem: Vec<u8>,
+}
+
+impl TlsFiles {
+    /// The files `config` names, if it serves TLS.
+    pub fn load(config: &ServerConfig) -> Result<Option<TlsFiles>, ServerError> {
+        let (Some(cert), Some(key)) = (&config.tls_cert, &config.tls_key) else {
+            return Ok(None);
+        };
+        let read = |path: &Path| {
+            std::fs::read(path).map_err(|source| ServerError::Io {
+                path: path.display().to_string(),
+                source,
+            })
+        };
+        let files = TlsFiles {
+            cert_pem: read(cert)?,
+            key_pem: read(key)?,
+        };
+        // Parse now: a bad file fails the start, naming the file.
+        files.rustls_config().map_err(|e| {
+            ServerError::Config(format!(
+                "TLS certificate {} / key {}: {e}",
+                cert.display(),
+                key.display()
+            ))
+        })?;
+        Ok(Some(files))
+    }
+
+    /// The Flight service's TLS settings.
+    pub fn tonic_config(&self) -> tonic::transport::ServerTlsConfig {
+        tonic::transport::ServerTlsConfig::new().identity(tonic::transport::Identity::from_pem(
+            &self.cert_pem,
+            &self.key_pem,
+        ))
+    }
+
+    /// The admin endpoint's TLS settings (HTTP/1.1 and HTTP/2 by ALPN).
+    pub fn rustls_config(&self) -> Result<rustls::ServerConfig, String> {
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&self.cert_pem)
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("reading the certificate: {e}"))?;
+        if certs.is_empty() {
+            return Err("the certificate file holds no CERTIFICATE block".into());
+        }
+        let key =
+            PrivateKeyDer::from_pem_slice(&self.key_pem).map_err(|e| format!("reading the private key: {e}"))?;
+        let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .with_no_client_auth()
+            .with_single_cert(certs, key)
+            .map_err(|e| e.to_string())?;
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(config)
+    }
+}
+
+/// Serves `app` over TLS on `listener` until `shutdown` fires. Each
+/// connection's handshake and requests run on a task of their own, so a
+/// slow or hostile client holds up nobody else.
+pub async fn serve_admin(
+    listener: TcpListener,
+    app: Router,
+    files: TlsFiles,
+    mut shutdown: oneshot::Receiver<()>,
+) -> Result<(), ServerError> {
+    let config = files.rustls_config().map_err(ServerError::Config)?;
+    let acceptor = TlsAcceptor::from(Arc::new(config));
+    loop {
+        let accepted = tokio::select! {
+            _ = &mut shutdown => return Ok(()),
+            accepted = listener.accept() => accepted,
+        };
+        let (tcp, peer) = match accepted {
+            Ok(conn) => conn,
+            Err(e) => {
+                tracing::warn!("admin endpoint: accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::warn!("cannot disable Nagle's algorithm on an admin connection: {e}");
+        }
+        let acceptor = acceptor.clone();
+        let service = TowerToHyperService::new(app.clone());
+        tokio::spawn(async move {
+            let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                Ok(Ok(tls)) => tls,
+                Ok(Err(e)) => {
+                    tracing::debug!(%peer, "admin endpoint: TLS handshake failed: {e}");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(%peer, "admin endpoint: TLS handshake timed out");
+                    return;
+                }
+            };
+            if let Err(e) = ConnBuilder::new(TokioExecutor::new())
+                .serve_connection(TokioIo::new(tls), service)
+                .await
+            {
+                tracing::debug!(%peer, "admin endpoint: connection ended: {e}");
+            }
+        });
+    }
+}
