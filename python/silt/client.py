@@ -137,19 +137,51 @@ def _servers(servers: Servers) -> List[str]:
 _flight_pid: Optional[int] = None
 
 
-def _flight_client(location: str, **options) -> flight.FlightClient:
+# Environment variable naming a PEM file of an extra trusted CA (as for the
+# Rust client and `silt query`).
+TLS_CA_ENV = "SILT_TLS_CA"
+
+TlsRootCerts = Union[bytes, str]
+
+
+def _tls_root_certs(location: str, tls_root_certs: Optional[TlsRootCerts]) -> Optional[bytes]:
+    """The PEM root certificates a `grpc+tls://` location is verified with:
+    `tls_root_certs` when given, else the file `$SILT_TLS_CA` names, else
+    None (gRPC's default roots). None for other schemes."""
+    if not location.lower().startswith("grpc+tls:"):
+        return None
+    if tls_root_certs is None:
+        path = os.environ.get(TLS_CA_ENV)
+        if not path:
+            return None
+        try:
+            with open(path, "rb") as f:
+                return f.read()
+        except OSError as err:
+            raise SiltError(f"reading {TLS_CA_ENV}={path}: {err}", "TlsError") from err
+    return tls_root_certs.encode() if isinstance(tls_root_certs, str) else bytes(tls_root_certs)
+
+
+def _flight_client(location: str, tls_root_certs: Optional[TlsRootCerts] = None,
+                   **options) -> flight.FlightClient:
     """A new `pyarrow.flight.FlightClient` (gRPC connects on first use),
-    refused in a process forked after its parent used gRPC."""
+    refused in a process forked after its parent used gRPC. A `grpc+tls://`
+    location trusts `tls_root_certs` (PEM), else `$SILT_TLS_CA`'s file,
+    else gRPC's default roots."""
     global _flight_pid
     if _flight_pid is not None and _flight_pid != os.getpid():
         raise SiltError(
             "this process was forked after its parent used Silt (gRPC), and gRPC hangs after a fork: start "
             "workers with spawn or forkserver (DataLoader(..., multiprocessing_context='spawn'))", "ForkError")
+    roots = _tls_root_certs(location, tls_root_certs)
+    if roots is not None:
+        options["tls_root_certs"] = roots
     _flight_pid = os.getpid()
     return flight.FlightClient(location, **options)
 
 
-def connect(servers: Servers, token: Optional[str] = None, timeout: Optional[float] = 10.0) -> "Connection":
+def connect(servers: Servers, token: Optional[str] = None, timeout: Optional[float] = 10.0,
+            tls_root_certs: Optional[TlsRootCerts] = None) -> "Connection":
     """Connects to a Silt server (`"grpc://host:port"`, or `grpc+tls://`).
 
     `servers` may be a list: the connection uses the first server that
@@ -157,10 +189,14 @@ def connect(servers: Servers, token: Optional[str] = None, timeout: Optional[flo
     This is failover only; `silt.connect_fleet` places a table's row
     groups across a fleet of servers.
     `token` is sent as `authorization: Bearer <token>` on every call.
+    `tls_root_certs` (PEM, bytes or str) are the root certificates a
+    `grpc+tls://` server's certificate is verified with (e.g. a self-signed
+    server certificate itself); when None, the PEM file named by the
+    environment variable `SILT_TLS_CA`, if set, else gRPC's default roots.
     """
     errors = []
     for location in _servers(servers):
-        client = _flight_client(location)
+        client = _flight_client(location, tls_root_certs)
         conn = Connection(location, client, token)
         try:
             conn._list_tables(timeout=timeout)

@@ -43,7 +43,8 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from . import _proto
-from .client import Connection, Servers, SiltError, _flight_client, _server_message, _servers, read_batches, read_schema
+from .client import (Connection, Servers, SiltError, TlsRootCerts, _flight_client, _server_message, _servers,
+                     read_batches, read_schema)
 
 # Row groups of one owner sent in one scan: a request costs the server a plan
 # and a pass over its listing; a run is also the unit of retry.
@@ -154,24 +155,27 @@ def _read_scan(stop: Optional[threading.Event], ticket: bytes,
 
 
 def connect_fleet(servers: Servers, token: Optional[str] = None, backoff: float = 15.0,
-                  timeout: Optional[float] = 10.0) -> "Fleet":
+                  timeout: Optional[float] = 10.0, tls_root_certs: Optional[TlsRootCerts] = None) -> "Fleet":
     """A `Fleet` of Silt servers (`"grpc://host:port"` each) serving the same
     tables: scans are placed per row group on their rendezvous owners (see
     `silt.fleet`). Nothing is connected until first used, so a fleet starts
     while some of its members are down. `token` is sent to every member; a
     member that fails in transport is skipped for `backoff` seconds;
-    `timeout` bounds each attempt to connect to a member (None: gRPC's)."""
-    return Fleet(servers, token, backoff, timeout)
+    `timeout` bounds each attempt to connect to a member (None: gRPC's);
+    `tls_root_certs` (PEM) verify `grpc+tls://` members, as in
+    `silt.connect` (None: `$SILT_TLS_CA`'s file, else gRPC's roots)."""
+    return Fleet(servers, token, backoff, timeout, tls_root_certs)
 
 
 class Fleet:
     """Servers of one fleet behind one client. Use `silt.connect_fleet`."""
 
     def __init__(self, servers: Servers, token: Optional[str] = None, backoff: float = 15.0,
-                 timeout: Optional[float] = 10.0):
+                 timeout: Optional[float] = 10.0, tls_root_certs: Optional[TlsRootCerts] = None):
         self.urls: List[str] = _servers(servers)
         self.names: List[str] = [member_name(u) for u in self.urls]
         self.token = token
+        self.tls_root_certs = tls_root_certs
         self.backoff = backoff
         self.timeout = timeout
         self._states = [_server_state(n) for n in self.names]
@@ -200,7 +204,7 @@ class Fleet:
                     # gRPC's minimum connect timeout (its default is 20 s).
                     options["generic_options"] = [("grpc.min_reconnect_backoff_ms", int(self.timeout * 1000))]
                 try:
-                    client = _flight_client(self.urls[i], **options)
+                    client = _flight_client(self.urls[i], self.tls_root_certs, **options)
                 except (flight.FlightError, pa.ArrowException, ValueError) as err:
                     wrapped = SiltError(f"cannot connect to {self.urls[i]}: {_server_message(err)}",
                                         "FlightUnavailableError")

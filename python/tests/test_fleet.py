@@ -37,7 +37,7 @@ def test_weights_match_the_rust_client():
     assert weight("http://127.0.0.1:50051", "lineitem/part-0.parquet#3") == 14811625242926266543
     assert member_name("grpc://h:1") == "http://h:1"
     assert member_name("grpc+tcp://h:1") == "http://h:1"
-    assert member_name("grpc+tls://h:1") == "grpc+tls://h:1"
+    assert member_name("grpc+tls://h:1") == "https://h:1"
     servers = [f"http://10.0.0.{i}:50051" for i in range(5)]
     order = rendezvous_order(servers, "t/a.parquet#3")
     assert sorted(order) == list(range(5))

@@ -18,8 +18,8 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 
-use tracing::Instrument;
 use std::sync::atomic::Ordering;
+use tracing::Instrument;
 
 use bytes::{Bytes, BytesMut};
 use object_store::path::Path;

@@ -3,7 +3,11 @@
 //! one extra CA certificate when one is given: [`set_ca_pem`] (what
 //! `silt query --tls-ca` does), else the PEM file named by the environment
 //! variable `SILT_TLS_CA`. A self-signed server certificate is trusted by
-//! naming it as that CA.
+//! naming it as that CA, provided it is not marked as a CA itself
+//! (`basicConstraints` absent or `CA:FALSE`; rustls refuses a CA
+//! certificate used as a server's: `CaUsedAsEndEntity`). `openssl req
+//! -x509` marks it `CA:TRUE` unless given `-addext
+//! "basicConstraints=critical,CA:FALSE"`.
 
 use std::sync::OnceLock;
 

@@ -128,7 +128,9 @@ async fn metrics(State(engine): State<Arc<Engine>>) -> impl IntoResponse {
 }
 
 async fn stats(State(engine): State<Arc<Engine>>) -> impl IntoResponse {
-    let body = off_worker(engine, |e| crate::stats::stats_json(e).to_string()).await?;
+    let body = crate::stats::stats_json_off_worker(engine)
+        .await
+        .map_err(|_| StatusCode::INTERNAL_SERVER_ERROR)?;
     Ok::<_, StatusCode>((StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], body))
 }
 
@@ -149,9 +151,10 @@ async fn dashboard(State(engine): State<Arc<Engine>>, request: Request) -> Respo
     // Reached only with a valid token (see `require_token`): one given in
     // the query string is kept as an HttpOnly, same-site cookie.
     let token = engine.config().auth_token.clone().filter(|t| !t.is_empty());
-    let in_query = request.uri().query().is_some_and(|q| {
-        url::form_urlencoded::parse(q.as_bytes()).any(|(k, _)| k == "token")
-    });
+    let in_query = request
+        .uri()
+        .query()
+        .is_some_and(|q| url::form_urlencoded::parse(q.as_bytes()).any(|(k, _)| k == "token"));
     if let Some(token) = token
         && in_query
         && let Ok(cookie) = format!(

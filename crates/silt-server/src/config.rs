@@ -585,7 +585,10 @@ mod tests {
             ..Default::default()
         };
         let err = cfg.validate().unwrap_err().to_string();
-        assert!(err.contains("--allow-insecure") && err.contains("0.0.0.0:50051"), "{err}");
+        assert!(
+            err.contains("--allow-insecure") && err.contains("0.0.0.0:50051"),
+            "{err}"
+        );
         cfg.allow_insecure = true;
         cfg.validate().unwrap();
         cfg.allow_insecure = false;

@@ -293,9 +293,12 @@ impl SiltFlightService {
                 }
             }
         });
-        Ok(Response::new(Box::pin(
-            trace.responding(encode(schema, batches, metrics, trace.clone())),
-        )))
+        Ok(Response::new(Box::pin(trace.responding(encode(
+            schema,
+            batches,
+            metrics,
+            trace.clone(),
+        )))))
     }
 
     /// The lookup `sql` is, when it has exactly a lookup's shape.
@@ -326,9 +329,12 @@ impl SiltFlightService {
             .counted(answer)
             .inspect_err(|status| trace.failed(&status.message()))?;
         let batches = futures::stream::iter(batches.into_iter().map(Ok));
-        Ok(Response::new(Box::pin(
-            trace.responding(encode(schema, batches, metrics, trace.clone())),
-        )))
+        Ok(Response::new(Box::pin(trace.responding(encode(
+            schema,
+            batches,
+            metrics,
+            trace.clone(),
+        )))))
     }
 
     /// `GetFlightInfo` of a SQL statement: a lookup's schema (nothing

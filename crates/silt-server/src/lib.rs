@@ -23,9 +23,9 @@ pub mod query_trace;
 pub mod registry;
 pub mod s3_api;
 pub mod stats;
+pub mod system_tables;
 pub mod table_metrics;
 pub mod tls;
-pub mod system_tables;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -153,18 +153,18 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, ServerError> {
             info!(admin_addr = ?admin_addr, "admin HTTPS listening");
         } else {
             tasks.push(tokio::spawn(async move {
-            // Nagle off here too: S3 API answers are small frames as well (see `no_delay`).
-            let listener = axum::serve::ListenerExt::tap_io(listener, |stream: &mut tokio::net::TcpStream| {
-                if let Err(e) = stream.set_nodelay(true) {
-                    tracing::warn!("cannot disable Nagle's algorithm on an admin connection: {e}");
-                }
-            });
-            axum::serve(listener, app)
-                .with_graceful_shutdown(async {
-                    let _ = rx.await;
-                })
-                .await
-                .map_err(|e| ServerError::Transport(format!("admin endpoint: {e}")))
+                // Nagle off here too: S3 API answers are small frames as well (see `no_delay`).
+                let listener = axum::serve::ListenerExt::tap_io(listener, |stream: &mut tokio::net::TcpStream| {
+                    if let Err(e) = stream.set_nodelay(true) {
+                        tracing::warn!("cannot disable Nagle's algorithm on an admin connection: {e}");
+                    }
+                });
+                axum::serve(listener, app)
+                    .with_graceful_shutdown(async {
+                        let _ = rx.await;
+                    })
+                    .await
+                    .map_err(|e| ServerError::Transport(format!("admin endpoint: {e}")))
             }));
             info!(admin_addr = ?admin_addr, "admin HTTP listening");
         }

@@ -12,6 +12,12 @@ use serde_json::{Value, json};
 
 use crate::engine::Engine;
 
+/// [`stats_json`] as text, computed on a blocking thread: it renders every
+/// metric and walks the tiers, which is no work for an async worker.
+pub async fn stats_json_off_worker(engine: Arc<Engine>) -> Result<String, tokio::task::JoinError> {
+    tokio::task::spawn_blocking(move || stats_json(&engine).to_string()).await
+}
+
 /// Every metric, each tier's use against its budget, per-table hit ratios,
 /// and the catalog.
 pub fn stats_json(engine: &Engine) -> Value {
@@ -237,7 +243,10 @@ fn tables_json(engine: &Engine) -> Value {
                 .into_iter()
                 .map(|(column, n)| {
                     let ratio = ratio_of(n.hits, n.misses);
-                    (column.to_string(), json!({"hits": n.hits, "misses": n.misses, "hit_ratio": ratio}))
+                    (
+                        column.to_string(),
+                        json!({"hits": n.hits, "misses": n.misses, "hit_ratio": ratio}),
+                    )
                 })
                 .collect();
             (

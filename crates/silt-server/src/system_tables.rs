@@ -154,7 +154,9 @@ fn cache_segments(engine: &Engine) -> Result<RecordBatch> {
             )),
             Arc::new(StringArray::from_iter_values(s.iter().map(|x| x.tier))),
             Arc::new(StringArray::from_iter_values(s.iter().map(|x| x.object.path.as_ref()))),
-            Arc::new(StringArray::from_iter_values(s.iter().map(|x| x.object.version.as_ref()))),
+            Arc::new(StringArray::from_iter_values(
+                s.iter().map(|x| x.object.version.as_ref()),
+            )),
             Arc::new(UInt32Array::from_iter(s.iter().map(|x| x.row_group))),
             Arc::new(UInt32Array::from_iter(s.iter().map(|x| x.column))),
             Arc::new(StringArray::from_iter(s.iter().map(|x| x.column_name.as_deref()))),
@@ -358,7 +360,9 @@ fn store_requests(engine: &Engine) -> Result<RecordBatch> {
             Arc::new(only_all_u(get("silt_object_store_failed_requests_total"))),
             Arc::new(only_all(mean)),
             Arc::new(only_all(seconds("silt_object_store_request_seconds{quantile=\"0.5\"}"))),
-            Arc::new(only_all(seconds("silt_object_store_request_seconds{quantile=\"0.99\"}"))),
+            Arc::new(only_all(seconds(
+                "silt_object_store_request_seconds{quantile=\"0.99\"}",
+            ))),
         ],
     )
 }

@@ -68,7 +68,11 @@ pub fn render(engine: &Engine) -> String {
 
 /// The [`TOP`] sets by lookups, then one `other` set summing the rest.
 fn bounded(mut all: Vec<Lookups>) -> Vec<Lookups> {
-    all.sort_by(|a, b| (b.hits + b.misses).cmp(&(a.hits + a.misses)).then(a.labels.cmp(&b.labels)));
+    all.sort_by(|a, b| {
+        (b.hits + b.misses)
+            .cmp(&(a.hits + a.misses))
+            .then(a.labels.cmp(&b.labels))
+    });
     if all.len() <= TOP {
         return all;
     }

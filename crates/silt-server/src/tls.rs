@@ -61,10 +61,8 @@ impl TlsFiles {
 
     /// The Flight service's TLS settings.
     pub fn tonic_config(&self) -> tonic::transport::ServerTlsConfig {
-        tonic::transport::ServerTlsConfig::new().identity(tonic::transport::Identity::from_pem(
-            &self.cert_pem,
-            &self.key_pem,
-        ))
+        tonic::transport::ServerTlsConfig::new()
+            .identity(tonic::transport::Identity::from_pem(&self.cert_pem, &self.key_pem))
     }
 
     /// The admin endpoint's TLS settings (HTTP/1.1 and HTTP/2 by ALPN).
@@ -75,14 +73,14 @@ impl TlsFiles {
         if certs.is_empty() {
             return Err("the certificate file holds no CERTIFICATE block".into());
         }
-        let key =
-            PrivateKeyDer::from_pem_slice(&self.key_pem).map_err(|e| format!("reading the private key: {e}"))?;
-        let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-            .with_safe_default_protocol_versions()
-            .map_err(|e| e.to_string())?
-            .with_no_client_auth()
-            .with_single_cert(certs, key)
-            .map_err(|e| e.to_string())?;
+        let key = PrivateKeyDer::from_pem_slice(&self.key_pem).map_err(|e| format!("reading the private key: {e}"))?;
+        let mut config =
+            rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+                .with_safe_default_protocol_versions()
+                .map_err(|e| e.to_string())?
+                .with_no_client_auth()
+                .with_single_cert(certs, key)
+                .map_err(|e| e.to_string())?;
         config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         Ok(config)
     }

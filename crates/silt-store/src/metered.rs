@@ -3,11 +3,11 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use tracing::Instrument;
 use futures::stream::BoxStream;
 use metrics::{Counter, Histogram, Key, Level, Metadata, Recorder};
 use object_store::path::Path;
 use object_store::{GetOptions, GetResult, GetResultPayload, ListResult, ObjectMeta, ObjectStore, Result};
+use tracing::Instrument;
 
 static METADATA: Metadata<'static> = Metadata::new("silt_store", Level::INFO, None);
 
@@ -48,10 +48,8 @@ impl StoreMetrics {
             errors: c("silt_object_store_errors_total"),
             retries: c("silt_object_store_retries_total"),
             failed_requests: c("silt_object_store_failed_requests_total"),
-            request_seconds: recorder.register_histogram(
-                &Key::from_static_name("silt_object_store_request_seconds"),
-                &METADATA,
-            ),
+            request_seconds: recorder
+                .register_histogram(&Key::from_static_name("silt_object_store_request_seconds"), &METADATA),
         }
     }
 

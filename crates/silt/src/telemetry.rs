@@ -99,9 +99,7 @@ fn provider(endpoint: &str) -> anyhow::Result<SdkTracerProvider> {
         .with_endpoint(&url)
         .build()
         .with_context(|| format!("OTLP exporter to {url}"))?;
-    let resource = opentelemetry_sdk::Resource::builder()
-        .with_service_name("silt")
-        .build();
+    let resource = opentelemetry_sdk::Resource::builder().with_service_name("silt").build();
     Ok(SdkTracerProvider::builder()
         .with_batch_exporter(exporter)
         .with_resource(resource)

@@ -69,7 +69,10 @@ async fn system_tables_answer_sql_about_the_cache() {
         .filter(|&i| tables.value(i) == "lineitem" && tiers.value(i) == "memory")
         .map(|i| bytes.value(i))
         .sum();
-    assert!(memory_of_lineitem > 0, "lineitem's columns are in the memory tier: {segments:?}");
+    assert!(
+        memory_of_lineitem > 0,
+        "lineitem's columns are in the memory tier: {segments:?}"
+    );
     let memory_total: u64 = (0..segments.num_rows())
         .filter(|&i| tiers.value(i) == "memory")
         .map(|i| bytes.value(i))
@@ -108,7 +111,10 @@ async fn system_tables_answer_sql_about_the_cache() {
     )
     .await;
     assert_eq!(
-        running.column(0).as_primitive::<datafusion::arrow::datatypes::Int64Type>().value(0),
+        running
+            .column(0)
+            .as_primitive::<datafusion::arrow::datatypes::Int64Type>()
+            .value(0),
         1,
         "the asking query is itself running"
     );
@@ -134,7 +140,10 @@ async fn system_tables_answer_sql_about_the_cache() {
     .await;
     let after = fx.metric("silt_object_store_get_requests_total") as u64;
     let gets = s.column(0).as_primitive::<UInt64Type>().value(0);
-    assert!(before > 0 && (before..=after).contains(&gets), "{before} <= {gets} <= {after}");
+    assert!(
+        before > 0 && (before..=after).contains(&gets),
+        "{before} <= {gets} <= {after}"
+    );
 
     // Read-only, and only its own names.
     let err = flight_sql_error(&fx, "SELECT * FROM silt_system.nope").await;
@@ -198,7 +207,10 @@ async fn admin_endpoints_need_the_token_and_metrics_carry_hit_ratios() {
     assert!(get("silt_scan_column_chunk_bytes_total") > 0.0);
     assert!(get("silt_object_store_request_seconds_count") > 0.0);
     // Bounded: at most TOP named tables plus `other`.
-    let named = series.keys().filter(|k| k.starts_with("silt_table_hits_total{")).count();
+    let named = series
+        .keys()
+        .filter(|k| k.starts_with("silt_table_hits_total{"))
+        .count();
     assert!(named <= silt_server::table_metrics::TOP + 1, "{named}");
 
     // `/stats` agrees with `/metrics` and lists the queries.
@@ -213,5 +225,8 @@ async fn admin_endpoints_need_the_token_and_metrics_carry_hit_ratios() {
             .any(|q| q["text"].as_str().unwrap().contains("sum(l_quantity)")),
         "{slow:?}"
     );
-    assert!(!stats["history"]["samples"].as_array().unwrap().is_empty(), "a sample at start-up");
+    assert!(
+        !stats["history"]["samples"].as_array().unwrap().is_empty(),
+        "a sample at start-up"
+    );
 }

@@ -86,6 +86,11 @@ pub fn start(mut cmd: Command) -> Server {
         if let Some(addr) = line.strip_prefix("silt: Flight SQL on grpc://") {
             break format!("http://{}", addr.trim());
         }
+        // TLS: the name test certificates are issued for.
+        if let Some(addr) = line.strip_prefix("silt: Flight SQL on grpc+tls://") {
+            let port = addr.trim().rsplit(':').next().unwrap_or_default();
+            break format!("https://localhost:{port}");
+        }
         log.lock().unwrap().push(line);
     };
     // Keep draining stderr so the server never blocks on a full pipe.
