@@ -163,7 +163,7 @@ impl QueryLog {
     /// The `n` slowest finished queries kept, slowest first.
     pub fn slowest(&self, n: usize) -> Vec<FinishedQuery> {
         let mut all = self.finished();
-        all.sort_by(|a, b| b.total.cmp(&a.total));
+        all.sort_by_key(|q| std::cmp::Reverse(q.total));
         all.truncate(n);
         all
     }

@@ -171,19 +171,32 @@ fn cache_segments(engine: &Engine) -> Result<RecordBatch> {
     )
 }
 
+/// One table's lookups and bytes, for `silt_system.tables`.
+#[derive(Clone, Copy)]
+struct TableCounts {
+    memory_hits: u64,
+    memory_misses: u64,
+    page_hits: u64,
+    page_misses: u64,
+    chunk_bytes: u64,
+    memory_bytes: u64,
+}
+
+impl TableCounts {
+    /// (memory + page hits) / (those + page misses), once looked up.
+    fn hit_ratio(&self) -> Option<f64> {
+        let hits = self.memory_hits + self.page_hits;
+        (hits + self.page_misses > 0).then(|| hits as f64 / (hits + self.page_misses) as f64)
+    }
+}
+
 fn tables(engine: &Engine) -> Result<RecordBatch> {
     let catalog = engine.catalog();
     let stores = engine.table_stores();
-    let memory: std::collections::HashMap<Arc<str>, u64> =
-        engine
-            .tiers()
-            .batches()
-            .usage_by_column()
-            .into_iter()
-            .fold(Default::default(), |mut m, u| {
-                *m.entry(u.store).or_default() += u.bytes;
-                m
-            });
+    let mut memory: std::collections::HashMap<Arc<str>, u64> = Default::default();
+    for u in engine.tiers().batches().usage_by_column() {
+        *memory.entry(u.store).or_default() += u.bytes;
+    }
     let rows: Vec<_> = catalog
         .iter()
         .map(|(name, entry)| {
@@ -194,24 +207,22 @@ fn tables(engine: &Engine) -> Result<RecordBatch> {
             let counts = stores.get(name).map(|s| {
                 let c = s.counters();
                 let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
-                (
-                    load(&c.batch_hits),
-                    load(&c.batch_misses),
-                    load(&c.hits),
-                    load(&c.misses),
-                    load(&c.chunk_bytes),
-                    memory.get(s.store_id()).copied().unwrap_or(0),
-                )
+                TableCounts {
+                    memory_hits: load(&c.batch_hits),
+                    memory_misses: load(&c.batch_misses),
+                    page_hits: load(&c.hits),
+                    page_misses: load(&c.misses),
+                    chunk_bytes: load(&c.chunk_bytes),
+                    memory_bytes: memory.get(s.store_id()).copied().unwrap_or(0),
+                }
             });
             (name.clone(), entry.type_name(), url, entry.unavailable.clone(), counts)
         })
         .collect();
-    let col = |f: fn(&(u64, u64, u64, u64, u64, u64)) -> u64| -> ArrayRef {
+    let col = |f: fn(&TableCounts) -> u64| -> ArrayRef {
         Arc::new(UInt64Array::from_iter(rows.iter().map(|r| r.4.as_ref().map(f))))
     };
-    let ratio = Float64Array::from_iter(rows.iter().map(|r| {
-        r.4.and_then(|(bh, _, h, m, _, _)| (bh + h + m > 0).then(|| (bh + h) as f64 / (bh + h + m) as f64))
-    }));
+    let ratio = Float64Array::from_iter(rows.iter().map(|r| r.4.and_then(|c| c.hit_ratio())));
     batch(
         vec![
             utf8("table_name", false),
@@ -231,13 +242,13 @@ fn tables(engine: &Engine) -> Result<RecordBatch> {
             Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.1))),
             Arc::new(StringArray::from_iter(rows.iter().map(|r| r.2.as_deref()))),
             Arc::new(StringArray::from_iter(rows.iter().map(|r| r.3.as_deref()))),
-            col(|c| c.0),
-            col(|c| c.1),
-            col(|c| c.2),
-            col(|c| c.3),
+            col(|c| c.memory_hits),
+            col(|c| c.memory_misses),
+            col(|c| c.page_hits),
+            col(|c| c.page_misses),
             Arc::new(ratio),
-            col(|c| c.4),
-            col(|c| c.5),
+            col(|c| c.chunk_bytes),
+            col(|c| c.memory_bytes),
         ],
     )
 }
