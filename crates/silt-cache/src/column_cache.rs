@@ -361,7 +361,8 @@ impl ColumnCache {
     /// introspection, not for query paths.
     pub fn segments(&self) -> Vec<Segment> {
         let mut chunks: HashMap<(ObjectKey, u32, u32, &'static str), Segment> = HashMap::new();
-        let names = self.column_names.read();
+        // A copy: scans label columns under the write lock, and this walk is long.
+        let names = self.column_names.read().clone();
         for (k, v) in self.entries.iter() {
             let form = v.form();
             let s = chunks

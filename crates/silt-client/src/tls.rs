@@ -1,6 +1,6 @@
 //! TLS to Silt servers: a server URL `grpc+tls://host:port` (or
-//! `https://host:port`) connects over TLS, trusting the system's roots plus
-//! one extra CA certificate when one is given: [`set_ca_pem`] (what
+//! `https://host:port`) connects over TLS, trusting the system's roots, or
+//! instead one CA certificate when one is given: [`set_ca_pem`] (what
 //! `silt query --tls-ca` does), else the PEM file named by the environment
 //! variable `SILT_TLS_CA`. A self-signed server certificate is trusted by
 //! naming it as that CA, provided it is not marked as a CA itself
@@ -39,11 +39,12 @@ fn extra_ca() -> Result<Option<Vec<u8>>, ClientError> {
     }
 }
 
-/// The TLS settings of a connection to a server.
+/// The TLS settings of a connection to a server: the given CA when there
+/// is one (so a host without a system CA bundle still connects), else the
+/// system's roots.
 pub fn client_config() -> Result<ClientTlsConfig, ClientError> {
-    let mut config = ClientTlsConfig::new().with_native_roots();
-    if let Some(pem) = extra_ca()? {
-        config = config.ca_certificate(Certificate::from_pem(pem));
-    }
-    Ok(config)
+    Ok(match extra_ca()? {
+        Some(pem) => ClientTlsConfig::new().ca_certificate(Certificate::from_pem(pem)),
+        None => ClientTlsConfig::new().with_native_roots(),
+    })
 }

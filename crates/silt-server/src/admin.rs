@@ -5,7 +5,7 @@
 //! All are read-only. With an auth token set, the dashboard, `/metrics` and
 //! `/stats` answer only a request that carries it (`authorization: Bearer
 //! <token>`, or `?token=<token>` for a browser opening the dashboard, which
-//! then keeps it in an HttpOnly cookie);
+//! then gets a session cookie);
 //! `/health` stays open for load balancers, the S3 API checks its own
 //! SigV4 signatures, and the dashboard's vendored charting library under
 //! `/assets` is public code with nothing of the server in it.
@@ -26,13 +26,30 @@ const DASHBOARD_HTML: &str = include_str!("../assets/dashboard.html");
 const UPLOT_JS: &str = include_str!("../assets/vendor/uplot/uPlot.iife.min.js");
 const UPLOT_CSS: &str = include_str!("../assets/vendor/uplot/uPlot.min.css");
 
+/// Who may read the guarded endpoints.
+struct AdminAuth {
+    /// The server's auth token; `None`: everyone.
+    token: Option<String>,
+    /// The dashboard's session cookie value: random per server start, so
+    /// the cookie is never the token itself (which is also the Flight
+    /// bearer token and the S3 API secret).
+    session: String,
+    /// Cookies get `Secure` when the listener serves TLS.
+    secure: bool,
+}
+
 pub fn router(engine: Arc<Engine>) -> Router {
-    let token = engine.config().auth_token.clone().filter(|t| !t.is_empty());
+    let auth = Arc::new(AdminAuth {
+        token: engine.config().auth_token.clone().filter(|t| !t.is_empty()),
+        session: format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple()),
+        secure: engine.config().tls(),
+    });
+    let page_auth = auth.clone();
     let guarded = Router::new()
-        .route("/", get(dashboard))
+        .route("/", get(move |request: Request| dashboard(page_auth.clone(), request)))
         .route("/metrics", get(metrics))
         .route("/stats", get(stats))
-        .route_layer(middleware::from_fn_with_state(Arc::new(token), require_token));
+        .route_layer(middleware::from_fn_with_state(auth, require_token));
     Router::new()
         .merge(guarded)
         .route("/health", get(health))
@@ -42,12 +59,15 @@ pub fn router(engine: Arc<Engine>) -> Router {
         .with_state(engine)
 }
 
-/// Lets a request through when no token is set or it carries the token.
-async fn require_token(State(token): State<Arc<Option<String>>>, request: Request, next: Next) -> Response {
-    let Some(expected) = token.as_deref() else {
+/// Lets a request through when no token is set, or it carries the token
+/// or the dashboard's session cookie.
+async fn require_token(State(auth): State<Arc<AdminAuth>>, request: Request, next: Next) -> Response {
+    let Some(expected) = auth.token.as_deref() else {
         return next.run(request).await;
     };
-    if carries_token(request.headers(), request.uri().query(), expected) {
+    if carries_token(request.headers(), request.uri().query(), expected)
+        || carries_session(request.headers(), &auth.session)
+    {
         return next.run(request).await;
     }
     (
@@ -70,20 +90,25 @@ fn carries_token(headers: &HeaderMap, query: Option<&str>, expected: &str) -> bo
             .find(|(k, _)| k == "token")
             .map(|(_, v)| v.into_owned())
     });
-    let from_cookie = headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|c| c.trim().strip_prefix(&format!("{TOKEN_COOKIE}=")))
-        .map(|v| percent_encoding::percent_decode_str(v).decode_utf8_lossy().into_owned())
-        .collect::<Vec<_>>();
     from_header
         .into_iter()
         .map(str::to_string)
         .chain(from_query)
-        .chain(from_cookie)
         .any(|given| crate::auth::constant_time_eq(given.as_bytes(), expected.as_bytes()))
+}
+
+/// Whether `headers` carry the dashboard's session cookie `session`.
+fn carries_session(headers: &HeaderMap, session: &str) -> bool {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|c| c.trim().split_once('='))
+        .any(|(name, value)| {
+            (name == SESSION_COOKIE || name == SECURE_SESSION_COOKIE)
+                && crate::auth::constant_time_eq(value.as_bytes(), session.as_bytes())
+        })
 }
 
 async fn health(State(engine): State<Arc<Engine>>) -> impl IntoResponse {
@@ -136,10 +161,13 @@ async fn stats(State(engine): State<Arc<Engine>>) -> impl IntoResponse {
 
 /// The cookie that keeps a browser signed in to the dashboard once it
 /// opened `/?token=...` (the page drops the token from its address, so a
-/// reload would otherwise be refused).
-const TOKEN_COOKIE: &str = "silt_token";
+/// reload would otherwise be refused). Its value is a random session id of
+/// this server's run, never the token; under TLS it is `Secure` and named
+/// with the `__Host-` prefix (host-only, path `/`).
+const SESSION_COOKIE: &str = "silt_session";
+const SECURE_SESSION_COOKIE: &str = "__Host-silt_session";
 
-async fn dashboard(State(engine): State<Arc<Engine>>, request: Request) -> Response {
+async fn dashboard(auth: Arc<AdminAuth>, request: Request) -> Response {
     let mut response = (
         [
             (header::CONTENT_TYPE, "text/html; charset=utf-8"),
@@ -148,22 +176,24 @@ async fn dashboard(State(engine): State<Arc<Engine>>, request: Request) -> Respo
         DASHBOARD_HTML,
     )
         .into_response();
-    // Reached only with a valid token (see `require_token`): one given in
-    // the query string is kept as an HttpOnly, same-site cookie.
-    let token = engine.config().auth_token.clone().filter(|t| !t.is_empty());
+    // Reached only when allowed (see `require_token`): a token given in the
+    // query string opens a session.
     let in_query = request
         .uri()
         .query()
         .is_some_and(|q| url::form_urlencoded::parse(q.as_bytes()).any(|(k, _)| k == "token"));
-    if let Some(token) = token
-        && in_query
-        && let Ok(cookie) = format!(
-            "{TOKEN_COOKIE}={}; Path=/; HttpOnly; SameSite=Strict",
-            percent_encoding::utf8_percent_encode(&token, percent_encoding::NON_ALPHANUMERIC)
-        )
-        .parse()
-    {
-        response.headers_mut().insert(header::SET_COOKIE, cookie);
+    if auth.token.is_some() && in_query {
+        let cookie = if auth.secure {
+            format!(
+                "{SECURE_SESSION_COOKIE}={}; Path=/; Secure; HttpOnly; SameSite=Strict",
+                auth.session
+            )
+        } else {
+            format!("{SESSION_COOKIE}={}; Path=/; HttpOnly; SameSite=Strict", auth.session)
+        };
+        if let Ok(value) = cookie.parse() {
+            response.headers_mut().insert(header::SET_COOKIE, value);
+        }
     }
     response
 }

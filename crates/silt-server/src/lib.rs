@@ -60,9 +60,9 @@ pub struct ServerHandle {
 }
 
 impl ServerHandle {
-    /// `http://host:port` of the Flight service, for clients
-    /// (`https://localhost:port` when it serves TLS: the name a test
-    /// certificate is issued for).
+    /// `http://host:port` of the Flight service, for clients on this host
+    /// (`https://localhost:port` when it serves TLS, whatever address it is
+    /// bound to: the name a test certificate is issued for).
     pub fn flight_url(&self) -> String {
         if self.engine.config().tls() {
             format!("https://localhost:{}", self.flight_addr.port())

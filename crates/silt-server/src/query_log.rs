@@ -42,6 +42,8 @@ pub struct RunningQuery {
 /// A query that ended.
 #[derive(Debug, Clone)]
 pub struct FinishedQuery {
+    /// When it ended (what retention goes by).
+    pub ended: Instant,
     pub id: u64,
     pub kind: &'static str,
     pub text: Arc<str>,
@@ -88,8 +90,9 @@ pub struct Outcome {
 }
 
 impl QueryLog {
-    /// Registers a query starting now; its id.
-    pub fn begin(&self, kind: &'static str, text: &str) -> u64 {
+    /// Registers a query starting now; its id and its text as kept (cut
+    /// at [`MAX_TEXT`] bytes).
+    pub fn begin(&self, kind: &'static str, text: &str) -> (u64, Arc<str>) {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
         let text: Arc<str> = if text.len() > MAX_TEXT {
             let mut cut = MAX_TEXT;
@@ -104,12 +107,12 @@ impl QueryLog {
             id,
             Running {
                 kind,
-                text,
+                text: text.clone(),
                 started: SystemTime::now(),
                 start: Instant::now(),
             },
         );
-        id
+        (id, text)
     }
 
     /// Moves query `id` to the finished list.
@@ -118,6 +121,7 @@ impl QueryLog {
             return;
         };
         let done = FinishedQuery {
+            ended: Instant::now(),
             id,
             kind: r.kind,
             text: r.text,
@@ -130,14 +134,10 @@ impl QueryLog {
         };
         let mut finished = self.finished.lock();
         finished.push_back(done);
-        let now = SystemTime::now();
-        while finished.len() > KEEP_FINISHED
-            || finished
-                .front()
-                .is_some_and(|q| now.duration_since(q.started).unwrap_or_default() > KEEP_FOR)
-        {
+        while finished.len() > KEEP_FINISHED {
             finished.pop_front();
         }
+        prune(&mut finished);
     }
 
     /// The queries running now, oldest first.
@@ -155,9 +155,12 @@ impl QueryLog {
             .collect()
     }
 
-    /// The finished queries kept, oldest first.
+    /// The queries that finished in the last [`KEEP_FOR`] (at most
+    /// [`KEEP_FINISHED`]), in the order they ended.
     pub fn finished(&self) -> Vec<FinishedQuery> {
-        self.finished.lock().iter().cloned().collect()
+        let mut finished = self.finished.lock();
+        prune(&mut finished);
+        finished.iter().cloned().collect()
     }
 
     /// The `n` slowest finished queries kept, slowest first.
@@ -166,6 +169,14 @@ impl QueryLog {
         all.sort_by_key(|q| std::cmp::Reverse(q.total));
         all.truncate(n);
         all
+    }
+}
+
+/// Drops the queries that ended more than [`KEEP_FOR`] ago (the list is
+/// in the order they ended).
+fn prune(finished: &mut VecDeque<FinishedQuery>) {
+    while finished.front().is_some_and(|q| q.ended.elapsed() > KEEP_FOR) {
+        finished.pop_front();
     }
 }
 
@@ -190,8 +201,8 @@ mod tests {
     #[test]
     fn queries_move_from_running_to_finished_and_stay_bounded() {
         let log = QueryLog::default();
-        let a = log.begin("sql", "SELECT 1");
-        let b = log.begin("scan", "scan t");
+        let (a, _) = log.begin("sql", "SELECT 1");
+        let (b, _) = log.begin("scan", "scan t");
         assert_eq!(log.running().len(), 2);
         log.end(a, outcome(1));
         log.end(a, outcome(1)); // twice is harmless
@@ -201,13 +212,14 @@ mod tests {
         assert_eq!(log.finished().len(), 1);
         assert_eq!(log.finished()[0].rows, 1);
         for i in 0..KEEP_FINISHED + 10 {
-            let id = log.begin("sql", &format!("SELECT {i}"));
+            let (id, _) = log.begin("sql", &format!("SELECT {i}"));
             log.end(id, outcome(0));
         }
         assert_eq!(log.finished().len(), KEEP_FINISHED);
         assert_eq!(log.slowest(5).len(), 5);
         let long = "x".repeat(MAX_TEXT * 2);
-        log.begin("sql", &long);
+        let (_, kept) = log.begin("sql", &long);
+        assert!(kept.len() <= MAX_TEXT + 4);
         assert!(log.running().iter().all(|q| q.text.len() <= MAX_TEXT + 4));
     }
 }

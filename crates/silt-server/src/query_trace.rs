@@ -103,13 +103,14 @@ impl QueryTrace {
     /// A trace for a query of `kind` (`sql`, `scan`, `lookup`) starting now;
     /// `text` (the SQL, or what a scan reads) goes to the query log.
     pub fn new(kind: &'static str, text: &str, metrics: Arc<ServerMetrics>) -> Self {
-        let id = metrics.query_log.begin(kind, text);
+        // The span gets the text as the log keeps it (cut at 4 KiB).
+        let (id, text) = metrics.query_log.begin(kind, text);
         let span = tracing::info_span!(
             target: "silt::query",
             "query",
             kind,
             query_id = id,
-            text,
+            text = text.as_ref(),
             trace_id = tracing::field::Empty
         );
         record_trace_id(&span);

@@ -51,14 +51,44 @@ pub fn stats_json(engine: &Engine) -> Value {
     })
 }
 
+/// Object-store request latency in milliseconds, from the summary
+/// `silt_object_store_request_seconds`.
+pub struct StoreLatency {
+    pub count: u64,
+    pub mean: Option<f64>,
+    pub p50: Option<f64>,
+    pub p99: Option<f64>,
+    pub max: Option<f64>,
+}
+
+impl StoreLatency {
+    pub fn from_snapshot(snapshot: &BTreeMap<String, f64>) -> Self {
+        let ms = |series: &str| snapshot.get(series).map(|s| s * 1e3);
+        // The summary's quantiles cover a recent window and read 0 when it
+        // holds no request: no request takes 0 ms, so 0 is "none lately".
+        let quantile =
+            |q: &str| ms(&format!("silt_object_store_request_seconds{{quantile=\"{q}\"}}")).filter(|v| *v > 0.0);
+        let count = snapshot
+            .get("silt_object_store_request_seconds_count")
+            .copied()
+            .unwrap_or(0.0) as u64;
+        let mean = (count > 0)
+            .then(|| ms("silt_object_store_request_seconds_sum").map(|sum| sum / count as f64))
+            .flatten();
+        StoreLatency {
+            count,
+            mean,
+            p50: quantile("0.5"),
+            p99: quantile("0.99"),
+            max: quantile("1"),
+        }
+    }
+}
+
 /// Object-store requests, bytes, failures and request latency.
 fn store_json(snapshot: &BTreeMap<String, f64>) -> Value {
     let get = |series: &str| snapshot.get(series).copied().unwrap_or(0.0) as u64;
-    let seconds = |series: &str| snapshot.get(series).map(|s| s * 1e3);
-    let count = get("silt_object_store_request_seconds_count");
-    let mean = (count > 0)
-        .then(|| seconds("silt_object_store_request_seconds_sum").map(|sum| sum / count as f64))
-        .flatten();
+    let latency = StoreLatency::from_snapshot(snapshot);
     json!({
         "get_requests": get("silt_object_store_get_requests_total"),
         "get_bytes": get("silt_object_store_get_bytes_total"),
@@ -68,11 +98,11 @@ fn store_json(snapshot: &BTreeMap<String, f64>) -> Value {
         "retries": get("silt_object_store_retries_total"),
         "failed_requests": get("silt_object_store_failed_requests_total"),
         "latency_ms": {
-            "count": count,
-            "mean": mean,
-            "p50": seconds("silt_object_store_request_seconds{quantile=\"0.5\"}"),
-            "p99": seconds("silt_object_store_request_seconds{quantile=\"0.99\"}"),
-            "max": seconds("silt_object_store_request_seconds{quantile=\"1\"}"),
+            "count": latency.count,
+            "mean": latency.mean,
+            "p50": latency.p50,
+            "p99": latency.p99,
+            "max": latency.max,
         },
     })
 }

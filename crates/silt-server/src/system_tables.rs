@@ -333,16 +333,12 @@ fn queries(engine: &Engine) -> Result<RecordBatch> {
 fn store_requests(engine: &Engine) -> Result<RecordBatch> {
     let snapshot = engine.metrics().snapshot();
     let get = |series: &str| snapshot.get(series).copied().unwrap_or(0.0) as u64;
-    let seconds = |series: &str| snapshot.get(series).map(|s| s * 1e3);
     let (gets, heads, lists) = (
         get("silt_object_store_get_requests_total"),
         get("silt_object_store_head_requests_total"),
         get("silt_object_store_list_requests_total"),
     );
-    let count = get("silt_object_store_request_seconds_count");
-    let mean = (count > 0)
-        .then(|| seconds("silt_object_store_request_seconds_sum").map(|s| s / count as f64))
-        .flatten();
+    let latency = crate::stats::StoreLatency::from_snapshot(&snapshot);
     let only_all = |v: Option<f64>| Float64Array::from(vec![None, None, None, v]);
     let only_all_u = |v: u64| UInt64Array::from(vec![None, None, None, Some(v)]);
     batch(
@@ -369,11 +365,9 @@ fn store_requests(engine: &Engine) -> Result<RecordBatch> {
             Arc::new(only_all_u(get("silt_object_store_errors_total"))),
             Arc::new(only_all_u(get("silt_object_store_retries_total"))),
             Arc::new(only_all_u(get("silt_object_store_failed_requests_total"))),
-            Arc::new(only_all(mean)),
-            Arc::new(only_all(seconds("silt_object_store_request_seconds{quantile=\"0.5\"}"))),
-            Arc::new(only_all(seconds(
-                "silt_object_store_request_seconds{quantile=\"0.99\"}",
-            ))),
+            Arc::new(only_all(latency.mean)),
+            Arc::new(only_all(latency.p50)),
+            Arc::new(only_all(latency.p99)),
         ],
     )
 }

@@ -10,13 +10,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder as ConnBuilder;
 use hyper_util::service::TowerToHyperService;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::TcpListener;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
+use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
 use crate::config::ServerConfig;
@@ -63,6 +64,7 @@ impl TlsFiles {
     pub fn tonic_config(&self) -> tonic::transport::ServerTlsConfig {
         tonic::transport::ServerTlsConfig::new()
             .identity(tonic::transport::Identity::from_pem(&self.cert_pem, &self.key_pem))
+            .timeout(HANDSHAKE_TIMEOUT)
     }
 
     /// The admin endpoint's TLS settings (HTTP/1.1 and HTTP/2 by ALPN).
@@ -86,9 +88,14 @@ impl TlsFiles {
     }
 }
 
-/// Serves `app` over TLS on `listener` until `shutdown` fires. Each
-/// connection's handshake and requests run on a task of their own, so a
-/// slow or hostile client holds up nobody else.
+/// A connection still open this long after shutdown is dropped.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Serves `app` over TLS on `listener` until `shutdown` fires, then lets
+/// open connections finish their requests (at most [`DRAIN_TIMEOUT`]).
+/// Each connection's handshake and requests run on a task of their own, so
+/// a slow or hostile client holds up nobody else; a client that does not
+/// finish its handshake or send its request headers in time is dropped.
 pub async fn serve_admin(
     listener: TcpListener,
     app: Router,
@@ -97,10 +104,14 @@ pub async fn serve_admin(
 ) -> Result<(), ServerError> {
     let config = files.rustls_config().map_err(ServerError::Config)?;
     let acceptor = TlsAcceptor::from(Arc::new(config));
+    let (closing, closing_rx) = watch::channel(false);
+    let mut connections = JoinSet::new();
     loop {
         let accepted = tokio::select! {
-            _ = &mut shutdown => return Ok(()),
+            _ = &mut shutdown => break,
             accepted = listener.accept() => accepted,
+            // Reap finished connections so the set stays small.
+            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
         };
         let (tcp, peer) = match accepted {
             Ok(conn) => conn,
@@ -115,7 +126,8 @@ pub async fn serve_admin(
         }
         let acceptor = acceptor.clone();
         let service = TowerToHyperService::new(app.clone());
-        tokio::spawn(async move {
+        let mut closing = closing_rx.clone();
+        connections.spawn(async move {
             let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
                 Ok(Ok(tls)) => tls,
                 Ok(Err(e)) => {
@@ -127,12 +139,36 @@ pub async fn serve_admin(
                     return;
                 }
             };
-            if let Err(e) = ConnBuilder::new(TokioExecutor::new())
-                .serve_connection(TokioIo::new(tls), service)
-                .await
-            {
+            let mut builder = ConnBuilder::new(TokioExecutor::new());
+            builder
+                .http1()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HANDSHAKE_TIMEOUT);
+            let conn = builder.serve_connection(TokioIo::new(tls), service);
+            tokio::pin!(conn);
+            let ended = tokio::select! {
+                ended = conn.as_mut() => ended,
+                _ = async { drop(closing.wait_for(|c| *c).await) } => {
+                    conn.as_mut().graceful_shutdown();
+                    conn.await
+                }
+            };
+            if let Err(e) = ended {
                 tracing::debug!(%peer, "admin endpoint: connection ended: {e}");
             }
         });
     }
+    let _ = closing.send(true);
+    let drained = tokio::time::timeout(DRAIN_TIMEOUT, async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!(
+            open = connections.len(),
+            "admin endpoint: connections still open after shutdown were dropped"
+        );
+        connections.shutdown().await;
+    }
+    Ok(())
 }

@@ -31,7 +31,9 @@ pub struct StoreMetrics {
     /// good, after their retries (`RetryingStore`).
     pub failed_requests: Counter,
     /// `silt_object_store_request_seconds`: wall time of each GET, HEAD and
-    /// delimited LIST (body included for a GET), failures too.
+    /// delimited LIST, failures too. A GET is timed until its body stream
+    /// is dropped, so a slow consumer's back-pressure counts as latency.
+    /// Rendered as a summary whose quantiles cover a recent window.
     pub request_seconds: Histogram,
 }
 

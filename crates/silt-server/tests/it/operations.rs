@@ -182,6 +182,10 @@ async fn admin_endpoints_need_the_token_and_metrics_carry_hit_ratios() {
         .unwrap()
         .to_string();
     assert!(head.to_lowercase().contains("httponly"));
+    assert!(
+        !cookie.contains("s3cret"),
+        "the cookie is a session id, not the token: {cookie}"
+    );
     let (status, _, _) = http_get_with(admin, "/stats", &[("cookie", &cookie)]).await;
     assert_eq!(status, 200);
 
