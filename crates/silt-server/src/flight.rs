@@ -60,10 +60,23 @@ pub struct SiltFlightService {
 
 impl SiltFlightService {
     pub fn new(engine: Arc<Engine>) -> Self {
-        SiltFlightService {
-            engine,
-            pending: Arc::new(PendingPlans::default()),
+        let pending = Arc::new(PendingPlans::default());
+        // Plans never redeemed are dropped within ~10 s of expiring, even on a
+        // quiet server, so their queries leave the running list.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let weak = Arc::downgrade(&pending);
+            runtime.spawn(async move {
+                let mut tick = tokio::time::interval(std::time::Duration::from_secs(10));
+                loop {
+                    tick.tick().await;
+                    match weak.upgrade() {
+                        Some(pending) => pending.expire(),
+                        None => return,
+                    }
+                }
+            });
         }
+        SiltFlightService { engine, pending }
     }
 
     fn counted<T>(&self, r: Result<T, ServerError>) -> Result<T, Status> {

@@ -48,12 +48,15 @@ impl PendingPlans {
     pub fn keep(&self, sql: &str, plan: KeptPlan) -> String {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let mut plans = self.plans.lock();
-        plans.retain(|_, (at, _)| at.elapsed() < KEEP_FOR);
+        plans.retain(|_, (at, plan)| keep_or_abandon(at, plan));
         while plans.len() >= MAX_PLANS {
             let Some(oldest) = plans.iter().min_by_key(|(_, (at, _))| *at).map(|(id, _)| *id) else {
                 break;
             };
-            plans.remove(&oldest);
+            if let Some((_, plan)) = plans.remove(&oldest) {
+                plan.trace
+                    .failed(&"abandoned: evicted before a DoGet redeemed its ticket");
+            }
         }
         plans.insert(id, (Instant::now(), plan));
         format!("{PLAN_MARK}{id}\n{sql}")
@@ -73,6 +76,12 @@ impl PendingPlans {
         (sql.to_string(), plan)
     }
 
+    /// Drops the plans not redeemed in time, so their queries leave the
+    /// query log's running list (marked abandoned). Run periodically.
+    pub fn expire(&self) {
+        self.plans.lock().retain(|_, (at, plan)| keep_or_abandon(at, plan));
+    }
+
     /// Plans kept now.
     pub fn len(&self) -> usize {
         self.plans.lock().len()
@@ -81,6 +90,17 @@ impl PendingPlans {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// Whether a plan kept since `at` is still wanted; if not, its query is
+/// marked abandoned (recorded when the plan is dropped).
+fn keep_or_abandon(at: &Instant, plan: &KeptPlan) -> bool {
+    let keep = at.elapsed() < KEEP_FOR;
+    if !keep {
+        plan.trace
+            .failed(&"abandoned: no DoGet redeemed its ticket within 60 s");
+    }
+    keep
 }
 
 #[cfg(test)]
