@@ -28,6 +28,7 @@
 //! servers = ["http://a:50051", "http://b:50051"]  # every member's Flight URL (clients place by these)
 //! admin = ["http://a:9090", "http://b:9090"]      # their admin listeners, same order (S3 GETs forwarded)
 //! self = "http://a:50051"         # this member (default: the entry whose host:port is `listen`)
+//! ca_cert = "/etc/silt/ca.pem"    # trust for https:// admin URLs (default: tls_cert)
 //!
 //! [s3]                            # defaults for every s3:// table
 //! endpoint = "http://127.0.0.1:9000"
@@ -190,6 +191,11 @@ pub struct ClusterConfig {
     /// `host:port` is the `listen` address.
     #[serde(rename = "self")]
     pub self_url: Option<String>,
+    /// PEM CA certificate the members' admin listeners are trusted by when
+    /// they serve TLS (`https://` in `admin`), besides the system's roots;
+    /// default: this server's own `tls_cert` (a fleet sharing one
+    /// certificate or CA needs nothing more).
+    pub ca_cert: Option<PathBuf>,
 }
 
 impl ClusterConfig {

@@ -75,6 +75,9 @@ pub struct Peers {
     peers: Vec<Peer>,
     /// The S3 key the fleet's API is signed with, if any.
     key: Option<(String, String)>,
+    /// An extra PEM root for members' `https://` admin listeners
+    /// (`cluster.ca_cert`, else this server's own certificate).
+    trust: Option<Vec<u8>>,
     /// One client per (member, table), made on first use.
     clients: Mutex<HashMap<(usize, String), Arc<AmazonS3>>>,
     forwarded: Counter,
@@ -106,6 +109,13 @@ impl Peers {
                 })
                 .collect(),
             key: config.s3_api_key(),
+            trust: cluster.ca_cert.as_ref().or(config.tls_cert.as_ref()).and_then(|path| {
+                std::fs::read(path)
+                    .inspect_err(|e| {
+                        tracing::warn!(path = %path.display(), "S3 forwarding: cannot read the fleet's CA certificate: {e}")
+                    })
+                    .ok()
+            }),
             clients: Mutex::new(HashMap::new()),
             forwarded: metrics.s3_forwarded.clone(),
             failures: metrics.s3_forward_failures.clone(),
@@ -195,11 +205,14 @@ impl Peers {
         }
         let mut headers = axum::http::HeaderMap::new();
         headers.insert(FORWARDED, axum::http::HeaderValue::from_static("1"));
-        let options = ClientOptions::new()
+        let mut options = ClientOptions::new()
             .with_allow_http(true)
             .with_timeout(FORWARD_TIMEOUT)
             .with_connect_timeout(Duration::from_secs(2))
             .with_default_headers(headers);
+        if let Some(pem) = &self.trust {
+            options = options.with_root_certificate(object_store::Certificate::from_pem(pem)?);
+        }
         let mut builder = AmazonS3Builder::new()
             .with_endpoint(format!("{}/s3", self.peers[owner].admin))
             .with_bucket_name(table)

@@ -661,3 +661,58 @@ async fn s3_api_across_a_fleet_reads_each_chunk_from_its_owner() {
         "the gone member's chunks were tried, then read locally"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_api_across_a_tls_fleet_forwards_over_https() {
+    // One certificate for every member (localhost and 127.0.0.1): each trusts
+    // the others by its own `tls_cert` (no `cluster.ca_cert` needed).
+    let certs = tempfile::tempdir().unwrap();
+    let key = rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
+    let (cert_path, key_path) = (certs.path().join("cert.pem"), certs.path().join("key.pem"));
+    std::fs::write(&cert_path, key.cert.pem()).unwrap();
+    std::fs::write(&key_path, key.signing_key.serialize_pem()).unwrap();
+    let flight = free_addrs(3);
+    let admin = free_addrs(3);
+    let tls_member = |c: &mut ServerConfig| {
+        c.page_size = 1 << 10;
+        c.auth_token = Some("secret".into());
+        c.tls_cert = Some(cert_path.clone());
+        c.tls_key = Some(key_path.clone());
+    };
+    let https = |cfg: &mut ServerConfig| {
+        cfg.cluster.admin = admin.iter().map(|a| format!("https://{a}")).collect();
+    };
+    let lake = Lake::start(|c| {
+        tls_member(c);
+        let cache = c.cache_dir.clone();
+        *c = member_config(c, 0, &flight, &admin, &cache);
+        https(c);
+    })
+    .await;
+    let mut members = Vec::new();
+    for me in 1..3 {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = member_config(lake.server.engine.config(), me, &flight, &admin, dir.path());
+        https(&mut cfg);
+        members.push((silt_server::start(cfg).await.unwrap(), dir));
+    }
+    let options = object_store::ClientOptions::new()
+        .with_root_certificate(object_store::Certificate::from_pem(key.cert.pem().as_bytes()).unwrap());
+    let store = lake
+        .builder("events")
+        .with_endpoint(format!("https://{}/s3", lake.admin()))
+        .with_client_options(options)
+        .with_access_key_id("silt")
+        .with_secret_access_key("secret")
+        .build()
+        .unwrap();
+    read_all_events(&lake, &store).await;
+    assert!(
+        lake.metric("silt_s3_forwarded_total") > 0.0,
+        "chunks owned by other members came from them, over HTTPS"
+    );
+    assert_eq!(lake.metric("silt_s3_forward_failures_total"), 0.0);
+    for (m, _) in &members {
+        assert!(metric(m, "silt_s3_requests_total") > 0.0, "every member owns a share");
+    }
+}
