@@ -197,7 +197,7 @@ def connect(servers: Servers, token: Optional[str] = None, timeout: Optional[flo
     errors = []
     for location in _servers(servers):
         client = _flight_client(location, tls_root_certs)
-        conn = Connection(location, client, token)
+        conn = Connection(location, client, token, tls_root_certs)
         try:
             conn._list_tables(timeout=timeout)
             return conn
@@ -212,9 +212,13 @@ def connect(servers: Servers, token: Optional[str] = None, timeout: Optional[flo
 class Connection:
     """One Flight connection to one server. Use `silt.connect` to make one."""
 
-    def __init__(self, location: str, client: flight.FlightClient, token: Optional[str] = None):
+    def __init__(self, location: str, client: flight.FlightClient, token: Optional[str] = None,
+                 tls_root_certs: Optional[TlsRootCerts] = None):
         self.location = location
         self.token = token
+        # Kept for the lazy scans this connection describes (they reconnect
+        # in other processes).
+        self.tls_root_certs = tls_root_certs
         self._client = client
         self._headers = [(b"authorization", f"Bearer {token}".encode())] if token else []
 
@@ -308,7 +312,8 @@ class Connection:
     def lazy_scan(self, table: str, columns: Optional[Sequence[str]] = None,
                   filter: Optional[str] = None) -> "Scan":
         """A picklable description of a scan on this server (for `silt.torch`)."""
-        return Scan(self.location, table, None if columns is None else tuple(columns), filter, self.token)
+        return Scan(self.location, table, None if columns is None else tuple(columns), filter, self.token,
+                    self.tls_root_certs)
 
     def lookup(self, table: str, key_column: str, keys, columns: Optional[Sequence[str]] = None) -> pa.Table:
         """Point lookup: the rows whose `key_column` is one of `keys`, in one call
@@ -342,6 +347,8 @@ class Scan:
     columns: Optional[Sequence[str]] = None
     filter: Optional[str] = None
     token: Optional[str] = None
+    # PEM roots for `grpc+tls://` servers (else `$SILT_TLS_CA`), see `connect`.
+    tls_root_certs: Optional[TlsRootCerts] = None
 
     def to_sql(self) -> str:
         return scan_sql(self.table, self.columns, self.filter)
@@ -364,19 +371,19 @@ class Scan:
         return self.where(shard_predicate(by, type, index, count))
 
     def table_schema(self) -> pa.Schema:
-        with connect(self.servers, self.token) as conn:
+        with connect(self.servers, self.token, tls_root_certs=self.tls_root_certs) as conn:
             return conn.schema(self.table)
 
     def batches(self) -> Iterator[pa.RecordBatch]:
-        with connect(self.servers, self.token) as conn:
+        with connect(self.servers, self.token, tls_root_certs=self.tls_root_certs) as conn:
             yield from conn.sql_batches(self.to_sql())
 
     def schema(self) -> pa.Schema:
-        with connect(self.servers, self.token) as conn:
+        with connect(self.servers, self.token, tls_root_certs=self.tls_root_certs) as conn:
             return conn.sql_schema(self.to_sql())
 
     def read_all(self) -> pa.Table:
-        with connect(self.servers, self.token) as conn:
+        with connect(self.servers, self.token, tls_root_certs=self.tls_root_certs) as conn:
             return conn.sql(self.to_sql())
 
 
@@ -387,11 +394,12 @@ class Query:
     servers: Servers
     sql: str
     token: Optional[str] = None
+    tls_root_certs: Optional[TlsRootCerts] = None
 
     def batches(self) -> Iterator[pa.RecordBatch]:
-        with connect(self.servers, self.token) as conn:
+        with connect(self.servers, self.token, tls_root_certs=self.tls_root_certs) as conn:
             yield from conn.sql_batches(self.sql)
 
     def schema(self) -> pa.Schema:
-        with connect(self.servers, self.token) as conn:
+        with connect(self.servers, self.token, tls_root_certs=self.tls_root_certs) as conn:
             return conn.sql_schema(self.sql)

@@ -280,7 +280,7 @@ def _open_batches(source: Source, columns: Optional[Sequence[str]], shared: _Sha
     """The source's record batches, opened in the producer thread; registers
     a cancel hook that unblocks a pending read from another thread."""
     if isinstance(source, (Scan, Query)):
-        conn = connect(source.servers, source.token)
+        conn = connect(source.servers, source.token, tls_root_certs=source.tls_root_certs)
         reader = None
         try:
             reader = conn.sql_reader(source.to_sql() if isinstance(source, Scan) else source.sql)

@@ -102,6 +102,25 @@ def test_silt_package_over_tls(tls_server):
             assert rows(pa.Table.from_batches(batches)) == tls_server["expected"]
 
 
+def test_lazy_scans_carry_the_roots(tls_server, monkeypatch):
+    """A lazy scan reconnects (in a DataLoader worker, after pickling): it
+    keeps the connection's roots, with no SILT_TLS_CA to fall back on."""
+    import pickle
+    monkeypatch.delenv("SILT_TLS_CA", raising=False)
+    url = f"grpc+tls://localhost:{tls_server['port']}"
+    with silt.connect(url, token=TOKEN, tls_root_certs=tls_server["pem"]) as conn:
+        scan = conn.lazy_scan("t", ["grp", "qty"], "qty < 30")
+    scan = pickle.loads(pickle.dumps(scan))
+    got = scan.read_all()
+    assert got.num_rows == sum(n for _, n, _ in tls_server["expected"])
+    assert got.num_rows == sum(b.num_rows for b in scan.batches())
+    # Without the roots, the same scan is refused.
+    import dataclasses
+    bare = dataclasses.replace(scan, tls_root_certs=None)
+    with pytest.raises(silt.SiltError):
+        bare.read_all()
+
+
 def test_silt_package_reads_silt_tls_ca(tls_server, monkeypatch):
     monkeypatch.setenv("SILT_TLS_CA", tls_server["cert"])
     with silt.connect(f"grpc+tls://localhost:{tls_server['port']}", token=TOKEN) as conn:
