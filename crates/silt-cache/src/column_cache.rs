@@ -428,30 +428,26 @@ impl ColumnCache {
 /// compacted copy is charged exactly what it holds, and evicting it frees
 /// that memory. Other arrays are returned as they are.
 fn own_view_buffers(array: ArrayRef) -> ArrayRef {
-    use arrow::array::{AsArray, BinaryViewArray, StringViewArray};
-    use arrow::datatypes::DataType;
-    /// Bytes the views point at outside themselves (strings over 12 bytes).
-    fn referenced(views: &[u128]) -> usize {
-        views.iter().map(|v| *v as u32 as usize).filter(|&len| len > 12).sum()
+    use arrow::array::{AsArray, GenericByteViewArray};
+    use arrow::datatypes::{ByteViewType, DataType};
+    /// The array compacted, when its data buffers hold more bytes than its
+    /// views point at outside themselves (values over 12 bytes).
+    fn compacted<T: ByteViewType>(a: &GenericByteViewArray<T>) -> Option<ArrayRef> {
+        let held: usize = a.data_buffers().iter().map(|b| b.len()).sum();
+        let referenced: usize = a
+            .views()
+            .iter()
+            .map(|v| *v as u32 as usize)
+            .filter(|&len| len > 12)
+            .sum();
+        (held > referenced).then(|| Arc::new(a.gc()) as ArrayRef)
     }
-    match array.data_type() {
-        DataType::Utf8View => {
-            let a: &StringViewArray = array.as_string_view();
-            let held: usize = a.data_buffers().iter().map(|b| b.len()).sum();
-            if held > referenced(a.views()) {
-                return Arc::new(a.gc());
-            }
-        }
-        DataType::BinaryView => {
-            let a: &BinaryViewArray = array.as_binary_view();
-            let held: usize = a.data_buffers().iter().map(|b| b.len()).sum();
-            if held > referenced(a.views()) {
-                return Arc::new(a.gc());
-            }
-        }
-        _ => {}
-    }
-    array
+    let compact = match array.data_type() {
+        DataType::Utf8View => compacted(array.as_string_view()),
+        DataType::BinaryView => compacted(array.as_binary_view()),
+        _ => None,
+    };
+    compact.unwrap_or(array)
 }
 
 #[cfg(test)]

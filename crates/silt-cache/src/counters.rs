@@ -47,9 +47,28 @@ impl TableCounters {
         counts.misses += misses;
     }
 
+    /// The table's hit ratio's two sides: lookups a tier answered (memory
+    /// batches + pages from the page buffer or disk) and pages fetched from
+    /// the object store (a memory miss is followed by page lookups, so it is
+    /// not counted twice).
+    pub fn lookups(&self) -> (u64, u64) {
+        (
+            self.batch_hits.load(Ordering::Relaxed) + self.hits.load(Ordering::Relaxed),
+            self.misses.load(Ordering::Relaxed),
+        )
+    }
+
     /// Per column name: its memory-tier lookups so far.
     pub fn columns(&self) -> Vec<(Arc<str>, ColumnCounts)> {
         self.columns.lock().iter().map(|(k, v)| (k.clone(), *v)).collect()
+    }
+}
+
+/// `hits / (hits + misses)`, or `None` before any lookup.
+pub fn hit_ratio(hits: u64, misses: u64) -> Option<f64> {
+    match hits + misses {
+        0 => None,
+        n => Some(hits as f64 / n as f64),
     }
 }
 

@@ -36,7 +36,7 @@ pub use column_cache::{
     BATCH_ROWS, BatchKey, CachedColumn, ColumnCache, ColumnCacheBuilder, ColumnUsage, MemoryForm, TranscodePolicy,
     TranscodePolicyFactory,
 };
-pub use counters::{ColumnCounts, TableCounters};
+pub use counters::{ColumnCounts, TableCounters, hit_ratio};
 pub use disk::{DiskConfig, DiskMetrics, DiskStats, DiskTier};
 pub use error::{CacheError, CacheResult};
 pub use freshness::Freshness;

@@ -130,21 +130,15 @@ async fn health(State(engine): State<Arc<Engine>>) -> impl IntoResponse {
     )
 }
 
-/// Runs `f` on a blocking thread: rendering every metric and walking the
-/// tiers is no work for an async worker, which would stall queries.
-async fn off_worker(engine: Arc<Engine>, f: fn(&Engine) -> String) -> Result<String, StatusCode> {
-    tokio::task::spawn_blocking(move || f(&engine))
-        .await
-        .map_err(|_| StatusCode::INTERNAL_SERVER_ERROR)
-}
-
 async fn metrics(State(engine): State<Arc<Engine>>) -> impl IntoResponse {
-    let body = off_worker(engine, |e| {
-        let mut text = e.metrics().render();
-        text.push_str(&crate::table_metrics::render(e));
-        text
-    })
-    .await?;
+    let body = engine
+        .off_worker(|e| {
+            let mut text = e.metrics().render();
+            text.push_str(&crate::table_metrics::render(e));
+            text
+        })
+        .await
+        .map_err(|_| StatusCode::INTERNAL_SERVER_ERROR)?;
     Ok::<_, StatusCode>((
         StatusCode::OK,
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
@@ -153,7 +147,8 @@ async fn metrics(State(engine): State<Arc<Engine>>) -> impl IntoResponse {
 }
 
 async fn stats(State(engine): State<Arc<Engine>>) -> impl IntoResponse {
-    let body = crate::stats::stats_json_off_worker(engine)
+    let body = engine
+        .off_worker(|e| crate::stats::stats_json(e).to_string())
         .await
         .map_err(|_| StatusCode::INTERNAL_SERVER_ERROR)?;
     Ok::<_, StatusCode>((StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], body))

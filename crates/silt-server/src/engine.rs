@@ -232,6 +232,18 @@ impl Engine {
         &self.metrics
     }
 
+    /// Runs `f` on a blocking thread. For introspection that renders every
+    /// metric or walks the tiers (`/stats`, `/metrics`, `silt_system`, the
+    /// history sampler): no work for an async worker, which would stall
+    /// queries.
+    pub async fn off_worker<T: Send + 'static>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&Engine) -> T + Send + 'static,
+    ) -> Result<T, tokio::task::JoinError> {
+        let engine = self.clone();
+        tokio::task::spawn_blocking(move || f(&engine)).await
+    }
+
     /// The last hour of counter samples ([`crate::history`]).
     pub fn history(&self) -> &crate::history::History {
         &self.history

@@ -65,12 +65,13 @@ impl History {
 
 /// The counters of `engine` now.
 pub fn take_sample(engine: &Engine) -> Sample {
+    use crate::stats::{counter, value};
     let snapshot = engine.metrics().snapshot();
-    let get = |series: &str| snapshot.get(series).copied().unwrap_or(0.0) as u64;
+    let get = |series: &str| value(&snapshot, series);
     let per_tier = |name: &str| {
         TIERS
             .iter()
-            .map(|&tier| (tier, get(&format!("{name}{{tier=\"{tier}\"}}"))))
+            .map(|&tier| (tier, counter(&snapshot, name, tier)))
             .collect()
     };
     Sample {
@@ -101,11 +102,7 @@ pub fn spawn_sampler(engine: &Arc<Engine>) -> tokio::task::JoinHandle<()> {
             let Some(engine) = weak.upgrade() else {
                 return;
             };
-            let sampled = tokio::task::spawn_blocking(move || {
-                let sample = take_sample(&engine);
-                engine.history().push(sample);
-            })
-            .await;
+            let sampled = engine.off_worker(|e| e.history().push(take_sample(e))).await;
             if sampled.is_err() {
                 return;
             }

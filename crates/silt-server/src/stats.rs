@@ -9,14 +9,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use serde_json::{Value, json};
+use silt_cache::hit_ratio;
 
 use crate::engine::Engine;
-
-/// [`stats_json`] as text, computed on a blocking thread: it renders every
-/// metric and walks the tiers, which is no work for an async worker.
-pub async fn stats_json_off_worker(engine: Arc<Engine>) -> Result<String, tokio::task::JoinError> {
-    tokio::task::spawn_blocking(move || stats_json(&engine).to_string()).await
-}
 
 /// Every metric, each tier's use against its budget, per-table hit ratios,
 /// and the catalog.
@@ -28,7 +23,7 @@ pub fn stats_json(engine: &Engine) -> Value {
         .into_iter()
         .map(|(name, e)| (name, json!({"type": e.type_name(), "unavailable": e.unavailable})))
         .collect();
-    let get = |series: &str| snapshot.get(series).copied().unwrap_or(0.0) as u64;
+    let get = |series: &str| value(&snapshot, series);
     let s3_sent = get("silt_s3_bytes_sent_total");
     let would_read = crate::history::chunk_bytes(engine) + s3_sent;
     let sent = get("silt_flight_bytes_sent_total") + s3_sent;
@@ -68,10 +63,7 @@ impl StoreLatency {
         // holds no request: no request takes 0 ms, so 0 is "none lately".
         let quantile =
             |q: &str| ms(&format!("silt_object_store_request_seconds{{quantile=\"{q}\"}}")).filter(|v| *v > 0.0);
-        let count = snapshot
-            .get("silt_object_store_request_seconds_count")
-            .copied()
-            .unwrap_or(0.0) as u64;
+        let count = value(snapshot, "silt_object_store_request_seconds_count");
         let mean = (count > 0)
             .then(|| ms("silt_object_store_request_seconds_sum").map(|sum| sum / count as f64))
             .flatten();
@@ -87,7 +79,7 @@ impl StoreLatency {
 
 /// Object-store requests, bytes, failures and request latency.
 fn store_json(snapshot: &BTreeMap<String, f64>) -> Value {
-    let get = |series: &str| snapshot.get(series).copied().unwrap_or(0.0) as u64;
+    let get = |series: &str| value(snapshot, series);
     let latency = StoreLatency::from_snapshot(snapshot);
     json!({
         "get_requests": get("silt_object_store_get_requests_total"),
@@ -153,11 +145,15 @@ fn queries_json(engine: &Engine) -> Value {
     json!({"running": running, "slow": slow})
 }
 
-fn counter(snapshot: &BTreeMap<String, f64>, name: &str, tier: &str) -> u64 {
-    snapshot
-        .get(&format!("{name}{{tier=\"{tier}\"}}"))
-        .copied()
-        .unwrap_or(0.0) as u64
+/// The value of `series` (as rendered: `name` or `name{label="v"}`) in a
+/// metrics snapshot, 0 when absent.
+pub(crate) fn value(snapshot: &BTreeMap<String, f64>, series: &str) -> u64 {
+    snapshot.get(series).copied().unwrap_or(0.0) as u64
+}
+
+/// The value of `name{tier="<tier>"}`.
+pub(crate) fn counter(snapshot: &BTreeMap<String, f64>, name: &str, tier: &str) -> u64 {
+    value(snapshot, &format!("{name}{{tier=\"{tier}\"}}"))
 }
 
 fn tier_json(snapshot: &BTreeMap<String, f64>, tier: &str, used: u64, budget: u64) -> Value {
@@ -267,12 +263,13 @@ fn tables_json(engine: &Engine) -> Value {
             let misses = c.misses.load(Ordering::Relaxed);
             let batch_hits = c.batch_hits.load(Ordering::Relaxed);
             let batch_misses = c.batch_misses.load(Ordering::Relaxed);
-            let ratio = ratio_of(hits + batch_hits, misses);
+            let (served, fetched) = c.lookups();
+            let ratio = hit_ratio(served, fetched);
             let columns: serde_json::Map<String, Value> = c
                 .columns()
                 .into_iter()
                 .map(|(column, n)| {
-                    let ratio = ratio_of(n.hits, n.misses);
+                    let ratio = hit_ratio(n.hits, n.misses);
                     (
                         column.to_string(),
                         json!({"hits": n.hits, "misses": n.misses, "hit_ratio": ratio}),
@@ -294,12 +291,4 @@ fn tables_json(engine: &Engine) -> Value {
         })
         .collect();
     Value::Object(tables)
-}
-
-/// `hits / (hits + misses)`, or null before any lookup.
-fn ratio_of(hits: u64, misses: u64) -> Value {
-    match hits + misses {
-        0 => Value::Null,
-        n => json!(hits as f64 / n as f64),
-    }
 }

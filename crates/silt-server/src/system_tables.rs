@@ -80,8 +80,8 @@ impl SchemaProvider for SystemSchema {
             return Ok(None);
         };
         let name = name.to_string();
-        // Walking the tiers is blocking work; keep it off the async workers.
-        let batch = tokio::task::spawn_blocking(move || snapshot(&engine, &name))
+        let batch = engine
+            .off_worker(move |e| snapshot(e, &name))
             .await
             .map_err(|e| DataFusionError::External(Box::new(e)))??;
         let table = MemTable::try_new(batch.schema(), vec![vec![batch]])?;
@@ -183,10 +183,10 @@ struct TableCounts {
 }
 
 impl TableCounts {
-    /// (memory + page hits) / (those + page misses), once looked up.
+    /// (memory + page hits) / (those + page misses), once looked up
+    /// ([`silt_cache::TableCounters::lookups`]).
     fn hit_ratio(&self) -> Option<f64> {
-        let hits = self.memory_hits + self.page_hits;
-        (hits + self.page_misses > 0).then(|| hits as f64 / (hits + self.page_misses) as f64)
+        silt_cache::hit_ratio(self.memory_hits + self.page_hits, self.page_misses)
     }
 }
 
@@ -332,7 +332,7 @@ fn queries(engine: &Engine) -> Result<RecordBatch> {
 
 fn store_requests(engine: &Engine) -> Result<RecordBatch> {
     let snapshot = engine.metrics().snapshot();
-    let get = |series: &str| snapshot.get(series).copied().unwrap_or(0.0) as u64;
+    let get = |series: &str| crate::stats::value(&snapshot, series);
     let (gets, heads, lists) = (
         get("silt_object_store_get_requests_total"),
         get("silt_object_store_head_requests_total"),

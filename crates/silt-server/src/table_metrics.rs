@@ -45,10 +45,11 @@ pub fn render(engine: &Engine) -> String {
     for (name, store) in &stores {
         let c = store.counters();
         chunk_bytes += c.chunk_bytes.load(Ordering::Relaxed);
+        let (hits, misses) = c.lookups();
         tables.push(Lookups {
             labels: vec![("table", name.clone())],
-            hits: c.hits.load(Ordering::Relaxed) + c.batch_hits.load(Ordering::Relaxed),
-            misses: c.misses.load(Ordering::Relaxed),
+            hits,
+            misses,
         });
         for (column, n) in c.columns() {
             columns.push(Lookups {
@@ -103,9 +104,10 @@ fn write_family(out: &mut String, prefix: &str, sets: Vec<Lookups>) {
         let _ = writeln!(out, "{prefix}_misses_total{{{}}} {}", labels(l), l.misses);
     }
     let _ = writeln!(out, "# TYPE {prefix}_hit_ratio gauge");
-    for l in sets.iter().filter(|l| l.hits + l.misses > 0) {
-        let ratio = l.hits as f64 / (l.hits + l.misses) as f64;
-        let _ = writeln!(out, "{prefix}_hit_ratio{{{}}} {ratio}", labels(l));
+    for l in &sets {
+        if let Some(ratio) = silt_cache::hit_ratio(l.hits, l.misses) {
+            let _ = writeln!(out, "{prefix}_hit_ratio{{{}}} {ratio}", labels(l));
+        }
     }
 }
 

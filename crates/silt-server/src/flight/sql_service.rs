@@ -242,7 +242,9 @@ impl FlightSqlService for SiltFlightService {
     ) -> Result<Response<<Self as FlightService>::DoActionStream>, Status> {
         let action = request.into_inner();
         if action.r#type == ACTION_STATS {
-            let body = crate::stats::stats_json_off_worker(self.engine.clone())
+            let body = self
+                .engine
+                .off_worker(|e| crate::stats::stats_json(e).to_string())
                 .await
                 .map_err(|e| Status::internal(format!("computing stats: {e}")))?;
             let result = arrow_flight::Result { body: body.into() };
