@@ -1,5 +1,10 @@
 //! Hits-like data at any size, grown from real ClickBench rows.
 //!
+//! Two models ([`HitsModel`]): `realistic` (the default) grows each column's
+//! distinct values, keeps the seed's clustering and lays dates out along the
+//! file as the real, sorted table does (see [`crate::hits_model`]);
+//! `resample`, round 1's generator, described next, keeps the seed's values.
+//!
 //! The seed (`nano_hits.parquet`, ~25k real rows of one day) is sampled with
 //! replacement; each output row is a seed row with its identifiers and time
 //! perturbed so the data behaves like a larger slice of the real 100M-row
@@ -22,6 +27,7 @@ use arrow::compute::{concat_batches, take_record_batch};
 use arrow::datatypes::{ArrowPrimitiveType, Int16Type, Int32Type, Int64Type, UInt16Type};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
+use crate::hits_model::{Census, Model, RUN};
 use crate::tpch::{GenError, ParquetLayout, write_parquet};
 
 /// The UserID query 19 looks for.
@@ -32,6 +38,9 @@ const JULY_1_2013: u16 = 15887;
 
 /// Rows generated per batch.
 const BATCH: usize = 64 * 1024;
+
+/// Salt of the draw that places a `realistic` run in the seed.
+const RUN_SALT: u64 = 0x005E_ED0F_2A11;
 
 /// Selectivities of the real data set that the generator reproduces: the
 /// filter, and the share of rows it matches there.
@@ -47,6 +56,28 @@ pub const TARGETS: [(&str, f64); 7] = [
     ("CounterID = 62", 0.05),
     ("UserID = 435090932899640449 (q19)", 0.0),
 ];
+
+/// How the generator grows the seed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HitsModel {
+    /// Distinct counts, clustering and drift of the real table ([`crate::hits_model`]).
+    #[default]
+    Realistic,
+    /// Seed rows sampled with replacement, ids renamed per copy (round 1's).
+    Resample,
+}
+
+/// What [`generate`] wrote.
+#[derive(Debug, Clone)]
+pub struct Generated {
+    /// Each [`TARGETS`] filter's share of the rows.
+    pub selectivities: Vec<Selectivity>,
+    /// Per growing column, the model's target and what was produced
+    /// (`realistic` only).
+    pub columns: Vec<crate::hits_model::ColumnProduced>,
+    /// The model's clustering factor (`realistic` only).
+    pub clustering: Option<f64>,
+}
 
 /// One filter's share of the generated rows.
 #[derive(Debug, Clone)]
@@ -99,38 +130,54 @@ fn mix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-/// Writes `rows` hits-like rows grown from `seed_file` to `out`, and returns
-/// each [`TARGETS`] filter's share of the generated rows.
+/// Writes `rows` hits-like rows grown from `seed_file` to `out` with
+/// `model`, and returns what it wrote: each [`TARGETS`] filter's share, and
+/// for `realistic` each growing column's distinct count against its target.
 pub fn generate(
     seed_file: &Path,
     out: &Path,
     rows: u64,
     seed: u64,
     layout: ParquetLayout,
-) -> Result<Vec<Selectivity>, GenError> {
+    model: HitsModel,
+) -> Result<Generated, GenError> {
     let seed_rows = Seed::read(seed_file)?;
+    let fitted = (model == HitsModel::Realistic).then(|| Model::fit(&seed_rows.rows, rows));
+    let mut census = fitted.as_ref().map(Census::new);
     let mut counts = [0u64; TARGETS.len()];
     let schema = seed_rows.rows.schema();
     let batches = (0..rows.div_ceil(BATCH as u64)).map(|b| {
         let start = b * BATCH as u64;
         let n = (rows - start).min(BATCH as u64) as usize;
-        let batch = seed_rows
-            .batch(start, n, rows, seed)
-            .map_err(|source| GenError::Arrow { table: "hits", source })?;
+        let arrow = |source| GenError::Arrow { table: "hits", source };
+        let mut batch = seed_rows.batch(start, n, rows, seed, model).map_err(arrow)?;
+        if let (Some(fitted), Some(census)) = (&fitted, census.as_mut()) {
+            batch = fitted
+                .apply(&batch, start, seed, |column, v| column == "UserID" && v == Q19_USER)
+                .map_err(arrow)?;
+            census.add(fitted, &batch);
+        }
         count_matches(&batch, &mut counts);
         Ok(batch)
     });
     write_parquet(out, schema, batches, layout)?;
-    Ok(TARGETS
-        .iter()
-        .zip(counts)
-        .map(|(&(filter, target), matched)| Selectivity {
-            filter,
-            target,
-            matched,
-            rows,
-        })
-        .collect())
+    Ok(Generated {
+        selectivities: TARGETS
+            .iter()
+            .zip(counts)
+            .map(|(&(filter, target), matched)| Selectivity {
+                filter,
+                target,
+                matched,
+                rows,
+            })
+            .collect(),
+        columns: match (census, &fitted) {
+            (Some(c), Some(f)) => c.finish(f),
+            _ => Vec::new(),
+        },
+        clustering: fitted.map(|f| f.clustering),
+    })
 }
 
 fn seed_error(path: &Path, reason: impl ToString) -> GenError {
@@ -177,33 +224,53 @@ impl Seed {
     }
 
     /// Output rows `start .. start + n` of `total`.
-    fn batch(&self, start: u64, n: usize, total: u64, seed: u64) -> Result<RecordBatch, arrow::error::ArrowError> {
+    fn batch(
+        &self,
+        start: u64,
+        n: usize,
+        total: u64,
+        seed: u64,
+        model: HitsModel,
+    ) -> Result<RecordBatch, arrow::error::ArrowError> {
         let seed_len = self.rows.num_rows() as u64;
-        let picks: Vec<u32> = (0..n as u64)
-            .map(|i| Dice::new(seed, start + i).below(seed_len) as u32)
+        let picks: Vec<u32> = (start..start + n as u64)
+            .map(|row| match model {
+                HitsModel::Resample => Dice::new(seed, row).below(seed_len) as u32,
+                // Runs of consecutive seed rows: each session stays whole.
+                HitsModel::Realistic => {
+                    let run_start = Dice::new(seed ^ RUN_SALT, row / RUN).below(seed_len);
+                    ((run_start + row % RUN) % seed_len) as u32
+                }
+            })
             .collect();
         let mut batch = take_record_batch(&self.rows, &UInt32Array::from(picks))?;
         let mut cols = Columns::of(&batch)?;
         for i in 0..n {
-            self.perturb(&mut cols, i, start + i as u64, total, seed);
+            self.perturb(&mut cols, i, start + i as u64, total, seed, model);
         }
         cols.write_into(&mut batch)?;
         Ok(batch)
     }
 
     /// Rewrites output row `row` (slot `i` of the batch).
-    fn perturb(&self, c: &mut Columns, i: usize, row: u64, total: u64, seed: u64) {
+    fn perturb(&self, c: &mut Columns, i: usize, row: u64, total: u64, seed: u64, model: HitsModel) {
         // Draws for perturbing start after the one that picked the seed row.
         let mut dice = Dice::new(seed, row);
         dice.next();
-        let copy = row / self.rows.num_rows() as u64;
         c.watch_id[i] = mix(row ^ seed) as i64;
-        if copy > 0 {
-            let salt = mix(copy ^ seed.rotate_left(17));
-            c.user_id[i] ^= (salt >> 2) as i64;
-            c.client_ip[i] ^= (salt >> 33) as i32;
-        }
-        let day = dice.below(31) as u16;
+        let day = match model {
+            HitsModel::Resample => {
+                let copy = row / self.rows.num_rows() as u64;
+                if copy > 0 {
+                    let salt = mix(copy ^ seed.rotate_left(17));
+                    c.user_id[i] ^= (salt >> 2) as i64;
+                    c.client_ip[i] ^= (salt >> 33) as i32;
+                }
+                dice.below(31) as u16
+            }
+            // Sorted by date along the file, a run on one day (the model renames ids).
+            HitsModel::Realistic => ((row / RUN * RUN) * 31 / total.max(1)) as u16,
+        };
         let shift = (i64::from(JULY_1_2013 + day) - i64::from(c.event_date[i])) * 86_400;
         c.event_date[i] = JULY_1_2013 + day;
         c.event_time[i] += shift + dice.below(3601) as i64 - 1800;
@@ -389,7 +456,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("hits.parquet");
         let rows = 100_000;
-        let sel = generate(&seed_file(), &out, rows, 7, ParquetLayout::default()).unwrap();
+        let sel = generate(
+            &seed_file(),
+            &out,
+            rows,
+            7,
+            ParquetLayout::default(),
+            HitsModel::Resample,
+        )
+        .unwrap()
+        .selectivities;
         let file = std::fs::File::open(&out).unwrap();
         let reader = ParquetRecordBatchReaderBuilder::try_new(file).unwrap().build().unwrap();
         let batches: Vec<RecordBatch> = reader.map(Result::unwrap).collect();
@@ -407,7 +483,94 @@ mod tests {
         assert!((share("AdvEngineID") - 0.014).abs() < 0.004, "{}", share("AdvEngineID"));
         // Same arguments, same file.
         let again = dir.path().join("again.parquet");
-        generate(&seed_file(), &again, rows, 7, ParquetLayout::default()).unwrap();
+        generate(
+            &seed_file(),
+            &again,
+            rows,
+            7,
+            ParquetLayout::default(),
+            HitsModel::Resample,
+        )
+        .unwrap();
         assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(&again).unwrap());
+    }
+
+    #[test]
+    fn the_realistic_model_reaches_its_statistics_and_keeps_sessions_and_dates_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("hits.parquet");
+        let rows = 200_000;
+        let generated = generate(
+            &seed_file(),
+            &out,
+            rows,
+            3,
+            ParquetLayout::default(),
+            HitsModel::Realistic,
+        )
+        .unwrap();
+        let within = |got: f64, want: f64| (got - want).abs() <= 0.2 * want;
+        let names: Vec<&str> = generated.columns.iter().map(|c| c.target.name.as_str()).collect();
+        for known in ["UserID", "SearchPhrase", "URL", "Title", "Referer"] {
+            assert!(names.contains(&known), "{known} grows: {names:?}");
+        }
+        // The three columns the generator rebalances to the real selectivities.
+        let rebalanced = ["SearchPhrase", "MobilePhoneModel", "AdvEngineID"];
+        for c in &generated.columns {
+            let t = &c.target;
+            if t.target_distinct >= 1_000 {
+                assert!(
+                    within(c.distinct as f64, t.target_distinct as f64),
+                    "{}: {} distinct, target {}",
+                    t.name,
+                    c.distinct,
+                    t.target_distinct
+                );
+            }
+            if !rebalanced.contains(&t.name.as_str()) {
+                assert!(
+                    within(c.nonempty, t.seed_nonempty),
+                    "{}: non-empty {} vs {}",
+                    t.name,
+                    c.nonempty,
+                    t.seed_nonempty
+                );
+            }
+            if let (Some(got), Some(want)) = (c.mean_len, t.seed_mean_len) {
+                assert!(within(got, want), "{}: mean length {got} vs {want}", t.name);
+            }
+        }
+        let user = &generated.columns[names.iter().position(|n| *n == "UserID").unwrap()];
+        assert!(user.target.known && user.distinct > 15 * 1885, "{}", user.distinct);
+        let by = |f: &str| {
+            generated
+                .selectivities
+                .iter()
+                .find(|s| s.filter.starts_with(f))
+                .unwrap()
+                .matched
+        };
+        assert_eq!(by("UserID"), 5);
+        assert!((by("SearchPhrase") as f64 / rows as f64 - 0.13).abs() < 0.01);
+
+        // Sessions stay together and dates ascend along the file, as in the sorted real table.
+        let file = std::fs::File::open(&out).unwrap();
+        let batches: Vec<RecordBatch> = ParquetRecordBatchReaderBuilder::try_new(file)
+            .unwrap()
+            .build()
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        let all = concat_batches(&batches[0].schema(), &batches).unwrap();
+        let users = values::<Int64Type>(&all, "UserID").unwrap();
+        let changes = users.windows(2).filter(|w| w[0] != w[1]).count();
+        assert!(
+            changes < users.len() / 2,
+            "{changes} user changes in {} rows",
+            users.len()
+        );
+        let dates = values::<UInt16Type>(&all, "EventDate").unwrap();
+        assert!(dates.windows(2).all(|w| w[0] <= w[1]), "dates ascend");
+        assert_eq!((dates[0], dates[dates.len() - 1]), (JULY_1_2013, JULY_1_2013 + 30));
     }
 }

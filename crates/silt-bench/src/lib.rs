@@ -5,6 +5,7 @@ pub mod compare;
 pub mod consistent_fs;
 pub mod files;
 pub mod hits;
+pub mod hits_model;
 pub mod local_s3;
 pub mod lookup;
 pub mod plots;

@@ -166,6 +166,14 @@ pub trait TranscodePolicy: Send + Sync {
     /// or never. Must not block the admitting query.
     fn admitted(&self, key: &BatchKey, column: &ArrayRef);
 
+    /// Called before `column` is admitted: its final form now, encoded on
+    /// the admitting thread, when waiting for the background would let too
+    /// much Arrow pile up (a wide cold scan outrunning the worker); `None`
+    /// admits it as Arrow. The default never encodes inline.
+    fn encode_inline(&self, _key: &BatchKey, _column: &ArrayRef) -> Option<CachedColumn> {
+        None
+    }
+
     /// Batches admitted and not yet in their final form.
     fn backlog(&self) -> usize;
 }
@@ -255,9 +263,16 @@ impl ColumnCache {
     /// Admits a decoded column batch. An entry larger than the whole budget
     /// is not kept (moka would evict it at once).
     pub fn insert(&self, key: BatchKey, column: CachedColumn) {
-        let column = match column {
-            CachedColumn::Arrow(array) => CachedColumn::Arrow(own_view_buffers(array)),
-            liquid => liquid,
+        // Liquid already, or encoded inline by the policy: final, not queued.
+        let (column, queue) = match column {
+            CachedColumn::Arrow(array) => {
+                let array = own_view_buffers(array);
+                match self.policy.as_ref().and_then(|p| p.encode_inline(&key, &array)) {
+                    Some(encoded) => (encoded, false),
+                    None => (CachedColumn::Arrow(array), true),
+                }
+            }
+            liquid => (liquid, false),
         };
         let size = column.heap_size() as u64;
         self.metrics.miss_bytes.increment(size);
@@ -266,8 +281,8 @@ impl ColumnCache {
         }
         self.metrics.bytes.increment(size as f64);
         let admitted_arrow = match &column {
-            CachedColumn::Arrow(a) => Some(a.clone()),
-            CachedColumn::Liquid { .. } => None,
+            CachedColumn::Arrow(a) if queue => Some(a.clone()),
+            _ => None,
         };
         self.entries.insert(key.clone(), column);
         // Apply moka's eviction now, not at its next maintenance, so the
@@ -579,6 +594,38 @@ mod liquid_tests {
         );
         assert_eq!(usage[0].bytes as usize, entry.heap_size());
         assert_eq!(usage[0].arrow_bytes as usize, array.get_array_memory_size());
+    }
+
+    #[test]
+    fn a_wide_admission_burst_is_encoded_inline_so_little_arrow_waits() {
+        let batch_bytes = prices().get_array_memory_size();
+        let limit = 4 * batch_bytes;
+        let cache = ColumnCache::builder(1 << 30, CacheMetrics::noop())
+            .transcode(crate::transcoder::LiquidTranscoder::start_with_inline_after(limit))
+            .build();
+        let keys: Vec<BatchKey> = (0..64).map(|b| BatchKey { batch: b, ..key() }).collect();
+        let arrays: Vec<ArrayRef> = keys.iter().map(|_| prices()).collect();
+        for (k, a) in keys.iter().zip(&arrays) {
+            cache.insert(k.clone(), CachedColumn::Arrow(a.clone()));
+        }
+        // Right after the burst: the worker can only have shrunk the Arrow.
+        let arrow_held: usize = keys
+            .iter()
+            .filter_map(|k| match cache.peek(k) {
+                Some(CachedColumn::Arrow(a)) => Some(a.get_array_memory_size()),
+                _ => None,
+            })
+            .sum();
+        assert!(
+            arrow_held <= limit + batch_bytes,
+            "{arrow_held} bytes of Arrow wait (limit {limit})"
+        );
+        assert!(cache.wait_transcoded(Duration::from_secs(30)));
+        for (k, a) in keys.iter().zip(&arrays) {
+            let entry = cache.get(k).unwrap();
+            assert_eq!(entry.form(), "liquid");
+            assert_eq!(entry.to_arrow().as_ref(), a.as_ref());
+        }
     }
 
     #[test]

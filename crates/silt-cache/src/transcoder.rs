@@ -8,13 +8,22 @@
 //! [`CPU_SHARE`] of a core even under a flood of admissions. When its queue is
 //! full, further admissions simply stay Arrow. A panic in an encoder is caught
 //! and logged: that batch stays Arrow and the worker carries on.
+//!
+//! A wide cold scan (ClickBench's `SELECT *`: 105 columns) admits Arrow far
+//! faster than half a core encodes it; left to the worker, gigabytes of Arrow
+//! would wait in the tier for their turn. So once [`INLINE_AFTER_BYTES`] of
+//! admitted Arrow await the worker, further admissions are encoded on the
+//! admitting (query) thread, "at decode time": the query pays the encoding,
+//! and the Arrow held at once stays about one row group's worth. Both paths
+//! share the per-column encoders (and so the shared dictionaries).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Weak};
 
-use arrow::array::ArrayRef;
+use arrow::array::{Array, ArrayRef};
+use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
 use silt_liquid::ColumnEncoder;
@@ -40,6 +49,10 @@ const ENCODERS: usize = 256;
 /// column's next batches start a new dictionary: more memory, still correct.
 const ENCODER_BYTES: usize = 256 << 20;
 
+/// Arrow bytes waiting for the worker beyond which admissions are encoded
+/// inline: about one row group (128 Ki rows) of a 100-column table.
+pub const INLINE_AFTER_BYTES: usize = 64 << 20;
+
 /// With no batch to transcode for this long, the encoders are dropped: the
 /// scans that admitted their chunks are over.
 const IDLE: Duration = Duration::from_secs(1);
@@ -48,28 +61,51 @@ const IDLE: Duration = Duration::from_secs(1);
 /// only under memory pressure), on one background thread. Held by its
 /// [`ColumnCache`]; dropping it stops the worker.
 pub struct LiquidTranscoder {
-    tx: SyncSender<BatchKey>,
+    tx: SyncSender<(BatchKey, usize)>,
     backlog: Arc<AtomicUsize>,
+    /// Arrow bytes queued and not yet taken up by the worker.
+    queued_bytes: Arc<AtomicUsize>,
+    /// Queued Arrow bytes beyond which admissions are encoded inline.
+    inline_after: usize,
+    encoders: Arc<Mutex<Encoders>>,
 }
 
 impl LiquidTranscoder {
     /// Starts the worker for `cache` (a [`crate::ColumnCacheBuilder::transcode`] factory).
     pub fn start(cache: Weak<ColumnCache>) -> Box<dyn TranscodePolicy> {
-        Box::new(Self::spawn(cache))
+        Box::new(Self::spawn(cache, INLINE_AFTER_BYTES))
     }
 
-    fn spawn(cache: Weak<ColumnCache>) -> Self {
+    /// A factory like [`Self::start`] with another inline threshold than
+    /// [`INLINE_AFTER_BYTES`] (0: every admission is encoded inline).
+    pub fn start_with_inline_after(inline_after: usize) -> impl FnOnce(Weak<ColumnCache>) -> Box<dyn TranscodePolicy> {
+        move |cache| Box::new(Self::spawn(cache, inline_after)) as Box<dyn TranscodePolicy>
+    }
+
+    fn spawn(cache: Weak<ColumnCache>, inline_after: usize) -> Self {
         let (tx, rx) = sync_channel(QUEUE);
-        let backlog = Arc::new(AtomicUsize::new(0));
-        let worker_backlog = backlog.clone();
+        let transcoder = LiquidTranscoder {
+            tx,
+            backlog: Arc::default(),
+            queued_bytes: Arc::default(),
+            inline_after,
+            encoders: Arc::default(),
+        };
+        let worker = Worker {
+            cache,
+            rx,
+            backlog: transcoder.backlog.clone(),
+            queued_bytes: transcoder.queued_bytes.clone(),
+            encoders: transcoder.encoders.clone(),
+        };
         let spawned = std::thread::Builder::new()
             .name("silt-transcoder".into())
-            .spawn(move || run(cache, rx, worker_backlog));
+            .spawn(move || worker.run());
         if let Err(e) = spawned {
             // Without a worker every entry stays Arrow: slower, still correct.
             tracing::warn!("cannot start the liquid transcoder: {e}");
         }
-        LiquidTranscoder { tx, backlog }
+        transcoder
     }
 }
 
@@ -83,10 +119,29 @@ impl TranscodePolicy for LiquidTranscoder {
         if !silt_liquid::is_supported(column.data_type()) {
             return;
         }
+        let bytes = column.get_array_memory_size();
         self.backlog.fetch_add(1, Ordering::Relaxed);
-        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = self.tx.try_send(key.clone()) {
+        self.queued_bytes.fetch_add(bytes, Ordering::Relaxed);
+        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = self.tx.try_send((key.clone(), bytes)) {
             self.backlog.fetch_sub(1, Ordering::Relaxed);
+            self.queued_bytes.fetch_sub(bytes, Ordering::Relaxed);
         }
+    }
+
+    /// Encodes on the admitting thread once `inline_after` bytes of Arrow
+    /// wait for the worker. A panic in the encoder is caught: the batch is
+    /// admitted as Arrow, as the worker would leave it.
+    fn encode_inline(&self, key: &BatchKey, column: &ArrayRef) -> Option<CachedColumn> {
+        if !silt_liquid::is_supported(column.data_type())
+            || self.queued_bytes.load(Ordering::Relaxed) < self.inline_after
+        {
+            return None;
+        }
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| encode(&self.encoders, key, column)))
+            .unwrap_or_else(|_| {
+                tracing::error!(path = %key.object.path, column = key.column, "encoding a column batch inline panicked; it stays Arrow");
+                None
+            })
     }
 
     fn backlog(&self) -> usize {
@@ -98,48 +153,62 @@ impl TranscodePolicy for LiquidTranscoder {
 /// without the row group and batch index.
 type ColumnKey = (crate::key::ObjectKey, u32);
 
-fn run(cache: Weak<ColumnCache>, rx: Receiver<BatchKey>, backlog: Arc<AtomicUsize>) {
-    let mut encoders = Encoders::default();
-    loop {
-        let key = match rx.recv_timeout(IDLE) {
-            Ok(key) => key,
-            Err(RecvTimeoutError::Timeout) => {
-                encoders = Encoders::default();
-                continue;
+/// The background thread's end of a [`LiquidTranscoder`].
+struct Worker {
+    cache: Weak<ColumnCache>,
+    rx: Receiver<(BatchKey, usize)>,
+    backlog: Arc<AtomicUsize>,
+    queued_bytes: Arc<AtomicUsize>,
+    encoders: Arc<Mutex<Encoders>>,
+}
+
+impl Worker {
+    fn run(self) {
+        loop {
+            let (key, bytes) = match self.rx.recv_timeout(IDLE) {
+                Ok(item) => item,
+                Err(RecvTimeoutError::Timeout) => {
+                    *self.encoders.lock() = Encoders::default();
+                    continue;
+                }
+                Err(RecvTimeoutError::Disconnected) => return,
+            };
+            self.queued_bytes.fetch_sub(bytes, Ordering::Relaxed);
+            let started = Instant::now();
+            let Some(cache) = self.cache.upgrade() else {
+                return;
+            };
+            let done =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| transcode(&cache, &key, &self.encoders)));
+            if done.is_err() {
+                tracing::error!(path = %key.object.path, column = key.column, "transcoding a column batch panicked; it stays Arrow");
+                *self.encoders.lock() = Encoders::default();
             }
-            Err(RecvTimeoutError::Disconnected) => return,
-        };
-        let started = Instant::now();
-        let Some(cache) = cache.upgrade() else {
-            return;
-        };
-        let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| transcode(&cache, &key, &mut encoders)));
-        if done.is_err() {
-            tracing::error!(path = %key.object.path, column = key.column, "transcoding a column batch panicked; it stays Arrow");
-            encoders = Encoders::default();
+            drop(cache);
+            self.backlog.fetch_sub(1, Ordering::Relaxed);
+            let worked = started.elapsed();
+            std::thread::sleep(
+                worked
+                    .mul_f64((1.0 - CPU_SHARE) / CPU_SHARE)
+                    .min(Duration::from_millis(100)),
+            );
         }
-        drop(cache);
-        backlog.fetch_sub(1, Ordering::Relaxed);
-        let worked = started.elapsed();
-        std::thread::sleep(
-            worked
-                .mul_f64((1.0 - CPU_SHARE) / CPU_SHARE)
-                .min(Duration::from_millis(100)),
-        );
     }
 }
 
 /// The encoders of the columns being transcoded, at most [`ENCODERS`] and
 /// [`ENCODER_BYTES`], least recently used dropped first.
+/// Shared by the worker and inline encodes; each column's encoder has its
+/// own lock, so two partitions encode different columns at once.
 #[derive(Default)]
 struct Encoders {
-    map: HashMap<ColumnKey, (ColumnEncoder, u64)>,
+    map: HashMap<ColumnKey, (Arc<Mutex<ColumnEncoder>>, u64)>,
     uses: u64,
 }
 
 impl Encoders {
     /// The encoder of `column`, made for `data_type` if it has none.
-    fn get(&mut self, column: ColumnKey, data_type: &arrow::datatypes::DataType) -> &mut ColumnEncoder {
+    fn get(&mut self, column: ColumnKey, data_type: &arrow::datatypes::DataType) -> Arc<Mutex<ColumnEncoder>> {
         self.uses += 1;
         if !self.map.contains_key(&column) {
             self.make_room();
@@ -147,14 +216,16 @@ impl Encoders {
         let (encoder, used) = self
             .map
             .entry(column)
-            .or_insert_with(|| (ColumnEncoder::new(data_type), 0));
+            .or_insert_with(|| (Arc::new(Mutex::new(ColumnEncoder::new(data_type))), 0));
         *used = self.uses;
-        encoder
+        encoder.clone()
     }
 
-    /// Drops least recently used encoders until one more fits.
+    /// Drops least recently used encoders until one more fits (an encoder
+    /// in use elsewhere counts as empty; it is dropped when its user is done).
     fn make_room(&mut self) {
-        let mut bytes: usize = self.map.values().map(|(e, _)| e.heap_size()).sum();
+        let size = |e: &Mutex<ColumnEncoder>| e.try_lock().map_or(0, |e| e.heap_size());
+        let mut bytes: usize = self.map.values().map(|(e, _)| size(e)).sum();
         while self.map.len() >= ENCODERS || (!self.map.is_empty() && bytes > ENCODER_BYTES) {
             let oldest = self
                 .map
@@ -164,31 +235,30 @@ impl Encoders {
             let Some((dropped, _)) = oldest.and_then(|k| self.map.remove(&k)) else {
                 break;
             };
-            bytes -= dropped.heap_size();
+            bytes = bytes.saturating_sub(size(&dropped));
         }
     }
 }
 
+/// The liquid form of `array` (`key`'s column), if it has one no larger
+/// than the Arrow.
+fn encode(encoders: &Mutex<Encoders>, key: &BatchKey, array: &ArrayRef) -> Option<CachedColumn> {
+    let encoder = encoders.lock().get((key.object.clone(), key.column), array.data_type());
+    let liquid = encoder.lock().encode(array)?;
+    let arrow_bytes = array.get_array_memory_size();
+    (liquid.heap_size() <= arrow_bytes).then_some(CachedColumn::Liquid {
+        array: liquid,
+        arrow_bytes,
+    })
+}
+
 /// Transcodes one entry if it is still the Arrow batch that was admitted,
 /// keeping the liquid form only when it is no larger.
-fn transcode(cache: &ColumnCache, key: &BatchKey, encoders: &mut Encoders) {
+fn transcode(cache: &ColumnCache, key: &BatchKey, encoders: &Mutex<Encoders>) {
     let Some(CachedColumn::Arrow(array)) = cache.peek(key) else {
         return; // evicted, invalidated or already liquid
     };
-    let column = (key.object.clone(), key.column);
-    let encoder = encoders.get(column, array.data_type());
-    let Some(liquid) = encoder.encode(&array) else {
-        return;
-    };
-    let arrow_bytes = arrow::array::Array::get_array_memory_size(array.as_ref());
-    if liquid.heap_size() <= arrow_bytes {
-        cache.replace_with_liquid(
-            key,
-            &array,
-            CachedColumn::Liquid {
-                array: liquid,
-                arrow_bytes,
-            },
-        );
+    if let Some(liquid) = encode(encoders, key, &array) {
+        cache.replace_with_liquid(key, &array, liquid);
     }
 }

@@ -51,6 +51,16 @@ impl ColumnEncoder {
     /// the encoder's type.
     pub fn encode(&mut self, array: &ArrayRef) -> Option<LiquidArrayRef> {
         debug_assert_eq!(array.data_type(), &self.data_type);
+        let chosen = self.encode_by_type(array)?;
+        // A mostly-default batch: the dominant form, when it is smaller.
+        match crate::dominant::encode(array) {
+            Some(dominant) if dominant.heap_size() < chosen.heap_size() => Some(dominant),
+            _ => Some(chosen),
+        }
+    }
+
+    /// The encoding chosen by the column's type and data.
+    fn encode_by_type(&mut self, array: &ArrayRef) -> Option<LiquidArrayRef> {
         if let Some(dictionary) = self.dictionary.as_mut() {
             let bytes = &mut self.bytes;
             let mut flat = |a: &ArrayRef| match bytes.as_mut() {

@@ -19,6 +19,7 @@
 pub mod bitpack;
 pub mod boolean;
 pub mod bytes;
+pub mod dominant;
 pub mod encoder;
 pub mod float;
 pub mod integer;

@@ -67,7 +67,18 @@ fn batch() -> impl Strategy<Value = Batch> {
             .collect()
     });
     let high = prop::collection::vec(prop::option::weighted(0.9, string()), 0..1500);
-    prop_oneof![low, high]
+    // One value (often "") in ~95% of the rows: the dominant form.
+    let dominant = (prop::collection::vec(string(), 2..12), len, any::<u64>()).prop_map(|(pool, len, seed)| {
+        let mut rng = Rng(seed);
+        (0..len)
+            .map(|_| match rng.below(40) {
+                0 => None,
+                1 => Some(pool[1 + rng.below(pool.len() - 1)].clone()),
+                _ => Some(pool[0].clone()),
+            })
+            .collect()
+    });
+    prop_oneof![low, high, dominant]
 }
 
 fn value_array(batch: &[Option<String>], value_type: &DataType) -> ArrayRef {

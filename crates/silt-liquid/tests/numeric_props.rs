@@ -74,7 +74,7 @@ fn check_all(array: ArrayRef, mut literals: Vec<ArrayRef>, list: ArrayRef, seed:
     prop_assert_eq!(liquid.data_type(), array.data_type());
     prop_assert_eq!(liquid.len(), len);
     prop_assert_eq!(liquid.null_count(), array.null_count());
-    prop_assert!(["for-bitpack", "plain", "alp", "bitmap", "shared-dict"].contains(&liquid.encoding()));
+    prop_assert!(["for-bitpack", "plain", "alp", "bitmap", "shared-dict", "dominant"].contains(&liquid.encoding()));
     prop_assert_eq!(&liquid.to_arrow(), &array);
 
     if len > 2 {
@@ -164,7 +164,7 @@ fn check_all(array: ArrayRef, mut literals: Vec<ArrayRef>, list: ArrayRef, seed:
 /// so every bit width and the plain fallback are exercised.
 macro_rules! int_case {
     ($t:ty, $wide:ty) => {
-        (any::<$wide>(), 0u8..5, 0usize..3000).prop_flat_map(|(base, mode, len)| {
+        (any::<$wide>(), 0u8..6, 0usize..3000).prop_flat_map(|(base, mode, len)| {
             let base = base as $t;
             let near = move |span: u16| (0..span).prop_map(move |d| Some(base.wrapping_add(d as $t)));
             let extreme = prop_oneof![
@@ -185,7 +185,9 @@ macro_rules! int_case {
                     6 => (0u32..40).prop_map(move |k| Some(((base as $wide).rotate_left(k) ^ (k as $wide)) as $t)),
                 ]
                 .boxed(),
-                _ => prop_oneof![1 => Just(None), 3 => random.clone()].boxed(),
+                4 => prop_oneof![1 => Just(None), 3 => random.clone()].boxed(),
+                // One value in ~95% of the rows: the dominant form.
+                _ => prop_oneof![1 => Just(None), 2 => random.clone(), 60 => Just(Some(base))].boxed(),
             };
             let literal = prop_oneof![Just(None), near(20), extreme, random];
             (
@@ -371,7 +373,8 @@ fn all_null_batches_cost_only_their_validity() {
     let array: ArrayRef = Arc::new(Int64Array::from(vec![None::<i64>; 3000]));
     let liquid = encode(&array);
     assert_eq!(&liquid.to_arrow(), &array);
-    assert_eq!(liquid.heap_size(), 3000usize.div_ceil(8));
+    // At most the validity bitmap (the dominant form holds one null and no exceptions).
+    assert!(liquid.heap_size() <= 3000usize.div_ceil(8), "{}", liquid.heap_size());
 }
 
 #[test]
@@ -383,4 +386,20 @@ fn float16_is_not_supported() {
         TimeUnit::Second,
         Some("UTC".into())
     )));
+}
+
+#[test]
+fn a_mostly_default_column_takes_the_dominant_form() {
+    let values: Vec<i16> = (0..8192)
+        .map(|i| if i % 50 == 7 { (i % 300) as i16 + 1 } else { 0 })
+        .collect();
+    let array: ArrayRef = Arc::new(Int16Array::from(values));
+    let liquid = encode(&array);
+    assert_eq!(liquid.encoding(), "dominant");
+    assert_eq!(&liquid.to_arrow(), &array);
+    assert!(
+        liquid.heap_size() * 8 < array.get_array_memory_size(),
+        "{}",
+        liquid.heap_size()
+    );
 }

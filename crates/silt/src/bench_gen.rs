@@ -42,6 +42,11 @@ enum GenData {
         /// Random seed (same seed, same file).
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// `realistic`: distinct counts, clustering and drift of the real
+        /// table, estimated from the seed; `resample`: round 1's resampled
+        /// seed rows (few distinct values).
+        #[arg(long, value_enum, default_value_t = HitsModelArg::Realistic)]
+        model: HitsModelArg,
         #[command(flatten)]
         layout: LayoutArgs,
     },
@@ -56,6 +61,29 @@ enum GenData {
         #[command(flatten)]
         layout: LayoutArgs,
     },
+}
+
+/// `--model` of `silt bench gen hits` (and `silt bench clickbench --hits-model`).
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum HitsModelArg {
+    Realistic,
+    Resample,
+}
+
+impl HitsModelArg {
+    pub fn model(self) -> hits::HitsModel {
+        match self {
+            HitsModelArg::Realistic => hits::HitsModel::Realistic,
+            HitsModelArg::Resample => hits::HitsModel::Resample,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            HitsModelArg::Realistic => "realistic",
+            HitsModelArg::Resample => "resample",
+        }
+    }
 }
 
 #[derive(Args, Debug, Clone)]
@@ -116,25 +144,12 @@ fn generate(data: GenData) -> anyhow::Result<()> {
             out,
             seed_file,
             seed,
+            model,
             layout,
         } => {
-            let sel = hits::generate(&seed_file, &out, rows, seed, layout.layout()?)?;
-            println!("{rows} hits-like rows in {}\n", out.display());
-            println!("{:<84} {:>10} {:>10} {:>10}", "filter", "rows", "share", "target");
-            for s in sel {
-                let target = if s.target > 0.0 {
-                    format!("{:.3}%", s.target * 100.0)
-                } else {
-                    "a handful".into()
-                };
-                println!(
-                    "{:<84} {:>10} {:>9.3}% {:>10}",
-                    s.filter,
-                    s.matched,
-                    s.matched as f64 / s.rows.max(1) as f64 * 100.0,
-                    target
-                );
-            }
+            let generated = hits::generate(&seed_file, &out, rows, seed, layout.layout()?, model.model())?;
+            println!("{rows} hits-like rows ({} model) in {}\n", model.name(), out.display());
+            print_generated(&generated);
         }
         GenData::Lookup { rows, out, layout } => {
             lookup::generate(&out, rows, layout.layout()?)?;
@@ -142,4 +157,62 @@ fn generate(data: GenData) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Prints the filters' shares and, for the realistic model, each growing
+/// column's statistics against the model's targets.
+pub fn print_generated(generated: &hits::Generated) {
+    println!("{:<84} {:>10} {:>10} {:>10}", "filter", "rows", "share", "target");
+    for s in &generated.selectivities {
+        let target = if s.target > 0.0 {
+            format!("{:.3}%", s.target * 100.0)
+        } else {
+            "a handful".into()
+        };
+        println!(
+            "{:<84} {:>10} {:>9.3}% {:>10}",
+            s.filter,
+            s.matched,
+            s.matched as f64 / s.rows.max(1) as f64 * 100.0,
+            target
+        );
+    }
+    if let Some(k) = generated.clustering {
+        println!("\ncolumns with new values (clustering factor {k:.1}; targets in silt_bench::hits_model's docs):");
+        println!(
+            "{:<20} {:>8} {:>6} {:>9} {:>11} {:>11} {:>6} {:>7} {:>15} {:>15}",
+            "column",
+            "seed d",
+            "f1",
+            "new/row",
+            "target d",
+            "produced d",
+            "window",
+            "chance",
+            "non-empty seed/now",
+            "mean len seed/now"
+        );
+        for c in &generated.columns {
+            let t = &c.target;
+            let len = match (t.seed_mean_len, c.mean_len) {
+                (Some(a), Some(b)) => format!("{a:.1}/{b:.1}"),
+                _ => "-".into(),
+            };
+            println!(
+                "{:<20} {:>8} {:>6} {:>8.4}{} {:>11} {:>11} {:>6} {:>7.3} {:>15} {:>15}",
+                t.name,
+                t.seed_distinct,
+                t.singletons,
+                t.new_rate,
+                if t.known { "*" } else { " " },
+                t.target_distinct,
+                c.distinct,
+                t.window,
+                t.rename_chance,
+                format!("{:.3}/{:.3}", t.seed_nonempty, c.nonempty),
+                len
+            );
+        }
+        println!("(* the real table's known rate)");
+    }
 }

@@ -11,6 +11,7 @@
 mod child;
 mod duckdb;
 mod fleet;
+mod liquidcache;
 mod lookup;
 mod modes;
 mod runner;
@@ -39,6 +40,7 @@ use suite::Suite;
 pub struct CommonArgs {
     /// Modes to run, comma separated, or `all`:
     /// direct, file-server, parquet-pushdown, arrow-pushdown, liquid, duckdb, local, hybrid.
+    /// Not in `all`: liquidcache (the published LiquidCache, built from bench/liquidcache).
     #[arg(long, value_delimiter = ',', default_value = "all")]
     modes: Vec<String>,
     /// Timed warm runs per query and mode (after one untimed warm-up); the median is reported.
@@ -97,7 +99,11 @@ pub struct ClickbenchArgs {
     /// ClickBench queries by 0-based number [default: the filter queries 10,19,20,21,22,23,31].
     #[arg(long, value_delimiter = ',', default_value = "10,19,20,21,22,23,31")]
     queries: Vec<u32>,
-    /// Where the data lives [default: data/hits-<rows>].
+    /// How the rows are grown (see `silt bench gen hits --model`).
+    #[arg(long, value_enum, default_value_t = crate::bench_gen::HitsModelArg::Realistic)]
+    hits_model: crate::bench_gen::HitsModelArg,
+    /// Where the data lives [default: data/hits-realistic-<rows>, or
+    /// data/hits-<rows> for resample].
     #[arg(long)]
     data_dir: Option<PathBuf>,
     #[command(flatten)]
@@ -163,10 +169,18 @@ pub struct ObjectStoreArgs {
 }
 
 pub async fn clickbench(args: ClickbenchArgs) -> anyhow::Result<()> {
-    let data_dir = args
-        .data_dir
-        .unwrap_or_else(|| PathBuf::from(format!("data/hits-{}", args.rows)));
-    let suite = suite::clickbench(&args.common.shared, &data_dir, args.rows, &args.queries)?;
+    let data_dir = args.data_dir.unwrap_or_else(|| match args.hits_model {
+        // Round 1's folders hold resampled rows.
+        crate::bench_gen::HitsModelArg::Resample => PathBuf::from(format!("data/hits-{}", args.rows)),
+        other => PathBuf::from(format!("data/hits-{}-{}", other.name(), args.rows)),
+    });
+    let suite = suite::clickbench(
+        &args.common.shared,
+        &data_dir,
+        args.rows,
+        args.hits_model.model(),
+        &args.queries,
+    )?;
     let name = args
         .common
         .name
@@ -233,7 +247,13 @@ pub async fn smoke(args: SmokeArgs) -> anyhow::Result<()> {
     let mut written = Vec::new();
 
     let hits_dir = work.path().join("hits");
-    let clickbench = suite::clickbench(&args.shared, &hits_dir, 30_000, &[0, 10, 19, 22, 31])?;
+    let clickbench = suite::clickbench(
+        &args.shared,
+        &hits_dir,
+        30_000,
+        silt_bench::hits::HitsModel::Realistic,
+        &[0, 10, 19, 22, 31],
+    )?;
     let (results, dir) = run_and_report(&clickbench, &common("smoke"), "smoke", &hits_dir).await?;
     problems.extend(suite_problems(&results, &dir));
     written.push(dir);
@@ -407,7 +427,7 @@ async fn run_and_report(
         parquet: &parquet,
     };
     let mut results: Vec<QueryResult> = Vec::new();
-    for mode in modes.iter().filter(|m| **m != Mode::Duckdb) {
+    for mode in modes.iter().filter(|m| !matches!(m, Mode::Duckdb | Mode::Liquidcache)) {
         for (q, expected) in &references {
             let r = runner::run_query(&run, *mode, q, expected).await;
             print_progress(&r);
@@ -416,6 +436,12 @@ async fn run_and_report(
     }
     if modes.contains(&Mode::Duckdb) {
         for r in duckdb::run(suite, &queries, common.warm_runs) {
+            print_progress(&r);
+            results.push(r);
+        }
+    }
+    if modes.contains(&Mode::Liquidcache) {
+        for r in liquidcache::run(suite, &setup, &work, &references, common.warm_runs) {
             print_progress(&r);
             results.push(r);
         }

@@ -22,7 +22,7 @@ use url::Url;
 use super::server::{ServerProcess, ServerSpec, metric, tier_bytes};
 use super::suite::Suite;
 
-/// A design under test. `duckdb` runs outside this enum (its own process per suite).
+/// A design under test. `duckdb` and `liquidcache` run outside [`Session`] (their own process per suite).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Mode {
     /// DataFusion reads the throttled object store itself: no cache.
@@ -50,6 +50,10 @@ pub enum Mode {
     /// group the cache lacks is fetched and run locally (FlexPushdownDB's
     /// caching-only baseline; not in `all`).
     CachingOnly,
+    /// The published LiquidCache (crates.io 0.1.10, on its own DataFusion),
+    /// run like `duckdb` outside [`Session`], from the separate project
+    /// `bench/liquidcache` (see `harness/liquidcache.rs`; not in `all`).
+    Liquidcache,
 }
 
 impl Mode {
@@ -76,13 +80,14 @@ impl Mode {
             Mode::Hybrid => "hybrid",
             Mode::HybridLfu => "hybrid-lfu",
             Mode::CachingOnly => "caching-only",
+            Mode::Liquidcache => "liquidcache",
         }
     }
 
     /// The server this mode runs, if any: (memory form, memory tier on).
     fn server(self) -> Option<(&'static str, bool)> {
         match self {
-            Mode::Direct | Mode::Duckdb | Mode::Local => None,
+            Mode::Direct | Mode::Duckdb | Mode::Local | Mode::Liquidcache => None,
             Mode::FileServer => Some(("arrow", false)),
             Mode::ParquetPushdown => Some(("arrow", false)),
             Mode::ArrowPushdown => Some(("arrow", true)),

@@ -116,14 +116,21 @@ fn parquet_bytes(dir: &Path) -> (usize, u64) {
     (files.len(), bytes)
 }
 
-/// ClickBench over hits-like data of `rows` rows under `data_dir` (generated once).
-pub fn clickbench(shared: &Path, data_dir: &Path, rows: u64, ids: &[u32]) -> anyhow::Result<Suite> {
+/// ClickBench over hits-like data of `rows` rows under `data_dir`
+/// (generated once with `model`; an existing file is used as it is).
+pub fn clickbench(
+    shared: &Path,
+    data_dir: &Path,
+    rows: u64,
+    model: hits::HitsModel,
+    ids: &[u32],
+) -> anyhow::Result<Suite> {
     let src = data_dir.join("src");
     let file = src.join("hits").join("hits.parquet");
     if !file.exists() {
         let seed = shared.join("data/nano_hits.parquet");
         println!("Generating {rows} hits-like rows into {} (once) ...", file.display());
-        hits::generate(&seed, &file, rows, 1, tpch::ParquetLayout::default())
+        hits::generate(&seed, &file, rows, 1, tpch::ParquetLayout::default(), model)
             .with_context(|| format!("generating {}", file.display()))?;
     }
     let (files, parquet_bytes) = parquet_bytes(&src);
@@ -139,7 +146,7 @@ pub fn clickbench(shared: &Path, data_dir: &Path, rows: u64, ids: &[u32]) -> any
         queries: read_queries(&shared.join("bench/clickbench/queries"), ids, "q")?,
         src,
         data: DataSet {
-            description: format!("hits-like, {rows} rows"),
+            description: format!("hits-like ({model:?} model), {rows} rows"),
             rows,
             files,
             parquet_bytes,
