@@ -6,6 +6,7 @@
 //! cache_dir = "/var/cache/silt"  # disk tier, spill files
 //! memory_budget = "1GiB"          # memory tier: decoded column batches
 //! memory_form = "liquid"          # liquid | arrow
+//! transcode_inline_after = "64MiB" # Arrow waiting for the transcoder beyond which scans encode inline
 //! page_memory_budget = "256MiB"   # page buffer: object bytes in memory
 //! disk_budget = "100GiB"          # disk tier under cache_dir/pages
 //! metadata_budget = "256MiB"      # decoded footers and page indexes
@@ -84,6 +85,12 @@ pub struct ServerConfig {
     /// background, filterable without decoding) or `arrow` (decoded only).
     #[serde(deserialize_with = "de_from_str")]
     pub memory_form: MemoryForm,
+    /// With the liquid form: bytes of admitted Arrow waiting for the
+    /// background transcoder beyond which further admissions are encoded on
+    /// the scan's own thread (a wide cold scan then never piles up Arrow).
+    /// 0 encodes every admission inline.
+    #[serde(deserialize_with = "de_bytes")]
+    pub transcode_inline_after: u64,
     /// Byte budget of the page buffer: object bytes held in memory in front
     /// of the disk tier (footers, pages read by several queries at once).
     #[serde(deserialize_with = "de_bytes")]
@@ -328,6 +335,7 @@ impl Default for ServerConfig {
             cache_dir: std::env::temp_dir().join("silt-cache"),
             memory_budget: 1 << 30,
             memory_form: MemoryForm::Liquid,
+            transcode_inline_after: silt_cache::transcoder::INLINE_AFTER_BYTES as u64,
             page_memory_budget: 256 << 20,
             disk_budget: 10 << 30,
             metadata_budget: 256 << 20,

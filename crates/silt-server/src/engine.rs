@@ -148,7 +148,8 @@ impl Engine {
         }
         let mut columns = ColumnCache::builder(config.memory_budget, metrics.memory.clone());
         if config.memory_form == MemoryForm::Liquid {
-            columns = columns.transcode(LiquidTranscoder::start);
+            let inline_after = usize::try_from(config.transcode_inline_after).unwrap_or(usize::MAX);
+            columns = columns.transcode(LiquidTranscoder::start_with_inline_after(inline_after));
         }
         let tiers = CacheTiers::new(pages.build(), columns.build());
         let metadata = Arc::new(MetadataTier::new(

@@ -54,6 +54,44 @@ async fn clickbench_43_queries_match_datafusion() {
     .await;
 }
 
+/// The inline path: with `transcode_inline_after = 0` every admitted batch
+/// is encoded on the scan's thread (as a wide cold scan's are once the
+/// worker falls behind), so even the cold runs read liquid columns.
+async fn run_suite_inline(dir: &str, files: Vec<String>) {
+    let fx = Fixture::start_with(|c| c.transcode_inline_after = 0).await;
+    let base = baseline_ctx().await;
+    let silt = fx.client_ctx().await;
+    let failures = compare_suite(&fx, &base, &silt, dir, &files, &["inline cold", "inline warm"]).await;
+    assert!(
+        failures.is_empty(),
+        "{} of {} queries differ:\n{}",
+        failures.len(),
+        files.len(),
+        failures.join("\n")
+    );
+    assert_eq!(
+        fx.server.engine.tiers().batches().transcode_backlog(),
+        0,
+        "nothing was left to the worker"
+    );
+    let usage = fx.server.engine.tiers().batches().usage_by_column();
+    assert!(usage.iter().any(|u| u.form == "liquid" && u.bytes > 0), "{usage:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tpch_22_queries_match_datafusion_when_transcoded_inline() {
+    run_suite_inline("bench/tpch/queries", (1..=22).map(|n| format!("q{n:02}.sql")).collect()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clickbench_43_queries_match_datafusion_when_transcoded_inline() {
+    run_suite_inline(
+        "bench/clickbench/queries",
+        (0..=42).map(|n| format!("q{n:02}.sql")).collect(),
+    )
+    .await;
+}
+
 /// Runs each query of `files` (in `shared/{dir}`) through `silt` once per
 /// label of `runs` (before a run labelled `liquid`, the server's transcoder
 /// drains) and through `base`; returns how the answers differ.
