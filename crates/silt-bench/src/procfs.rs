@@ -14,6 +14,8 @@ pub struct ProcessUsage {
     pub cpu_seconds: f64,
     /// Resident set size in bytes.
     pub rss_bytes: u64,
+    /// Largest resident set size so far (`VmHWM`), in bytes.
+    pub peak_rss_bytes: u64,
 }
 
 /// Why a reading failed: the process is gone, or `/proc` is not Linux's.
@@ -31,6 +33,7 @@ pub fn usage(pid: u32) -> Result<ProcessUsage, ProcError> {
     Ok(ProcessUsage {
         cpu_seconds: cpu_seconds(&root)?,
         rss_bytes: rss_bytes(&root)?,
+        peak_rss_bytes: status_field(&root, "VmHWM:")?,
     })
 }
 
@@ -80,6 +83,12 @@ fn rss_bytes(root: &std::path::Path) -> Result<u64, ProcError> {
         path,
         what: "no VmRSS line",
     })
+}
+
+/// A `kB` field of `status`, in bytes.
+fn status_field(root: &std::path::Path, name: &'static str) -> Result<u64, ProcError> {
+    let (path, text) = read(root.join("status"))?;
+    kib_field(&text, name).ok_or(ProcError::Parse { path, what: name })
 }
 
 /// The machine's memory (`MemTotal` of `/proc/meminfo`), in bytes.

@@ -218,6 +218,10 @@ pub struct MemoryUse {
     pub disk_tier_bytes: u64,
     /// Resident memory of the process that held the data (server; duckdb: its process).
     pub rss_bytes: u64,
+    /// Its largest resident memory over the query's runs, cold included
+    /// (`VmHWM`; a fresh server per query); 0 when not measured.
+    #[serde(default)]
+    pub peak_rss_bytes: u64,
 }
 
 impl BenchResults {

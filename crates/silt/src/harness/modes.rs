@@ -363,7 +363,7 @@ impl Session {
         let Some(server) = self.server.as_mut() else {
             return Ok(None);
         };
-        let rss = server.usage()?.rss_bytes;
+        let usage = server.usage()?;
         let stats = server.stats().await?;
         let held = held_columns(&stats);
         Ok(Some(silt_bench::results::MemoryUse {
@@ -373,7 +373,8 @@ impl Session {
             page_buffer_bytes: tier_bytes(&stats, "pages"),
             metadata_bytes: tier_bytes(&stats, "metadata"),
             disk_tier_bytes: tier_bytes(&stats, "disk"),
-            rss_bytes: rss,
+            rss_bytes: usage.rss_bytes,
+            peak_rss_bytes: usage.peak_rss_bytes,
         }))
     }
 }
