@@ -129,19 +129,23 @@ impl TranscodePolicy for LiquidTranscoder {
     }
 
     /// Encodes on the admitting thread once `inline_after` bytes of Arrow
-    /// wait for the worker. A panic in the encoder is caught: the batch is
-    /// admitted as Arrow, as the worker would leave it.
+    /// wait for the worker. A batch whose liquid form is not smaller, or
+    /// whose encoder panics (caught), is admitted as final Arrow, as the
+    /// worker would leave it.
     fn encode_inline(&self, key: &BatchKey, column: &ArrayRef) -> Option<CachedColumn> {
         if !silt_liquid::is_supported(column.data_type())
             || self.queued_bytes.load(Ordering::Relaxed) < self.inline_after
         {
             return None;
         }
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| encode(&self.encoders, key, column)))
+        let encoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| encode(&self.encoders, key, column)))
             .unwrap_or_else(|_| {
                 tracing::error!(path = %key.object.path, column = key.column, "encoding a column batch inline panicked; it stays Arrow");
                 None
-            })
+            });
+        // Not smaller as liquid (or the encoder failed): Arrow is final, the
+        // worker would only repeat the attempt.
+        Some(encoded.unwrap_or_else(|| CachedColumn::Arrow(column.clone())))
     }
 
     fn backlog(&self) -> usize {

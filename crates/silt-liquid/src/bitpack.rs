@@ -141,15 +141,59 @@ impl<T: PackWord> BitPacked<T> {
         indices.into_iter().map(|i| self.get(i)).collect()
     }
 
+    /// The values at `rows` (ascending), for a selective scan: a block with
+    /// at least [`DENSE_ROWS`] selected rows is unpacked whole (one
+    /// vectorised unpack) and its rows picked from it; sparser blocks decode
+    /// their rows one by one. At 5-20% selectivity most blocks are dense.
+    pub fn gather_ascending(&self, rows: &[usize]) -> Vec<T> {
+        let mut out = Vec::with_capacity(rows.len());
+        let wpb = Self::words_per_block(self.width);
+        if wpb == 0 {
+            out.resize(rows.len(), T::default());
+            return out;
+        }
+        let mut buf = [T::default(); BLOCK];
+        let mut k = 0;
+        while k < rows.len() {
+            let b = rows[k] / BLOCK;
+            let end = k + rows[k..].partition_point(|&r| r / BLOCK == b);
+            if end - k >= DENSE_ROWS {
+                // SAFETY: input is one whole block of wpb words, output exactly BLOCK values.
+                unsafe { T::unchecked_unpack(self.width as usize, &self.words[b * wpb..(b + 1) * wpb], &mut buf) };
+                out.extend(rows[k..end].iter().map(|&r| buf[r % BLOCK]));
+            } else {
+                out.extend(rows[k..end].iter().map(|&r| self.get(r)));
+            }
+            k = end;
+        }
+        out
+    }
+
     /// Heap bytes held.
     pub fn heap_size(&self) -> usize {
         self.words.capacity() * std::mem::size_of::<T>()
     }
 }
 
+/// Selected rows of a 1024-value block from which [`BitPacked::gather_ascending`]
+/// unpacks the whole block rather than each row.
+pub const DENSE_ROWS: usize = 32;
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gathering_ascending_rows_equals_getting_each() {
+        let values: Vec<u32> = (0..5000u32).map(|i| i.wrapping_mul(2654435761) & 0x3FFF).collect();
+        let p = BitPacked::pack(&values, 14);
+        for step in [1usize, 3, 17, 40, 500] {
+            let rows: Vec<usize> = (0..values.len()).step_by(step).collect();
+            let expected: Vec<u32> = rows.iter().map(|&r| values[r]).collect();
+            assert_eq!(p.gather_ascending(&rows), expected, "every {step}th row");
+        }
+        assert!(p.gather_ascending(&[]).is_empty());
+    }
 
     #[test]
     fn round_trip_every_width_and_odd_lengths() {

@@ -16,7 +16,6 @@ use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, BooleanArray, UInt32Array, make_comparator};
 use arrow::compute::SortOptions;
-use arrow::compute::kernels::cmp;
 use arrow::compute::{concat, take};
 use arrow::datatypes::DataType;
 
@@ -28,6 +27,28 @@ pub const MIN_SHARE: f64 = 0.9;
 
 /// Batches shorter than this are not worth it.
 const MIN_ROWS: usize = 64;
+
+/// Rows sampled before looking at every row, and the share of them the
+/// sample's majority must hold to go on.
+const SAMPLE: usize = 64;
+const SAMPLE_SHARE: f64 = 0.75;
+
+/// Boyer-Moore majority vote over `rows`: a row of the value holding more
+/// than half of them, if any (otherwise some row; the caller counts).
+fn majority(rows: &[usize], cmp: &arrow::array::DynComparator) -> usize {
+    let (mut candidate, mut votes) = (rows.first().copied().unwrap_or(0), 0usize);
+    for &i in rows {
+        if votes == 0 {
+            candidate = i;
+            votes = 1;
+        } else if cmp(i, candidate).is_eq() {
+            votes += 1;
+        } else {
+            votes -= 1;
+        }
+    }
+    candidate
+}
 
 /// A batch as its dominant value and exceptions.
 #[derive(Debug)]
@@ -51,17 +72,13 @@ pub fn encode(array: &ArrayRef) -> Option<LiquidArrayRef> {
         return None;
     }
     let cmp = make_comparator(array.as_ref(), array.as_ref(), SortOptions::default()).ok()?;
-    // Boyer-Moore majority vote, then a count.
-    let (mut candidate, mut votes) = (0usize, 0usize);
-    for i in 0..len {
-        if votes == 0 {
-            candidate = i;
-            votes = 1;
-        } else if cmp(i, candidate).is_eq() {
-            votes += 1;
-        } else {
-            votes -= 1;
-        }
+    // Most batches have no dominant value: a sample of evenly spaced rows
+    // rules them out before the full passes.
+    let sample: Vec<usize> = (0..SAMPLE).map(|k| k * len / SAMPLE).collect();
+    let candidate = majority(&sample, &cmp);
+    let agree = sample.iter().filter(|&&i| cmp(i, candidate).is_eq()).count();
+    if (agree as f64) < SAMPLE_SHARE * SAMPLE as f64 {
+        return None;
     }
     let positions: Vec<u32> = (0..len)
         .filter(|&i| !cmp(i, candidate).is_eq())
@@ -162,65 +179,32 @@ impl LiquidArray for DominantArray {
 }
 
 /// `predicate` on a decoded Arrow array, with the kernel each variant of
-/// [`LiquidPredicate`] names; `None` for a `LIKE` on a type Arrow cannot
-/// match or a literal of another type.
-pub fn evaluate_arrow(values: &ArrayRef, predicate: &LiquidPredicate) -> Option<BooleanArray> {
-    use crate::CmpOp;
+/// [`LiquidPredicate`] names (`LIKE` on string types here, the rest by
+/// [`crate::integer::kernel_evaluate`]); `None` where that declines.
+fn evaluate_arrow(values: &ArrayRef, predicate: &LiquidPredicate) -> Option<BooleanArray> {
     use arrow::array::Scalar;
     use arrow::compute::kernels::comparison::{ilike, like, nilike, nlike};
-    use arrow::compute::{and_kleene, is_not_null, is_null, not, or_kleene};
-    let compare = |op: CmpOp, literal: &ArrayRef| {
-        if literal.data_type() != values.data_type() || literal.len() != 1 {
-            return None;
-        }
-        let literal = Scalar::new(literal.clone());
-        let v = values.as_ref();
-        match op {
-            CmpOp::Eq => cmp::eq(&v, &literal),
-            CmpOp::NotEq => cmp::neq(&v, &literal),
-            CmpOp::Lt => cmp::lt(&v, &literal),
-            CmpOp::LtEq => cmp::lt_eq(&v, &literal),
-            CmpOp::Gt => cmp::gt(&v, &literal),
-            CmpOp::GtEq => cmp::gt_eq(&v, &literal),
-        }
-        .ok()
+    let LiquidPredicate::Like {
+        pattern,
+        negated,
+        case_insensitive,
+    } = predicate
+    else {
+        return crate::integer::kernel_evaluate(values, predicate);
     };
-    match predicate {
-        LiquidPredicate::Compare { op, literal } => compare(*op, literal),
-        LiquidPredicate::Between { low, high } => {
-            and_kleene(&compare(CmpOp::GtEq, low)?, &compare(CmpOp::LtEq, high)?).ok()
-        }
-        LiquidPredicate::InList { values: list, negated } => {
-            // A null element gives null, even for an empty list.
-            let unset = arrow::buffer::BooleanBuffer::new_unset(values.len());
-            let mut any = BooleanArray::new(unset, values.logical_nulls());
-            for i in 0..list.len() {
-                any = or_kleene(&any, &compare(CmpOp::Eq, &list.slice(i, 1))?).ok()?;
-            }
-            if *negated { not(&any).ok() } else { Some(any) }
-        }
-        LiquidPredicate::IsNull => is_null(values.as_ref()).ok(),
-        LiquidPredicate::IsNotNull => is_not_null(values.as_ref()).ok(),
-        LiquidPredicate::Like {
-            pattern,
-            negated,
-            case_insensitive,
-        } => {
-            let pattern: ArrayRef = match values.data_type() {
-                DataType::Utf8 => Arc::new(arrow::array::StringArray::from(vec![pattern.as_str()])),
-                DataType::LargeUtf8 => Arc::new(arrow::array::LargeStringArray::from(vec![pattern.as_str()])),
-                DataType::Utf8View => Arc::new(arrow::array::StringViewArray::from(vec![pattern.as_str()])),
-                _ => return None,
-            };
-            let pattern = Scalar::new(pattern);
-            let v = values.as_ref();
-            match (negated, case_insensitive) {
-                (false, false) => like(&v, &pattern),
-                (true, false) => nlike(&v, &pattern),
-                (false, true) => ilike(&v, &pattern),
-                (true, true) => nilike(&v, &pattern),
-            }
-            .ok()
-        }
+    let pattern: ArrayRef = match values.data_type() {
+        DataType::Utf8 => Arc::new(arrow::array::StringArray::from(vec![pattern.as_str()])),
+        DataType::LargeUtf8 => Arc::new(arrow::array::LargeStringArray::from(vec![pattern.as_str()])),
+        DataType::Utf8View => Arc::new(arrow::array::StringViewArray::from(vec![pattern.as_str()])),
+        _ => return None,
+    };
+    let pattern = Scalar::new(pattern);
+    let v = values.as_ref();
+    match (negated, case_insensitive) {
+        (false, false) => like(&v, &pattern),
+        (true, false) => nlike(&v, &pattern),
+        (false, true) => ilike(&v, &pattern),
+        (true, true) => nilike(&v, &pattern),
     }
+    .ok()
 }

@@ -268,12 +268,23 @@ impl<N: IntNative, W: PackWord> LiquidArray for ForArray<N, W> {
         primitive_array(&self.data_type, Buffer::from_vec(values), len, self.nulls.clone())
     }
 
+    /// Block-wise: dense blocks are unpacked whole, then the selected rows
+    /// picked ([`BitPacked::gather_ascending`]).
     fn filter(&self, selection: &BooleanArray) -> ArrayRef {
         let mask = selection_mask(selection);
-        let rows = mask.set_indices().map(Some);
-        gather_primitive(&self.data_type, self.nulls.as_ref(), mask.count_set_bits(), rows, |i| {
-            self.value(i)
-        })
+        let rows: Vec<usize> = mask.set_indices().collect();
+        let reference = self.frame.reference;
+        let values: Vec<N> = self
+            .offsets
+            .gather_ascending(&rows)
+            .into_iter()
+            .map(|o| reference.add_offset(o.widen()))
+            .collect();
+        let nulls = self
+            .nulls
+            .as_ref()
+            .map(|n| NullBuffer::new(rows.iter().map(|&r| n.is_valid(r)).collect()));
+        primitive_array(&self.data_type, Buffer::from_vec(values), rows.len(), nulls)
     }
 
     fn take(&self, indices: &UInt32Array) -> ArrayRef {
