@@ -88,16 +88,21 @@ pub fn render(results: &BenchResults, plots: &[String]) -> String {
     section(&mut out, results, "Process RSS after the query", |r| {
         r.memory.map(|m| human_bytes(m.rss_bytes))
     });
-    section(&mut out, results, "Peak process RSS (cold run included) and its ratio to the memory tier", |r| {
-        r.memory.filter(|m| m.peak_rss_bytes > 0).map(|m| {
-            let ratio = if m.memory_tier_bytes > 0 {
-                format!(", {:.2}x tier", m.peak_rss_bytes as f64 / m.memory_tier_bytes as f64)
-            } else {
-                String::new()
-            };
-            format!("{}{ratio}", human_bytes(m.peak_rss_bytes))
-        })
-    });
+    section(
+        &mut out,
+        results,
+        "Peak process RSS (cold run included) and its ratio to the memory tier",
+        |r| {
+            r.memory.filter(|m| m.peak_rss_bytes > 0).map(|m| {
+                let ratio = if m.memory_tier_bytes > 0 {
+                    format!(", {:.2}x tier", m.peak_rss_bytes as f64 / m.memory_tier_bytes as f64)
+                } else {
+                    String::new()
+                };
+                format!("{}{ratio}", human_bytes(m.peak_rss_bytes))
+            })
+        },
+    );
     ratios(&mut out, results);
     problems(&mut out, results);
     if !plots.is_empty() {
