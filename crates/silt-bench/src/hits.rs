@@ -572,5 +572,17 @@ mod tests {
         let dates = values::<UInt16Type>(&all, "EventDate").unwrap();
         assert!(dates.windows(2).all(|w| w[0] <= w[1]), "dates ascend");
         assert_eq!((dates[0], dates[dates.len() - 1]), (JULY_1_2013, JULY_1_2013 + 30));
+        // Same arguments, same file.
+        let again = dir.path().join("again.parquet");
+        generate(
+            &seed_file(),
+            &again,
+            rows,
+            3,
+            ParquetLayout::default(),
+            HitsModel::Realistic,
+        )
+        .unwrap();
+        assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(&again).unwrap());
     }
 }

@@ -293,7 +293,8 @@ impl Model {
     }
 
     /// Renames values of `batch` (output rows `start ..`) per the model;
-    /// `keep(column, row)` protects planted values.
+    /// `keep(column, value)` protects planted integer values (planted
+    /// strings may be renamed; the generator counts selectivities after).
     pub fn apply(
         &self,
         batch: &RecordBatch,

@@ -53,8 +53,8 @@ const ENCODER_BYTES: usize = 256 << 20;
 /// inline: about one row group (128 Ki rows) of a 100-column table.
 pub const INLINE_AFTER_BYTES: usize = 64 << 20;
 
-/// With no batch to transcode for this long, the encoders are dropped: the
-/// scans that admitted their chunks are over.
+/// With no batch to transcode and no inline encode for this long, the
+/// encoders are dropped: the scans that admitted their chunks are over.
 const IDLE: Duration = Duration::from_secs(1);
 
 /// Encodes every admitted batch of a type liquid supports, at admission (not
@@ -129,18 +129,22 @@ impl TranscodePolicy for LiquidTranscoder {
     }
 
     /// Encodes on the admitting thread once `inline_after` bytes of Arrow
-    /// wait for the worker. A batch whose liquid form is not smaller, or
+    /// wait for the worker, or its queue is full (many small batches).
+    /// It may wait on a column's encoder lock while the worker encodes that
+    /// column (a short, bounded wait; nothing awaits while holding a lock). A batch whose liquid form is not smaller, or
     /// whose encoder panics (caught), is admitted as final Arrow, as the
     /// worker would leave it.
     fn encode_inline(&self, key: &BatchKey, column: &ArrayRef) -> Option<CachedColumn> {
-        if !silt_liquid::is_supported(column.data_type())
-            || self.queued_bytes.load(Ordering::Relaxed) < self.inline_after
-        {
+        let behind = self.queued_bytes.load(Ordering::Relaxed) >= self.inline_after
+            || self.backlog.load(Ordering::Relaxed) >= QUEUE;
+        if !silt_liquid::is_supported(column.data_type()) || !behind {
             return None;
         }
         let encoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| encode(&self.encoders, key, column)))
             .unwrap_or_else(|_| {
                 tracing::error!(path = %key.object.path, column = key.column, "encoding a column batch inline panicked; it stays Arrow");
+                // The encoder may be half-updated: no one may use it again.
+                reset(&self.encoders);
                 None
             });
         // Not smaller as liquid (or the encoder failed): Arrow is final, the
@@ -172,7 +176,16 @@ impl Worker {
             let (key, bytes) = match self.rx.recv_timeout(IDLE) {
                 Ok(item) => item,
                 Err(RecvTimeoutError::Timeout) => {
-                    *self.encoders.lock() = Encoders::default();
+                    // Idle only if no inline encode used them either; dropped
+                    // outside the lock (a full map holds up to 256 MiB).
+                    let idle = {
+                        let mut encoders = self.encoders.lock();
+                        match encoders.last_used {
+                            Some(t) if t.elapsed() < IDLE => Encoders::default(),
+                            _ => std::mem::take(&mut *encoders),
+                        }
+                    };
+                    drop(idle);
                     continue;
                 }
                 Err(RecvTimeoutError::Disconnected) => return,
@@ -186,7 +199,7 @@ impl Worker {
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| transcode(&cache, &key, &self.encoders)));
             if done.is_err() {
                 tracing::error!(path = %key.object.path, column = key.column, "transcoding a column batch panicked; it stays Arrow");
-                *self.encoders.lock() = Encoders::default();
+                reset(&self.encoders);
             }
             drop(cache);
             self.backlog.fetch_sub(1, Ordering::Relaxed);
@@ -208,12 +221,21 @@ impl Worker {
 struct Encoders {
     map: HashMap<ColumnKey, (Arc<Mutex<ColumnEncoder>>, u64)>,
     uses: u64,
+    /// When an encoder was last handed out (worker or inline).
+    last_used: Option<Instant>,
+}
+
+/// Drops every encoder, outside the lock.
+fn reset(encoders: &Mutex<Encoders>) {
+    let dropped = std::mem::take(&mut *encoders.lock());
+    drop(dropped);
 }
 
 impl Encoders {
     /// The encoder of `column`, made for `data_type` if it has none.
     fn get(&mut self, column: ColumnKey, data_type: &arrow::datatypes::DataType) -> Arc<Mutex<ColumnEncoder>> {
         self.uses += 1;
+        self.last_used = Some(Instant::now());
         if !self.map.contains_key(&column) {
             self.make_room();
         }

@@ -146,6 +146,8 @@ impl<T: PackWord> BitPacked<T> {
     /// vectorised unpack) and its rows picked from it; sparser blocks decode
     /// their rows one by one. At 5-20% selectivity most blocks are dense.
     pub fn gather_ascending(&self, rows: &[usize]) -> Vec<T> {
+        assert!(rows.last().is_none_or(|&r| r < self.len), "row out of {}", self.len);
+        debug_assert!(rows.is_sorted(), "rows ascend");
         let mut out = Vec::with_capacity(rows.len());
         let wpb = Self::words_per_block(self.width);
         if wpb == 0 {

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, BooleanArray, UInt32Array, make_comparator};
 use arrow::compute::SortOptions;
-use arrow::compute::{concat, take};
+use arrow::compute::take;
 use arrow::datatypes::DataType;
 
 use crate::{LiquidArray, LiquidArrayRef, LiquidPredicate};
@@ -80,19 +80,21 @@ pub fn encode(array: &ArrayRef) -> Option<LiquidArrayRef> {
     if (agree as f64) < SAMPLE_SHARE * SAMPLE as f64 {
         return None;
     }
-    let positions: Vec<u32> = (0..len)
-        .filter(|&i| !cmp(i, candidate).is_eq())
-        .map(|i| i as u32)
-        .collect();
-    if ((len - positions.len()) as f64) < MIN_SHARE * len as f64 {
-        return None;
+    let most_exceptions = ((1.0 - MIN_SHARE) * len as f64) as usize;
+    let mut positions = Vec::new();
+    for i in 0..len {
+        if !cmp(i, candidate).is_eq() {
+            if positions.len() == most_exceptions {
+                return None;
+            }
+            positions.push(i as u32);
+        }
     }
+    positions.shrink_to_fit();
     let mut sources = Vec::with_capacity(positions.len() + 1);
     sources.push(candidate as u32);
     sources.extend_from_slice(&positions);
-    let values = take(array.as_ref(), &UInt32Array::from(sources), None).ok()?;
-    // A compact copy: `take` of view arrays may keep the source's buffers.
-    let values = compact(values);
+    let values = own_buffers(take(array.as_ref(), &UInt32Array::from(sources), None).ok()?);
     Some(Arc::new(DominantArray {
         len,
         null_count: array.null_count(),
@@ -101,12 +103,14 @@ pub fn encode(array: &ArrayRef) -> Option<LiquidArrayRef> {
     }))
 }
 
-/// `values` with its own, tight buffers (views and offsets re-laid out).
-fn compact(values: ArrayRef) -> ArrayRef {
-    let copied = arrow::array::make_array(values.to_data());
-    match concat(&[copied.as_ref()]) {
-        Ok(c) => c,
-        Err(_) => copied,
+/// `values` without the source batch's buffers: `take` of a view array keeps
+/// every data buffer of its source, so views are garbage-collected.
+fn own_buffers(values: ArrayRef) -> ArrayRef {
+    use arrow::array::AsArray;
+    match values.data_type() {
+        DataType::Utf8View => Arc::new(values.as_string_view().gc()),
+        DataType::BinaryView => Arc::new(values.as_binary_view().gc()),
+        _ => values,
     }
 }
 
@@ -147,7 +151,7 @@ impl LiquidArray for DominantArray {
     }
 
     fn heap_size(&self) -> usize {
-        self.values.get_array_memory_size() + self.positions.capacity() * 4
+        self.values.get_buffer_memory_size() + self.positions.capacity() * 4
     }
 
     fn encoding(&self) -> &'static str {
@@ -159,11 +163,20 @@ impl LiquidArray for DominantArray {
     }
 
     fn filter(&self, selection: &BooleanArray) -> ArrayRef {
+        assert_eq!(selection.len(), self.len, "selection length");
         self.take(&crate::selection_to_indices(selection))
     }
 
     fn take(&self, indices: &UInt32Array) -> ArrayRef {
-        let sources: UInt32Array = indices.iter().map(|i| i.map(|i| self.source(i as usize))).collect();
+        let sources: UInt32Array = indices
+            .iter()
+            .map(|i| {
+                i.map(|i| {
+                    assert!((i as usize) < self.len, "index {i} out of {}", self.len);
+                    self.source(i as usize)
+                })
+            })
+            .collect();
         self.gather(&sources)
     }
 

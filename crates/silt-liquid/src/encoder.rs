@@ -51,11 +51,24 @@ impl ColumnEncoder {
     /// the encoder's type.
     pub fn encode(&mut self, array: &ArrayRef) -> Option<LiquidArrayRef> {
         debug_assert_eq!(array.data_type(), &self.data_type);
-        let chosen = self.encode_by_type(array)?;
+        let Some(dominant) = crate::dominant::encode(array) else {
+            return self.encode_by_type(array);
+        };
+        if self.dictionary.is_some() {
+            // Encoding by type would commit the batch's values to the shared
+            // dictionary, owned (and charged) by the batch that adds them:
+            // so decide without it. A dominant form under an eighth of the
+            // Arrow batch is kept; otherwise the dictionary's form is.
+            return if dominant.heap_size() * 8 <= array.get_array_memory_size() {
+                Some(dominant)
+            } else {
+                self.encode_by_type(array)
+            };
+        }
         // A mostly-default batch: the dominant form, when it is smaller.
-        match crate::dominant::encode(array) {
-            Some(dominant) if dominant.heap_size() < chosen.heap_size() => Some(dominant),
-            _ => Some(chosen),
+        match self.encode_by_type(array) {
+            Some(chosen) if chosen.heap_size() <= dominant.heap_size() => Some(chosen),
+            _ => Some(dominant),
         }
     }
 

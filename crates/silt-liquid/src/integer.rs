@@ -272,7 +272,29 @@ impl<N: IntNative, W: PackWord> LiquidArray for ForArray<N, W> {
     /// picked ([`BitPacked::gather_ascending`]).
     fn filter(&self, selection: &BooleanArray) -> ArrayRef {
         let mask = selection_mask(selection);
-        let rows: Vec<usize> = mask.set_indices().collect();
+        self.gather_rows(mask.set_indices().collect())
+    }
+
+    /// Ascending, non-null indices (what a scan's selection gives) take the
+    /// block-wise path of `filter`; others decode row by row.
+    fn take(&self, indices: &UInt32Array) -> ArrayRef {
+        if indices.null_count() == 0 && indices.values().is_sorted() {
+            return self.gather_rows(indices.values().iter().map(|&i| i as usize).collect());
+        }
+        let rows = index_rows(indices);
+        gather_primitive(&self.data_type, self.nulls.as_ref(), indices.len(), rows, |i| {
+            self.value(i)
+        })
+    }
+
+    fn evaluate(&self, predicate: &LiquidPredicate) -> Option<BooleanArray> {
+        evaluate(self, predicate)
+    }
+}
+
+impl<N: IntNative, W: PackWord> ForArray<N, W> {
+    /// The values of `rows` (ascending), block-wise.
+    fn gather_rows(&self, rows: Vec<usize>) -> ArrayRef {
         let reference = self.frame.reference;
         let values: Vec<N> = self
             .offsets
@@ -285,17 +307,6 @@ impl<N: IntNative, W: PackWord> LiquidArray for ForArray<N, W> {
             .as_ref()
             .map(|n| NullBuffer::new(rows.iter().map(|&r| n.is_valid(r)).collect()));
         primitive_array(&self.data_type, Buffer::from_vec(values), rows.len(), nulls)
-    }
-
-    fn take(&self, indices: &UInt32Array) -> ArrayRef {
-        let rows = index_rows(indices);
-        gather_primitive(&self.data_type, self.nulls.as_ref(), indices.len(), rows, |i| {
-            self.value(i)
-        })
-    }
-
-    fn evaluate(&self, predicate: &LiquidPredicate) -> Option<BooleanArray> {
-        evaluate(self, predicate)
     }
 }
 
