@@ -122,8 +122,9 @@ impl Dice {
     }
 }
 
-/// SplitMix64's finalizer: a bijection on u64 with good avalanche.
-fn mix(mut x: u64) -> u64 {
+/// SplitMix64's finalizer: a bijection on u64 with good avalanche (also the
+/// realistic model's hash, `crate::hits_model`).
+pub(crate) fn mix(mut x: u64) -> u64 {
     x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
     x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
@@ -180,6 +181,17 @@ pub fn generate(
     })
 }
 
+/// Every row of the Parquet file at `path`, as one batch.
+fn read_whole(path: &Path) -> Result<RecordBatch, GenError> {
+    let file = std::fs::File::open(path).map_err(|e| seed_error(path, e))?;
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+        .and_then(|b| b.build())
+        .map_err(|e| seed_error(path, e))?;
+    let schema = reader.schema();
+    let batches = reader.collect::<Result<Vec<_>, _>>().map_err(|e| seed_error(path, e))?;
+    concat_batches(&schema, &batches).map_err(|e| seed_error(path, e))
+}
+
 fn seed_error(path: &Path, reason: impl ToString) -> GenError {
     GenError::Seed {
         path: path.to_path_buf(),
@@ -189,13 +201,7 @@ fn seed_error(path: &Path, reason: impl ToString) -> GenError {
 
 impl Seed {
     fn read(path: &Path) -> Result<Self, GenError> {
-        let file = std::fs::File::open(path).map_err(|e| seed_error(path, e))?;
-        let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-            .and_then(|b| b.build())
-            .map_err(|e| seed_error(path, e))?;
-        let schema = reader.schema();
-        let batches = reader.collect::<Result<Vec<_>, _>>().map_err(|e| seed_error(path, e))?;
-        let rows = concat_batches(&schema, &batches).map_err(|e| seed_error(path, e))?;
+        let rows = read_whole(path)?;
         if rows.num_rows() == 0 {
             return Err(seed_error(path, "no rows"));
         }
@@ -466,10 +472,7 @@ mod tests {
         )
         .unwrap()
         .selectivities;
-        let file = std::fs::File::open(&out).unwrap();
-        let reader = ParquetRecordBatchReaderBuilder::try_new(file).unwrap().build().unwrap();
-        let batches: Vec<RecordBatch> = reader.map(Result::unwrap).collect();
-        let all = concat_batches(&batches[0].schema(), &batches).unwrap();
+        let all = read_whole(&out).unwrap();
         assert_eq!(all.num_rows() as u64, rows);
         let ids: std::collections::HashSet<i64> = values::<Int64Type>(&all, "WatchID").unwrap().into_iter().collect();
         assert_eq!(ids.len() as u64, rows, "WatchID is unique");
@@ -554,14 +557,7 @@ mod tests {
         assert!((by("SearchPhrase") as f64 / rows as f64 - 0.13).abs() < 0.01);
 
         // Sessions stay together and dates ascend along the file, as in the sorted real table.
-        let file = std::fs::File::open(&out).unwrap();
-        let batches: Vec<RecordBatch> = ParquetRecordBatchReaderBuilder::try_new(file)
-            .unwrap()
-            .build()
-            .unwrap()
-            .map(Result::unwrap)
-            .collect();
-        let all = concat_batches(&batches[0].schema(), &batches).unwrap();
+        let all = read_whole(&out).unwrap();
         let users = values::<Int64Type>(&all, "UserID").unwrap();
         let changes = users.windows(2).filter(|w| w[0] != w[1]).count();
         assert!(

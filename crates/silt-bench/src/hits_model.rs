@@ -48,6 +48,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use crate::hits::mix;
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Int16Type, Int32Type, Int64Type};
 
@@ -111,26 +112,15 @@ pub struct Model {
 
 /// One column's values as the model sees them: 64-bit keys (0 = empty).
 fn keys(array: &ArrayRef) -> Option<Vec<u64>> {
-    let key_of_int = |v: i64| v as u64;
     Some(match array.data_type() {
-        DataType::Int16 => array
-            .as_primitive::<Int16Type>()
-            .values()
-            .iter()
-            .map(|&v| key_of_int(v.into()))
-            .collect(),
-        DataType::Int32 => array
-            .as_primitive::<Int32Type>()
-            .values()
-            .iter()
-            .map(|&v| key_of_int(v.into()))
-            .collect(),
-        DataType::Int64 => array
-            .as_primitive::<Int64Type>()
-            .values()
-            .iter()
-            .map(|&v| key_of_int(v))
-            .collect(),
+        DataType::Int16 | DataType::Int32 | DataType::Int64 => {
+            let wide = arrow::compute::cast(array, &DataType::Int64).ok()?;
+            wide.as_primitive::<Int64Type>()
+                .values()
+                .iter()
+                .map(|&v| v as u64)
+                .collect()
+        }
         DataType::Utf8 => {
             let a = array.as_string::<i32>();
             (0..a.len())
@@ -359,14 +349,6 @@ fn new_int_range((min, max): (i64, i64), lo: i64, hi: i64) -> (i128, i128) {
 /// A uniform draw in [0, 1) from a hash.
 fn unit(h: u64) -> f64 {
     (h >> 11) as f64 / (1u64 << 53) as f64
-}
-
-/// The same finalizer as the generator's dice.
-fn mix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
 }
 
 /// Characters of a string a new value rewrites.

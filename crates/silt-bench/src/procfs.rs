@@ -30,11 +30,15 @@ pub enum ProcError {
 /// The usage of process `pid` now.
 pub fn usage(pid: u32) -> Result<ProcessUsage, ProcError> {
     let root = PathBuf::from(format!("/proc/{pid}"));
+    let (path, status) = read(root.join("status"))?;
     Ok(ProcessUsage {
         cpu_seconds: cpu_seconds(&root)?,
-        rss_bytes: rss_bytes(&root)?,
+        rss_bytes: kib_field(&status, "VmRSS:").ok_or(ProcError::Parse {
+            path,
+            what: "no VmRSS line",
+        })?,
         // Not every kernel reports it: 0 means "not measured".
-        peak_rss_bytes: status_field(&root, "VmHWM:").unwrap_or(0),
+        peak_rss_bytes: kib_field(&status, "VmHWM:").unwrap_or(0),
     })
 }
 
@@ -75,21 +79,6 @@ fn clock_ticks_per_second() -> f64 {
     // SAFETY: sysconf only reads a configuration value.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     if hz > 0 { hz as f64 } else { 100.0 }
-}
-
-/// `VmRSS` of `status`, in bytes.
-fn rss_bytes(root: &std::path::Path) -> Result<u64, ProcError> {
-    let (path, text) = read(root.join("status"))?;
-    kib_field(&text, "VmRSS:").ok_or(ProcError::Parse {
-        path,
-        what: "no VmRSS line",
-    })
-}
-
-/// A `kB` field of `status`, in bytes.
-fn status_field(root: &std::path::Path, name: &'static str) -> Result<u64, ProcError> {
-    let (path, text) = read(root.join("status"))?;
-    kib_field(&text, name).ok_or(ProcError::Parse { path, what: name })
 }
 
 /// The machine's memory (`MemTotal` of `/proc/meminfo`), in bytes.

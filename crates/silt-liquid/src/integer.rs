@@ -208,6 +208,22 @@ struct ForArray<N: IntNative, W: PackWord> {
 }
 
 impl<N: IntNative, W: PackWord> ForArray<N, W> {
+    /// The values of `rows` (ascending), block-wise.
+    fn gather_rows(&self, rows: Vec<usize>) -> ArrayRef {
+        let reference = self.frame.reference;
+        let values: Vec<N> = self
+            .offsets
+            .gather_ascending(&rows)
+            .into_iter()
+            .map(|o| reference.add_offset(o.widen()))
+            .collect();
+        let nulls = self
+            .nulls
+            .as_ref()
+            .map(|n| NullBuffer::new(rows.iter().map(|&r| n.is_valid(r)).collect()));
+        primitive_array(&self.data_type, Buffer::from_vec(values), rows.len(), nulls)
+    }
+
     #[inline]
     fn value(&self, i: usize) -> N {
         self.frame.reference.add_offset(self.offsets.get(i).widen())
@@ -289,24 +305,6 @@ impl<N: IntNative, W: PackWord> LiquidArray for ForArray<N, W> {
 
     fn evaluate(&self, predicate: &LiquidPredicate) -> Option<BooleanArray> {
         evaluate(self, predicate)
-    }
-}
-
-impl<N: IntNative, W: PackWord> ForArray<N, W> {
-    /// The values of `rows` (ascending), block-wise.
-    fn gather_rows(&self, rows: Vec<usize>) -> ArrayRef {
-        let reference = self.frame.reference;
-        let values: Vec<N> = self
-            .offsets
-            .gather_ascending(&rows)
-            .into_iter()
-            .map(|o| reference.add_offset(o.widen()))
-            .collect();
-        let nulls = self
-            .nulls
-            .as_ref()
-            .map(|n| NullBuffer::new(rows.iter().map(|&r| n.is_valid(r)).collect()));
-        primitive_array(&self.data_type, Buffer::from_vec(values), rows.len(), nulls)
     }
 }
 
