@@ -16,17 +16,18 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 
 use arrow::array::{Array, ArrayRef, BooleanArray, UInt32Array};
 use arrow::error::ArrowError;
-use moka::ops::compute::Op;
-use moka::sync::Cache;
 use silt_liquid::LiquidArrayRef;
 use silt_liquid::shared_dict::DecodedDictionaries;
 
 use crate::key::ObjectKey;
+use crate::decode_flights::DecodeFlights;
 use crate::page_cache::CacheMetrics;
+use crate::policy::{BudgetedCache, PolicyKind, Reservations};
+use crate::scan_sets::ScanSets;
 use crate::segments::Segment;
 
 /// Rows per cached batch (the unit of the memory tier and of the scan).
@@ -182,14 +183,27 @@ pub trait TranscodePolicy: Send + Sync {
 /// must not keep the cache alive).
 pub type TranscodePolicyFactory = Box<dyn FnOnce(Weak<ColumnCache>) -> Box<dyn TranscodePolicy>>;
 
+/// The entries and their budget, under one lock.
+struct Entries {
+    values: HashMap<BatchKey, CachedColumn>,
+    budget: BudgetedCache<BatchKey>,
+}
+
 /// The byte-budgeted map from [`BatchKey`] to [`CachedColumn`], shared by
-/// every table of a server. Eviction is moka's TinyLFU: a one-off scan of a
-/// large table does not flush the columns hot queries keep using. Build with
+/// every table of a server. Eviction is plan-aware (see [`ScanSets`] and
+/// [`BudgetedCache`]): batches that registered scans will still read are
+/// `Reserved` and go last; the rest (`Cached`) go by the configured policy
+/// (`--memory-policy`, default `s3-fifo`: a one-off scan of a large table
+/// does not flush the columns hot queries keep using). Build with
 /// [`ColumnCache::builder`].
 pub struct ColumnCache {
-    entries: Cache<BatchKey, CachedColumn>,
+    entries: Mutex<Entries>,
     capacity: u64,
     pub(crate) metrics: CacheMetrics,
+    /// The scan sets the eviction consults (when plan-aware) and scans register in.
+    scan_sets: Arc<ScanSets>,
+    /// Column chunks being decoded (one decode per chunk at a time).
+    decodes: DecodeFlights,
     /// What becomes of admitted Arrow batches; none keeps them Arrow.
     policy: Option<Box<dyn TranscodePolicy>>,
     /// Column names per (store, column index), for stats.
@@ -201,6 +215,9 @@ pub struct ColumnCacheBuilder {
     capacity: u64,
     metrics: CacheMetrics,
     policy: Option<TranscodePolicyFactory>,
+    eviction: PolicyKind,
+    scan_sets: Option<Arc<ScanSets>>,
+    plan_aware: bool,
 }
 
 impl ColumnCacheBuilder {
@@ -211,17 +228,47 @@ impl ColumnCacheBuilder {
         self
     }
 
+    /// The policy that orders `Cached` batches (default `s3-fifo`).
+    pub fn eviction(mut self, policy: PolicyKind) -> Self {
+        self.eviction = policy;
+        self
+    }
+
+    /// The server's scan sets (one per server, shared with the disk tier);
+    /// by default the cache makes its own.
+    pub fn scan_sets(mut self, scan_sets: Arc<ScanSets>) -> Self {
+        self.scan_sets = Some(scan_sets);
+        self
+    }
+
+    /// Whether eviction consults the scan sets (default true); false evicts
+    /// by the policy alone (the baseline `silt bench mixed` compares with).
+    pub fn plan_aware(mut self, on: bool) -> Self {
+        self.plan_aware = on;
+        self
+    }
+
     pub fn build(self) -> Arc<ColumnCache> {
-        let entries = self.metrics.sized_cache(self.capacity, CachedColumn::heap_size);
         let ColumnCacheBuilder {
             capacity,
             metrics,
             policy,
+            eviction,
+            scan_sets,
+            plan_aware,
         } = self;
+        let scan_sets = scan_sets.unwrap_or_default();
+        let reservations = plan_aware.then(|| scan_sets.clone() as Arc<dyn Reservations<BatchKey>>);
+        let entries = Mutex::new(Entries {
+            values: HashMap::new(),
+            budget: BudgetedCache::new(capacity, eviction.build()).with_reservations(reservations),
+        });
         Arc::new_cyclic(|me| ColumnCache {
             entries,
             capacity,
             metrics,
+            scan_sets,
+            decodes: DecodeFlights::default(),
             policy: policy.map(|make| make(me.clone())),
             column_names: RwLock::default(),
         })
@@ -235,6 +282,9 @@ impl ColumnCache {
             capacity,
             metrics,
             policy: None,
+            eviction: PolicyKind::S3Fifo,
+            scan_sets: None,
+            plan_aware: true,
         }
     }
 
@@ -248,20 +298,39 @@ impl ColumnCache {
         self.policy.as_ref().map_or(MemoryForm::Arrow, |p| p.form())
     }
 
+    /// The scan sets scans register in (consulted by eviction when plan-aware).
+    pub fn scan_sets(&self) -> &Arc<ScanSets> {
+        &self.scan_sets
+    }
+
+    /// Column chunks being decoded: a scan claims a chunk before decoding it.
+    pub fn decodes(&self) -> &DecodeFlights {
+        &self.decodes
+    }
+
+    /// The policy ordering `Cached` batches.
+    pub fn policy_name(&self) -> &'static str {
+        self.entries.lock().budget.policy_name()
+    }
+
     /// The column batch for `key`, counting a hit or a miss.
     pub fn get(&self, key: &BatchKey) -> Option<CachedColumn> {
-        let found = self.entries.get(key);
+        let found = {
+            let mut entries = self.entries.lock();
+            entries.budget.access(key);
+            entries.values.get(key).cloned()
+        };
         self.metrics.record_lookup(found.as_ref().map(CachedColumn::heap_size));
         found
     }
 
     /// Whether `key` is held, without counting a lookup.
     pub fn contains(&self, key: &BatchKey) -> bool {
-        self.entries.contains_key(key)
+        self.entries.lock().values.contains_key(key)
     }
 
-    /// Admits a decoded column batch. An entry larger than the whole budget
-    /// is not kept (moka would evict it at once).
+    /// Admits a decoded column batch, evicting to stay within the budget
+    /// (plan-aware). An entry larger than the whole budget is not kept.
     pub fn insert(&self, key: BatchKey, column: CachedColumn) {
         // Liquid already, or encoded inline by the policy: final, not queued.
         let (column, queue) = match column {
@@ -279,23 +348,43 @@ impl ColumnCache {
         if size > self.capacity {
             return;
         }
-        self.metrics.bytes.increment(size as f64);
         let admitted_arrow = match &column {
             CachedColumn::Arrow(a) if queue => Some(a.clone()),
             _ => None,
         };
-        self.entries.insert(key.clone(), column);
-        // Apply moka's eviction now, not at its next maintenance, so the
-        // tier is over budget only while an insert is in progress.
-        self.entries.run_pending_tasks();
+        // Values leave the lock before they are dropped (freeing is not free).
+        let mut dropped = Vec::new();
+        let insertion = {
+            let mut entries = self.entries.lock();
+            let insertion = entries.budget.insert(key.clone(), size, size as f64);
+            dropped.extend(entries.values.remove(&key));
+            for victim in &insertion.evicted {
+                dropped.extend(entries.values.remove(victim));
+            }
+            if insertion.admitted {
+                entries.values.insert(key.clone(), column);
+            }
+            insertion
+        };
+        if insertion.admitted {
+            self.metrics.bytes.increment(size as f64);
+        }
+        let freed: usize = dropped.iter().map(CachedColumn::heap_size).sum();
+        self.metrics.bytes.decrement(freed as f64);
+        self.metrics.evictions.increment(insertion.evicted.len() as u64);
+        self.metrics.reserved_evictions.increment(insertion.reserved_evicted);
+        drop(dropped);
+        if !insertion.admitted {
+            return;
+        }
         if let (Some(policy), Some(arrow)) = (&self.policy, admitted_arrow) {
             policy.admitted(&key, &arrow);
         }
     }
 
-    /// The entry for `key` without counting a lookup (the transcoder's read).
+    /// The entry for `key` without counting a lookup or a use (the transcoder's read).
     pub(crate) fn peek(&self, key: &BatchKey) -> Option<CachedColumn> {
-        self.entries.get(key)
+        self.entries.lock().values.get(key).cloned()
     }
 
     /// Replaces the Arrow entry `arrow` at `key` by `liquid`, unless the entry
@@ -303,17 +392,18 @@ impl ColumnCache {
     /// resurrects or overwrites newer data.
     pub(crate) fn replace_with_liquid(&self, key: &BatchKey, arrow: &ArrayRef, liquid: CachedColumn) {
         let size = liquid.heap_size();
-        let result = self
-            .entries
-            .entry_by_ref(key)
-            .and_compute_with(|current| match current {
-                Some(e) if matches!(e.value(), CachedColumn::Arrow(a) if Arc::ptr_eq(a, arrow)) => Op::Put(liquid),
-                _ => Op::Nop,
-            });
-        if matches!(result, moka::ops::compute::CompResult::ReplacedWith(_)) {
-            // The eviction listener took the Arrow size off the gauge.
+        let replaced = {
+            let mut entries = self.entries.lock();
+            let current = matches!(entries.values.get(key), Some(CachedColumn::Arrow(a)) if Arc::ptr_eq(a, arrow));
+            if current && entries.budget.shrink(key, size as u64) {
+                entries.values.insert(key.clone(), liquid)
+            } else {
+                None
+            }
+        };
+        if let Some(old) = replaced {
             self.metrics.bytes.increment(size as f64);
-            self.entries.run_pending_tasks();
+            self.metrics.bytes.decrement(old.heap_size() as f64);
         }
     }
 
@@ -353,7 +443,7 @@ impl ColumnCache {
     pub fn usage_by_column(&self) -> Vec<ColumnUsage> {
         let mut usage: HashMap<(Arc<str>, u32, &'static str), ColumnUsage> = HashMap::new();
         let names = self.column_names.read();
-        for (k, v) in self.entries.iter() {
+        for (k, v) in self.snapshot() {
             let u = usage
                 .entry((k.object.store.clone(), k.column, v.form()))
                 .or_insert_with(|| ColumnUsage {
@@ -382,7 +472,7 @@ impl ColumnCache {
         let mut chunks: HashMap<(ObjectKey, u32, u32, &'static str), Segment> = HashMap::new();
         // A copy: scans label columns under the write lock, and this walk is long.
         let names = self.column_names.read().clone();
-        for (k, v) in self.entries.iter() {
+        for (k, v) in self.snapshot() {
             let form = v.form();
             let s = chunks
                 .entry((k.object.clone(), k.row_group, k.column, form))
@@ -409,18 +499,36 @@ impl ColumnCache {
         chunks.into_values().collect()
     }
 
-    /// Drops the batches of `path` in `store` of any version but `keep`.
-    pub(crate) fn drop_other_versions(&self, keep: &ObjectKey) {
-        let keep = keep.clone();
-        let _ = self
-            .entries
-            .invalidate_entries_if(move |k, _| keep.is_other_version(&k.object));
+    /// Every entry, copied out of the lock (cheap: `Arc`s).
+    fn snapshot(&self) -> Vec<(BatchKey, CachedColumn)> {
+        let entries = self.entries.lock();
+        entries.values.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
     }
 
-    /// Entries currently held (after pending evictions are applied).
+    /// Drops the batches of `path` in `store` of any version but `keep`.
+    pub(crate) fn drop_other_versions(&self, keep: &ObjectKey) {
+        let dropped: Vec<CachedColumn> = {
+            let mut entries = self.entries.lock();
+            let keys: Vec<BatchKey> = entries
+                .values
+                .keys()
+                .filter(|k| keep.is_other_version(&k.object))
+                .cloned()
+                .collect();
+            keys.iter()
+                .filter_map(|k| {
+                    entries.budget.remove(k);
+                    entries.values.remove(k)
+                })
+                .collect()
+        };
+        let freed: usize = dropped.iter().map(CachedColumn::heap_size).sum();
+        self.metrics.bytes.decrement(freed as f64);
+    }
+
+    /// Entries currently held.
     pub fn entry_count(&self) -> u64 {
-        self.entries.run_pending_tasks();
-        self.entries.entry_count()
+        self.entries.lock().values.len() as u64
     }
 
     /// The budget in bytes.
@@ -428,10 +536,9 @@ impl ColumnCache {
         self.capacity
     }
 
-    /// Bytes currently held (after pending evictions are applied).
+    /// Bytes currently held.
     pub fn weighted_size(&self) -> u64 {
-        self.entries.run_pending_tasks();
-        self.entries.weighted_size()
+        self.entries.lock().budget.used_bytes()
     }
 }
 
@@ -534,7 +641,6 @@ mod tests {
         cache.insert(key(0, "v1"), column(10));
         cache.insert(key(1, "v2"), column(10));
         cache.drop_other_versions(&ObjectKey::new("t0", "a.parquet", "v2"));
-        cache.entries.run_pending_tasks();
         assert!(cache.get(&key(0, "v1")).is_none());
         assert!(cache.get(&key(1, "v2")).is_some());
     }

@@ -15,6 +15,7 @@
 mod cached_store;
 mod column_cache;
 mod counters;
+mod decode_flights;
 pub mod disk;
 mod error;
 mod freshness;
@@ -24,6 +25,7 @@ mod page_cache;
 mod page_store;
 pub mod policy;
 mod probe;
+mod scan_sets;
 mod segments;
 mod tiers;
 pub mod transcoder;
@@ -37,12 +39,14 @@ pub use column_cache::{
     TranscodePolicyFactory,
 };
 pub use counters::{ColumnCounts, TableCounters, hit_ratio};
+pub use decode_flights::{ChunkId, DecodeClaim, DecodeFlights, DecodeGuard};
 pub use disk::{DiskConfig, DiskMetrics, DiskStats, DiskTier};
 pub use error::{CacheError, CacheResult};
 pub use freshness::Freshness;
 pub use key::{ObjectKey, PinnedObject};
 pub use page_cache::{CacheMetrics, PageCache, PageCacheConfig, PageKey};
 pub use page_store::{Admit, PageStore, PageStoreBuilder, PageTier, Source};
+pub use scan_sets::{ReservedChunk, ScanSet, ScanSets, SegmentState};
 pub use segments::Segment;
 pub use tiers::{CacheTiers, VersionedTier};
 pub use validation_gate::ValidationGate;

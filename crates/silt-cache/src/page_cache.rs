@@ -38,6 +38,9 @@ pub struct CacheMetrics {
     pub hit_bytes: Counter,
     pub miss_bytes: Counter,
     pub bytes: Gauge,
+    /// `silt_cache_reserved_evictions_total`: evictions of segments that
+    /// registered scans still needed (the budget could not be held otherwise).
+    pub reserved_evictions: Counter,
 }
 
 impl CacheMetrics {
@@ -50,6 +53,7 @@ impl CacheMetrics {
             hit_bytes: recorder.register_counter(&key("silt_cache_hit_bytes_total"), &METADATA),
             miss_bytes: recorder.register_counter(&key("silt_cache_miss_bytes_total"), &METADATA),
             bytes: recorder.register_gauge(&key("silt_cache_bytes"), &METADATA),
+            reserved_evictions: recorder.register_counter(&key("silt_cache_reserved_evictions_total"), &METADATA),
         }
     }
 
@@ -95,6 +99,7 @@ impl CacheMetrics {
             hit_bytes: Counter::noop(),
             miss_bytes: Counter::noop(),
             bytes: Gauge::noop(),
+            reserved_evictions: Counter::noop(),
         }
     }
 }

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::page_cache::PageKey;
-use crate::policy::{BudgetedCache, CostModel, PolicyKind};
+use crate::policy::{BudgetedCache, CostModel, PolicyKind, Reservations};
 
 /// (store, path): the unit whose versions are dropped together.
 type ObjectId = (Arc<str>, Arc<str>);
@@ -38,6 +38,8 @@ pub(crate) struct Admission {
     pub generation: Option<u64>,
     /// How many pages were evicted to make room.
     pub evicted: u64,
+    /// How many of them registered scans still needed.
+    pub reserved_evicted: u64,
     /// Pages whose files must be deleted (the evicted ones, and the page
     /// itself when it replaced an entry but was then refused).
     pub unlink: Vec<PageKey>,
@@ -79,9 +81,9 @@ pub(crate) struct Index {
 
 impl Index {
     /// An empty index, in the recovering state.
-    pub fn new(budget_bytes: u64, policy: PolicyKind) -> Self {
+    pub fn new(budget_bytes: u64, policy: PolicyKind, reservations: Option<Arc<dyn Reservations<PageKey>>>) -> Self {
         Index {
-            budget: BudgetedCache::new(budget_bytes, policy.build()),
+            budget: BudgetedCache::new(budget_bytes, policy.build()).with_reservations(reservations),
             objects: HashMap::new(),
             next_generation: 0,
             keep_versions: Some(HashMap::new()),
@@ -164,6 +166,7 @@ impl Index {
         let mut admission = Admission {
             generation: None,
             evicted: insertion.evicted.len() as u64,
+            reserved_evicted: insertion.reserved_evicted,
             unlink: insertion.evicted,
         };
         for victim in &admission.unlink {
@@ -309,7 +312,7 @@ mod tests {
 
     #[test]
     fn writes_finish_or_are_orphaned() {
-        let mut idx = Index::new(3 * 8192, PolicyKind::Lru);
+        let mut idx = Index::new(3 * 8192, PolicyKind::Lru, None);
         let g1 = idx.reserve(&key("a", 1), 8192, 1.0).unwrap().generation.unwrap();
         assert!(idx.reserve(&key("a", 1), 8192, 1.0).is_none(), "second writer skips");
         assert_eq!(idx.finish_write(&key("a", 1), g1, true), Finished::Done);
@@ -331,7 +334,7 @@ mod tests {
 
     #[test]
     fn evictions_are_reported_and_unmapped() {
-        let mut idx = Index::new(2 * 8192, PolicyKind::Lru);
+        let mut idx = Index::new(2 * 8192, PolicyKind::Lru, None);
         for page in 0..5 {
             let a = idx.reserve(&key("a", page), 8192, 1.0).unwrap();
             idx.finish_write(&key("a", page), a.generation.unwrap(), true);
@@ -343,7 +346,7 @@ mod tests {
 
     #[test]
     fn adoption_respects_versions_dropped_during_recovery() {
-        let mut idx = Index::new(1 << 20, PolicyKind::Sieve);
+        let mut idx = Index::new(1 << 20, PolicyKind::Sieve, None);
         idx.drop_other_versions("s", "p", "new");
         assert!(matches!(idx.adopt(&key("old", 0), 8192, None), Adopted::Rejected(_)));
         assert!(matches!(
@@ -357,7 +360,7 @@ mod tests {
 
     #[test]
     fn weighted_lfu_evicts_the_page_cheapest_to_refetch() {
-        let mut idx = Index::new(3 * 8192, PolicyKind::WeightedLfu);
+        let mut idx = Index::new(3 * 8192, PolicyKind::WeightedLfu, None);
         let put = |idx: &mut Index, page, cost| {
             let a = idx.reserve(&key("a", page), 8192, cost).unwrap();
             idx.finish_write(&key("a", page), a.generation.unwrap(), true);

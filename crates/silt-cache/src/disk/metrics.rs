@@ -131,6 +131,10 @@ impl Counters {
         bump(&self.evictions, &self.metrics.tier.evictions, n);
     }
 
+    pub fn reserved_evictions(&self, n: u64) {
+        self.metrics.tier.reserved_evictions.increment(n);
+    }
+
     pub fn corrupt(&self) {
         bump(&self.corrupt_pages, &self.metrics.corrupt_pages, 1);
     }

@@ -39,13 +39,16 @@ mod tests;
 
 use std::path::PathBuf;
 
-use crate::policy::PolicyKind;
+use std::sync::Arc;
+
+use crate::page_cache::PageKey;
+use crate::policy::{PolicyKind, Reservations};
 
 pub use metrics::{DiskMetrics, DiskStats};
 pub use tier::{DiskTier, lock_dir};
 
 /// Configuration of a [`DiskTier`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct DiskConfig {
     /// Directory that holds the tier (created if missing); owned by one process.
     pub dir: PathBuf,
@@ -59,4 +62,20 @@ pub struct DiskConfig {
     pub direct_io: bool,
     /// Which eviction policy orders the pages.
     pub policy: PolicyKind,
+    /// The server's scan sets, for plan-aware eviction: pages registered
+    /// scans will read are evicted last ([`crate::policy::BudgetedCache`]);
+    /// `None` evicts by the policy alone.
+    pub reservations: Option<Arc<dyn Reservations<PageKey>>>,
+}
+
+impl std::fmt::Debug for DiskConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DiskConfig")
+            .field("dir", &self.dir)
+            .field("budget_bytes", &self.budget_bytes)
+            .field("direct_io", &self.direct_io)
+            .field("policy", &self.policy)
+            .field("plan_aware", &self.reservations.is_some())
+            .finish()
+    }
 }

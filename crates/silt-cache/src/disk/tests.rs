@@ -25,6 +25,7 @@ fn config(dir: &Path, budget_bytes: u64, policy: PolicyKind, direct_io: bool) ->
         budget_bytes,
         direct_io,
         policy,
+        reservations: None,
     }
 }
 

@@ -80,7 +80,7 @@ impl DiskTier {
             pages_dir,
             tmp_dir,
             budget_bytes: config.budget_bytes,
-            index: Mutex::new(Index::new(config.budget_bytes, config.policy)),
+            index: Mutex::new(Index::new(config.budget_bytes, config.policy, config.reservations.clone())),
             reader: PageReader::new(config.direct_io),
             counters: Counters::new(metrics),
             recovering: AtomicBool::new(true),
@@ -351,6 +351,7 @@ impl DiskTier {
     /// the index lock is released); returns the new entry's generation.
     fn apply(&self, admission: Admission) -> Option<u64> {
         self.counters.evictions(admission.evicted);
+        self.counters.reserved_evictions(admission.reserved_evicted);
         for key in &admission.unlink {
             self.unlink(&self.page_path(key));
         }

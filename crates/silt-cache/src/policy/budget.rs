@@ -7,19 +7,53 @@
 //! the cache and then not fit anyway). Keeping the rule here means it is
 //! written and tested once, and `used_bytes() <= capacity()` holds whatever
 //! the policy does.
+//!
+//! **Plan-aware eviction.** Given [`Reservations`] (the server's scan sets,
+//! `crate::ScanSets`), the cache evicts by [`SegmentState`](crate::SegmentState):
+//! a victim the policy proposes that registered scans will still read
+//! (`Reserved`) is set aside, out of the policy's order, and the policy
+//! proposes the next; only when the policy has nothing left (every entry is
+//! `Reserved`) does a set-aside entry go, the one with the fewest remaining
+//! scans first, ties by least recent use, counted in
+//! [`Insertion::reserved_evicted`]. Set-aside entries whose scans have all
+//! passed return to the policy (when a release happened since the last
+//! look, [`Reservations::epoch`]) or when read again.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use super::{CacheKey, EvictionPolicy};
 
+/// How many registered scans still need a key: the plan's knowledge the
+/// tiers evict by. Implemented by `crate::ScanSets`.
+pub trait Reservations<K>: Send + Sync {
+    /// Registered scans that have not yet passed `key`'s segment.
+    fn remaining_scans(&self, key: &K) -> u32;
+
+    /// Changes whenever some reservation is released, so a cache knows when
+    /// entries it set aside as reserved may have become evictable.
+    fn epoch(&self) -> u64;
+}
+
 /// A set of cached keys with their sizes, within a byte budget, evicting by a
-/// pluggable [`EvictionPolicy`]. It holds no values: the tier keeps those and
-/// drops the ones reported in [`Insertion::evicted`].
+/// pluggable [`EvictionPolicy`] (and, given [`Reservations`], plan-aware:
+/// module doc). It holds no values: the tier keeps those and drops the ones
+/// reported in [`Insertion::evicted`].
 pub struct BudgetedCache<K> {
     capacity: u64,
     used: u64,
-    sizes: HashMap<K, u64>,
+    /// Size and refetch cost of every held entry.
+    sizes: HashMap<K, (u64, f64)>,
     policy: Box<dyn EvictionPolicy<K>>,
+    reservations: Option<Arc<dyn Reservations<K>>>,
+    /// Entries taken out of the policy's order because scans will read them,
+    /// with the tick of their last use.
+    reserved: HashMap<K, u64>,
+    /// Victim order among `reserved`, best victim last; rebuilt when empty.
+    reserved_order: Vec<K>,
+    /// The reservations' epoch when `reserved` was last swept.
+    swept_epoch: u64,
+    tick: u64,
 }
 
 /// What [`BudgetedCache::insert`] did.
@@ -29,6 +63,8 @@ pub struct Insertion<K> {
     pub admitted: bool,
     /// Entries evicted to make room, in eviction order.
     pub evicted: Vec<K>,
+    /// How many of `evicted` were still reserved by registered scans.
+    pub reserved_evicted: u64,
 }
 
 impl<K: CacheKey> BudgetedCache<K> {
@@ -41,7 +77,19 @@ impl<K: CacheKey> BudgetedCache<K> {
             used: 0,
             sizes: HashMap::new(),
             policy,
+            reservations: None,
+            reserved: HashMap::new(),
+            reserved_order: Vec::new(),
+            swept_epoch: 0,
+            tick: 0,
         }
+    }
+
+    /// Evicts plan-aware: entries `reservations` says scans will still read
+    /// go last (module doc).
+    pub fn with_reservations(mut self, reservations: Option<Arc<dyn Reservations<K>>>) -> Self {
+        self.reservations = reservations;
+        self
     }
 
     /// The budget in bytes.
@@ -77,8 +125,18 @@ impl<K: CacheKey> BudgetedCache<K> {
     /// A read of `key`: if cached, records the hit with the policy and returns
     /// the entry's size; `None` is a miss.
     pub fn access(&mut self, key: &K) -> Option<u64> {
-        let size = *self.sizes.get(key)?;
-        self.policy.on_access(key);
+        let (size, cost) = *self.sizes.get(key)?;
+        self.tick += 1;
+        if let Some(last) = self.reserved.get_mut(key) {
+            *last = self.tick;
+            if self.remaining(key) == 0 {
+                // Its scans have passed: back in the policy's order.
+                self.reserved.remove(key);
+                self.policy.on_insert(key.clone(), size, cost);
+            }
+        } else {
+            self.policy.on_access(key);
+        }
         Some(size)
     }
 
@@ -89,19 +147,25 @@ impl<K: CacheKey> BudgetedCache<K> {
     pub fn insert(&mut self, key: K, size: u64, cost: f64) -> Insertion<K> {
         self.remove(&key);
         let mut evicted = Vec::new();
+        let mut reserved_evicted = 0;
         if self.capacity == 0 || size > self.capacity {
             return Insertion {
                 admitted: false,
                 evicted,
+                reserved_evicted,
             };
         }
+        if self.used + size > self.capacity {
+            self.sweep_released();
+        }
         while self.used + size > self.capacity {
-            let Some(victim) = self.policy.pop_victim() else {
+            let Some((victim, was_reserved)) = self.next_victim() else {
                 break;
             };
-            if let Some(freed) = self.sizes.remove(&victim) {
+            if let Some((freed, _)) = self.sizes.remove(&victim) {
                 self.used -= freed;
             }
+            reserved_evicted += u64::from(was_reserved);
             evicted.push(victim);
         }
         // Only a policy that lost track of entries can leave too little room;
@@ -110,19 +174,101 @@ impl<K: CacheKey> BudgetedCache<K> {
         debug_assert!(admitted, "policy {} ran out of victims", self.policy.name());
         if admitted {
             self.used += size;
-            self.sizes.insert(key.clone(), size);
+            self.sizes.insert(key.clone(), (size, cost));
             self.policy.on_insert(key, size, cost);
         }
-        Insertion { admitted, evicted }
+        Insertion {
+            admitted,
+            evicted,
+            reserved_evicted,
+        }
     }
 
     /// Drops `key` (e.g. its object changed version); returns its size if it
     /// was cached.
     pub fn remove(&mut self, key: &K) -> Option<u64> {
-        let size = self.sizes.remove(key)?;
+        let (size, _) = self.sizes.remove(key)?;
         self.used -= size;
-        self.policy.remove(key);
+        if self.reserved.remove(key).is_none() {
+            self.policy.remove(key);
+        }
         Some(size)
+    }
+
+    /// Records that `key`'s entry now takes `size` bytes, no more than before
+    /// (an entry replaced by a smaller form of itself, keeping its place in
+    /// the policy's order); returns whether it was cached.
+    pub fn shrink(&mut self, key: &K, size: u64) -> bool {
+        match self.sizes.get_mut(key) {
+            Some((held, _)) if size <= *held => {
+                self.used -= *held - size;
+                *held = size;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn remaining(&self, key: &K) -> u32 {
+        self.reservations.as_ref().map_or(0, |r| r.remaining_scans(key))
+    }
+
+    /// Returns set-aside entries whose scans have all passed to the policy,
+    /// when some reservation was released since the last sweep.
+    fn sweep_released(&mut self) {
+        let Some(reservations) = &self.reservations else {
+            return;
+        };
+        let epoch = reservations.epoch();
+        if epoch == self.swept_epoch || self.reserved.is_empty() {
+            return;
+        }
+        self.swept_epoch = epoch;
+        let released: Vec<K> = self
+            .reserved
+            .keys()
+            .filter(|k| reservations.remaining_scans(k) == 0)
+            .cloned()
+            .collect();
+        for key in released {
+            self.reserved.remove(&key);
+            if let Some(&(size, cost)) = self.sizes.get(&key) {
+                self.policy.on_insert(key, size, cost);
+            }
+        }
+    }
+
+    /// The next entry to evict, and whether scans still needed it: the
+    /// policy's victims that are not reserved, then the set-aside ones.
+    fn next_victim(&mut self) -> Option<(K, bool)> {
+        while let Some(victim) = self.policy.pop_victim() {
+            if self.remaining(&victim) == 0 {
+                return Some((victim, false));
+            }
+            self.tick += 1;
+            self.reserved.insert(victim, self.tick);
+        }
+        loop {
+            if self.reserved.is_empty() {
+                return None;
+            }
+            if self.reserved_order.is_empty() {
+                let mut order: Vec<(u32, u64, K)> = self
+                    .reserved
+                    .iter()
+                    .map(|(k, &tick)| (self.remaining(k), tick, k.clone()))
+                    .collect();
+                // Best victim last: fewest remaining scans, then least recent use.
+                order.sort_by(|a, b| (b.0, b.1).cmp(&(a.0, a.1)));
+                self.reserved_order = order.into_iter().map(|(_, _, k)| k).collect();
+            }
+            while let Some(victim) = self.reserved_order.pop() {
+                if self.reserved.remove(&victim).is_some() {
+                    let still = self.remaining(&victim) > 0;
+                    return Some((victim, still));
+                }
+            }
+        }
     }
 }
 
@@ -160,9 +306,13 @@ mod tests {
                     }
                 }
                 assert!(c.used_bytes() <= c.capacity(), "{kind} over budget");
-                let held: u64 = c.sizes.values().sum();
+                let held: u64 = c.sizes.values().map(|(s, _)| s).sum();
                 assert_eq!(held, c.used_bytes(), "{kind} lost count");
-                assert_eq!(c.len(), c.policy.len(), "{kind} out of step with its policy");
+                assert_eq!(
+                    c.len(),
+                    c.policy.len() + c.reserved.len(),
+                    "{kind} out of step with its policy"
+                );
             }
         }
     }
@@ -175,6 +325,7 @@ mod tests {
         }
         let ins = c.insert(9, 60, 0.0);
         assert_eq!(ins.evicted, [0, 1, 2]);
+        assert_eq!(ins.reserved_evicted, 0);
         assert!(ins.admitted);
         assert_eq!(c.used_bytes(), 85);
     }
@@ -203,5 +354,79 @@ mod tests {
         assert_eq!((c.len(), c.used_bytes()), (1, 50));
         assert_eq!(c.remove(&1), Some(50));
         assert_eq!((c.len(), c.used_bytes(), c.policy_name()), (0, 0, "lru"));
+    }
+
+    /// Keys below `*reserved` are read by `scans[key]` registered scans.
+    struct Plan {
+        scans: std::sync::Mutex<HashMap<u64, u32>>,
+        epoch: std::sync::atomic::AtomicU64,
+    }
+
+    impl Plan {
+        fn new(scans: &[(u64, u32)]) -> Arc<Self> {
+            Arc::new(Plan {
+                scans: std::sync::Mutex::new(scans.iter().copied().collect()),
+                epoch: Default::default(),
+            })
+        }
+        fn release(&self, key: u64) {
+            self.scans.lock().unwrap().remove(&key);
+            self.epoch.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    impl Reservations<u64> for Plan {
+        fn remaining_scans(&self, key: &u64) -> u32 {
+            self.scans.lock().unwrap().get(key).copied().unwrap_or(0)
+        }
+        fn epoch(&self) -> u64 {
+            self.epoch.load(std::sync::atomic::Ordering::Relaxed)
+        }
+    }
+
+    fn plan_aware(capacity: u64, plan: &Arc<Plan>) -> BudgetedCache<u64> {
+        cache(capacity).with_reservations(Some(plan.clone() as Arc<dyn Reservations<u64>>))
+    }
+
+    #[test]
+    fn a_reserved_entry_survives_an_eviction_that_would_take_it_and_goes_once_released() {
+        let plan = Plan::new(&[(0, 1)]);
+        let mut c = plan_aware(100, &plan);
+        for k in 0..4 {
+            c.insert(k, 25, 0.0);
+        }
+        // LRU alone would take 0 first; it is reserved, so 1 goes.
+        let ins = c.insert(4, 25, 0.0);
+        assert_eq!((ins.evicted, ins.reserved_evicted), (vec![1], 0));
+        assert!(c.contains(&0));
+        // Released (its last scan just read it): Cached again, in the
+        // policy's order as a recent entry, evicted like any other.
+        plan.release(0);
+        let mut evicted = Vec::new();
+        for k in 5..9 {
+            let ins = c.insert(k, 25, 0.0);
+            assert_eq!(ins.reserved_evicted, 0);
+            evicted.extend(ins.evicted);
+        }
+        assert_eq!(evicted, [2, 3, 4, 0]);
+        assert_eq!(c.len(), c.policy.len() + c.reserved.len());
+    }
+
+    #[test]
+    fn reserved_entries_go_only_when_nothing_else_is_left_fewest_remaining_scans_first() {
+        let plan = Plan::new(&[(0, 3), (1, 1), (2, 2), (3, 1)]);
+        let mut c = plan_aware(100, &plan);
+        for k in 0..4 {
+            c.insert(k, 25, 0.0);
+        }
+        let ins = c.insert(9, 50, 0.0);
+        // 1 and 3 have one scan left each; 1 was set aside first (less recent).
+        assert_eq!((ins.evicted, ins.reserved_evicted), (vec![1, 3], 2));
+        assert!(ins.admitted && c.used_bytes() <= c.capacity());
+        // Reading a reserved entry keeps it reserved while its scans remain.
+        assert_eq!(c.access(&0), Some(25));
+        let ins = c.insert(10, 25, 0.0);
+        // 9 is not reserved: the policy's victim, before any reserved one.
+        assert_eq!((ins.evicted, ins.reserved_evicted), (vec![9], 0));
     }
 }

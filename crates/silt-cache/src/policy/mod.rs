@@ -48,7 +48,7 @@ mod sieve;
 mod testing;
 mod weighted_lfu;
 
-pub use budget::{BudgetedCache, Insertion};
+pub use budget::{BudgetedCache, Insertion, Reservations};
 pub use cost::{CostModel, MeasuredCost, Pushdown};
 pub use lfu::{Lfu, Uniform, Weighting};
 pub use lru::Lru;
