@@ -99,6 +99,11 @@ impl CachedStore {
         &self.counters
     }
 
+    /// The tiers this store reads through (shared by every table).
+    pub fn tiers(&self) -> &Arc<CacheTiers> {
+        &self.tiers
+    }
+
     /// The id that keys this store's entries in the shared tiers.
     pub fn store_id(&self) -> &Arc<str> {
         &self.store_id

@@ -23,8 +23,8 @@ use arrow::error::ArrowError;
 use silt_liquid::LiquidArrayRef;
 use silt_liquid::shared_dict::DecodedDictionaries;
 
-use crate::key::ObjectKey;
 use crate::decode_flights::DecodeFlights;
+use crate::key::ObjectKey;
 use crate::page_cache::CacheMetrics;
 use crate::policy::{BudgetedCache, PolicyKind, Reservations};
 use crate::scan_sets::ScanSets;
@@ -651,6 +651,66 @@ mod tests {
         cache.insert(key(0, "v1"), column(1000));
         assert!(cache.get(&key(0, "v1")).is_none());
         assert_eq!(cache.weighted_size(), 0);
+    }
+
+    /// A batch a registered scan will read survives an insert that would
+    /// evict it by recency (LRU here), and goes once that scan passed it.
+    #[test]
+    fn a_reserved_batch_survives_eviction_until_its_scan_passes() {
+        let one = column(1000).heap_size() as u64;
+        let sets = ScanSets::new();
+        let cache = ColumnCache::builder(one * 3, CacheMetrics::noop())
+            .eviction(PolicyKind::Lru)
+            .scan_sets(sets.clone())
+            .build();
+        let at = |rg: u32| BatchKey {
+            object: ObjectKey::new("t0", "a.parquet", "v1"),
+            row_group: rg,
+            column: 1,
+            batch: 0,
+        };
+        let scan = sets.register(
+            vec![crate::ReservedChunk {
+                object: at(0).object,
+                row_group: 0,
+                column: 1,
+                bytes: vec![0..10],
+            }],
+            1 << 20,
+        );
+        for rg in 0..3 {
+            cache.insert(at(rg), column(1000));
+        }
+        // LRU alone would evict row group 0 first.
+        cache.insert(at(3), column(1000));
+        assert!(cache.contains(&at(0)), "the reserved batch was evicted");
+        assert!(!cache.contains(&at(1)));
+        scan.passed(&at(0).object, 0);
+        assert_eq!(sets.reserved_segments(), (0, 0));
+        for rg in 4..7 {
+            cache.insert(at(rg), column(1000));
+        }
+        assert!(!cache.contains(&at(0)), "released, it is evicted like any batch");
+        assert!(cache.weighted_size() <= cache.capacity());
+        // Without plan-awareness the same sequence evicts it at once.
+        let blind = ColumnCache::builder(one * 3, CacheMetrics::noop())
+            .eviction(PolicyKind::Lru)
+            .scan_sets(sets.clone())
+            .plan_aware(false)
+            .build();
+        let _scan = sets.register(
+            vec![crate::ReservedChunk {
+                object: at(0).object,
+                row_group: 0,
+                column: 1,
+                bytes: vec![0..10],
+            }],
+            1 << 20,
+        );
+        for rg in 0..4 {
+            blind.insert(at(rg), column(1000));
+        }
+        assert!(!blind.contains(&at(0)));
     }
 }
 

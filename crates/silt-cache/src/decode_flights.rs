@@ -39,7 +39,10 @@ pub struct DecodeGuard {
 impl Drop for DecodeGuard {
     fn drop(&mut self) {
         let mut chunks = self.chunks.lock();
-        if chunks.get(&self.id).is_some_and(|rx| rx.same_channel(&self.tx.subscribe())) {
+        if chunks
+            .get(&self.id)
+            .is_some_and(|rx| rx.same_channel(&self.tx.subscribe()))
+        {
             chunks.remove(&self.id);
         }
         // Dropping `tx` after this wakes the waiters (their `changed()` ends).
@@ -81,7 +84,10 @@ impl DecodeFlights {
 
     /// (chunk decodes claimed, waits on another scan's decode) since start.
     pub fn counts(&self) -> (u64, u64) {
-        (self.decoded.load(Ordering::Relaxed), self.waited.load(Ordering::Relaxed))
+        (
+            self.decoded.load(Ordering::Relaxed),
+            self.waited.load(Ordering::Relaxed),
+        )
     }
 
     /// Chunks being decoded now.

@@ -135,10 +135,12 @@ impl ScanSets {
     pub fn register(self: &Arc<Self>, chunks: Vec<ReservedChunk>, page_size: u64) -> ScanSet {
         let mut held: HashMap<(ObjectKey, u32), HeldGroup> = HashMap::new();
         for chunk in chunks {
-            let group = held.entry((chunk.object, chunk.row_group)).or_insert_with(|| HeldGroup {
-                columns: Vec::new(),
-                pages: Vec::new(),
-            });
+            let group = held
+                .entry((chunk.object, chunk.row_group))
+                .or_insert_with(|| HeldGroup {
+                    columns: Vec::new(),
+                    pages: Vec::new(),
+                });
             group.columns.push(chunk.column);
             for range in chunk.bytes.iter().filter(|r| r.end > r.start) {
                 group

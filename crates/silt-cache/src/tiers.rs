@@ -58,6 +58,12 @@ impl CacheTiers {
         &self.pages
     }
 
+    /// What registered scans are about to read (consulted by the memory and
+    /// disk tiers' eviction).
+    pub fn scan_sets(&self) -> &Arc<crate::ScanSets> {
+        self.batches.scan_sets()
+    }
+
     pub fn page_size(&self) -> u64 {
         self.pages.page_size()
     }

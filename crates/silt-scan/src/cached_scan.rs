@@ -50,7 +50,7 @@ use datafusion::physical_plan::statistics::StatisticsArgs;
 use datafusion::physical_plan::stream::RecordBatchReceiverStream;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties};
 use object_store::ObjectMeta;
-use silt_cache::{CachedColumn, CachedStore};
+use silt_cache::{CachedColumn, CachedStore, ScanSet};
 use silt_liquid::shared_dict::DecodedDictionaries;
 use tokio::sync::mpsc::Sender;
 use tokio::task::JoinSet;
@@ -100,6 +100,21 @@ pub struct ScanSpec {
     /// to return when the client asked for some only (the filter, if any,
     /// still applies to them).
     pub row_groups: Option<ScopedRowGroups>,
+    /// What the scan registered it will read ([`crate::scan_set`]): each
+    /// row group is released as a partition passes it, the rest when the
+    /// plan is dropped (finished, failed or cancelled).
+    pub scan_set: Option<ScanSet>,
+}
+
+/// Table columns a scan reads: projected and filter columns, ascending.
+pub fn needed_columns(projection: &[usize], filter: Option<&ScanFilter>) -> Vec<usize> {
+    let mut needed: Vec<usize> = projection.to_vec();
+    if let Some(f) = filter {
+        needed.extend_from_slice(f.columns());
+    }
+    needed.sort_unstable();
+    needed.dedup();
+    needed
 }
 
 /// Reads a Parquet table through the memory, page and disk tiers.
@@ -304,9 +319,13 @@ impl PartitionRun {
                 })
                 .collect();
             let work = match &pruner {
-                Some(p) => p.pages(&p.bloom_filters(mine).await?),
-                None => mine.into_iter().map(RowGroupWork::all).collect(),
+                Some(p) => p.pages(&p.bloom_filters(mine.clone()).await?),
+                None => mine.iter().copied().map(RowGroupWork::all).collect(),
             };
+            // Row groups the bloom filters or page index pruned are passed.
+            for &rg in mine.iter().filter(|&&rg| !work.iter().any(|w| w.rg == rg)) {
+                self.passed(&file, rg);
+            }
             for (i, group) in work.iter().enumerate() {
                 while ahead.try_join_next().is_some() {}
                 if let Some(next) = work.get(i + 1) {
@@ -331,6 +350,7 @@ impl PartitionRun {
                     }
                 }
                 reservation.shrink(held);
+                self.passed(&file, group.rg);
                 if remaining == 0 {
                     return Ok(());
                 }
@@ -341,13 +361,15 @@ impl PartitionRun {
 
     /// Table columns a row group's scan reads: projected and filter columns.
     fn needed_columns(&self) -> Vec<usize> {
-        let mut needed: Vec<usize> = self.spec.projection.clone();
-        if let Some(f) = &self.spec.filter {
-            needed.extend_from_slice(f.columns());
+        needed_columns(&self.spec.projection, self.spec.filter.as_ref())
+    }
+
+    /// This partition is done with row group `rg` of `file` (read, or
+    /// pruned): its reservations go.
+    fn passed(&self, file: &FileContext, rg: usize) {
+        if let Some(set) = &self.spec.scan_set {
+            set.passed(&file.object.key, rg as u32);
         }
-        needed.sort_unstable();
-        needed.dedup();
-        needed
     }
 
     /// Whether `group` takes the selected-pages path (module doc): the page

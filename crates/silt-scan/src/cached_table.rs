@@ -30,9 +30,11 @@ use futures::{StreamExt, TryStreamExt};
 use object_store::{ObjectMeta, ObjectStore};
 use silt_cache::{CacheError, ValidationGate};
 
+use crate::cached_scan::needed_columns;
 use crate::cached_scan::{CachedScanExec, ScanSources, ScanSpec};
 use crate::footer::pinned_footer;
 use crate::scan_filter::ScanFilter;
+use crate::scan_set::{PinnedFile, scan_set_chunks};
 use crate::scope::{LayoutBuilder, ScanScope};
 
 #[derive(Debug)]
@@ -162,24 +164,28 @@ impl CachedParquetTable {
         layout.finish()
     }
 
-    /// The table's statistics, from the footers of exactly the listed
-    /// versions (the scan then finds the same footers in the metadata tier).
-    async fn statistics(&self, files: &[ObjectMeta], schema: &SchemaRef) -> Result<Statistics> {
+    /// Each listed file pinned to its listed version, with that version's
+    /// footer (the scan then finds the same footers in the metadata tier).
+    async fn pinned_footers(&self, files: &[ObjectMeta]) -> Result<Vec<PinnedFile>> {
         let reads = files.iter().cloned().map(|meta| {
-            let (store, cache, schema) = (
-                self.sources.store.clone(),
-                self.sources.metadata_cache.clone(),
-                schema.clone(),
-            );
+            let (store, cache) = (self.sources.store.clone(), self.sources.metadata_cache.clone());
             async move {
-                let (_, metadata) = pinned_footer(&store, &cache, &meta).await?;
-                DFParquetMetadata::statistics_from_parquet_metadata(&metadata, &schema)
+                let (object, metadata) = pinned_footer(&store, &cache, &meta).await?;
+                Ok::<_, DataFusionError>(PinnedFile { meta, object, metadata })
             }
         });
-        let per_file: Vec<Statistics> = futures::stream::iter(reads)
+        futures::stream::iter(reads)
             .buffered(FOOTER_CONCURRENCY)
             .try_collect()
-            .await?;
+            .await
+    }
+
+    /// The table's statistics, from the footers of exactly the listed versions.
+    fn statistics(files: &[PinnedFile], schema: &SchemaRef) -> Result<Statistics> {
+        let per_file = files
+            .iter()
+            .map(|f| DFParquetMetadata::statistics_from_parquet_metadata(&f.metadata, schema))
+            .collect::<Result<Vec<_>>>()?;
         Statistics::try_merge_iter(&per_file, schema)
     }
 }
@@ -241,10 +247,17 @@ impl TableProvider for CachedParquetTable {
             tracing::debug!("scan filter not compiled, evaluated above the scan: {e}");
             None
         });
-        let mut statistics = self.statistics(&files, &table_schema).await?.project(Some(&projection));
+        let pinned = self.pinned_footers(&files).await?;
+        let mut statistics = Self::statistics(&pinned, &table_schema)?.project(Some(&projection));
         if filter.is_some() {
             statistics = statistics.to_inexact();
         }
+        // Registered now, at planning: a query waiting for a slot already
+        // protects what it will read.
+        let needed = needed_columns(&projection, filter.as_ref());
+        let chunks = scan_set_chunks(&pinned, &table_schema, &needed, filter.as_ref(), row_groups.as_ref());
+        let tiers = self.sources.store.tiers();
+        let scan_set = tiers.scan_sets().register(chunks, tiers.page_size());
         let spec = ScanSpec {
             files,
             table_schema,
@@ -253,6 +266,7 @@ impl TableProvider for CachedParquetTable {
             limit,
             statistics,
             row_groups,
+            scan_set: Some(scan_set),
         };
         let partitions = state.config().target_partitions();
         Ok(Arc::new(CachedScanExec::new(spec, self.sources.clone(), partitions)?))

@@ -16,7 +16,9 @@ use datafusion::parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
 use datafusion::parquet::file::metadata::ParquetMetaData;
 use futures::TryStreamExt;
 use object_store::ObjectMeta;
-use silt_cache::{BATCH_ROWS, BatchKey, CachedColumn, CachedStore, ColumnCache, PinnedObject};
+use silt_cache::{
+    BATCH_ROWS, BatchKey, CachedColumn, CachedStore, ColumnCache, DecodeClaim, DecodeFlights, PinnedObject,
+};
 use std::sync::atomic::Ordering;
 
 /// What the scan knows about one file (one object version) it reads.
@@ -137,9 +139,7 @@ impl ColumnLoader {
                 );
                 continue;
             }
-            let cached: Option<Vec<CachedColumn>> = (0..lengths.len())
-                .map(|b| self.batches.get(&file.batch_key(rg, c, b)))
-                .collect();
+            let cached = self.cached(file, rg, c, lengths.len());
             let counters = self.store.counters();
             if let Some(root) = file.file_columns[c] {
                 counters
@@ -158,13 +158,63 @@ impl ColumnLoader {
             }
         }
         if !to_decode.is_empty() {
-            let wanted: Vec<usize> = to_decode.iter().map(|&s| columns[s]).collect();
-            let decoded = self.decode(file, rg, &wanted).await?;
-            for (slot, arrays) in to_decode.into_iter().zip(decoded) {
-                out[slot] = Some(arrays);
+            // One decode per column chunk at a time: columns another scan is
+            // decoding now are waited for, then read from the memory tier.
+            let flights = self.batches.decodes();
+            let (mut mine, mut guards, mut waits) = (Vec::new(), Vec::new(), Vec::new());
+            for slot in to_decode {
+                match flights.claim((file.object.key.clone(), rg as u32, columns[slot] as u32)) {
+                    DecodeClaim::Decode(guard) => {
+                        mine.push(slot);
+                        guards.push(guard);
+                    }
+                    DecodeClaim::Wait(rx) => waits.push((slot, rx)),
+                }
             }
+            self.decode_into(file, rg, columns, mine, &mut out).await?;
+            // Waiters wake only after the batches are admitted.
+            drop(guards);
+            let mut again = Vec::new();
+            for (slot, rx) in waits {
+                DecodeFlights::wait(rx).await;
+                match self.cached(file, rg, columns[slot], lengths.len()) {
+                    Some(arrays) => out[slot] = Some(arrays),
+                    // The decoder failed or was cancelled, or the tier
+                    // already evicted its batches: decode them here.
+                    None => again.push(slot),
+                }
+            }
+            self.decode_into(file, rg, columns, again, &mut out).await?;
         }
         Ok(out.into_iter().map(Option::unwrap_or_default).collect())
+    }
+
+    /// Every batch of column `c` of row group `rg` from the memory tier, or
+    /// `None` if one is missing.
+    fn cached(&self, file: &FileContext, rg: usize, c: usize, batches: usize) -> Option<Vec<CachedColumn>> {
+        (0..batches)
+            .map(|b| self.batches.get(&file.batch_key(rg, c, b)))
+            .collect()
+    }
+
+    /// Decodes (and admits) the columns of `slots` into `out`.
+    async fn decode_into(
+        &self,
+        file: &FileContext,
+        rg: usize,
+        columns: &[usize],
+        slots: Vec<usize>,
+        out: &mut [Option<Vec<CachedColumn>>],
+    ) -> Result<()> {
+        if slots.is_empty() {
+            return Ok(());
+        }
+        let wanted: Vec<usize> = slots.iter().map(|&s| columns[s]).collect();
+        let decoded = self.decode(file, rg, &wanted).await?;
+        for (slot, arrays) in slots.into_iter().zip(decoded) {
+            out[slot] = Some(arrays);
+        }
+        Ok(())
     }
 
     /// Reads, in one set of requests, the column chunks of `columns` in row

@@ -30,6 +30,7 @@ pub mod pruning;
 pub mod pushdown;
 pub mod scan_filter;
 pub mod scan_metrics;
+pub mod scan_set;
 pub mod scope;
 pub mod table;
 

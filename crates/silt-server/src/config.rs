@@ -12,7 +12,10 @@
 //! metadata_budget = "256MiB"      # decoded footers and page indexes
 //! page_size = "1MiB"
 //! disk_policy = "weighted-lfu"    # lru | lfu | sieve | weighted-lfu | s3-fifo
-//! direct_io = false               # read disk pages with O_DIRECT
+//! memory_policy = "s3-fifo"       # orders the memory tier's batches no scan has reserved
+//! plan_aware = true               # evict what registered scans will still read last
+//! max_concurrent_queries = 64     # queries executing at once (0: no limit); the rest queue
+//! direct_io = true                # disk tier bypasses the OS page cache (O_DIRECT)
 //! query_memory_limit = "2GiB"     # per query (DataFusion memory pool)
 //! query_timeout = "5m"
 //! auth_token = "secret"           # or SILT_AUTH_TOKEN
@@ -107,7 +110,20 @@ pub struct ServerConfig {
     /// Eviction policy of the disk tier.
     #[serde(deserialize_with = "de_from_str")]
     pub disk_policy: PolicyKind,
-    /// Read disk pages with O_DIRECT, so the OS page cache holds no second copy.
+    /// Eviction policy of the memory tier's batches that no registered scan
+    /// still needs (`Cached`).
+    #[serde(deserialize_with = "de_from_str")]
+    pub memory_policy: PolicyKind,
+    /// Plan-aware eviction in the memory and disk tiers: what the scan sets
+    /// of planned and queued queries will read (`Reserved`) is evicted last.
+    /// False evicts by the policies alone.
+    pub plan_aware: bool,
+    /// Queries executing at once; planned queries beyond it wait for a slot
+    /// (their scan sets already registered). 0: no limit.
+    pub max_concurrent_queries: usize,
+    /// Read and write disk pages with O_DIRECT, so the OS page cache holds
+    /// no second copy (falls back to buffered I/O with a warning where the
+    /// filesystem refuses it).
     pub direct_io: bool,
     /// Object-store access: retries, timeouts, injected faults.
     pub store: StoreConfig,
@@ -341,7 +357,10 @@ impl Default for ServerConfig {
             metadata_budget: 256 << 20,
             page_size: 1 << 20,
             disk_policy: PolicyKind::WeightedLfu,
-            direct_io: false,
+            memory_policy: PolicyKind::S3Fifo,
+            plan_aware: true,
+            max_concurrent_queries: 64,
+            direct_io: true,
             store: StoreConfig::default(),
             query_memory_limit: 4 << 30,
             query_timeout: Duration::from_secs(300),

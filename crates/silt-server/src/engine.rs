@@ -28,7 +28,7 @@ use object_store::{ObjectStore, ObjectStoreExt};
 use silt_cache::transcoder::LiquidTranscoder;
 use silt_cache::{
     CacheTiers, CachedStore, ColumnCache, DiskConfig, DiskMetrics, DiskTier, MemoryForm, PageCache, PageCacheConfig,
-    PageStore, PageTier, ValidationGate,
+    PageStore, PageTier, ScanSets, ValidationGate,
 };
 use silt_proto::{QueryContext, ROW_MARKER_COLUMN, ScanRequest, SegmentScope};
 use silt_scan::lookup::LookupIndexes;
@@ -41,6 +41,7 @@ use crate::error::ServerError;
 use crate::guard;
 use crate::metrics::ServerMetrics;
 use crate::query_clock::QueryClock;
+use crate::query_slots::QuerySlots;
 pub use crate::registry::{CatalogEntry, EntryKind};
 
 /// Catalog name under which tables are visible (`silt.public.<table>`).
@@ -105,6 +106,8 @@ pub struct Engine {
     pub(crate) registering: tokio::sync::Mutex<()>,
     /// Per object version and key column: what point lookups need.
     lookup_indexes: LookupIndexes,
+    /// Admission: queries executing at once ([`crate::query_slots`]).
+    query_slots: QuerySlots,
     /// When each client query was first seen ([`crate::query_clock`]).
     query_clock: QueryClock,
     /// The last hour of counter samples, for the dashboard.
@@ -141,12 +144,17 @@ impl Engine {
             },
             metrics.pages.clone(),
         );
-        let disk = open_disk_tier(&config, &metrics)?;
+        // What planned queries will read: consulted by both tiers' eviction.
+        let scan_sets = ScanSets::new();
+        let disk = open_disk_tier(&config, &metrics, &scan_sets)?;
         let mut pages = PageStore::builder(page_cache).merge_gap(config.page_size);
         if let Some(disk) = &disk {
             pages = pages.disk(disk.clone() as Arc<dyn PageTier>);
         }
-        let mut columns = ColumnCache::builder(config.memory_budget, metrics.memory.clone());
+        let mut columns = ColumnCache::builder(config.memory_budget, metrics.memory.clone())
+            .eviction(config.memory_policy)
+            .scan_sets(scan_sets)
+            .plan_aware(config.plan_aware);
         if config.memory_form == MemoryForm::Liquid {
             let inline_after = usize::try_from(config.transcode_inline_after).unwrap_or(usize::MAX);
             columns = columns.transcode(LiquidTranscoder::start_with_inline_after(inline_after));
@@ -202,6 +210,7 @@ impl Engine {
                 },
             );
         }
+        let query_slots = QuerySlots::new(config.max_concurrent_queries, metrics.queued_queries.clone());
         let engine = Arc::new(Engine {
             base: SessionContext::new_with_state(state),
             config,
@@ -215,6 +224,7 @@ impl Engine {
             single_files: RwLock::new(BTreeMap::new()),
             registering: tokio::sync::Mutex::new(()),
             lookup_indexes: LookupIndexes::new(LOOKUP_INDEX_BUDGET),
+            query_slots,
             query_clock: QueryClock::default(),
             history: Default::default(),
             _cache_dir_lock: cache_dir_lock,
@@ -265,6 +275,11 @@ impl Engine {
     }
 
     /// The cache tiers shared by every table.
+    /// Admission of queries to execution.
+    pub fn query_slots(&self) -> &QuerySlots {
+        &self.query_slots
+    }
+
     pub fn tiers(&self) -> &Arc<CacheTiers> {
         &self.tiers
     }
@@ -617,7 +632,11 @@ fn scan_scope(scope: &SegmentScope) -> Result<ScanScope, ServerError> {
     Ok(scan_scope)
 }
 
-fn open_disk_tier(config: &ServerConfig, metrics: &ServerMetrics) -> Result<Option<Arc<DiskTier>>, ServerError> {
+fn open_disk_tier(
+    config: &ServerConfig,
+    metrics: &ServerMetrics,
+    scan_sets: &Arc<ScanSets>,
+) -> Result<Option<Arc<DiskTier>>, ServerError> {
     if config.disk_budget == 0 {
         return Ok(None);
     }
@@ -642,6 +661,9 @@ fn open_disk_tier(config: &ServerConfig, metrics: &ServerMetrics) -> Result<Opti
             budget_bytes: config.disk_budget,
             direct_io: config.direct_io,
             policy: config.disk_policy,
+            reservations: config
+                .plan_aware
+                .then(|| scan_sets.clone() as Arc<dyn silt_cache::policy::Reservations<silt_cache::PageKey>>),
         },
         DiskMetrics::register(metrics.recorder()),
     )

@@ -154,7 +154,7 @@ impl SiltFlightService {
         loop {
             // Each attempt has its own gate: its validations must be sent after it started.
             let (gate, attempt) = match kept.take() {
-                Some(KeptPlan { plan, gate, .. }) => (gate, self.run(plan, deadline, trace).await),
+                Some(KeptPlan { plan, gate, .. }) => (gate, self.run(query, plan, deadline, trace).await),
                 None => {
                     // A scan of a client query starts when the query did
                     // (crate::query_clock); a restart starts now.
@@ -214,14 +214,26 @@ impl SiltFlightService {
     ) -> Result<Started, Status> {
         // Planning reads footers too: a version gone by then is `ABORTED`.
         let planned = self.plan(query, Some(gate), trace).await?;
-        self.run(planned, deadline, trace).await
+        self.run(query, planned, deadline, trace).await
     }
 
-    /// Executes a planned query and takes its first result (not yet
-    /// confirmed), all of it `scan` time in `trace`.
-    async fn run(&self, planned: PlannedQuery, deadline: Instant, trace: &QueryTrace) -> Result<Started, Status> {
+    /// Executes a planned query, once a slot is free (`max_concurrent_queries`;
+    /// its scan sets were registered when it was planned), and takes its first
+    /// result (not yet confirmed), all of it `scan` time in `trace`.
+    async fn run(
+        &self,
+        query: &Query,
+        planned: PlannedQuery,
+        deadline: Instant,
+        trace: &QueryTrace,
+    ) -> Result<Started, Status> {
         let schema = planned.schema();
         let sources = planned.sources.clone();
+        let slots = self.engine.query_slots();
+        let slot = match tokio::time::timeout_at(deadline, slots.acquire(query.client_query_id())).await {
+            Ok(slot) => slot,
+            Err(_) => return Err(self.timed_out()),
+        };
         let first_batch = async {
             let mut batches = match tokio::time::timeout_at(deadline, planned.execute()).await {
                 Ok(r) => self.counted(r)?,
@@ -238,6 +250,7 @@ impl SiltFlightService {
             sources,
             first,
             rest: trace.scanned(rest),
+            slot,
         })
     }
 
@@ -276,12 +289,13 @@ impl SiltFlightService {
             sources,
             first,
             rest,
+            slot,
         } = self
             .start(&query, deadline, planned, &trace)
             .await
             .inspect_err(|status| trace.failed(&status.message()))?;
         let batches = futures::stream::iter(first).chain(rest);
-        let active = ActiveQuery::new(metrics.clone());
+        let active = (ActiveQuery::new(metrics.clone()), slot);
         let err_metrics = metrics.clone();
         let err_trace = trace.clone();
         let batches = futures::stream::unfold((batches, false, active), move |(mut s, done, active)| {
@@ -414,6 +428,14 @@ impl Query {
         }
     }
 
+    /// The id of the client query this is a scan of, if it says.
+    fn client_query_id(&self) -> Option<&str> {
+        match self {
+            Query::Scan(ScanRequest { query: Some(q), .. }) if !q.id.is_empty() => Some(&q.id),
+            _ => None,
+        }
+    }
+
     /// What the query log shows of it: the SQL, or what a scan reads.
     fn text(&self) -> String {
         match self {
@@ -450,6 +472,8 @@ struct Started {
     sources: String,
     first: Option<datafusion::error::Result<datafusion::arrow::array::RecordBatch>>,
     rest: ScanClock<datafusion::execution::SendableRecordBatchStream>,
+    /// The query's execution slot, held until its stream is dropped.
+    slot: Option<Arc<crate::query_slots::Slot>>,
 }
 
 /// Keeps `silt_queries_active` right however a stream ends.

@@ -19,6 +19,7 @@ pub mod pending_plans;
 pub mod preload;
 pub mod query_clock;
 pub mod query_log;
+pub mod query_slots;
 pub mod query_trace;
 pub mod registry;
 pub mod s3_api;

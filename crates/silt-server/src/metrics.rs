@@ -37,6 +37,9 @@ pub struct ServerMetrics {
     pub validation_mismatches: Counter,
     /// `silt_queries_active`: queries whose result stream is open.
     pub active_queries: Gauge,
+    /// `silt_queries_queued`: planned queries waiting for a slot
+    /// (`max_concurrent_queries`).
+    pub queued_queries: Gauge,
     /// `silt_flight_bytes_sent_total`: Arrow IPC bytes (header + body) sent.
     pub flight_bytes_sent: Counter,
     /// `silt_flight_rows_sent_total`.
@@ -106,6 +109,7 @@ impl ServerMetrics {
         let s3_forwarded = counter("silt_s3_forwarded_total");
         let s3_forward_failures = counter("silt_s3_forward_failures_total");
         let active_queries = recorder.register_gauge(&Key::from_static_name("silt_queries_active"), &METADATA);
+        let queued_queries = recorder.register_gauge(&Key::from_static_name("silt_queries_queued"), &METADATA);
         let store = StoreMetrics::register(&recorder);
         let memory = CacheMetrics::register(&recorder, "memory");
         let pages = CacheMetrics::register(&recorder, "pages");
@@ -171,6 +175,8 @@ impl ServerMetrics {
             c.increment(0);
         }
         active_queries.set(0.0);
+        queued_queries.set(0.0);
+        memory.reserved_evictions.increment(0);
         memory.bytes.set(0.0);
         pages.bytes.set(0.0);
         metadata.bytes.set(0.0);
@@ -182,6 +188,7 @@ impl ServerMetrics {
             validations_speculative,
             validation_mismatches,
             active_queries,
+            queued_queries,
             flight_bytes_sent,
             flight_rows_sent,
             s3_requests,

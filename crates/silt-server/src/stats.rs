@@ -39,10 +39,31 @@ pub fn stats_json(engine: &Engine) -> Value {
         },
         "store": store_json(&snapshot),
         "queries": queries_json(engine),
+        "plan_aware": plan_aware_json(engine),
         "history": {
             "interval_seconds": crate::history::INTERVAL.as_secs(),
             "samples": engine.history().samples(),
         },
+    })
+}
+
+/// Scan sets and decodes in flight: what planned queries hold (all zero
+/// when no query is planned or running).
+fn plan_aware_json(engine: &Engine) -> Value {
+    let tiers = engine.tiers();
+    let sets = tiers.scan_sets();
+    let (chunks, pages) = sets.reserved_segments();
+    let (decoded, waited) = tiers.batches().decodes().counts();
+    json!({
+        "enabled": engine.config().plan_aware,
+        "memory_policy": tiers.batches().policy_name(),
+        "scan_sets_active": sets.active_sets(),
+        "reserved_chunks": chunks,
+        "reserved_pages": pages,
+        "decodes_in_flight": tiers.batches().decodes().in_flight(),
+        "chunk_decodes": decoded,
+        "decode_waits": waited,
+        "query_slots_free": engine.query_slots().available(),
     })
 }
 

@@ -58,9 +58,18 @@ pub struct ServeArgs {
     /// Eviction policy of the disk tier: lru, lfu, sieve, weighted-lfu, s3-fifo [default: weighted-lfu].
     #[arg(long)]
     disk_policy: Option<PolicyKind>,
-    /// Read disk-tier pages with O_DIRECT so the OS page cache holds no second copy.
+    /// Eviction policy of the memory tier's batches no planned scan still needs [default: s3-fifo].
     #[arg(long)]
-    direct_io: bool,
+    memory_policy: Option<PolicyKind>,
+    /// Plan-aware eviction: what planned and queued queries will read is evicted last [default: true].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    plan_aware: Option<bool>,
+    /// Queries executing at once; the rest queue (their scan sets registered). 0: no limit [default: 64].
+    #[arg(long, value_name = "N")]
+    max_concurrent_queries: Option<usize>,
+    /// Disk tier with O_DIRECT (no OS page-cache copy; falls back with a warning where refused) [default: true].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    direct_io: Option<bool>,
     /// Attempts per object-store request, the first included [default: 5].
     #[arg(long, value_name = "N")]
     store_retries: Option<u32>,
@@ -147,8 +156,17 @@ impl ServeArgs {
         if let Some(v) = self.disk_policy {
             cfg.disk_policy = v;
         }
-        if self.direct_io {
-            cfg.direct_io = true;
+        if let Some(v) = self.memory_policy {
+            cfg.memory_policy = v;
+        }
+        if let Some(v) = self.plan_aware {
+            cfg.plan_aware = v;
+        }
+        if let Some(v) = self.max_concurrent_queries {
+            cfg.max_concurrent_queries = v;
+        }
+        if let Some(v) = self.direct_io {
+            cfg.direct_io = v;
         }
         if let Some(v) = self.store_retries {
             cfg.store.retries = v;

@@ -504,3 +504,42 @@ fn a_directory_is_owned_by_one_tier_at_a_time() {
     let reopened = DiskTier::open(config(dir.path(), 1 << 20, PolicyKind::Lru, false), DiskMetrics::noop());
     assert!(reopened.is_ok(), "the lock is released when the tier is dropped");
 }
+
+/// With `O_DIRECT` in effect the tier's own writes and reads leave nothing
+/// in the OS page cache (`mincore` on every page file); buffered I/O, the
+/// control, leaves the files resident. Where the filesystem refuses
+/// `O_DIRECT`, the tier says so and falls back.
+#[test]
+fn direct_io_keeps_the_tiers_files_out_of_the_os_page_cache() {
+    let resident = |direct: bool| {
+        let dir = tempfile::tempdir().unwrap();
+        let tier = DiskTier::open(
+            config(dir.path(), 1 << 30, PolicyKind::Lru, direct),
+            DiskMetrics::noop(),
+        )
+        .unwrap();
+        tier.wait_recovered();
+        for page in 0..8 {
+            tier.put(key("a", "v", page), &bytes(page, 300_000), COST);
+            assert_eq!(tier.get(&key("a", "v", page)).unwrap(), bytes(page, 300_000));
+        }
+        let files = page_files(dir.path());
+        assert_eq!(files.len(), 8);
+        let pages: usize = files.iter().map(|f| super::io::resident_pages(f).unwrap()).sum();
+        (tier.direct_io_active(), accepts_o_direct(dir.path()), pages)
+    };
+    let (active, accepted, pages) = resident(true);
+    assert_eq!(
+        active, accepted,
+        "O_DIRECT in effect exactly where the filesystem takes it"
+    );
+    if accepted {
+        assert_eq!(pages, 0, "page files in the OS page cache despite O_DIRECT");
+        let (active, _, buffered) = resident(false);
+        assert!(!active);
+        assert!(
+            buffered > 0,
+            "the buffered control left nothing resident: the check cannot tell"
+        );
+    }
+}

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use super::format::{self, Invalid, Verified, charged_size};
 use super::full::{WritePause, is_out_of_space};
 use super::index::{Admission, Adopted, Finished, Index};
-use super::io::{PageReader, remove_quietly, write_page};
+use super::io::{PageIo, remove_quietly};
 use super::metrics::Counters;
 use super::{DiskConfig, DiskMetrics, DiskStats, recovery};
 use crate::page_cache::PageKey;
@@ -31,7 +31,7 @@ pub struct DiskTier {
     tmp_dir: PathBuf,
     budget_bytes: u64,
     index: Mutex<Index>,
-    reader: PageReader,
+    io: PageIo,
     counters: Counters,
     /// True until recovery has scanned every page file.
     recovering: AtomicBool,
@@ -80,8 +80,12 @@ impl DiskTier {
             pages_dir,
             tmp_dir,
             budget_bytes: config.budget_bytes,
-            index: Mutex::new(Index::new(config.budget_bytes, config.policy, config.reservations.clone())),
-            reader: PageReader::new(config.direct_io),
+            index: Mutex::new(Index::new(
+                config.budget_bytes,
+                config.policy,
+                config.reservations.clone(),
+            )),
+            io: PageIo::new(config.direct_io),
             counters: Counters::new(metrics),
             recovering: AtomicBool::new(true),
             recovered: Mutex::new(false),
@@ -114,7 +118,7 @@ impl DiskTier {
             return None;
         }
         let path = self.page_path(key);
-        match self.reader.read(&path) {
+        match self.io.read(&path) {
             Ok(file) => match format::verify(&file, key) {
                 Ok(Verified::Page(range, cost)) => {
                     if seen.is_none() {
@@ -183,7 +187,7 @@ impl DiskTier {
             TMP_COUNTER.fetch_add(1, Ordering::Relaxed)
         ));
         let dest = self.page_path(&key);
-        let written = write_page(&tmp, &dest, &header, data);
+        let written = self.io.write(&tmp, &dest, &header, data);
         match &written {
             Ok(()) => self.pause.written(&self.pages_dir),
             Err(e) if is_out_of_space(e) => {
@@ -259,10 +263,10 @@ impl DiskTier {
         }
     }
 
-    /// Whether reads bypass the OS page cache (`direct_io` was asked for and
-    /// the filesystem accepted it so far).
+    /// Whether reads and writes bypass the OS page cache (`direct_io` was
+    /// asked for and the filesystem accepted it so far).
     pub fn direct_io_active(&self) -> bool {
-        self.reader.is_direct()
+        self.io.is_direct()
     }
 
     /// A snapshot of the counters and sizes.

@@ -12,6 +12,7 @@ mod hybrid;
 mod load;
 mod lookups;
 mod operations;
+mod plan_aware;
 mod pruning;
 mod query_validation;
 mod s3_api;
