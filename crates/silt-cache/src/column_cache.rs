@@ -669,15 +669,20 @@ mod tests {
             column: 1,
             batch: 0,
         };
-        let scan = sets.register(
-            vec![crate::ReservedChunk {
-                object: at(0).object,
-                row_group: 0,
-                column: 1,
-                bytes: vec![0..10],
-            }],
-            1 << 20,
-        );
+        // One registered scan of `key`'s column chunk.
+        let reserve = |key: &BatchKey| {
+            let bytes = std::iter::once(0..10).collect();
+            sets.register(
+                vec![crate::ReservedChunk {
+                    object: key.object.clone(),
+                    row_group: key.row_group,
+                    column: key.column,
+                    bytes,
+                }],
+                1 << 20,
+            )
+        };
+        let scan = reserve(&at(0));
         for rg in 0..3 {
             cache.insert(at(rg), column(1000));
         }
@@ -698,15 +703,7 @@ mod tests {
             .scan_sets(sets.clone())
             .plan_aware(false)
             .build();
-        let _scan = sets.register(
-            vec![crate::ReservedChunk {
-                object: at(0).object,
-                row_group: 0,
-                column: 1,
-                bytes: vec![0..10],
-            }],
-            1 << 20,
-        );
+        let _scan = reserve(&at(0));
         for rg in 0..4 {
             blind.insert(at(rg), column(1000));
         }

@@ -259,7 +259,7 @@ impl<K: CacheKey> BudgetedCache<K> {
                     .map(|(k, &tick)| (self.remaining(k), tick, k.clone()))
                     .collect();
                 // Best victim last: fewest remaining scans, then least recent use.
-                order.sort_by(|a, b| (b.0, b.1).cmp(&(a.0, a.1)));
+                order.sort_by_key(|o| std::cmp::Reverse((o.0, o.1)));
                 self.reserved_order = order.into_iter().map(|(_, _, k)| k).collect();
             }
             while let Some(victim) = self.reserved_order.pop() {
