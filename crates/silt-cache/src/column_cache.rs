@@ -531,9 +531,30 @@ impl ColumnCache {
         self.entries.lock().values.len() as u64
     }
 
-    /// The budget in bytes.
+    /// The configured budget in bytes.
     pub fn capacity(&self) -> u64 {
         self.capacity
+    }
+
+    /// The budget in force: the configured one, or less while the machine
+    /// is short of memory ([`Self::set_budget`]).
+    pub fn budget(&self) -> u64 {
+        self.entries.lock().budget.capacity()
+    }
+
+    /// Holds the tier to `bytes` (at most the configured budget), evicting
+    /// (plan-aware) what no longer fits; the memory-pressure monitor shrinks
+    /// the tier this way before the OS has to, and restores it later.
+    pub fn set_budget(&self, bytes: u64) {
+        let dropped: Vec<CachedColumn> = {
+            let mut entries = self.entries.lock();
+            let shrunk = entries.budget.set_capacity(bytes.min(self.capacity));
+            self.metrics.evictions.increment(shrunk.evicted.len() as u64);
+            self.metrics.reserved_evictions.increment(shrunk.reserved_evicted);
+            shrunk.evicted.iter().filter_map(|k| entries.values.remove(k)).collect()
+        };
+        let freed: usize = dropped.iter().map(CachedColumn::heap_size).sum();
+        self.metrics.bytes.decrement(freed as f64);
     }
 
     /// Bytes currently held.

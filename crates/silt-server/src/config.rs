@@ -16,6 +16,7 @@
 //! plan_aware = true               # evict what registered scans will still read last
 //! max_concurrent_queries = 64     # queries executing at once (0: no limit); the rest queue
 //! direct_io = true                # disk tier bypasses the OS page cache (O_DIRECT)
+//! memory_pressure_floor = "1GiB"  # below this much free memory the memory tier shrinks (0: never)
 //! query_memory_limit = "2GiB"     # per query (DataFusion memory pool)
 //! query_timeout = "5m"
 //! auth_token = "secret"           # or SILT_AUTH_TOKEN
@@ -125,6 +126,11 @@ pub struct ServerConfig {
     /// no second copy (falls back to buffered I/O with a warning where the
     /// filesystem refuses it).
     pub direct_io: bool,
+    /// Memory the machine (or the server's cgroup) should keep available:
+    /// below it the memory tier's budget is lowered by the shortfall, and
+    /// given back once there is room ([`crate::memory_pressure`]). 0 never shrinks.
+    #[serde(deserialize_with = "de_bytes")]
+    pub memory_pressure_floor: u64,
     /// Object-store access: retries, timeouts, injected faults.
     pub store: StoreConfig,
     /// Memory one query may use before it fails (or spills).
@@ -361,6 +367,7 @@ impl Default for ServerConfig {
             plan_aware: true,
             max_concurrent_queries: 64,
             direct_io: true,
+            memory_pressure_floor: 1 << 30,
             store: StoreConfig::default(),
             query_memory_limit: 4 << 30,
             query_timeout: Duration::from_secs(300),

@@ -230,6 +230,7 @@ impl Engine {
             _cache_dir_lock: cache_dir_lock,
         });
         crate::system_tables::register(&engine)?;
+        crate::memory_pressure::spawn(Arc::downgrade(&engine), engine.config.memory_pressure_floor);
         engine.start_registration(engine.config.registration_wait).await;
         Ok(engine)
     }

@@ -13,6 +13,7 @@ pub mod flight;
 pub mod guard;
 pub mod history;
 pub mod lookup;
+pub mod memory_pressure;
 pub mod metrics;
 pub mod partial_aggregate;
 pub mod pending_plans;

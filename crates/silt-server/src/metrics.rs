@@ -40,6 +40,9 @@ pub struct ServerMetrics {
     /// `silt_queries_queued`: planned queries waiting for a slot
     /// (`max_concurrent_queries`).
     pub queued_queries: Gauge,
+    /// `silt_memory_pressure_shrinks_total`: times the memory tier's budget
+    /// was lowered because the machine ran short of memory.
+    pub memory_pressure_shrinks: Counter,
     /// `silt_flight_bytes_sent_total`: Arrow IPC bytes (header + body) sent.
     pub flight_bytes_sent: Counter,
     /// `silt_flight_rows_sent_total`.
@@ -110,6 +113,7 @@ impl ServerMetrics {
         let s3_forward_failures = counter("silt_s3_forward_failures_total");
         let active_queries = recorder.register_gauge(&Key::from_static_name("silt_queries_active"), &METADATA);
         let queued_queries = recorder.register_gauge(&Key::from_static_name("silt_queries_queued"), &METADATA);
+        let memory_pressure_shrinks = counter("silt_memory_pressure_shrinks_total");
         let store = StoreMetrics::register(&recorder);
         let memory = CacheMetrics::register(&recorder, "memory");
         let pages = CacheMetrics::register(&recorder, "pages");
@@ -177,6 +181,7 @@ impl ServerMetrics {
         active_queries.set(0.0);
         queued_queries.set(0.0);
         memory.reserved_evictions.increment(0);
+        memory_pressure_shrinks.increment(0);
         memory.bytes.set(0.0);
         pages.bytes.set(0.0);
         metadata.bytes.set(0.0);
@@ -189,6 +194,7 @@ impl ServerMetrics {
             validation_mismatches,
             active_queries,
             queued_queries,
+            memory_pressure_shrinks,
             flight_bytes_sent,
             flight_rows_sent,
             s3_requests,

@@ -26,6 +26,9 @@ enum BenchCommand {
     Ssb(crate::harness::SsbArgs),
     /// Point lookups (`WHERE id = ?`) with concurrent clients: p50/p99 latency, lookups/s.
     Lookup(crate::harness::LookupArgs),
+    /// N clients running a TPC-H + ClickBench mix under budgets below the working set:
+    /// plan-aware eviction vs each policy alone, direct vs buffered disk I/O.
+    Mixed(crate::harness::MixedArgs),
     /// TPC-H through a fleet of 1, 2, 3 servers: throughput, latency, a kill test, placement.
     Fleet(crate::harness::FleetArgs),
     /// The whole harness on tiny data (run by the test suite so it never rots).
@@ -45,6 +48,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchCommand::Ssb(a) => crate::harness::ssb(a).await,
         BenchCommand::Lookup(a) => crate::harness::lookup(a).await,
         BenchCommand::Fleet(a) => crate::harness::fleet(a).await,
+        BenchCommand::Mixed(a) => crate::harness::mixed(a).await,
         BenchCommand::Smoke(a) => crate::harness::smoke(a).await,
         BenchCommand::ObjectStore(a) => crate::harness::object_store(a).await,
     }

@@ -67,6 +67,9 @@ pub struct ServeArgs {
     /// Queries executing at once; the rest queue (their scan sets registered). 0: no limit [default: 64].
     #[arg(long, value_name = "N")]
     max_concurrent_queries: Option<usize>,
+    /// Free memory to keep: below it the memory tier shrinks, e.g. 2GiB; 0 never shrinks [default: 1GiB].
+    #[arg(long, value_parser = parse_bytes)]
+    memory_pressure_floor: Option<u64>,
     /// Disk tier with O_DIRECT (no OS page-cache copy; falls back with a warning where refused) [default: true].
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
     direct_io: Option<bool>,
@@ -164,6 +167,9 @@ impl ServeArgs {
         }
         if let Some(v) = self.max_concurrent_queries {
             cfg.max_concurrent_queries = v;
+        }
+        if let Some(v) = self.memory_pressure_floor {
+            cfg.memory_pressure_floor = v;
         }
         if let Some(v) = self.direct_io {
             cfg.direct_io = v;

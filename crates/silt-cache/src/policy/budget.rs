@@ -146,28 +146,14 @@ impl<K: CacheKey> BudgetedCache<K> {
     /// entry larger than the budget is not admitted and evicts nothing.
     pub fn insert(&mut self, key: K, size: u64, cost: f64) -> Insertion<K> {
         self.remove(&key);
-        let mut evicted = Vec::new();
-        let mut reserved_evicted = 0;
         if self.capacity == 0 || size > self.capacity {
             return Insertion {
                 admitted: false,
-                evicted,
-                reserved_evicted,
+                evicted: Vec::new(),
+                reserved_evicted: 0,
             };
         }
-        if self.used + size > self.capacity {
-            self.sweep_released();
-        }
-        while self.used + size > self.capacity {
-            let Some((victim, was_reserved)) = self.next_victim() else {
-                break;
-            };
-            if let Some((freed, _)) = self.sizes.remove(&victim) {
-                self.used -= freed;
-            }
-            reserved_evicted += u64::from(was_reserved);
-            evicted.push(victim);
-        }
+        let (evicted, reserved_evicted) = self.evict_until(self.capacity - size);
         // Only a policy that lost track of entries can leave too little room;
         // the budget still holds.
         let admitted = self.used + size <= self.capacity;
@@ -207,6 +193,38 @@ impl<K: CacheKey> BudgetedCache<K> {
             }
             _ => false,
         }
+    }
+
+    /// Changes the budget; a smaller one evicts (plan-aware, like an insert)
+    /// until the held bytes fit, and returns what was evicted.
+    pub fn set_capacity(&mut self, capacity: u64) -> Insertion<K> {
+        self.capacity = capacity;
+        let (evicted, reserved_evicted) = self.evict_until(capacity);
+        Insertion {
+            admitted: true,
+            evicted,
+            reserved_evicted,
+        }
+    }
+
+    /// Evicts (plan-aware) until at most `target` bytes are held; returns
+    /// the victims and how many of them were reserved.
+    fn evict_until(&mut self, target: u64) -> (Vec<K>, u64) {
+        let (mut evicted, mut reserved_evicted) = (Vec::new(), 0);
+        if self.used > target {
+            self.sweep_released();
+        }
+        while self.used > target {
+            let Some((victim, was_reserved)) = self.next_victim() else {
+                break;
+            };
+            if let Some((freed, _)) = self.sizes.remove(&victim) {
+                self.used -= freed;
+            }
+            reserved_evicted += u64::from(was_reserved);
+            evicted.push(victim);
+        }
+        (evicted, reserved_evicted)
     }
 
     fn remaining(&self, key: &K) -> u32 {
@@ -337,6 +355,18 @@ mod tests {
         let ins = c.insert(2, 101, 0.0);
         assert!(!ins.admitted && ins.evicted.is_empty());
         assert!(c.contains(&1) && !c.contains(&2));
+    }
+
+    #[test]
+    fn a_smaller_capacity_evicts_until_the_entries_fit() {
+        let mut c = cache(100);
+        for k in 0..4 {
+            c.insert(k, 25, 0.0);
+        }
+        let shrunk = c.set_capacity(60);
+        assert_eq!(shrunk.evicted, [0, 1]);
+        assert_eq!((c.used_bytes(), c.capacity()), (50, 60));
+        assert!(!c.insert(9, 61, 0.0).admitted);
     }
 
     #[test]

@@ -13,6 +13,7 @@ mod duckdb;
 mod fleet;
 mod liquidcache;
 mod lookup;
+mod mixed;
 mod modes;
 mod runner;
 mod server;
@@ -32,6 +33,7 @@ use silt_server::config::parse_bytes;
 pub use child::OBJECT_STORE_READY;
 pub use fleet::{FleetArgs, run as fleet};
 pub use lookup::{LookupArgs, lookup};
+pub use mixed::{MixedArgs, mixed};
 use modes::{Mode, StoreSetup};
 use suite::Suite;
 
