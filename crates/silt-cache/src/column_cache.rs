@@ -667,6 +667,25 @@ mod tests {
     }
 
     #[test]
+    fn a_lowered_budget_evicts_and_a_restored_one_admits_again() {
+        let one = column(1000).heap_size() as u64;
+        let cache = ColumnCache::new(one * 4, CacheMetrics::noop());
+        for b in 0..4 {
+            cache.insert(key(b, "v1"), column(1000));
+        }
+        cache.set_budget(one * 2);
+        assert_eq!((cache.budget(), cache.entry_count()), (one * 2, 2));
+        assert!(cache.weighted_size() <= one * 2);
+        // Never above the configured budget.
+        cache.set_budget(u64::MAX);
+        assert_eq!(cache.budget(), cache.capacity());
+        for b in 4..8 {
+            cache.insert(key(b, "v1"), column(1000));
+        }
+        assert_eq!(cache.entry_count(), 4);
+    }
+
+    #[test]
     fn an_entry_over_the_whole_budget_is_not_kept() {
         let cache = ColumnCache::new(100, CacheMetrics::noop());
         cache.insert(key(0, "v1"), column(1000));

@@ -275,12 +275,12 @@ impl Engine {
         &self.lookup_indexes
     }
 
-    /// The cache tiers shared by every table.
     /// Admission of queries to execution.
     pub fn query_slots(&self) -> &QuerySlots {
         &self.query_slots
     }
 
+    /// The cache tiers shared by every table.
     pub fn tiers(&self) -> &Arc<CacheTiers> {
         &self.tiers
     }

@@ -21,13 +21,35 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 #[derive(Debug)]
 pub struct Slot(#[allow(dead_code)] OwnedSemaphorePermit);
 
+/// The slot of one client query: held (weakly) once granted; its lock is
+/// held while a scan of the query waits for the grant, so the query's other
+/// scans wait for that one grant instead of queueing for slots of their own.
+type QuerySlot = Arc<tokio::sync::Mutex<Weak<Slot>>>;
+
 /// The slots of one server.
 pub struct QuerySlots {
     /// `None`: unbounded.
     slots: Option<Arc<Semaphore>>,
-    /// Slots held per client query id.
-    by_query: Mutex<HashMap<String, Weak<Slot>>>,
+    /// The slot per client query id.
+    by_query: Mutex<HashMap<String, QuerySlot>>,
     queued: Gauge,
+}
+
+/// Counts one waiter in `silt_queries_queued` for as long as it lives (a
+/// wait abandoned by a timeout or a client leaving is uncounted too).
+struct Queued<'a>(&'a Gauge);
+
+impl<'a> Queued<'a> {
+    fn new(gauge: &'a Gauge) -> Self {
+        gauge.increment(1.0);
+        Queued(gauge)
+    }
+}
+
+impl Drop for Queued<'_> {
+    fn drop(&mut self) {
+        self.0.decrement(1.0);
+    }
 }
 
 impl QuerySlots {
@@ -44,19 +66,29 @@ impl QuerySlots {
     /// `query_id` holds). `None` when admission is unbounded.
     pub async fn acquire(&self, query_id: Option<&str>) -> Option<Arc<Slot>> {
         let slots = self.slots.as_ref()?;
-        if let Some(held) = query_id.and_then(|id| self.by_query.lock().get(id).and_then(Weak::upgrade)) {
-            return Some(held);
-        }
-        self.queued.increment(1.0);
-        let permit = slots.clone().acquire_owned().await;
-        self.queued.decrement(1.0);
-        let slot = Arc::new(Slot(permit.ok()?));
-        if let Some(id) = query_id {
+        let Some(id) = query_id else {
+            return self.grant(slots).await;
+        };
+        let shared: QuerySlot = {
             let mut by_query = self.by_query.lock();
-            by_query.retain(|_, slot| slot.strong_count() > 0);
-            by_query.insert(id.to_string(), Arc::downgrade(&slot));
+            // Forget queries whose slot is gone and that no scan is waiting for.
+            by_query.retain(|_, s| Arc::strong_count(s) > 1 || s.try_lock().is_ok_and(|w| w.strong_count() > 0));
+            by_query.entry(id.to_string()).or_default().clone()
+        };
+        let mut held = shared.lock().await;
+        if let Some(slot) = held.upgrade() {
+            return Some(slot);
         }
+        let slot = self.grant(slots).await?;
+        *held = Arc::downgrade(&slot);
         Some(slot)
+    }
+
+    /// Waits for a permit of `slots`, counted as queued meanwhile.
+    async fn grant(&self, slots: &Arc<Semaphore>) -> Option<Arc<Slot>> {
+        let _queued = Queued::new(&self.queued);
+        let permit = slots.clone().acquire_owned().await.ok()?;
+        Some(Arc::new(Slot(permit)))
     }
 
     /// Slots free now (`None`: unbounded).
@@ -86,5 +118,20 @@ mod tests {
         drop((a, a2));
         assert_eq!(waiting.await.unwrap(), (true, Some(0)));
         assert!(QuerySlots::new(0, Gauge::noop()).acquire(None).await.is_none());
+    }
+
+    /// Two scans of one query that both queue behind another query get the
+    /// same slot once it is free (neither waits for a second one).
+    #[tokio::test]
+    async fn scans_of_one_query_queued_together_share_the_slot_they_get() {
+        let slots = Arc::new(QuerySlots::new(1, Gauge::noop()));
+        let other = slots.acquire(Some("q2")).await.unwrap();
+        let scan = |slots: Arc<QuerySlots>| tokio::spawn(async move { slots.acquire(Some("q1")).await.unwrap() });
+        let (probe, build) = (scan(slots.clone()), scan(slots.clone()));
+        tokio::task::yield_now().await;
+        drop(other);
+        let (probe, build) = (probe.await.unwrap(), build.await.unwrap());
+        assert!(Arc::ptr_eq(&probe, &build));
+        assert_eq!(slots.available(), Some(0));
     }
 }

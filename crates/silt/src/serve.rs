@@ -52,7 +52,7 @@ pub struct ServeArgs {
     /// Metadata tier budget (decoded Parquet footers and page indexes).
     #[arg(long, value_parser = parse_bytes)]
     metadata_budget: Option<u64>,
-    /// Page size of the page buffer and disk tier [default: 1MiB].
+    /// Page size of the page buffer and disk tier: the fetch and storage unit [default: 64KiB].
     #[arg(long, value_parser = parse_bytes)]
     page_size: Option<u64>,
     /// Eviction policy of the disk tier: lru, lfu, sieve, weighted-lfu, s3-fifo [default: weighted-lfu].

@@ -146,6 +146,12 @@ fn write_direct(path: &Path, header: &[u8], data: &[u8]) -> io::Result<()> {
     while written < padded {
         match file.write_at(&buf.as_mut_slice()[written..], written as u64) {
             Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "short O_DIRECT write")),
+            // A partial write that leaves the offset unaligned could not go on
+            // (the next write would be refused as if O_DIRECT were): an error
+            // of this write, not the filesystem's refusal.
+            Ok(n) if (written + n) % BLOCK as usize != 0 => {
+                return Err(io::Error::other("O_DIRECT write ended off a block boundary"));
+            }
             Ok(n) => written += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),

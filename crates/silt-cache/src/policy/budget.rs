@@ -16,8 +16,12 @@
 //! `Reserved`) does a set-aside entry go, the one with the fewest remaining
 //! scans first, ties by least recent use, counted in
 //! [`Insertion::reserved_evicted`]. Set-aside entries whose scans have all
-//! passed return to the policy (when a release happened since the last
-//! look, [`Reservations::epoch`]) or when read again.
+//! passed return to the policy when read again, when the policy runs dry, or
+//! at an eviction after a release ([`Reservations::epoch`]) once a quarter of
+//! the set-aside count was evicted since the last such sweep (so sweeps cost
+//! O(1) per eviction, amortised). The order among set-aside entries is taken
+//! when the policy first runs dry and used until it is spent (counts may
+//! change meanwhile: an approximation that keeps eviction O(log n)).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -53,6 +57,8 @@ pub struct BudgetedCache<K> {
     reserved_order: Vec<K>,
     /// The reservations' epoch when `reserved` was last swept.
     swept_epoch: u64,
+    /// Evictions since that sweep.
+    evicted_since_sweep: u64,
     tick: u64,
 }
 
@@ -81,6 +87,7 @@ impl<K: CacheKey> BudgetedCache<K> {
             reserved: HashMap::new(),
             reserved_order: Vec::new(),
             swept_epoch: 0,
+            evicted_since_sweep: 0,
             tick: 0,
         }
     }
@@ -211,7 +218,9 @@ impl<K: CacheKey> BudgetedCache<K> {
     /// the victims and how many of them were reserved.
     fn evict_until(&mut self, target: u64) -> (Vec<K>, u64) {
         let (mut evicted, mut reserved_evicted) = (Vec::new(), 0);
-        if self.used > target {
+        // A sweep costs one look per set-aside entry: at most one per quarter
+        // of them evicted since the last (and whenever the policy runs dry).
+        if self.used > target && self.evicted_since_sweep * 4 >= self.reserved.len() as u64 {
             self.sweep_released();
         }
         while self.used > target {
@@ -223,6 +232,7 @@ impl<K: CacheKey> BudgetedCache<K> {
             }
             reserved_evicted += u64::from(was_reserved);
             evicted.push(victim);
+            self.evicted_since_sweep += 1;
         }
         (evicted, reserved_evicted)
     }
@@ -242,6 +252,7 @@ impl<K: CacheKey> BudgetedCache<K> {
             return;
         }
         self.swept_epoch = epoch;
+        self.evicted_since_sweep = 0;
         let released: Vec<K> = self
             .reserved
             .keys()
@@ -259,16 +270,24 @@ impl<K: CacheKey> BudgetedCache<K> {
     /// The next entry to evict, and whether scans still needed it: the
     /// policy's victims that are not reserved, then the set-aside ones.
     fn next_victim(&mut self) -> Option<(K, bool)> {
-        while let Some(victim) = self.policy.pop_victim() {
-            if self.remaining(&victim) == 0 {
-                return Some((victim, false));
-            }
-            self.tick += 1;
-            self.reserved.insert(victim, self.tick);
-        }
         loop {
+            while let Some(victim) = self.policy.pop_victim() {
+                if self.remaining(&victim) == 0 {
+                    return Some((victim, false));
+                }
+                self.policy.kept(&victim);
+                self.tick += 1;
+                self.reserved.insert(victim, self.tick);
+            }
             if self.reserved.is_empty() {
                 return None;
+            }
+            // Only Reserved entries are left in order: first return those
+            // whose scans have passed since (they are Cached again).
+            let before = self.policy.len();
+            self.sweep_released();
+            if self.policy.len() > before {
+                continue;
             }
             if self.reserved_order.is_empty() {
                 let mut order: Vec<(u32, u64, K)> = self

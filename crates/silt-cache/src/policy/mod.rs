@@ -94,6 +94,14 @@ pub trait EvictionPolicy<K>: Send {
     /// nothing is tracked.
     fn pop_victim(&mut self) -> Option<K>;
 
+    /// `key`, just returned by [`pop_victim`](Self::pop_victim), was not
+    /// evicted after all (plan-aware eviction set it aside because scans will
+    /// read it): forget whatever evicting it recorded that would change how it
+    /// is treated when it is inserted again (S3-FIFO's ghost, which would send
+    /// it straight to main). Aging (LFU's `L`) is left as it moved: the
+    /// entry's priority was the lowest, as if it had gone.
+    fn kept(&mut self, _key: &K) {}
+
     /// How many keys are tracked.
     fn len(&self) -> usize;
 

@@ -261,6 +261,10 @@ impl<K: CacheKey> EvictionPolicy<K> for S3Fifo<K> {
         None
     }
 
+    fn kept(&mut self, key: &K) {
+        self.ghost.take(key);
+    }
+
     fn len(&self) -> usize {
         self.index.len()
     }

@@ -64,8 +64,8 @@ use s3s::{HttpRequest, S3, S3Error, S3Request, S3Response, S3Result, s3_error};
 use crate::engine::Engine;
 use crate::metrics::ServerMetrics;
 
-/// Cache pages read per step of a response body (8 MiB with the default
-/// 1 MiB pages): bounds the memory one response holds, however large the
+/// Cache pages read per step of a response body (512 KiB with the default
+/// 64 KiB pages): bounds the memory one response holds, however large the
 /// range asked for. Chunks are aligned to whole pages.
 pub const BODY_CHUNK_PAGES: u64 = 8;
 

@@ -7,7 +7,8 @@
 //!   unreserved batches, `weighted-lfu` the disk's), O_DIRECT disk I/O;
 //! - `plan-aware-buffered`: the same with buffered disk I/O;
 //! - one per policy (`lru`, `lfu`, `sieve`, `weighted-lfu`, `s3-fifo`):
-//!   that policy alone in both tiers, no scan sets, O_DIRECT.
+//!   that policy alone in both tiers, no scan sets, O_DIRECT;
+//! - `plan-aware:<policy>`: scan sets over that policy in both tiers.
 //!
 //! The working set is measured first: the mix once, sequentially, on
 //! unbounded tiers; the budgets are then `--budget-fraction` of what each
@@ -102,7 +103,10 @@ fn parse_config(name: &str) -> anyhow::Result<CacheConfig> {
     let (plan_aware, direct_io, policy) = match name {
         "plan-aware" => (true, true, None),
         "plan-aware-buffered" => (true, false, None),
-        other => (false, true, Some(other.parse::<PolicyKind>()?)),
+        other => match other.strip_prefix("plan-aware:") {
+            Some(policy) => (true, true, Some(policy.parse::<PolicyKind>()?)),
+            None => (false, true, Some(other.parse::<PolicyKind>()?)),
+        },
     };
     Ok(CacheConfig {
         name: name.to_string(),
@@ -298,6 +302,8 @@ async fn run_config(
         plan_aware: config.plan_aware,
         direct_io: config.direct_io,
         max_concurrent_queries: args.max_concurrent_queries,
+        // Budgets stay what the run set, whatever else the machine does.
+        memory_pressure_floor: 0,
         ..Default::default()
     };
     if let Some(policy) = config.policy {
