@@ -13,7 +13,7 @@
 //! page_size = "64KiB"
 //! disk_policy = "weighted-lfu"    # lru | lfu | sieve | weighted-lfu | s3-fifo
 //! memory_policy = "s3-fifo"       # orders the memory tier's batches no scan has reserved
-//! plan_aware = true               # evict what registered scans will still read last
+//! plan_aware = false              # evict what registered scans will still read last (off: see bench mixed)
 //! max_concurrent_queries = 64     # queries executing at once (0: no limit); the rest queue
 //! direct_io = true                # disk tier bypasses the OS page cache (O_DIRECT)
 //! memory_pressure_floor = "1GiB"  # below this much free memory the memory tier shrinks (0: never)
@@ -117,7 +117,10 @@ pub struct ServerConfig {
     pub memory_policy: PolicyKind,
     /// Plan-aware eviction in the memory and disk tiers: what the scan sets
     /// of planned and queued queries will read (`Reserved`) is evicted last.
-    /// False evicts by the policies alone.
+    /// Off by default: in `silt bench mixed` (8 clients, budgets half the
+    /// working set) it cost store GETs against the same policy alone
+    /// (`docs/results/mixed-sf1-hits1m-p64k`: 2232 vs 716 over sieve), since
+    /// remaining-scan counts of queued queries are a poor proxy for next use.
     pub plan_aware: bool,
     /// Queries executing at once; planned queries beyond it wait for a slot
     /// (their scan sets already registered). 0: no limit.
@@ -372,7 +375,7 @@ impl Default for ServerConfig {
             page_size: DEFAULT_PAGE_SIZE,
             disk_policy: PolicyKind::WeightedLfu,
             memory_policy: PolicyKind::S3Fifo,
-            plan_aware: true,
+            plan_aware: false,
             max_concurrent_queries: 64,
             direct_io: true,
             memory_pressure_floor: 1 << 30,

@@ -61,7 +61,7 @@ pub struct ServeArgs {
     /// Eviction policy of the memory tier's batches no planned scan still needs [default: s3-fifo].
     #[arg(long)]
     memory_policy: Option<PolicyKind>,
-    /// Plan-aware eviction: what planned and queued queries will read is evicted last [default: true].
+    /// Plan-aware eviction: what planned and queued queries will read is evicted last [default: false].
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
     plan_aware: Option<bool>,
     /// Queries executing at once; the rest queue (their scan sets registered). 0: no limit [default: 64].
