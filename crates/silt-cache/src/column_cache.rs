@@ -241,7 +241,8 @@ impl ColumnCacheBuilder {
         self
     }
 
-    /// Whether eviction consults the scan sets (default true); false evicts
+    /// Whether eviction consults the scan sets (default true here; the
+    /// server passes its `plan_aware` setting, off by default); false evicts
     /// by the policy alone (the baseline `silt bench mixed` compares with).
     pub fn plan_aware(mut self, on: bool) -> Self {
         self.plan_aware = on;
