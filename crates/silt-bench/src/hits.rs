@@ -453,6 +453,12 @@ fn count_matches(batch: &RecordBatch, counts: &mut [u64; TARGETS.len()]) {
 mod tests {
     use super::*;
 
+    /// Generating again with the same arguments writes the same file as `out`.
+    fn assert_same_file_again(out: &Path, again: &Path, rows: u64, seed: u64, model: HitsModel) {
+        generate(&seed_file(), again, rows, seed, ParquetLayout::default(), model).unwrap();
+        assert_eq!(std::fs::read(out).unwrap(), std::fs::read(again).unwrap());
+    }
+
     fn seed_file() -> std::path::PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/nano_hits.parquet")
     }
@@ -484,18 +490,7 @@ mod tests {
         let share = |f: &str| by(f) as f64 / rows as f64;
         assert!((share("SearchPhrase") - 0.13).abs() < 0.01, "{}", share("SearchPhrase"));
         assert!((share("AdvEngineID") - 0.014).abs() < 0.004, "{}", share("AdvEngineID"));
-        // Same arguments, same file.
-        let again = dir.path().join("again.parquet");
-        generate(
-            &seed_file(),
-            &again,
-            rows,
-            7,
-            ParquetLayout::default(),
-            HitsModel::Resample,
-        )
-        .unwrap();
-        assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(&again).unwrap());
+        assert_same_file_again(&out, &dir.path().join("again.parquet"), rows, 7, HitsModel::Resample);
     }
 
     #[test]
@@ -568,17 +563,6 @@ mod tests {
         let dates = values::<UInt16Type>(&all, "EventDate").unwrap();
         assert!(dates.windows(2).all(|w| w[0] <= w[1]), "dates ascend");
         assert_eq!((dates[0], dates[dates.len() - 1]), (JULY_1_2013, JULY_1_2013 + 30));
-        // Same arguments, same file.
-        let again = dir.path().join("again.parquet");
-        generate(
-            &seed_file(),
-            &again,
-            rows,
-            3,
-            ParquetLayout::default(),
-            HitsModel::Realistic,
-        )
-        .unwrap();
-        assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(&again).unwrap());
+        assert_same_file_again(&out, &dir.path().join("again.parquet"), rows, 3, HitsModel::Realistic);
     }
 }

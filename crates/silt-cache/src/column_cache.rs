@@ -370,8 +370,7 @@ impl ColumnCache {
         if insertion.admitted {
             self.metrics.bytes.increment(size as f64);
         }
-        let freed: usize = dropped.iter().map(CachedColumn::heap_size).sum();
-        self.metrics.bytes.decrement(freed as f64);
+        self.uncount(&dropped);
         self.metrics.evictions.increment(insertion.evicted.len() as u64);
         self.metrics.reserved_evictions.increment(insertion.reserved_evicted);
         drop(dropped);
@@ -500,6 +499,12 @@ impl ColumnCache {
         chunks.into_values().collect()
     }
 
+    /// Takes entries that left the tier off its bytes gauge.
+    fn uncount(&self, dropped: &[CachedColumn]) {
+        let freed: usize = dropped.iter().map(CachedColumn::heap_size).sum();
+        self.metrics.bytes.decrement(freed as f64);
+    }
+
     /// Every entry, copied out of the lock (cheap: `Arc`s).
     fn snapshot(&self) -> Vec<(BatchKey, CachedColumn)> {
         let entries = self.entries.lock();
@@ -523,8 +528,7 @@ impl ColumnCache {
                 })
                 .collect()
         };
-        let freed: usize = dropped.iter().map(CachedColumn::heap_size).sum();
-        self.metrics.bytes.decrement(freed as f64);
+        self.uncount(&dropped);
     }
 
     /// Entries currently held.
@@ -554,8 +558,7 @@ impl ColumnCache {
             self.metrics.reserved_evictions.increment(shrunk.reserved_evicted);
             shrunk.evicted.iter().filter_map(|k| entries.values.remove(k)).collect()
         };
-        let freed: usize = dropped.iter().map(CachedColumn::heap_size).sum();
-        self.metrics.bytes.decrement(freed as f64);
+        self.uncount(&dropped);
     }
 
     /// Bytes currently held.
