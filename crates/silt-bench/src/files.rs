@@ -28,6 +28,18 @@ pub fn files_with_extension(dir: &Path, ext: &str) -> Vec<PathBuf> {
         .collect()
 }
 
+/// Disk space (allocated blocks) taken by the files below `dir` whose
+/// extension is `ext`: what sparse files such as the disk tier's regions
+/// really occupy, unlike their lengths.
+pub fn allocated_bytes_with_extension(dir: &Path, ext: &str) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    files_with_extension(dir, ext)
+        .iter()
+        .filter_map(|p| std::fs::metadata(p).ok())
+        .map(|m| m.blocks() * 512)
+        .sum()
+}
+
 /// Total size in bytes of the files below `dir`.
 pub fn bytes_below(dir: &Path) -> u64 {
     files_below(dir)

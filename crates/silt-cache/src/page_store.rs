@@ -39,6 +39,11 @@ use crate::version::ObjectVersion;
 pub trait PageTier: Send + Sync {
     /// The page's verified bytes, or `None` on a miss.
     fn get(&self, key: &PageKey) -> Option<Bytes>;
+    /// Several pages at once (`None` where missed): a tier that can read
+    /// neighbouring pages in one request does so.
+    fn get_many(&self, keys: &[PageKey]) -> Vec<Option<Bytes>> {
+        keys.iter().map(|k| self.get(k)).collect()
+    }
     /// Keeps a page (best effort: a failed write is logged and counted).
     /// `cost` is the estimated time in ns to fetch it again, measured by the
     /// fetch that brought it (its share of that GET), for cost-aware eviction.
@@ -288,12 +293,12 @@ impl PageStore {
             return found;
         }
         let from_disk = tokio::task::spawn_blocking(move || {
+            let keys: Vec<PageKey> = wanted.iter().map(|(_, k)| k.clone()).collect();
+            let pages = disk.get_many(&keys);
             wanted
                 .into_iter()
-                .map(|(i, k)| {
-                    let page = disk.get(&k);
-                    (i, k, page)
-                })
+                .zip(pages)
+                .map(|((i, k), page)| (i, k, page))
                 .collect::<Vec<_>>()
         })
         .await

@@ -12,8 +12,11 @@
 //! The tiers ask [`ScanSets`] how many registered scans still need a
 //! segment (a memory-tier batch or a disk page) through the
 //! [`Reservations`] trait, and evict by its [`SegmentState`]: `Cached`
-//! before `Reserved`, among `Reserved` the fewest remaining scans first
-//! (see [`crate::policy::BudgetedCache`]).
+//! before `Reserved`, among `Reserved` the one whose next use is furthest
+//! first: one no running scan needs (only queued queries, which run later)
+//! before one a running scan needs ([`ScanSet::started`] marks a scan
+//! running when it executes, after its query got a slot), then the fewest
+//! remaining scans (see [`crate::policy::BudgetedCache`]).
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -71,13 +74,20 @@ pub struct ReservedChunk {
     pub bytes: Vec<Range<u64>>,
 }
 
+/// How many registered scans will read a segment, and how many of them run.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Uses {
+    scans: u32,
+    running: u32,
+}
+
 /// Reference counts of one object version's reserved segments.
 #[derive(Default)]
 struct ObjectScans {
     /// (row group, column) -> scans that will read it.
-    chunks: HashMap<(u32, u32), u32>,
+    chunks: HashMap<(u32, u32), Uses>,
     /// page number -> scans that will read it.
-    pages: HashMap<u64, u32>,
+    pages: HashMap<u64, Uses>,
 }
 
 impl ObjectScans {
@@ -92,8 +102,48 @@ struct HeldGroup {
     pages: Vec<u64>,
 }
 
+/// Which registered scans reserve what they will read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PlanHorizon {
+    /// Every registered scan, queued or running (Column Cache's rule: a
+    /// queued plan's segments are Reserved too).
+    #[default]
+    Queued,
+    /// Only running scans; what queued queries will read is registered
+    /// (and shown) but evicted by the policy like any Cached segment.
+    Running,
+}
+
+impl PlanHorizon {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PlanHorizon::Queued => "queued",
+            PlanHorizon::Running => "running",
+        }
+    }
+}
+
+impl std::fmt::Display for PlanHorizon {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for PlanHorizon {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "queued" => Ok(PlanHorizon::Queued),
+            "running" => Ok(PlanHorizon::Running),
+            other => Err(format!("unknown plan horizon {other:?}: expected queued or running")),
+        }
+    }
+}
+
 /// The registry of every scan set of a server, shared by the tiers.
 pub struct ScanSets {
+    horizon: PlanHorizon,
     objects: Mutex<HashMap<ObjectKey, ObjectScans>>,
     /// Bumped on every release, so a tier knows when reserved entries it set
     /// aside may have become `Cached` ([`Reservations::epoch`]).
@@ -105,6 +155,7 @@ pub struct ScanSets {
 impl Default for ScanSets {
     fn default() -> Self {
         ScanSets {
+            horizon: PlanHorizon::default(),
             objects: Mutex::new(HashMap::new()),
             epoch: AtomicU64::new(0),
             active: AtomicU64::new(0),
@@ -126,6 +177,22 @@ impl std::fmt::Debug for ScanSets {
 impl ScanSets {
     pub fn new() -> Arc<Self> {
         Arc::default()
+    }
+
+    /// A registry whose scans reserve per `horizon`.
+    pub fn with_horizon(horizon: PlanHorizon) -> Arc<Self> {
+        Arc::new(ScanSets {
+            horizon,
+            ..ScanSets::default()
+        })
+    }
+
+    /// The scans that reserve: [`Reservations::remaining_scans`] counts these.
+    fn reserving(&self, uses: Uses) -> u32 {
+        match self.horizon {
+            PlanHorizon::Queued => uses.scans,
+            PlanHorizon::Running => uses.running,
+        }
     }
 
     /// Registers a scan that will read `chunks`, whose pages are
@@ -157,28 +224,53 @@ impl ScanSets {
                 group.pages.dedup();
                 let scans = objects.entry(object.clone()).or_default();
                 for &c in &group.columns {
-                    *scans.chunks.entry((*rg, c)).or_default() += 1;
+                    scans.chunks.entry((*rg, c)).or_default().scans += 1;
                 }
                 for &p in &group.pages {
-                    *scans.pages.entry(p).or_default() += 1;
+                    scans.pages.entry(p).or_default().scans += 1;
                 }
             }
         }
         self.active.fetch_add(1, Ordering::Relaxed);
         ScanSet {
             sets: self.clone(),
-            held: Mutex::new(held),
+            held: Mutex::new(Held {
+                groups: held,
+                running: false,
+            }),
         }
     }
 
-    fn release(&self, object: &ObjectKey, rg: u32, group: HeldGroup) {
+    /// A scan holding `groups` started running: count it among their
+    /// running scans.
+    fn started(&self, groups: &HashMap<(ObjectKey, u32), HeldGroup>) {
+        let mut objects = self.objects.lock();
+        for ((object, rg), group) in groups {
+            if let Some(scans) = objects.get_mut(object) {
+                for &c in &group.columns {
+                    if let Some(uses) = scans.chunks.get_mut(&(*rg, c)) {
+                        uses.running += 1;
+                    }
+                }
+                for p in &group.pages {
+                    if let Some(uses) = scans.pages.get_mut(p) {
+                        uses.running += 1;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Releases one scan's `group` of row group `rg` (`running`: the scan
+    /// had started).
+    fn release(&self, object: &ObjectKey, rg: u32, group: HeldGroup, running: bool) {
         let mut objects = self.objects.lock();
         if let Some(scans) = objects.get_mut(object) {
             for c in group.columns {
-                decrement(&mut scans.chunks, &(rg, c));
+                decrement(&mut scans.chunks, &(rg, c), running);
             }
             for p in group.pages {
-                decrement(&mut scans.pages, &p);
+                decrement(&mut scans.pages, &p, running);
             }
             if scans.is_empty() {
                 objects.remove(object);
@@ -191,20 +283,28 @@ impl ScanSets {
     /// Registered scans that will still read column `column` of row group
     /// `row_group` of `object`.
     pub fn remaining_for_chunk(&self, object: &ObjectKey, row_group: u32, column: u32) -> u32 {
+        self.chunk_uses(object, row_group, column).scans
+    }
+
+    fn chunk_uses(&self, object: &ObjectKey, row_group: u32, column: u32) -> Uses {
         self.objects
             .lock()
             .get(object)
             .and_then(|s| s.chunks.get(&(row_group, column)).copied())
-            .unwrap_or(0)
+            .unwrap_or_default()
     }
 
-    /// Registered scans that will still read page `page` of `object`.
-    pub fn remaining_for_page(&self, object: &ObjectKey, page: u64) -> u32 {
+    fn page_uses(&self, object: &ObjectKey, page: u64) -> Uses {
         self.objects
             .lock()
             .get(object)
             .and_then(|s| s.pages.get(&page).copied())
-            .unwrap_or(0)
+            .unwrap_or_default()
+    }
+
+    /// Registered scans that will still read page `page` of `object`.
+    pub fn remaining_for_page(&self, object: &ObjectKey, page: u64) -> u32 {
+        self.page_uses(object, page).scans
     }
 
     /// Scan sets registered and not yet dropped.
@@ -222,10 +322,14 @@ impl ScanSets {
     }
 }
 
-fn decrement<K: std::hash::Hash + Eq>(counts: &mut HashMap<K, u32>, key: &K) {
-    if let Some(n) = counts.get_mut(key) {
-        *n -= 1;
-        if *n == 0 {
+/// One scan (running or not) no longer needs `key`.
+fn decrement<K: std::hash::Hash + Eq>(counts: &mut HashMap<K, Uses>, key: &K, running: bool) {
+    if let Some(uses) = counts.get_mut(key) {
+        uses.scans -= 1;
+        if running {
+            uses.running = uses.running.saturating_sub(1);
+        }
+        if uses.scans == 0 {
             counts.remove(key);
         }
     }
@@ -233,7 +337,11 @@ fn decrement<K: std::hash::Hash + Eq>(counts: &mut HashMap<K, u32>, key: &K) {
 
 impl Reservations<BatchKey> for ScanSets {
     fn remaining_scans(&self, key: &BatchKey) -> u32 {
-        self.remaining_for_chunk(&key.object, key.row_group, key.column)
+        self.reserving(self.chunk_uses(&key.object, key.row_group, key.column))
+    }
+
+    fn running_scans(&self, key: &BatchKey) -> u32 {
+        self.chunk_uses(&key.object, key.row_group, key.column).running
     }
 
     fn epoch(&self) -> u64 {
@@ -243,7 +351,11 @@ impl Reservations<BatchKey> for ScanSets {
 
 impl Reservations<PageKey> for ScanSets {
     fn remaining_scans(&self, key: &PageKey) -> u32 {
-        self.remaining_for_page(&key.object, key.page)
+        self.reserving(self.page_uses(&key.object, key.page))
+    }
+
+    fn running_scans(&self, key: &PageKey) -> u32 {
+        self.page_uses(&key.object, key.page).running
     }
 
     fn epoch(&self) -> u64 {
@@ -251,43 +363,62 @@ impl Reservations<PageKey> for ScanSets {
     }
 }
 
+/// What a scan set still holds, and whether its scan has started.
+struct Held {
+    groups: HashMap<(ObjectKey, u32), HeldGroup>,
+    running: bool,
+}
+
 /// One scan's registration. Row groups are released as the scan passes
 /// them; the rest when this is dropped (the query ended, failed or was
 /// cancelled).
 pub struct ScanSet {
     sets: Arc<ScanSets>,
-    held: Mutex<HashMap<(ObjectKey, u32), HeldGroup>>,
+    held: Mutex<Held>,
 }
 
 impl std::fmt::Debug for ScanSet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ScanSet")
-            .field("row_groups", &self.held.lock().len())
+            .field("row_groups", &self.held.lock().groups.len())
             .finish()
     }
 }
 
 impl ScanSet {
+    /// The scan got its slot and executes: what it holds is needed sooner
+    /// than what only queued scans hold (eviction's next-use order).
+    /// Idempotent (every partition of the scan calls it).
+    pub fn started(&self) {
+        let mut held = self.held.lock();
+        if !held.running {
+            held.running = true;
+            self.sets.started(&held.groups);
+        }
+    }
+
     /// The scan has read (or skipped) row group `row_group` of `object`: its
     /// segments are no longer reserved by this scan. Idempotent.
     pub fn passed(&self, object: &ObjectKey, row_group: u32) {
-        let group = self.held.lock().remove(&(object.clone(), row_group));
-        if let Some(group) = group {
-            self.sets.release(object, row_group, group);
+        // Released under the scan's lock, so a concurrent `started` counts
+        // each group as running exactly when its release uncounts it.
+        let mut held = self.held.lock();
+        if let Some(group) = held.groups.remove(&(object.clone(), row_group)) {
+            self.sets.release(object, row_group, group, held.running);
         }
     }
 
     /// Row groups still reserved by this scan.
     pub fn row_groups_held(&self) -> usize {
-        self.held.lock().len()
+        self.held.lock().groups.len()
     }
 }
 
 impl Drop for ScanSet {
     fn drop(&mut self) {
-        let held = std::mem::take(&mut *self.held.lock());
-        for ((object, rg), group) in held {
-            self.sets.release(&object, rg, group);
+        let held = self.held.get_mut();
+        for ((object, rg), group) in std::mem::take(&mut held.groups) {
+            self.sets.release(&object, rg, group, held.running);
         }
         self.sets.active.fetch_sub(1, Ordering::Relaxed);
     }
@@ -314,9 +445,16 @@ mod tests {
         let b = sets.register(vec![chunk("v1", 0, 1, 0..100), chunk("v1", 0, 1, 0..100)], 100);
         assert_eq!(sets.remaining_for_chunk(&object, 0, 1), 2);
         assert_eq!(sets.remaining_for_page(&object, 0), 2);
+        let page = |p| PageKey::new(object.clone(), p);
+        assert_eq!(Reservations::<PageKey>::running_scans(&*sets, &page(0)), 0);
+        a.started();
+        a.started();
+        assert_eq!(Reservations::<PageKey>::running_scans(&*sets, &page(0)), 1);
+        assert_eq!(Reservations::<PageKey>::running_scans(&*sets, &page(2)), 1);
         assert_eq!(sets.remaining_for_page(&object, 2), 1);
         a.passed(&object, 0);
         a.passed(&object, 0);
+        assert_eq!(Reservations::<PageKey>::running_scans(&*sets, &page(0)), 0);
         assert_eq!(sets.remaining_for_chunk(&object, 0, 1), 1);
         assert_eq!(sets.remaining_for_chunk(&object, 1, 1), 1);
         drop(b);
@@ -325,5 +463,25 @@ mod tests {
         drop(a);
         assert_eq!((sets.active_sets(), sets.reserved_segments()), (0, (0, 0)));
         assert_eq!(SegmentState::held(0), SegmentState::Cached);
+    }
+
+    #[test]
+    fn a_running_horizon_reserves_only_what_running_scans_read() {
+        let sets = ScanSets::with_horizon(PlanHorizon::Running);
+        let object = ObjectKey::new("t0", "a.parquet", "v1");
+        let key = PageKey::new(object.clone(), 0);
+        let queued = sets.register(vec![chunk("v1", 0, 1, 0..100)], 100);
+        assert_eq!(sets.remaining_for_page(&object, 0), 1, "registered");
+        assert_eq!(
+            Reservations::<PageKey>::remaining_scans(&*sets, &key),
+            0,
+            "not reserved"
+        );
+        queued.started();
+        assert_eq!(Reservations::<PageKey>::remaining_scans(&*sets, &key), 1);
+        drop(queued);
+        assert_eq!(sets.reserved_segments(), (0, 0));
+        assert_eq!("Running".parse::<PlanHorizon>(), Ok(PlanHorizon::Running));
+        assert!("soon".parse::<PlanHorizon>().is_err());
     }
 }

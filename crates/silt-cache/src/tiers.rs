@@ -89,6 +89,10 @@ impl crate::page_store::PageTier for crate::disk::DiskTier {
         crate::disk::DiskTier::get(self, key)
     }
 
+    fn get_many(&self, keys: &[crate::PageKey]) -> Vec<Option<bytes::Bytes>> {
+        crate::disk::DiskTier::get_many(self, keys)
+    }
+
     fn put(&self, key: crate::PageKey, data: &[u8], cost: f64) {
         crate::disk::DiskTier::put(self, key, data, cost)
     }

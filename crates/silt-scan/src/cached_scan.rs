@@ -211,6 +211,11 @@ impl ExecutionPlan for CachedScanExec {
         if partition >= partitions {
             return exec_err!("CachedScanExec has {partitions} partitions, asked for {partition}");
         }
+        // Executing means the query has its slot: what it reserved is needed
+        // sooner than what queued queries reserved.
+        if let Some(set) = &self.spec.scan_set {
+            set.started();
+        }
         let run = PartitionRun {
             spec: self.spec.clone(),
             sources: self.sources.clone(),

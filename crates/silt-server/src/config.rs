@@ -8,12 +8,13 @@
 //! memory_form = "liquid"          # liquid | arrow
 //! transcode_inline_after = "64MiB" # Arrow waiting for the transcoder beyond which scans encode inline
 //! page_memory_budget = "256MiB"   # page buffer: object bytes in memory
-//! disk_budget = "100GiB"          # disk tier under cache_dir/pages
+//! disk_budget = "100GiB"          # disk tier: region files under cache_dir/disk
 //! metadata_budget = "256MiB"      # decoded footers and page indexes
 //! page_size = "64KiB"
 //! disk_policy = "weighted-lfu"    # lru | lfu | sieve | weighted-lfu | s3-fifo
 //! memory_policy = "s3-fifo"       # orders the memory tier's batches no scan has reserved
 //! plan_aware = false              # evict what registered scans will still read last (off: see bench mixed)
+//! plan_horizon = "queued"         # which scans reserve: queued (all registered) | running
 //! max_concurrent_queries = 64     # queries executing at once (0: no limit); the rest queue
 //! direct_io = true                # disk tier bypasses the OS page cache (O_DIRECT)
 //! memory_pressure_floor = "1GiB"  # below this much free memory the memory tier shrinks (0: never)
@@ -99,7 +100,7 @@ pub struct ServerConfig {
     /// of the disk tier (footers, pages read by several queries at once).
     #[serde(deserialize_with = "de_bytes")]
     pub page_memory_budget: u64,
-    /// Byte budget of the disk tier (page files under `cache_dir/pages`); 0 disables it.
+    /// Byte budget of the disk tier (region files under `cache_dir/disk`); 0 disables it.
     #[serde(deserialize_with = "de_bytes")]
     pub disk_budget: u64,
     /// Byte budget of the metadata tier (decoded footers and page indexes).
@@ -122,6 +123,12 @@ pub struct ServerConfig {
     /// (`docs/results/mixed-sf1-hits1m-p64k`: 2232 vs 716 over sieve), since
     /// remaining-scan counts of queued queries are a poor proxy for next use.
     pub plan_aware: bool,
+    /// Which registered scans reserve what they will read when `plan_aware`:
+    /// `queued` (every registered scan, Column Cache's rule) or `running`
+    /// (only executing ones; queued queries' segments are evicted by the
+    /// policy like any other).
+    #[serde(deserialize_with = "de_from_str")]
+    pub plan_horizon: silt_cache::PlanHorizon,
     /// Queries executing at once; planned queries beyond it wait for a slot
     /// (their scan sets already registered). 0: no limit.
     pub max_concurrent_queries: usize,
@@ -376,6 +383,7 @@ impl Default for ServerConfig {
             disk_policy: PolicyKind::WeightedLfu,
             memory_policy: PolicyKind::S3Fifo,
             plan_aware: false,
+            plan_horizon: silt_cache::PlanHorizon::Queued,
             max_concurrent_queries: 64,
             direct_io: true,
             memory_pressure_floor: 1 << 30,

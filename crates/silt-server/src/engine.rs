@@ -145,7 +145,7 @@ impl Engine {
             metrics.pages.clone(),
         );
         // What planned queries will read: consulted by both tiers' eviction.
-        let scan_sets = ScanSets::new();
+        let scan_sets = ScanSets::with_horizon(config.plan_horizon);
         let disk = open_disk_tier(&config, &metrics, &scan_sets)?;
         let mut pages = PageStore::builder(page_cache).merge_gap(config.page_size);
         if let Some(disk) = &disk {
@@ -660,6 +660,7 @@ fn open_disk_tier(
         DiskConfig {
             dir: dir.clone(),
             budget_bytes: config.disk_budget,
+            page_bytes: config.page_size,
             direct_io: config.direct_io,
             policy: config.disk_policy,
             reservations: config

@@ -56,6 +56,7 @@ fn plan_aware_json(engine: &Engine) -> Value {
     let (decoded, waited) = tiers.batches().decodes().counts();
     json!({
         "enabled": engine.config().plan_aware,
+        "horizon": engine.config().plan_horizon.as_str(),
         "memory_policy": tiers.batches().policy_name(),
         "scan_sets_active": sets.active_sets(),
         "reserved_chunks": chunks,
@@ -255,6 +256,7 @@ fn tiers_json(engine: &Engine, snapshot: &BTreeMap<String, f64>) -> Value {
         t["pages"] = json!(d.pages);
         t["corrupt_pages"] = json!(d.corrupt_pages);
         t["recovered_pages"] = json!(d.recovered_pages);
+        t["read_requests"] = json!(d.read_requests);
         t["recovering"] = json!(!disk.recovery_done());
         tiers.insert("disk".into(), t);
     }

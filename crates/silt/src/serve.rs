@@ -46,7 +46,7 @@ pub struct ServeArgs {
     /// Page buffer budget (object bytes in memory, in front of the disk tier) [default: 256MiB].
     #[arg(long, value_parser = parse_bytes)]
     page_memory_budget: Option<u64>,
-    /// Disk tier budget (page files under the cache dir), e.g. 100GiB; 0 disables the disk tier.
+    /// Disk tier budget (region files under the cache dir), e.g. 100GiB; 0 disables the disk tier.
     #[arg(long, value_parser = parse_bytes)]
     disk_budget: Option<u64>,
     /// Metadata tier budget (decoded Parquet footers and page indexes).
@@ -64,6 +64,9 @@ pub struct ServeArgs {
     /// Plan-aware eviction: what planned and queued queries will read is evicted last [default: false].
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
     plan_aware: Option<bool>,
+    /// Which scans reserve under plan-aware eviction: queued (every planned query) or running [default: queued].
+    #[arg(long, value_name = "HORIZON")]
+    plan_horizon: Option<silt_cache::PlanHorizon>,
     /// Queries executing at once; the rest queue (their scan sets registered). 0: no limit [default: 64].
     #[arg(long, value_name = "N")]
     max_concurrent_queries: Option<usize>,
@@ -164,6 +167,9 @@ impl ServeArgs {
         }
         if let Some(v) = self.plan_aware {
             cfg.plan_aware = v;
+        }
+        if let Some(v) = self.plan_horizon {
+            cfg.plan_horizon = v;
         }
         if let Some(v) = self.max_concurrent_queries {
             cfg.max_concurrent_queries = v;

@@ -1,8 +1,8 @@
-//! The page file format and the page file names.
+//! The format of a page in its slot of a region file.
 //!
-//! A page file is a fixed [`HEADER_LEN`]-byte header followed by the data, so
-//! the data starts 4 KiB aligned and a whole file can be read with `O_DIRECT`.
-//! Header, little-endian, zero padded:
+//! A page is a fixed [`HEADER_LEN`]-byte header followed by the data, so the
+//! data starts 4 KiB aligned and a page (or a run of neighbouring slots) can
+//! be read with `O_DIRECT`. Header, little-endian, zero padded:
 //!
 //! | offset | size | field                                              |
 //! |--------|------|----------------------------------------------------|
@@ -16,27 +16,24 @@
 //! | 4084   | 8    | refetch cost in ns, f64 (format 2 only)            |
 //! | 4092   | 4    | CRC32C of bytes 0..4092                            |
 //!
-//! The key is stored in full so that a hash collision of file names is
-//! detected (and served as a miss) and so that recovery can rebuild the index
-//! from headers alone. The cost (what the page's GET measured, see
+//! The key is stored in full so that a slot reused by another page after a
+//! lookup is detected (and served as a miss) and so that recovery can
+//! rebuild the index from headers alone. A slot never written reads as zeros:
+//! [`decode_header`] calls it [`Invalid::Blank`], a free slot, not damage. The cost (what the page's GET measured, see
 //! [`CostModel::share_of_request`](crate::policy::CostModel::share_of_request))
 //! is stored so that a restart keeps `weighted-lfu`'s order instead of
-//! repricing every page by a model. Format 1 pages (written before costs were
-//! stored; the layout is otherwise the same) are still read: they have no
-//! cost, and the index prices them by its model.
+//! repricing every page by a model. Format 1 headers (written before costs
+//! were stored; the layout is otherwise the same) are still read: they have
+//! no cost, and the index prices them by its model.
 
 use std::fmt;
-use std::path::PathBuf;
 use std::sync::Arc;
-
-use twox_hash::XxHash3_128;
 
 use crate::page_cache::PageKey;
 
-/// Size of the header block; also the alignment of the data and the unit in
-/// which page files are charged to the budget.
+/// Size of the header block; also the alignment of the data and of slots.
 pub(crate) const HEADER_LEN: usize = 4096;
-/// Block size used for budget accounting and `O_DIRECT` alignment.
+/// Block size of `O_DIRECT` alignment.
 pub(crate) const BLOCK: u64 = 4096;
 const MAGIC: [u8; 8] = *b"SILTPAGE";
 /// Bumped when the layout changes; files of versions not read here
@@ -47,12 +44,6 @@ const FORMAT_WITHOUT_COST: u32 = 1;
 const KEY_START: usize = 32;
 const CRC_AT: usize = HEADER_LEN - 4;
 const COST_AT: usize = CRC_AT - 8;
-
-/// Bytes a page of `data_len` bytes is charged: the header block plus the
-/// data rounded up to whole blocks (what the file occupies on disk).
-pub(crate) fn charged_size(data_len: u64) -> u64 {
-    BLOCK + data_len.div_ceil(BLOCK) * BLOCK
-}
 
 /// What a header says.
 #[derive(Debug)]
@@ -65,55 +56,43 @@ pub(crate) struct Header {
     pub cost: Option<f64>,
 }
 
-/// Why a page file is rejected.
+/// Why a slot's content is not a page.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Invalid {
-    /// Shorter than a header, or not header + data length.
+    /// All zeros: a slot never written (not damage).
+    Blank,
+    /// Shorter than a header, or a data length the slot cannot hold.
     Length {
-        file_len: u64,
+        len: u64,
     },
     BadMagic,
     UnsupportedVersion(u32),
     HeaderChecksum,
     MalformedKey,
     DataChecksum,
-    /// A valid page stored under a name that is not its key's hash.
-    Misplaced,
 }
 
 impl fmt::Display for Invalid {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Invalid::Length { file_len } => write!(f, "file length {file_len} does not match its header"),
-            Invalid::BadMagic => f.write_str("not a page file (bad magic)"),
+            Invalid::Blank => f.write_str("empty slot"),
+            Invalid::Length { len } => write!(f, "length {len} does not fit the slot"),
+            Invalid::BadMagic => f.write_str("not a page (bad magic)"),
             Invalid::UnsupportedVersion(v) => write!(f, "unsupported page format version {v}"),
             Invalid::HeaderChecksum => f.write_str("header checksum mismatch"),
             Invalid::MalformedKey => f.write_str("malformed key in header"),
             Invalid::DataChecksum => f.write_str("data checksum mismatch"),
-            Invalid::Misplaced => f.write_str("file name does not match its key"),
         }
     }
 }
 
-/// The key as hashed for the file name and stored in the header.
+/// The key as stored in the header.
 fn encode_key(key: &PageKey, out: &mut Vec<u8>) {
     out.extend_from_slice(&key.page.to_le_bytes());
     for field in [&key.object.store, &key.object.path, &key.object.version] {
         out.extend_from_slice(&(field.len() as u32).to_le_bytes());
         out.extend_from_slice(field.as_bytes());
     }
-}
-
-/// The page file's path relative to the `pages` directory:
-/// `<2 hex>/<32 hex>.page`, from xxh3-128 of the encoded key (stable across
-/// runs, builds and platforms, unlike `std`'s `DefaultHasher`).
-pub(crate) fn relative_path(key: &PageKey) -> PathBuf {
-    let mut encoded = Vec::with_capacity(64 + key.object.path.len());
-    encode_key(key, &mut encoded);
-    let name = format!("{:032x}", XxHash3_128::oneshot(&encoded));
-    let mut path = PathBuf::from(&name[..2]);
-    path.push(format!("{name}.page"));
-    path
 }
 
 /// The header of a page holding `data` under `key`, fetched at refetch
@@ -149,11 +128,12 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 /// Parses and checks a header block (the first [`HEADER_LEN`] bytes of a file).
 pub(crate) fn decode_header(h: &[u8]) -> Result<Header, Invalid> {
     if h.len() < HEADER_LEN {
-        return Err(Invalid::Length {
-            file_len: h.len() as u64,
-        });
+        return Err(Invalid::Length { len: h.len() as u64 });
     }
     let h = &h[..HEADER_LEN];
+    if h.iter().all(|&b| b == 0) {
+        return Err(Invalid::Blank);
+    }
     if h[0..8] != MAGIC {
         return Err(Invalid::BadMagic);
     }
@@ -194,36 +174,33 @@ fn decode_key(mut b: &[u8]) -> Option<PageKey> {
     Some(PageKey::new(crate::ObjectKey { store, path, version }, page))
 }
 
-/// Checks that a header fits a file of `file_len` bytes.
-pub(crate) fn check_length(header: &Header, file_len: u64) -> Result<(), Invalid> {
-    if header.data_len.checked_add(HEADER_LEN as u64) == Some(file_len) {
-        Ok(())
-    } else {
-        Err(Invalid::Length { file_len })
-    }
-}
-
-/// What reading a whole page file for a key found.
+/// What reading a slot for a key found.
 #[derive(Debug)]
 pub(crate) enum Verified {
-    /// The page: its data's offset range in the file, and its stored cost.
-    Page(std::ops::Range<usize>, Option<f64>),
-    /// A valid page of another key whose name hashes the same.
+    /// The page: its data's offset range in the slot.
+    Page(std::ops::Range<usize>),
+    /// A valid page of another key: the slot was reused since the lookup.
     OtherKey,
 }
 
-/// Verifies a whole page file (header, key, length, data CRC) read for `key`.
-pub(crate) fn verify(file: &[u8], key: &PageKey) -> Result<Verified, Invalid> {
-    let header = decode_header(file)?;
-    check_length(&header, file.len() as u64)?;
+/// Verifies the page read for `key` from the start of its slot: header,
+/// key, a data length of `len` (what the index recorded) within what was
+/// read, and the data CRC. `slot` may extend past the data (reads are whole
+/// blocks).
+pub(crate) fn verify(slot: &[u8], key: &PageKey, len: u64) -> Result<Verified, Invalid> {
+    let header = decode_header(slot)?;
     if header.key != *key {
         return Ok(Verified::OtherKey);
     }
-    let data = &file[HEADER_LEN..];
-    if crc32c::crc32c(data) != header.data_crc {
+    let end = (HEADER_LEN as u64).checked_add(header.data_len);
+    if header.data_len != len || end.is_none_or(|end| end > slot.len() as u64) {
+        return Err(Invalid::Length { len: header.data_len });
+    }
+    let range = HEADER_LEN..HEADER_LEN + len as usize;
+    if crc32c::crc32c(&slot[range.clone()]) != header.data_crc {
         return Err(Invalid::DataChecksum);
     }
-    Ok(Verified::Page(HEADER_LEN..file.len(), header.cost))
+    Ok(Verified::Page(range))
 }
 
 #[cfg(test)]
@@ -256,35 +233,39 @@ mod tests {
     #[test]
     fn round_trip_and_checks() {
         let k = key(3);
-        let f = file(&k, b"hello");
-        assert!(matches!(verify(&f, &k), Ok(Verified::Page(r, c)) if &f[r.clone()] == b"hello" && c == Some(1234.5)));
-        assert!(matches!(verify(&f, &key(4)), Ok(Verified::OtherKey)));
+        let mut f = file(&k, b"hello");
+        assert!(matches!(verify(&f, &k, 5), Ok(Verified::Page(r)) if &f[r.clone()] == b"hello"));
+        assert_eq!(decode_header(&f).unwrap().cost, Some(1234.5));
+        assert!(matches!(verify(&f, &key(4), 5), Ok(Verified::OtherKey)));
+        assert_eq!(verify(&f, &k, 6).unwrap_err(), Invalid::Length { len: 5 });
+        // Block padding after the data (reads are whole blocks) is ignored.
+        f.resize(HEADER_LEN + 4096, 0xAA);
+        assert!(matches!(verify(&f, &k, 5), Ok(Verified::Page(r)) if &f[r.clone()] == b"hello"));
         let mut bad = f.clone();
-        *bad.last_mut().unwrap() ^= 1;
-        assert_eq!(verify(&bad, &k).unwrap_err(), Invalid::DataChecksum);
+        bad[HEADER_LEN + 4] ^= 1;
+        assert_eq!(verify(&bad, &k, 5).unwrap_err(), Invalid::DataChecksum);
         let mut bad = f.clone();
         bad[40] ^= 1;
-        assert_eq!(verify(&bad, &k).unwrap_err(), Invalid::HeaderChecksum);
+        assert_eq!(verify(&bad, &k, 5).unwrap_err(), Invalid::HeaderChecksum);
         assert_eq!(
-            verify(&f[..f.len() - 1], &k).unwrap_err(),
-            Invalid::Length {
-                file_len: f.len() as u64 - 1
-            }
+            verify(&f[..HEADER_LEN + 4], &k, 5).unwrap_err(),
+            Invalid::Length { len: 5 }
         );
-        assert_eq!(verify(&f[..100], &k).unwrap_err(), Invalid::Length { file_len: 100 });
+        assert_eq!(verify(&f[..100], &k, 5).unwrap_err(), Invalid::Length { len: 100 });
+        assert_eq!(verify(&[0; HEADER_LEN], &k, 5).unwrap_err(), Invalid::Blank);
     }
 
     #[test]
     fn format_1_pages_are_read_without_a_cost() {
         let k = key(5);
         let f = file_v1(&k, b"old page");
-        assert!(matches!(verify(&f, &k), Ok(Verified::Page(r, None)) if &f[r.clone()] == b"old page"));
+        assert!(matches!(verify(&f, &k, 8), Ok(Verified::Page(r)) if &f[r.clone()] == b"old page"));
         assert_eq!(decode_header(&f).unwrap().cost, None);
         let mut other = f.clone();
         other[8..12].copy_from_slice(&7u32.to_le_bytes());
         let crc = crc32c::crc32c(&other[..CRC_AT]);
         other[CRC_AT..HEADER_LEN].copy_from_slice(&crc.to_le_bytes());
-        assert_eq!(verify(&other, &k).unwrap_err(), Invalid::UnsupportedVersion(7));
+        assert_eq!(verify(&other, &k, 8).unwrap_err(), Invalid::UnsupportedVersion(7));
     }
 
     #[test]
@@ -294,22 +275,6 @@ mod tests {
             let h = encode_header(&k, b"x", bad).unwrap();
             assert_eq!(decode_header(&h).unwrap().cost, None, "{bad}");
         }
-    }
-
-    #[test]
-    fn names_are_stable() {
-        // Pinned: a change here orphans every page file of existing caches.
-        let p = relative_path(&key(0));
-        assert_eq!(p, PathBuf::from("94/94836c7144f388ca199cbe4c0fea5aca.page"));
-        assert_ne!(p, relative_path(&key(1)));
-    }
-
-    #[test]
-    fn sizes_are_charged_in_blocks() {
-        assert_eq!(charged_size(0), 4096);
-        assert_eq!(charged_size(1), 8192);
-        assert_eq!(charged_size(4096), 8192);
-        assert_eq!(charged_size(4097), 12288);
     }
 
     #[test]

@@ -1,15 +1,19 @@
-//! The in-memory index of page files: budget and eviction order (a
-//! [`BudgetedCache`]), plus a map object -> version -> page so that dropping
-//! the old versions of one object does not scan every page.
+//! The in-memory index of pages: budget and eviction order (a
+//! [`BudgetedCache`]), the slot each page is in and the free slots, plus a
+//! map object -> version -> page so that dropping the old versions of one
+//! object does not scan every page.
 //!
 //! Every entry carries a generation number, so that a thread which looked at
 //! an entry, released the lock and did file I/O can later change the entry
-//! only if nobody replaced it meanwhile. File I/O never happens here: methods
-//! return the keys whose files the caller must delete after unlocking.
+//! only if nobody replaced it meanwhile. File I/O never happens here. A slot
+//! is free again when its page is evicted or dropped, except while the page
+//! is being written: then the writer frees it when its write ends
+//! ([`Index::finish_write`]), so two writes never share a slot.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::slots::SlotAllocator;
 use crate::page_cache::PageKey;
 use crate::policy::{BudgetedCache, CostModel, PolicyKind, Reservations};
 
@@ -25,24 +29,24 @@ fn object_id(key: &PageKey) -> ObjectId {
 pub(crate) struct Entry {
     /// Changes whenever the entry is (re)created.
     pub generation: u64,
-    /// Bytes charged to the budget.
-    pub size: u64,
-    /// Reserved by a `put` whose file is not renamed into place yet.
+    /// The slot holding the page.
+    pub slot: u32,
+    /// Data bytes of the page.
+    pub len: u64,
+    /// Reserved by a `put` whose write has not ended yet.
     pub writing: bool,
 }
 
 /// What admitting a page did to the index.
 #[derive(Debug, Default)]
 pub(crate) struct Admission {
-    /// The new entry's generation; `None` when the page was not admitted.
-    pub generation: Option<u64>,
+    /// The new entry's generation and slot; `None` when the page was not
+    /// admitted (no room, or no free slot while recovery runs).
+    pub placed: Option<(u64, u32)>,
     /// How many pages were evicted to make room.
     pub evicted: u64,
     /// How many of them registered scans still needed.
     pub reserved_evicted: u64,
-    /// Pages whose files must be deleted (the evicted ones, and the page
-    /// itself when it replaced an entry but was then refused).
-    pub unlink: Vec<PageKey>,
 }
 
 /// What [`Index::adopt`] did with a page file found on disk.
@@ -52,23 +56,25 @@ pub(crate) enum Adopted {
     Admitted(Admission),
     /// Already known (put, read or recovered meanwhile): nothing changed.
     Present,
-    /// Not admitted (an old version dropped meanwhile, or no room): delete
-    /// the file. Carries any evictions made trying.
+    /// Not admitted (an old version dropped meanwhile, or no room): its
+    /// slot is free. Carries any evictions made trying.
     Rejected(Admission),
 }
 
-/// What [`Index::finish_write`] decided.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Finished {
-    /// The page's entry is up to date; nothing to do.
-    Done,
-    /// The entry was evicted or dropped while the file was written: the
-    /// caller deletes the file it just renamed into place.
-    Orphaned,
+/// Where a page being admitted goes.
+#[derive(Debug, Clone, Copy)]
+enum Placement {
+    /// A free slot, preferably the one after the previous page's.
+    Free,
+    /// The slot recovery (or a read) found it in.
+    Found(u32),
 }
 
 pub(crate) struct Index {
     budget: BudgetedCache<PageKey>,
+    /// Bytes charged per page: one slot.
+    slot_bytes: u64,
+    slots: SlotAllocator,
     objects: HashMap<ObjectId, HashMap<Arc<str>, HashMap<u64, Entry>>>,
     next_generation: u64,
     /// While recovery runs: the version to keep per object, as asked by
@@ -80,10 +86,20 @@ pub(crate) struct Index {
 }
 
 impl Index {
-    /// An empty index, in the recovering state.
-    pub fn new(budget_bytes: u64, policy: PolicyKind, reservations: Option<Arc<dyn Reservations<PageKey>>>) -> Self {
+    /// An empty index of `slots` slots of `slot_bytes`, in the recovering
+    /// state: slots below `scan_end` are not free until recovery has read
+    /// them ([`Self::found_free`]).
+    pub fn new(
+        slots: u32,
+        slot_bytes: u64,
+        scan_end: u32,
+        policy: PolicyKind,
+        reservations: Option<Arc<dyn Reservations<PageKey>>>,
+    ) -> Self {
         Index {
-            budget: BudgetedCache::new(budget_bytes, policy.build()).with_reservations(reservations),
+            budget: BudgetedCache::new(slots as u64 * slot_bytes, policy.build()).with_reservations(reservations),
+            slot_bytes,
+            slots: SlotAllocator::new(slots, scan_end),
             objects: HashMap::new(),
             next_generation: 0,
             keep_versions: Some(HashMap::new()),
@@ -99,7 +115,7 @@ impl Index {
         self.budget.len()
     }
 
-    /// Every page whose file is in place, with its size.
+    /// Every page written, with the bytes it is charged (its slot).
     pub fn pages(&self) -> Vec<(PageKey, u64)> {
         let mut out = Vec::new();
         for ((store, path), versions) in &self.objects {
@@ -109,7 +125,7 @@ impl Index {
                     pages
                         .iter()
                         .filter(|(_, e)| !e.writing)
-                        .map(|(&page, e)| (PageKey::new(object.clone(), page), e.size)),
+                        .map(|(&page, _)| (PageKey::new(object.clone(), page), self.slot_bytes)),
                 );
             }
         }
@@ -155,88 +171,120 @@ impl Index {
         entry
     }
 
+    /// Removes `key` from the budget and the map, and frees its slot.
     fn forget(&mut self, key: &PageKey) -> Option<Entry> {
         self.budget.remove(key);
-        self.unmap(key)
+        let entry = self.unmap(key)?;
+        self.vacate(entry);
+        Some(entry)
     }
 
-    fn admit(&mut self, key: &PageKey, size: u64, cost: f64, writing: bool) -> Admission {
-        let replaced = self.unmap(key).is_some();
-        let insertion = self.budget.insert(key.clone(), size, cost);
+    /// Frees the slot of an entry just unmapped, unless a write into it is
+    /// still running (the writer frees it when done).
+    fn vacate(&mut self, entry: Entry) {
+        if !entry.writing {
+            self.slots.release(entry.slot);
+        }
+    }
+
+    fn admit(&mut self, key: &PageKey, len: u64, cost: f64, placement: Placement, writing: bool) -> Admission {
+        let insertion = self.budget.insert(key.clone(), self.slot_bytes, cost);
         let mut admission = Admission {
-            generation: None,
+            placed: None,
             evicted: insertion.evicted.len() as u64,
             reserved_evicted: insertion.reserved_evicted,
-            unlink: insertion.evicted,
         };
-        for victim in &admission.unlink {
-            self.unmap(victim);
+        for victim in &insertion.evicted {
+            if let Some(entry) = self.unmap(victim) {
+                self.vacate(entry);
+            }
         }
-        if insertion.admitted {
-            self.next_generation += 1;
-            let generation = self.next_generation;
-            self.set(
-                key,
-                Entry {
-                    generation,
-                    size,
-                    writing,
-                },
-            );
-            admission.generation = Some(generation);
-        } else if replaced {
-            admission.unlink.push(key.clone());
+        if !insertion.admitted {
+            return admission;
         }
+        let slot = match placement {
+            Placement::Found(slot) => Some(slot),
+            Placement::Free => {
+                let previous = key.page.checked_sub(1).map(|p| PageKey::new(key.object.clone(), p));
+                let prefer = previous.and_then(|p| self.get(&p)).map(|e| e.slot + 1);
+                self.slots.take(prefer)
+            }
+        };
+        let Some(slot) = slot else {
+            // Recovery has not freed enough slots yet.
+            self.budget.remove(key);
+            return admission;
+        };
+        self.next_generation += 1;
+        let generation = self.next_generation;
+        self.set(
+            key,
+            Entry {
+                generation,
+                slot,
+                len,
+                writing,
+            },
+        );
+        admission.placed = Some((generation, slot));
         admission
     }
 
-    /// Reserves room for a page about to be written, whose refetch costs
-    /// `cost` ns; `None` when the page is already being written or already
-    /// stored with the same size (pages are immutable per key, so rewriting
-    /// it would only cost I/O).
-    pub fn reserve(&mut self, key: &PageKey, size: u64, cost: f64) -> Option<Admission> {
-        match self.get(key) {
-            Some(e) if e.writing || e.size == size => None,
-            _ => Some(self.admit(key, size, cost, true)),
+    /// Reserves a slot for a page of `len` bytes about to be written, whose
+    /// refetch costs `cost` ns; `None` when the page is already stored or
+    /// being written (pages are immutable per key, so rewriting it would
+    /// only cost I/O).
+    pub fn reserve(&mut self, key: &PageKey, len: u64, cost: f64) -> Option<Admission> {
+        if self.get(key).is_some() {
+            return None;
         }
+        Some(self.admit(key, len, cost, Placement::Free, true))
     }
 
-    /// A write reserved as `generation` ended (`ok`: the file is in place).
-    pub fn finish_write(&mut self, key: &PageKey, generation: u64, ok: bool) -> Finished {
+    /// The write into `slot` reserved as `generation` ended (`ok`: the page
+    /// is in place). Frees the slot when the entry is gone or failed.
+    pub fn finish_write(&mut self, key: &PageKey, generation: u64, slot: u32, ok: bool) {
         match self.get(key) {
             Some(e) if e.generation == generation => {
                 if ok {
                     self.set(key, Entry { writing: false, ..e });
                 } else {
+                    // Still marked writing, so `forget` would keep the slot.
                     self.forget(key);
+                    self.slots.release(slot);
                 }
-                Finished::Done
             }
-            // Replaced by a newer write or a read of the file: that entry
-            // accounts for the file at this path.
-            Some(_) => Finished::Done,
-            None if ok => Finished::Orphaned,
-            None => Finished::Done,
+            // Evicted or dropped while written (its slot was kept for us).
+            _ => self.slots.release(slot),
         }
     }
 
-    /// Takes a valid page file found on disk (by recovery, or by a read while
-    /// recovery runs) into the index, at the cost stored in its header; a
-    /// page without one (format 1) is priced as one GET of its own bytes.
-    pub fn adopt(&mut self, key: &PageKey, size: u64, cost: Option<f64>) -> Adopted {
+    /// Takes a valid page found in `slot` by recovery into the index, at the
+    /// cost stored in its header; a page without one (format 1) is priced as
+    /// one GET of its own bytes. A page already known (a second copy after a
+    /// crash) or not admitted frees the slot.
+    pub fn adopt(&mut self, key: &PageKey, slot: u32, len: u64, cost: Option<f64>) -> Adopted {
         if self.get(key).is_some() {
+            self.slots.release(slot);
             return Adopted::Present;
         }
         if self.superseded(key) {
+            self.slots.release(slot);
             return Adopted::Rejected(Admission::default());
         }
-        let cost = cost.unwrap_or_else(|| self.fallback_cost.cost(size));
-        let admission = self.admit(key, size, cost, false);
-        if admission.generation.is_some() {
+        let cost = cost.unwrap_or_else(|| self.fallback_cost.cost(len));
+        let admission = self.admit(key, len, cost, Placement::Found(slot), false);
+        if admission.placed.is_some() {
             Adopted::Admitted(admission)
         } else {
+            self.slots.release(slot);
             Adopted::Rejected(admission)
         }
+    }
+
+    /// Recovery read `slot` and found no page in it (blank or damaged).
+    pub fn found_free(&mut self, slot: u32) {
+        self.slots.release(slot);
     }
 
     /// Removes `key` if its entry is still `generation`; returns whether it did.
@@ -251,33 +299,34 @@ impl Index {
     }
 
     /// Removes every page of (`store`, `path`) whose version is not
-    /// `keep_version` and returns their keys.
-    pub fn drop_other_versions(&mut self, store: &str, path: &str, keep_version: &str) -> Vec<PageKey> {
+    /// `keep_version`, frees their slots, and returns how many there were.
+    pub fn drop_other_versions(&mut self, store: &str, path: &str, keep_version: &str) -> usize {
         let id: ObjectId = (Arc::from(store), Arc::from(path));
         if let Some(keep) = &mut self.keep_versions {
             keep.insert(id.clone(), Arc::from(keep_version));
         }
         let Some(versions) = self.objects.get_mut(&id) else {
-            return Vec::new();
+            return 0;
         };
         let mut dropped = Vec::new();
         versions.retain(|version, pages| {
             if &**version == keep_version {
                 return true;
             }
-            dropped.extend(pages.keys().map(|&page| PageKey {
-                object: crate::ObjectKey::new(id.0.clone(), id.1.clone(), version.clone()),
-                page,
+            dropped.extend(pages.iter().map(|(&page, &entry)| {
+                let object = crate::ObjectKey::new(id.0.clone(), id.1.clone(), version.clone());
+                (PageKey { object, page }, entry)
             }));
             false
         });
         if versions.is_empty() {
             self.objects.remove(&id);
         }
-        for key in &dropped {
+        for (key, entry) in &dropped {
             self.budget.remove(key);
+            self.vacate(*entry);
         }
-        dropped
+        dropped.len()
     }
 
     fn superseded(&self, key: &PageKey) -> bool {
@@ -310,67 +359,96 @@ mod tests {
         }
     }
 
-    #[test]
-    fn writes_finish_or_are_orphaned() {
-        let mut idx = Index::new(3 * 8192, PolicyKind::Lru, None);
-        let g1 = idx.reserve(&key("a", 1), 8192, 1.0).unwrap().generation.unwrap();
-        assert!(idx.reserve(&key("a", 1), 8192, 1.0).is_none(), "second writer skips");
-        assert_eq!(idx.finish_write(&key("a", 1), g1, true), Finished::Done);
-        assert!(!idx.get(&key("a", 1)).unwrap().writing);
-        assert!(
-            idx.reserve(&key("a", 1), 8192, 1.0).is_none(),
-            "same size: already stored"
-        );
+    const SLOT: u64 = 8192;
 
-        let g2 = idx.reserve(&key("a", 2), 8192, 1.0).unwrap().generation.unwrap();
-        assert_eq!(idx.drop_other_versions("s", "p", "b").len(), 2);
-        assert_eq!(idx.finish_write(&key("a", 2), g2, true), Finished::Orphaned);
-        assert_eq!((idx.len(), idx.used_bytes(), idx.mapped_pages()), (0, 0, 0));
-
-        let g3 = idx.reserve(&key("b", 1), 8192, 1.0).unwrap().generation.unwrap();
-        assert_eq!(idx.finish_write(&key("b", 1), g3, false), Finished::Done);
-        assert_eq!((idx.len(), idx.used_bytes()), (0, 0), "failed write releases its room");
+    fn reserve(idx: &mut Index, key: &PageKey, cost: f64) -> (u64, u32) {
+        idx.reserve(key, 100, cost).unwrap().placed.unwrap()
     }
 
     #[test]
-    fn evictions_are_reported_and_unmapped() {
-        let mut idx = Index::new(2 * 8192, PolicyKind::Lru, None);
+    fn writes_finish_or_are_orphaned_and_slots_come_back() {
+        let mut idx = Index::new(3, SLOT, 0, PolicyKind::Lru, None);
+        let (g1, s1) = reserve(&mut idx, &key("a", 1), 1.0);
+        assert!(idx.reserve(&key("a", 1), 100, 1.0).is_none(), "second writer skips");
+        idx.finish_write(&key("a", 1), g1, s1, true);
+        assert!(!idx.get(&key("a", 1)).unwrap().writing);
+        assert!(idx.reserve(&key("a", 1), 100, 1.0).is_none(), "already stored");
+
+        let (g2, s2) = reserve(&mut idx, &key("a", 2), 1.0);
+        assert_eq!(s2, s1 + 1, "the next page goes to the next slot");
+        assert_eq!(idx.drop_other_versions("s", "p", "b"), 2);
+        // Page 2's slot stays taken until its writer is done.
+        let (g3, s3) = reserve(&mut idx, &key("b", 1), 1.0);
+        assert_ne!(s3, s2);
+        idx.finish_write(&key("a", 2), g2, s2, true);
+        assert_eq!((idx.len(), idx.used_bytes(), idx.mapped_pages()), (1, SLOT, 1));
+        idx.finish_write(&key("b", 1), g3, s3, false);
+        assert_eq!((idx.len(), idx.used_bytes()), (0, 0), "failed write releases its room");
+        // Every slot is free again: three pages fit.
+        for page in 0..3 {
+            reserve(&mut idx, &key("c", page), 1.0);
+        }
+        assert_eq!(idx.len(), 3);
+    }
+
+    #[test]
+    fn evictions_are_counted_and_unmapped() {
+        let mut idx = Index::new(2, SLOT, 0, PolicyKind::Lru, None);
+        let mut slots = std::collections::HashSet::new();
         for page in 0..5 {
-            let a = idx.reserve(&key("a", page), 8192, 1.0).unwrap();
-            idx.finish_write(&key("a", page), a.generation.unwrap(), true);
-            assert!(idx.used_bytes() <= 2 * 8192);
+            let (g, s) = reserve(&mut idx, &key("a", page), 1.0);
+            idx.finish_write(&key("a", page), g, s, true);
+            slots.insert(s);
+            assert!(idx.used_bytes() <= 2 * SLOT);
             assert_eq!(idx.len(), idx.mapped_pages());
         }
         assert_eq!(idx.len(), 2);
+        assert_eq!(slots.len(), 2, "evicted pages' slots are reused");
     }
 
     #[test]
     fn adoption_respects_versions_dropped_during_recovery() {
-        let mut idx = Index::new(1 << 20, PolicyKind::Sieve, None);
+        let mut idx = Index::new(128, SLOT, 4, PolicyKind::Sieve, None);
         idx.drop_other_versions("s", "p", "new");
-        assert!(matches!(idx.adopt(&key("old", 0), 8192, None), Adopted::Rejected(_)));
+        assert!(matches!(idx.adopt(&key("old", 0), 0, 100, None), Adopted::Rejected(_)));
         assert!(matches!(
-            idx.adopt(&key("new", 0), 8192, Some(1.0)),
+            idx.adopt(&key("new", 0), 1, 100, Some(1.0)),
             Adopted::Admitted(_)
         ));
-        assert!(matches!(idx.adopt(&key("new", 0), 8192, Some(1.0)), Adopted::Present));
+        assert!(matches!(idx.adopt(&key("new", 0), 2, 100, Some(1.0)), Adopted::Present));
         idx.recovery_finished();
-        assert!(matches!(idx.adopt(&key("old", 0), 8192, None), Adopted::Admitted(_)));
+        assert!(matches!(idx.adopt(&key("old", 0), 3, 100, None), Adopted::Admitted(_)));
+        // Slots 0 and 2 were freed by recovery; 1 and 3 hold pages.
+        assert_eq!(reserve(&mut idx, &key("x", 5), 1.0).1, 0);
+        assert_eq!(reserve(&mut idx, &key("x", 7), 1.0).1, 2);
+        assert_eq!(reserve(&mut idx, &key("x", 9), 1.0).1, 4);
+    }
+
+    #[test]
+    fn no_free_slot_while_recovery_runs_refuses_the_page() {
+        let mut idx = Index::new(2, SLOT, 2, PolicyKind::Lru, None);
+        assert!(idx.reserve(&key("a", 0), 100, 1.0).unwrap().placed.is_none());
+        assert_eq!((idx.len(), idx.used_bytes()), (0, 0));
+        idx.found_free(1);
+        assert_eq!(reserve(&mut idx, &key("a", 0), 1.0).1, 1);
     }
 
     #[test]
     fn weighted_lfu_evicts_the_page_cheapest_to_refetch() {
-        let mut idx = Index::new(3 * 8192, PolicyKind::WeightedLfu, None);
+        let mut idx = Index::new(3, SLOT, 3, PolicyKind::WeightedLfu, None);
+        idx.found_free(0);
+        idx.found_free(1);
         let put = |idx: &mut Index, page, cost| {
-            let a = idx.reserve(&key("a", page), 8192, cost).unwrap();
-            idx.finish_write(&key("a", page), a.generation.unwrap(), true);
-            a
+            let (g, s) = reserve(idx, &key("a", page), cost);
+            idx.finish_write(&key("a", page), g, s, true);
         };
         put(&mut idx, 0, 40e6);
         put(&mut idx, 1, 2e6);
-        assert!(matches!(idx.adopt(&key("a", 2), 8192, None), Adopted::Admitted(_)));
+        assert!(matches!(idx.adopt(&key("a", 2), 2, 8192, None), Adopted::Admitted(_)));
         // Full: the next page evicts page 1, cheaper than page 0 and than the
         // model's price of the recovered page 2 (one whole GET).
-        assert_eq!(put(&mut idx, 3, 1e6).unlink, [key("a", 1)]);
+        put(&mut idx, 3, 1e6);
+        assert!(idx.get(&key("a", 1)).is_none());
+        assert_eq!(idx.len(), 3);
     }
 }

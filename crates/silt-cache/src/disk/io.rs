@@ -1,14 +1,16 @@
-//! Reading and writing page files: `O_DIRECT` (the default) or buffered
-//! reads and writes, atomic writes.
+//! Positioned, block-aligned reads and writes of region files: `O_DIRECT`
+//! (the default) or buffered.
 //!
 //! With `O_DIRECT` the tier's own files never enter the OS page cache: the
 //! memory tiers already hold what is hot, and a second copy there would
 //! only push the rest of the machine's memory out (Column Cache measured 43%
-//! fewer disk reads with direct I/O under a concurrent workload).
+//! fewer disk reads with direct I/O under a concurrent workload). Every
+//! offset and length the tier asks for is a multiple of [`BLOCK`], which is
+//! what `O_DIRECT` needs, so the same requests serve both modes.
 
 use std::alloc::{self, Layout};
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::fs::{File, OpenOptions};
+use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 use std::ptr::NonNull;
@@ -16,21 +18,33 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::Bytes;
 
-use super::format::{BLOCK, HEADER_LEN};
+use super::format::BLOCK;
 
-/// Reads and writes whole page files, with `O_DIRECT` when configured and
-/// supported.
-pub(crate) struct PageIo {
-    /// Whether to try `O_DIRECT`; cleared for good the first time the
+/// One region file, opened for positioned reads and writes: buffered always,
+/// and with `O_DIRECT` too where asked for and accepted.
+pub(crate) struct RegionFile {
+    buffered: File,
+    direct: Option<File>,
+}
+
+/// Opens region files and moves aligned blocks in and out of them, with
+/// `O_DIRECT` when configured and supported.
+pub(crate) struct BlockIo {
+    /// Whether to use `O_DIRECT`; cleared for good the first time the
     /// filesystem refuses it, so the fallback is taken (and logged) once.
     direct: AtomicBool,
 }
 
-impl PageIo {
+impl BlockIo {
     pub(crate) fn new(direct_io: bool) -> Self {
-        PageIo {
+        BlockIo {
             direct: AtomicBool::new(direct_io),
         }
+    }
+
+    /// Whether reads and writes currently bypass the OS page cache.
+    pub(crate) fn is_direct(&self) -> bool {
+        self.direct.load(Ordering::Relaxed)
     }
 
     /// The filesystem refused `O_DIRECT` (`EINVAL`) on `path`: buffered I/O
@@ -44,120 +58,104 @@ impl PageIo {
         }
     }
 
-    /// Writes `header` + `data` to `tmp` and renames it to `dest`, so `dest`
-    /// appears whole or not at all. No fsync: see the module docs of
-    /// [`crate::disk`]. On failure the temporary file is removed.
-    pub(crate) fn write(&self, tmp: &Path, dest: &Path, header: &[u8], data: &[u8]) -> io::Result<()> {
-        if self.is_direct() {
-            match write_page(tmp, dest, |path| write_direct(path, header, data)) {
-                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => self.refused(tmp),
-                other => return other,
+    /// Opens `path` (creating it when `create`) and makes it at least `len`
+    /// bytes long (sparse: a region's unwritten slots take no space).
+    pub(crate) fn open(&self, path: &Path, create: bool, len: u64) -> io::Result<RegionFile> {
+        let buffered = OpenOptions::new().read(true).write(true).create(create).open(path)?;
+        if buffered.metadata()?.len() < len {
+            buffered.set_len(len)?;
+        }
+        let direct = if self.is_direct() {
+            match OpenOptions::new()
+                .read(true)
+                .write(true)
+                .custom_flags(libc::O_DIRECT)
+                .open(path)
+            {
+                Ok(f) => Some(f),
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                    self.refused(path);
+                    None
+                }
+                Err(e) => return Err(e),
+            }
+        } else {
+            None
+        };
+        Ok(RegionFile { buffered, direct })
+    }
+
+    /// Reads `len` bytes at `offset` (both multiples of [`BLOCK`]) into an
+    /// aligned buffer, served without a copy. Past the end of the file the
+    /// read is short, and so is the result.
+    pub(crate) fn read(&self, file: &RegionFile, path: &Path, offset: u64, len: usize) -> io::Result<Bytes> {
+        let mut buf = AlignedBuf::zeroed(len.max(BLOCK as usize))?;
+        if let Some(direct) = file.direct.as_ref().filter(|_| self.is_direct()) {
+            match fill(direct, &mut buf, offset, len) {
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => self.refused(path),
+                Ok(()) => return Ok(Bytes::from_owner(buf)),
+                Err(e) => return Err(e),
             }
         }
-        write_page(tmp, dest, |path| {
-            let mut file = OpenOptions::new().write(true).create_new(true).open(path)?;
-            file.write_all(header)?;
-            file.write_all(data)
-        })
+        fill(&file.buffered, &mut buf, offset, len)?;
+        Ok(Bytes::from_owner(buf))
     }
 
-    /// Whether reads currently bypass the OS page cache.
-    pub(crate) fn is_direct(&self) -> bool {
-        self.direct.load(Ordering::Relaxed)
-    }
-
-    /// The whole file at `path` (header and data).
-    pub(crate) fn read(&self, path: &Path) -> io::Result<Bytes> {
-        if self.is_direct() {
-            match read_direct(path) {
+    /// Writes `parts` one after the other at `offset` (a multiple of
+    /// [`BLOCK`]), padded with zeros to whole blocks. No fsync: see the module
+    /// docs of [`crate::disk`].
+    pub(crate) fn write(&self, file: &RegionFile, path: &Path, offset: u64, parts: &[&[u8]]) -> io::Result<()> {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        let mut buf = AlignedBuf::zeroed(len.div_ceil(BLOCK as usize).max(1) * BLOCK as usize)?;
+        let mut at = 0;
+        for part in parts {
+            buf.as_mut_slice()[at..at + part.len()].copy_from_slice(part);
+            at += part.len();
+        }
+        if let Some(direct) = file.direct.as_ref().filter(|_| self.is_direct()) {
+            match write_all_at(direct, buf.as_mut_slice(), offset) {
                 Err(e) if e.raw_os_error() == Some(libc::EINVAL) => self.refused(path),
                 other => return other,
             }
         }
-        read_buffered(path)
+        write_all_at(&file.buffered, buf.as_mut_slice(), offset)
     }
 }
 
-fn read_buffered(path: &Path) -> io::Result<Bytes> {
-    let mut file = File::open(path)?;
-    let len = file.metadata()?.len();
-    let mut buf = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
-    file.read_to_end(&mut buf)?;
-    Ok(Bytes::from(buf))
-}
-
-/// Reads with `O_DIRECT` into a block-aligned buffer. The request is the file
-/// length rounded up to a block; the kernel returns a short read at end of
-/// file. Files are never modified after they are renamed into place, so the
-/// length from `fstat` stays true for the open file.
-fn read_direct(path: &Path) -> io::Result<Bytes> {
-    let file = OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(path)?;
-    let len = usize::try_from(file.metadata()?.len()).map_err(|_| io::Error::other("page file too large"))?;
-    let mut buf = AlignedBuf::zeroed(len.div_ceil(BLOCK as usize).max(1) * BLOCK as usize)?;
+/// Reads up to `len` bytes at `offset` into `buf`; `buf.len` is set to what
+/// was read. Offsets stay block-aligned: only a read at end of file is short.
+fn fill(file: &File, buf: &mut AlignedBuf, offset: u64, len: usize) -> io::Result<()> {
     let mut filled = 0;
     while filled < len {
-        // `filled` stays block-aligned: only the read at end of file is short.
-        match file.read_at(&mut buf.as_mut_slice()[filled..], filled as u64) {
+        match file.read_at(&mut buf.as_mut_slice()[filled..len], offset + filled as u64) {
             Ok(0) => break,
             Ok(n) => filled += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
     }
-    buf.len = filled.min(len);
-    Ok(Bytes::from_owner(buf))
+    buf.len = filled;
+    Ok(())
 }
 
-/// Reads the header block of a page file and returns it with the file length,
-/// without touching the data (recovery reads only headers).
-pub(crate) fn read_header(path: &Path) -> io::Result<(Vec<u8>, u64)> {
-    let mut file = File::open(path)?;
-    let len = file.metadata()?.len();
-    let mut header = Vec::with_capacity(HEADER_LEN);
-    (&mut file).take(HEADER_LEN as u64).read_to_end(&mut header)?;
-    Ok((header, len))
-}
-
-/// `write` creates and fills `tmp`, which is then renamed to `dest`; on
-/// failure the temporary file is removed.
-fn write_page(tmp: &Path, dest: &Path, write: impl FnOnce(&Path) -> io::Result<()>) -> io::Result<()> {
-    let result = write(tmp).and_then(|()| fs::rename(tmp, dest));
-    if result.is_err() {
-        let _ = fs::remove_file(tmp);
-    }
-    result
-}
-
-/// Writes `header` (one block) + `data` with `O_DIRECT`: one block-aligned
-/// buffer padded to whole blocks, then the file cut to its exact length
-/// (which the header's length check expects).
-fn write_direct(path: &Path, header: &[u8], data: &[u8]) -> io::Result<()> {
-    let len = header.len() + data.len();
-    let mut buf = AlignedBuf::zeroed(len.div_ceil(BLOCK as usize).max(1) * BLOCK as usize)?;
-    buf.as_mut_slice()[..header.len()].copy_from_slice(header);
-    buf.as_mut_slice()[header.len()..len].copy_from_slice(data);
-    let file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .custom_flags(libc::O_DIRECT)
-        .open(path)?;
+fn write_all_at(file: &File, buf: &[u8], offset: u64) -> io::Result<()> {
     let mut written = 0;
-    let padded = buf.layout.size();
-    while written < padded {
-        match file.write_at(&buf.as_mut_slice()[written..], written as u64) {
-            Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "short O_DIRECT write")),
-            // A partial write that leaves the offset unaligned could not go on
-            // (the next write would be refused as if O_DIRECT were): an error
-            // of this write, not the filesystem's refusal.
+    while written < buf.len() {
+        match file.write_at(&buf[written..], offset + written as u64) {
+            Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "short write")),
+            // A partial write that leaves the offset unaligned could not go
+            // on with O_DIRECT (the next write would be refused as if
+            // O_DIRECT were): an error of this write, not the filesystem's
+            // refusal.
             Ok(n) if (written + n) % BLOCK as usize != 0 => {
-                return Err(io::Error::other("O_DIRECT write ended off a block boundary"));
+                return Err(io::Error::other("write ended off a block boundary"));
             }
             Ok(n) => written += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
     }
-    file.set_len(len as u64)
+    Ok(())
 }
 
 /// Pages of the file at `path` resident in the OS page cache (`mincore`):
@@ -199,7 +197,7 @@ pub(crate) fn resident_pages(path: &Path) -> io::Result<usize> {
 
 /// Deletes a file; a file already gone is not an error.
 pub(crate) fn remove_quietly(path: &Path) -> io::Result<()> {
-    match fs::remove_file(path) {
+    match std::fs::remove_file(path) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
         _ => Ok(()),
     }

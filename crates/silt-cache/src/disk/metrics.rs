@@ -17,17 +17,19 @@ pub struct DiskMetrics {
     /// `silt_cache_{hits,misses,hit_bytes,miss_bytes,evictions}_total{tier="disk"}`
     /// and the `silt_cache_bytes{tier="disk"}` gauge (bytes charged to the budget).
     pub tier: CacheMetrics,
-    /// `silt_cache_corrupt_pages_total`: page files that failed verification
-    /// (at read or recovery) and were deleted.
+    /// `silt_cache_corrupt_pages_total`: pages that failed verification (at
+    /// read or recovery) and were forgotten.
     pub corrupt_pages: Counter,
     /// `silt_cache_recovered_pages_total`: pages of a previous run taken
     /// back into the index.
     pub recovered_pages: Counter,
-    /// `silt_cache_recovered_dropped_total`: files deleted by recovery
-    /// (damaged, wrong length, or not page files).
+    /// `silt_cache_recovered_dropped_total`: slots recovery found damaged.
     pub recovered_dropped: Counter,
     /// `silt_cache_write_errors_total{tier="disk"}`: pages that could not be written.
     pub write_errors: Counter,
+    /// `silt_cache_disk_reads_total`: read requests made for pages (one per
+    /// run of neighbouring slots), so hits / reads is the pages per request.
+    pub read_requests: Counter,
 }
 
 impl DiskMetrics {
@@ -41,6 +43,7 @@ impl DiskMetrics {
             recovered_pages: recorder.register_counter(&plain("silt_cache_recovered_pages_total"), &METADATA),
             recovered_dropped: recorder.register_counter(&plain("silt_cache_recovered_dropped_total"), &METADATA),
             write_errors: recorder.register_counter(&tiered("silt_cache_write_errors_total"), &METADATA),
+            read_requests: recorder.register_counter(&plain("silt_cache_disk_reads_total"), &METADATA),
         }
     }
 
@@ -52,6 +55,7 @@ impl DiskMetrics {
             recovered_pages: Counter::noop(),
             recovered_dropped: Counter::noop(),
             write_errors: Counter::noop(),
+            read_requests: Counter::noop(),
         }
     }
 }
@@ -69,7 +73,9 @@ pub struct DiskStats {
     pub recovered_pages: u64,
     pub recovered_dropped: u64,
     pub write_errors: u64,
-    /// Bytes charged to the budget (page files in 4 KiB blocks).
+    /// Read requests made for pages (neighbouring slots are read with one).
+    pub read_requests: u64,
+    /// Bytes charged to the budget (one slot per page).
     pub used_bytes: u64,
     pub budget_bytes: u64,
     /// Pages in the index (including pages being written).
@@ -89,6 +95,7 @@ pub(crate) struct Counters {
     recovered_pages: AtomicU64,
     recovered_dropped: AtomicU64,
     write_errors: AtomicU64,
+    read_requests: AtomicU64,
 }
 
 fn bump(atomic: &AtomicU64, counter: &Counter, n: u64) {
@@ -111,6 +118,7 @@ impl Counters {
             recovered_pages: AtomicU64::new(0),
             recovered_dropped: AtomicU64::new(0),
             write_errors: AtomicU64::new(0),
+            read_requests: AtomicU64::new(0),
         }
     }
 
@@ -151,6 +159,10 @@ impl Counters {
         bump(&self.write_errors, &self.metrics.write_errors, 1);
     }
 
+    pub fn read_request(&self) {
+        bump(&self.read_requests, &self.metrics.read_requests, 1);
+    }
+
     pub fn used_bytes(&self, used: u64) {
         self.metrics.tier.bytes.set(used as f64);
     }
@@ -168,6 +180,7 @@ impl Counters {
             recovered_pages: get(&self.recovered_pages),
             recovered_dropped: get(&self.recovered_dropped),
             write_errors: get(&self.write_errors),
+            read_requests: get(&self.read_requests),
             ..DiskStats::default()
         }
     }

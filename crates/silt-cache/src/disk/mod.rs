@@ -1,30 +1,41 @@
-//! The disk page tier: pages of object bytes kept as files, surviving restarts.
+//! The disk page tier: pages of object bytes in the slots of large region
+//! files, surviving restarts.
 //!
 //! Layout under [`DiskConfig::dir`]:
-//! - `pages/<2 hex>/<32 hex>.page`: one file per page, named by a stable
-//!   128-bit hash (xxh3) of the full [`PageKey`](crate::page_cache::PageKey),
-//!   so a page is found by name without any index, and the 256 fan-out
-//!   directories keep directories small. The format is in [`format`].
-//! - `tmp/`: pages being written. A page is written to a unique temporary file
-//!   and renamed into place, so readers see either no page or a whole page,
-//!   never a torn one. Leftovers (from a crash) are deleted at open.
+//! - `regions-<slot bytes>/<6 digits>.region`: region files of about 64 MiB,
+//!   each a row of fixed-size slots; a slot holds one page: a 4 KiB header
+//!   block (key, length, checksums, refetch cost; see [`format`]) and the
+//!   data. The slot size (page size + header, in 4 KiB blocks) is in the
+//!   directory name, so a tier reopened with another page size starts empty
+//!   (the old regions are deleted). See [`regions`] for where a slot lives.
+//! - `LOCK`: one process owns the directory at a time (an exclusive `flock`).
 //!
-//! Crash safety without fsync: renames make pages appear atomically while the
-//! machine stays up; after a power loss a renamed file may have lost its data
-//! blocks, so every read verifies the header checksum and the CRC32C of the
-//! data, and a page that fails is deleted and reported as a miss. A cache can
+//! Why regions rather than one file per page (the layout before them, which
+//! is deleted at open): a file per 64 KiB page costs an open, a read and a
+//! close per page, an inode each, and neighbouring pages can never be read
+//! in one request. In regions, consecutive pages of an object are written
+//! to neighbouring slots where they are free, and [`DiskTier::get_many`]
+//! reads neighbouring slots with one request (foyer's block engine and
+//! Velox's SSD cache keep large files for the same reasons). Reads are
+//! exact up to 4 KiB: a page's header and data, not its whole slot.
+//!
+//! Crash safety without fsync: a page is written in place into a free slot
+//! and indexed only when its write has ended; every read verifies the
+//! header checksum, the key, the length and the CRC32C of the data, so a
+//! slot torn by a crash (or reused under a reader) is a miss, never wrong
+//! bytes, and a damaged page is forgotten and its slot freed. A cache can
 //! always refetch, so paying an fsync per page (milliseconds on many disks)
-//! to avoid an occasional refetch after a power loss is not worth it.
+//! to avoid an occasional refetch after a power loss is not worth it. A
+//! freed slot keeps its old page until reused, so after a restart an evicted
+//! page may come back: its bytes are still right for its key (keys carry the
+//! object version), so that costs only space, which eviction reclaims.
 //!
-//! The in-memory index (which pages exist, their sizes, eviction order, and a
-//! map from object to versions to pages) is not persisted: at open it is
-//! rebuilt by [`recovery`] on a background thread from the page headers only,
-//! while [`DiskTier::get`] already serves pages by reading their files
-//! directly.
-//!
-//! One process owns a directory at a time, enforced by an exclusive `flock`
-//! on `LOCK`: `open` deletes temporary files it finds, which would break a
-//! second process writing into the same directory.
+//! The in-memory index (which page is in which slot, the free slots, the
+//! eviction order, and a map from object to versions to pages) is not
+//! persisted: at open it is rebuilt by [`recovery`] on a background thread
+//! from the slot headers only. Until recovery has read a region, its pages
+//! are misses and its slots are not written; new pages go to slots known to
+//! be free.
 
 mod format;
 mod full;
@@ -32,6 +43,8 @@ mod index;
 mod io;
 mod metrics;
 mod recovery;
+mod regions;
+mod slots;
 mod tier;
 
 #[cfg(test)]
@@ -52,13 +65,17 @@ pub use tier::{DiskTier, lock_dir};
 pub struct DiskConfig {
     /// Directory that holds the tier (created if missing); owned by one process.
     pub dir: PathBuf,
-    /// Budget for page files in bytes, counted in 4 KiB blocks (header block
-    /// plus data rounded up), so it bounds the disk space actually used.
+    /// Budget in bytes: the region files hold `budget_bytes / slot size`
+    /// slots, so it bounds the disk space used.
     pub budget_bytes: u64,
-    /// Read pages with `O_DIRECT`, bypassing the OS page cache: the memory
-    /// tier already caches hot pages, so a second copy in the OS cache only
-    /// wastes memory. Falls back to buffered reads (with one warning) where
-    /// the filesystem refuses `O_DIRECT` (e.g. tmpfs).
+    /// The largest page stored: the page size of the store above. A slot is
+    /// a 4 KiB header plus this, rounded up to 4 KiB; larger pages are not
+    /// stored.
+    pub page_bytes: u64,
+    /// Read and write pages with `O_DIRECT`, bypassing the OS page cache: the
+    /// memory tier already caches hot pages, so a second copy in the OS
+    /// cache only wastes memory. Falls back to buffered I/O (with one
+    /// warning) where the filesystem refuses `O_DIRECT` (e.g. older tmpfs).
     pub direct_io: bool,
     /// Which eviction policy orders the pages.
     pub policy: PolicyKind,
@@ -73,6 +90,7 @@ impl std::fmt::Debug for DiskConfig {
         f.debug_struct("DiskConfig")
             .field("dir", &self.dir)
             .field("budget_bytes", &self.budget_bytes)
+            .field("page_bytes", &self.page_bytes)
             .field("direct_io", &self.direct_io)
             .field("policy", &self.policy)
             .field("plan_aware", &self.reservations.is_some())

@@ -1,24 +1,27 @@
-//! Rebuilding the index from the page files of a previous run.
+//! Rebuilding the index from the region files of a previous run.
 //!
-//! Runs on its own thread so that opening the tier is instant. Only headers
-//! are read (4 KiB per file, whatever the page size), so the time is one
-//! open + read + stat per page; data checksums are verified lazily by every
-//! read. Files that cannot be pages of this tier (bad header, wrong length,
-//! name not matching the key) are deleted and counted. If the budget shrank
-//! since the last run, admitting the pages evicts down to the new budget.
+//! Runs on its own thread so that opening the tier is instant. It first
+//! deletes what is left of other layouts (one file per page from before
+//! region files, regions of another slot size), then reads the header block
+//! of every slot of every region file found at open (4 KiB per slot,
+//! whatever the page size); data checksums are verified lazily by every
+//! read. A blank slot is free; a slot whose header is damaged is counted and
+//! freed; a valid page is indexed in the slot it is in. Regions are handed
+//! to the index one at a time, so the tier's new pages can use the free
+//! slots of the regions already read. If the budget shrank since the last
+//! run, regions past it were deleted at open and admitting the pages evicts
+//! down to the new budget.
 
-use std::fs;
 use std::io;
-use std::path::Path;
 use std::sync::{Arc, Weak};
 use std::time::Instant;
 
 use super::DiskTier;
-use super::format::{self, Header, Invalid, charged_size};
-use super::io::read_header;
+use super::format::{self, Invalid};
+use super::tier::FoundPage;
 
 /// Starts recovery of `tier` on a background thread. The thread holds only a
-/// weak reference between directories, so dropping the tier stops it.
+/// weak reference between regions, so dropping the tier stops it.
 pub(super) fn spawn(tier: &Arc<DiskTier>) -> io::Result<()> {
     let weak = Arc::downgrade(tier);
     std::thread::Builder::new()
@@ -42,41 +45,73 @@ impl Drop for Done {
 fn run(weak: Weak<DiskTier>) {
     let _done = Done(weak.clone());
     let started = Instant::now();
-    let mut files = 0usize;
-    for shard in 0..256u32 {
+    let Some((existing, stale)) = weak
+        .upgrade()
+        .map(|t| std::mem::take(&mut *t.found_at_open.lock().unwrap()))
+    else {
+        return;
+    };
+    for path in stale {
+        tracing::info!(path = %path.display(), "disk tier: deleting pages of another layout or page size");
+        let removed = if path.is_dir() {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+        if let Err(e) = removed {
+            tracing::warn!(path = %path.display(), error = %e, "disk tier: cannot delete");
+        }
+    }
+    let regions_to_read = existing.last().map_or(0, |&r| r + 1);
+    let mut slots_read = 0usize;
+    for region in 0..regions_to_read {
         let Some(tier) = weak.upgrade() else {
             return;
         };
-        let dir = tier.pages_dir().join(format!("{shard:02x}"));
-        let entries = match fs::read_dir(&dir) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+        let geometry = tier.regions().geometry();
+        let slots = geometry.slots_of(region);
+        if existing.binary_search(&region).is_err() {
+            tier.adopt_recovered(Vec::new(), slots.collect());
+            continue;
+        }
+        let headers = match tier.regions().headers(region) {
+            Ok(headers) => headers,
             Err(e) => {
-                tracing::warn!(dir = %dir.display(), error = %e, "disk tier recovery: cannot list directory");
+                // Its slots stay unused this run (neither free nor indexed).
+                let path = tier.regions().path(region);
+                tracing::warn!(path = %path.display(), error = %e, "disk tier recovery: cannot read region");
                 continue;
             }
         };
-        let mut found = Vec::new();
-        for entry in entries.flatten() {
-            if !entry.file_type().is_ok_and(|t| t.is_file()) {
-                continue;
-            }
-            files += 1;
-            let path = entry.path();
-            match inspect(&path) {
-                Ok(Ok(h)) => found.push((h.key, charged_size(h.data_len), h.cost, path)),
-                Ok(Err(reason)) => tier.drop_unrecoverable(&path, &reason),
-                // Deleted meanwhile (evicted, dropped, or found damaged by a read).
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => tracing::warn!(path = %path.display(), error = %e, "disk tier recovery: cannot read page"),
+        slots_read += headers.len();
+        let mut found: Vec<FoundPage> = Vec::new();
+        let mut free = Vec::new();
+        for (slot, header) in slots.zip(headers) {
+            let decoded = match header {
+                None => Err(Invalid::Blank),
+                Some(h) => format::decode_header(&h).and_then(|h| {
+                    if h.data_len <= geometry.capacity() {
+                        Ok(h)
+                    } else {
+                        Err(Invalid::Length { len: h.data_len })
+                    }
+                }),
+            };
+            match decoded {
+                Ok(h) => found.push((h.key, slot, h.data_len, h.cost)),
+                Err(Invalid::Blank) => free.push(slot),
+                Err(reason) => {
+                    tier.count_unrecoverable(&tier.regions().path(region), slot, &reason);
+                    free.push(slot);
+                }
             }
         }
-        tier.adopt_recovered(found);
+        tier.adopt_recovered(found, free);
     }
     if let Some(tier) = weak.upgrade() {
         let stats = tier.stats();
         tracing::info!(
-            files,
+            slots_read,
             pages = stats.pages,
             used_bytes = stats.used_bytes,
             dropped = stats.recovered_dropped,
@@ -84,24 +119,4 @@ fn run(weak: Weak<DiskTier>) {
             "disk tier: recovery done"
         );
     }
-}
-
-/// Checks a page file by its header: the header (key, data length, stored
-/// cost), or why the file is unusable. The outer error is an I/O failure
-/// (file left alone).
-fn inspect(path: &Path) -> io::Result<Result<Header, Invalid>> {
-    let (header, file_len) = read_header(path)?;
-    let header = match format::decode_header(&header) {
-        Ok(h) => h,
-        Err(Invalid::Length { .. }) => return Ok(Err(Invalid::Length { file_len })),
-        Err(reason) => return Ok(Err(reason)),
-    };
-    if let Err(reason) = format::check_length(&header, file_len) {
-        return Ok(Err(reason));
-    }
-    let expected = format::relative_path(&header.key);
-    if !path.ends_with(&expected) {
-        return Ok(Err(Invalid::Misplaced));
-    }
-    Ok(Ok(header))
 }

@@ -1,55 +1,60 @@
-//! [`DiskTier`]: get/put/drop of page files, coordinated with the index.
+//! [`DiskTier`]: get/put/drop of pages in region slots, coordinated with the index.
 
 use std::fs;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 use bytes::Bytes;
 
-use super::format::{self, Invalid, Verified, charged_size};
+use super::format::{self, Invalid, Verified};
 use super::full::{WritePause, is_out_of_space};
-use super::index::{Admission, Adopted, Finished, Index};
-use super::io::{PageIo, remove_quietly};
+use super::index::{Admission, Adopted, Entry, Index};
 use super::metrics::Counters;
+use super::regions::{Geometry, Regions};
 use super::{DiskConfig, DiskMetrics, DiskStats, recovery};
 use crate::page_cache::PageKey;
 
-/// Names temporary files uniquely within the process (with the pid, across processes).
-static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+/// Largest read of neighbouring slots made as one request.
+const MAX_RUN_BYTES: u64 = 8 << 20;
 
-/// The disk page tier: pages of object bytes as files under one directory,
-/// within a byte budget, verified on every read, and recovered at restart.
+/// A page recovery found in a slot: key, slot, data length, stored cost.
+pub(super) type FoundPage = (PageKey, u32, u64, Option<f64>);
+
+/// The disk page tier: pages of object bytes in the slots of region files
+/// under one directory, within a byte budget, verified on every read, and
+/// recovered at restart.
 ///
 /// All methods block on file I/O; async callers run them in
 /// `tokio::task::spawn_blocking`. Errors are never returned from `get`/`put`:
 /// a cache that cannot read or write degrades to misses, logs a warning and
 /// counts the failure, and the query goes to the object store.
 pub struct DiskTier {
-    pages_dir: PathBuf,
-    tmp_dir: PathBuf,
-    budget_bytes: u64,
+    dir: PathBuf,
+    regions: Regions,
     index: Mutex<Index>,
-    io: PageIo,
     counters: Counters,
-    /// True until recovery has scanned every page file.
+    /// Region files found at open (recovery reads their slot headers), and
+    /// what is left of other layouts (recovery deletes it).
+    pub(super) found_at_open: Mutex<(Vec<u32>, Vec<PathBuf>)>,
+    /// True until recovery has scanned every region file.
     recovering: AtomicBool,
     recovered: Mutex<bool>,
     recovered_cv: Condvar,
     /// Writes paused while the cache disk is full.
     pause: WritePause,
     /// Holds an exclusive `flock` on `<dir>/LOCK` for the tier's lifetime:
-    /// a second process on the same directory would delete this one's
-    /// temporary files and evict its pages behind its back.
+    /// a second process on the same directory would overwrite this one's
+    /// slots behind its back.
     _lock: fs::File,
 }
 
 impl DiskTier {
-    /// Opens (creating if needed) the tier in `config.dir`, deletes leftover
-    /// temporary files, and starts rebuilding the index from the page files on
-    /// a background thread; returns at once, and the tier serves reads while
-    /// recovery runs (see [`get`](Self::get)).
+    /// Opens (creating if needed) the tier in `config.dir` and starts
+    /// rebuilding the index from the region files on a background thread;
+    /// returns at once. While recovery runs, pages it has not reached yet
+    /// are misses and new pages go to slots known to be free.
     pub fn open(config: DiskConfig, metrics: DiskMetrics) -> std::io::Result<Arc<DiskTier>> {
         let tier = Self::create(config, metrics)?;
         recovery::spawn(&tier)?;
@@ -58,35 +63,36 @@ impl DiskTier {
 
     /// `open` without starting recovery (tests start it when they choose).
     pub(super) fn create(config: DiskConfig, metrics: DiskMetrics) -> std::io::Result<Arc<DiskTier>> {
-        let pages_dir = config.dir.join("pages");
-        let tmp_dir = config.dir.join("tmp");
-        for shard in 0..256 {
-            fs::create_dir_all(pages_dir.join(format!("{shard:02x}")))?;
-        }
-        fs::create_dir_all(&tmp_dir)?;
+        fs::create_dir_all(&config.dir)?;
         let lock = lock_dir(&config.dir)?;
-        let mut leftovers = 0;
-        for entry in fs::read_dir(&tmp_dir)? {
-            let path = entry?.path();
-            match remove_quietly(&path) {
-                Ok(()) => leftovers += 1,
-                Err(e) => tracing::warn!(path = %path.display(), error = %e, "disk tier: cannot delete temporary file"),
+        let geometry = Geometry::new(config.page_bytes, config.budget_bytes);
+        let name = format!("regions-{}", geometry.slot_bytes);
+        let regions_dir = config.dir.join(&name);
+        fs::create_dir_all(&regions_dir)?;
+        // One file per page (before regions), or slots of another size.
+        let mut stale = Vec::new();
+        for entry in fs::read_dir(&config.dir)?.flatten() {
+            let file_name = entry.file_name();
+            let file_name = file_name.to_string_lossy();
+            if file_name == "pages" || file_name == "tmp" || (file_name.starts_with("regions-") && file_name != name) {
+                stale.push(entry.path());
             }
         }
-        if leftovers > 0 {
-            tracing::info!(leftovers, dir = %tmp_dir.display(), "disk tier: deleted unfinished page writes");
-        }
+        let regions = Regions::new(regions_dir, geometry, config.direct_io);
+        let existing = regions.existing()?;
+        let scan_end = existing.last().map_or(0, |&r| geometry.slots_of(r).end);
         let tier = Arc::new(DiskTier {
-            pages_dir,
-            tmp_dir,
-            budget_bytes: config.budget_bytes,
+            dir: config.dir.clone(),
+            regions,
             index: Mutex::new(Index::new(
-                config.budget_bytes,
+                geometry.slots,
+                geometry.slot_bytes,
+                scan_end,
                 config.policy,
                 config.reservations.clone(),
             )),
-            io: PageIo::new(config.direct_io),
             counters: Counters::new(metrics),
+            found_at_open: Mutex::new((existing, stale)),
             recovering: AtomicBool::new(true),
             recovered: Mutex::new(false),
             recovered_cv: Condvar::new(),
@@ -97,77 +103,115 @@ impl DiskTier {
     }
 
     /// The verified bytes of `key`'s page, or `None` on a miss.
-    ///
-    /// Every read checks the header checksum, the key (a file-name hash
-    /// collision is a miss), the length and the data CRC32C; a page that
-    /// fails is deleted and counted in `corrupt_pages`. While recovery runs,
-    /// a key not in the index yet is looked up by its file directly (and
-    /// taken into the index when valid), so restarts do not cause misses.
     pub fn get(&self, key: &PageKey) -> Option<Bytes> {
-        let found = self.read(key);
-        match &found {
-            Some(data) => self.counters.hit(data.len() as u64),
-            None => self.counters.miss(),
+        self.get_many(std::slice::from_ref(key)).pop().flatten()
+    }
+
+    /// The verified bytes of each of `keys`' pages (`None` where missed).
+    /// Pages in neighbouring slots of one region file are read with one
+    /// request (up to [`MAX_RUN_BYTES`]); consecutive pages of an object are
+    /// written to neighbouring slots where they are free, so a scan's pages
+    /// mostly come back in a few large reads.
+    ///
+    /// Every page read checks the header checksum, the key (a slot reused
+    /// since the lookup is a miss), the length and the data CRC32C; a page
+    /// that fails is forgotten (its slot freed) and counted in
+    /// `corrupt_pages`.
+    pub fn get_many(&self, keys: &[PageKey]) -> Vec<Option<Bytes>> {
+        let mut wanted: Vec<(usize, Entry)> = {
+            let mut idx = self.lock();
+            keys.iter()
+                .enumerate()
+                .filter_map(|(i, k)| idx.access(k).filter(|e| !e.writing).map(|e| (i, e)))
+                .collect()
+        };
+        wanted.sort_unstable_by_key(|(_, e)| e.slot);
+        let mut found: Vec<Option<Bytes>> = vec![None; keys.len()];
+        for run in self.runs(&wanted) {
+            let (first, last) = (run[0].1, run[run.len() - 1].1);
+            self.counters.read_request();
+            match self.regions.read_run(first.slot, last.slot, last.len) {
+                Ok(bytes) => {
+                    for &(i, entry) in run {
+                        let at = (entry.slot - first.slot) as usize * self.regions.geometry().slot_bytes as usize;
+                        let end = at + Geometry::read_len(entry.len) as usize;
+                        let slot = bytes.slice(at.min(bytes.len())..end.min(bytes.len()));
+                        found[i] = self.check(&keys[i], entry, slot);
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::NotFound => {
+                    for &(i, entry) in run {
+                        self.forget_vanished(&keys[i], entry);
+                    }
+                }
+                Err(e) => {
+                    let (region, _) = self.regions.geometry().locate(first.slot);
+                    tracing::warn!(path = %self.regions.path(region).display(), error = %e, "disk tier: cannot read pages");
+                }
+            }
+        }
+        for page in &found {
+            match page {
+                Some(data) => self.counters.hit(data.len() as u64),
+                None => self.counters.miss(),
+            }
         }
         found
     }
 
-    fn read(&self, key: &PageKey) -> Option<Bytes> {
-        let seen = self.lock().access(key);
-        if seen.is_none() && self.recovery_done() {
-            return None;
+    /// Splits `wanted` (sorted by slot) into runs of neighbouring slots of
+    /// one region, each at most [`MAX_RUN_BYTES`].
+    fn runs<'a>(&self, wanted: &'a [(usize, Entry)]) -> Vec<&'a [(usize, Entry)]> {
+        let geometry = self.regions.geometry();
+        let max_slots = (MAX_RUN_BYTES / geometry.slot_bytes).max(1) as usize;
+        let mut runs = Vec::new();
+        let mut start = 0;
+        for i in 1..=wanted.len() {
+            let ends = i == wanted.len() || {
+                let (prev, next) = (wanted[i - 1].1.slot, wanted[i].1.slot);
+                next != prev + 1 || geometry.locate(next).0 != geometry.locate(prev).0 || i - start >= max_slots
+            };
+            if ends {
+                runs.push(&wanted[start..i]);
+                start = i;
+            }
         }
-        let path = self.page_path(key);
-        match self.io.read(&path) {
-            Ok(file) => match format::verify(&file, key) {
-                Ok(Verified::Page(range, cost)) => {
-                    if seen.is_none() {
-                        self.adopt_found(key, &path, (range.end - range.start) as u64, cost);
-                    }
-                    Some(file.slice(range))
-                }
-                Ok(Verified::OtherKey) => {
-                    self.forget_vanished(key, seen);
-                    None
-                }
-                Err(reason) => {
-                    self.drop_corrupt(key, seen.map(|e| (e.generation, e.writing)), &path, &reason);
-                    None
-                }
-            },
-            Err(e) if e.kind() == ErrorKind::NotFound => {
-                self.forget_vanished(key, seen);
+        runs
+    }
+
+    /// Verifies the bytes read from `entry`'s slot for `key`.
+    fn check(&self, key: &PageKey, entry: Entry, slot: Bytes) -> Option<Bytes> {
+        match format::verify(&slot, key, entry.len) {
+            Ok(Verified::Page(range)) => Some(slot.slice(range)),
+            Ok(Verified::OtherKey) => {
+                self.forget_vanished(key, entry);
                 None
             }
-            Err(e) => {
-                tracing::warn!(path = %path.display(), error = %e, "disk tier: cannot read page");
+            Err(reason) => {
+                self.drop_corrupt(key, entry, &reason);
                 None
             }
         }
     }
 
     /// Stores `data` as `key`'s page, best effort: evicts pages to make room
-    /// first, so the files never exceed the budget by more than the pages
-    /// being written. `cost` is the estimated time in ns to fetch the page
-    /// again (its share of the GET that brought it, see
+    /// first, so the slots in use never exceed the budget. `cost` is the
+    /// estimated time in ns to fetch the page again (its share of the GET
+    /// that brought it, see
     /// [`CostModel::share_of_request`](crate::policy::CostModel::share_of_request)):
     /// the caller measured that GET, the tier could not. It orders
     /// `weighted-lfu` and is kept in the page header, so it survives restarts.
     /// A page already stored (or being written) is not rewritten, and a page
-    /// larger than the whole budget is not stored. Failures are logged and
-    /// counted, never returned; a full disk pauses writes for a while
-    /// (see [`super::full`]).
+    /// larger than a slot (the page size the tier was opened with) is not
+    /// stored. Failures are logged and counted, never returned; a full disk
+    /// pauses writes for a while (see [`super::full`]).
     pub fn put(&self, key: PageKey, data: &[u8], cost: f64) {
         if self.pause.is_paused() {
             return;
         }
-        let size = charged_size(data.len() as u64);
-        if size > self.budget_bytes {
-            tracing::debug!(
-                size,
-                budget = self.budget_bytes,
-                "disk tier: page larger than the budget"
-            );
+        let capacity = self.regions.geometry().capacity();
+        if data.len() as u64 > capacity {
+            tracing::debug!(len = data.len(), capacity, "disk tier: page larger than a slot");
             return;
         }
         let Some(header) = format::encode_header(&key, data, cost) else {
@@ -175,46 +219,35 @@ impl DiskTier {
             self.counters.write_error();
             return;
         };
-        let Some(admission) = self.with_index(|idx| idx.reserve(&key, size, cost)) else {
+        let Some(admission) = self.with_index(|idx| idx.reserve(&key, data.len() as u64, cost)) else {
             return;
         };
-        let Some(generation) = self.apply(admission) else {
+        let Some((generation, slot)) = self.apply(admission) else {
             return;
         };
-        let tmp = self.tmp_dir.join(format!(
-            "{}-{}.tmp",
-            std::process::id(),
-            TMP_COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
-        let dest = self.page_path(&key);
-        let written = self.io.write(&tmp, &dest, &header, data);
+        let written = self.regions.write(slot, &header, data);
         match &written {
-            Ok(()) => self.pause.written(&self.pages_dir),
+            Ok(()) => self.pause.written(&self.dir),
             Err(e) if is_out_of_space(e) => {
-                self.pause.disk_full(&self.pages_dir, e);
+                self.pause.disk_full(&self.dir, e);
                 self.counters.write_error();
             }
             Err(e) => {
-                tracing::warn!(path = %dest.display(), error = %e, "disk tier: cannot write page");
+                tracing::warn!(dir = %self.dir.display(), slot, error = %e, "disk tier: cannot write page");
                 self.counters.write_error();
             }
         }
-        if self.with_index(|idx| idx.finish_write(&key, generation, written.is_ok())) == Finished::Orphaned {
-            self.unlink(&dest);
-        }
+        self.with_index(|idx| idx.finish_write(&key, generation, slot, written.is_ok()));
     }
 
-    /// Deletes the pages of object (`store`, `path`) whose version is not
+    /// Forgets the pages of object (`store`, `path`) whose version is not
     /// `keep_version` (the object changed; old pages can never be read
-    /// again) and returns how many were indexed. Uses the per-object index,
-    /// so it costs the number of pages of that object. While recovery runs,
-    /// old pages it has not reached yet are deleted when it reaches them.
+    /// again), freeing their slots, and returns how many were indexed. Uses
+    /// the per-object index, so it costs the number of pages of that object.
+    /// While recovery runs, old pages it has not reached yet are dropped
+    /// when it reaches them.
     pub fn drop_other_versions(&self, store: &str, path: &str, keep_version: &str) -> usize {
-        let dropped = self.with_index(|idx| idx.drop_other_versions(store, path, keep_version));
-        for key in &dropped {
-            self.unlink(&self.page_path(key));
-        }
-        dropped.len()
+        self.with_index(|idx| idx.drop_other_versions(store, path, keep_version))
     }
 
     /// Counts `bytes` fetched from below after a disk miss. `get` cannot know
@@ -234,15 +267,16 @@ impl DiskTier {
             .collect()
     }
 
-    /// Bytes charged to the budget: per page, a 4 KiB header block plus the
-    /// data rounded up to 4 KiB (pages being written included).
+    /// Bytes charged to the budget: one slot per page (pages being written
+    /// included).
     pub fn used_bytes(&self) -> u64 {
         self.lock().used_bytes()
     }
 
     /// The configured budget in bytes.
     pub fn budget_bytes(&self) -> u64 {
-        self.budget_bytes
+        let g = self.regions.geometry();
+        g.slots as u64 * g.slot_bytes
     }
 
     /// Pages in the index.
@@ -250,7 +284,7 @@ impl DiskTier {
         self.lock().len()
     }
 
-    /// Whether recovery has scanned every page file of the previous run.
+    /// Whether recovery has scanned every region file of the previous run.
     pub fn recovery_done(&self) -> bool {
         !self.recovering.load(Ordering::Acquire)
     }
@@ -266,7 +300,7 @@ impl DiskTier {
     /// Whether reads and writes bypass the OS page cache (`direct_io` was
     /// asked for and the filesystem accepted it so far).
     pub fn direct_io_active(&self) -> bool {
-        self.io.is_direct()
+        self.regions.is_direct()
     }
 
     /// A snapshot of the counters and sizes.
@@ -274,59 +308,59 @@ impl DiskTier {
         let (used_bytes, pages) = self.with_index(|idx| (idx.used_bytes(), idx.len() as u64));
         DiskStats {
             used_bytes,
-            budget_bytes: self.budget_bytes,
+            budget_bytes: self.budget_bytes(),
             pages,
             recovery_done: self.recovery_done(),
             ..self.counters.snapshot()
         }
     }
 
-    // ---- shared with recovery ----
+    // ---- shared with recovery and tests ----
 
-    pub(super) fn pages_dir(&self) -> &Path {
-        &self.pages_dir
+    pub(super) fn regions(&self) -> &Regions {
+        &self.regions
     }
 
-    pub(super) fn page_path(&self, key: &PageKey) -> PathBuf {
-        self.pages_dir.join(format::relative_path(key))
+    /// The region file and offset of `key`'s slot, if indexed.
+    #[cfg(test)]
+    pub(super) fn slot_of(&self, key: &PageKey) -> Option<(PathBuf, u64)> {
+        let entry = self.lock().get(key)?;
+        let (region, offset) = self.regions.geometry().locate(entry.slot);
+        Some((self.regions.path(region), offset))
     }
 
-    /// Takes page files found by recovery (key, charged size, stored cost,
-    /// path) into the index, in one lock.
-    pub(super) fn adopt_recovered(&self, found: Vec<(PageKey, u64, Option<f64>, PathBuf)>) {
-        let mut reject = Vec::new();
-        let mut evicted = Vec::new();
+    /// Takes the pages recovery found into the index and frees the slots it
+    /// found empty or damaged, in one lock.
+    pub(super) fn adopt_recovered(&self, found: Vec<FoundPage>, free: Vec<u32>) {
         let mut recovered = 0;
+        let mut admissions = Vec::new();
         self.with_index(|idx| {
-            for (key, size, cost, path) in found {
-                match idx.adopt(&key, size, cost) {
+            for slot in free {
+                idx.found_free(slot);
+            }
+            for (key, slot, len, cost) in found {
+                match idx.adopt(&key, slot, len, cost) {
                     Adopted::Admitted(a) => {
                         recovered += 1;
-                        evicted.push(a);
+                        admissions.push(a);
                     }
                     Adopted::Present => {}
-                    Adopted::Rejected(a) => {
-                        reject.push(path);
-                        evicted.push(a);
-                    }
+                    Adopted::Rejected(a) => admissions.push(a),
                 }
             }
         });
         self.counters.recovered(recovered);
-        for admission in evicted {
+        for admission in admissions {
             self.apply(admission);
-        }
-        for path in reject {
-            self.unlink(&path);
         }
     }
 
-    /// Deletes a file recovery found unusable, and counts it.
-    pub(super) fn drop_unrecoverable(&self, path: &Path, reason: &Invalid) {
-        tracing::warn!(path = %path.display(), %reason, "disk tier: dropping damaged page file");
+    /// Counts a slot recovery found damaged (its slot is freed by
+    /// [`Self::adopt_recovered`]).
+    pub(super) fn count_unrecoverable(&self, path: &Path, slot: u32, reason: &Invalid) {
+        tracing::warn!(path = %path.display(), slot, %reason, "disk tier: dropping a damaged page");
         self.counters.corrupt();
         self.counters.recovered_dropped();
-        self.unlink(path);
     }
 
     /// Marks recovery done and wakes the waiters.
@@ -351,59 +385,28 @@ impl DiskTier {
         out
     }
 
-    /// Counts evictions and deletes the files an admission gave up (after
-    /// the index lock is released); returns the new entry's generation.
-    fn apply(&self, admission: Admission) -> Option<u64> {
+    /// Counts an admission's evictions; returns the new entry's generation
+    /// and slot.
+    fn apply(&self, admission: Admission) -> Option<(u64, u32)> {
         self.counters.evictions(admission.evicted);
         self.counters.reserved_evictions(admission.reserved_evicted);
-        for key in &admission.unlink {
-            self.unlink(&self.page_path(key));
-        }
-        admission.generation
+        admission.placed
     }
 
-    fn unlink(&self, path: &Path) {
-        if let Err(e) = remove_quietly(path) {
-            tracing::warn!(path = %path.display(), error = %e, "disk tier: cannot delete page file");
-        }
+    /// The slot of an indexed page holds another page (or its region file
+    /// is gone): forget the entry, unless it was replaced since the lookup.
+    fn forget_vanished(&self, key: &PageKey, seen: Entry) {
+        self.with_index(|idx| idx.remove_if(key, seen.generation));
     }
 
-    /// A valid file read while recovery runs, for a key not indexed yet.
-    fn adopt_found(&self, key: &PageKey, path: &Path, data_len: u64, cost: Option<f64>) {
-        match self.with_index(|idx| idx.adopt(key, charged_size(data_len), cost)) {
-            Adopted::Admitted(a) => {
-                self.counters.recovered(1);
-                self.apply(a);
-            }
-            Adopted::Present => {}
-            Adopted::Rejected(a) => {
-                self.apply(a);
-                self.unlink(path);
-            }
-        }
-    }
-
-    /// The file of an indexed page is gone (or holds another key): forget the
-    /// entry, unless a write has replaced it since it was looked up.
-    fn forget_vanished(&self, key: &PageKey, seen: Option<super::index::Entry>) {
-        if let Some(e) = seen.filter(|e| !e.writing) {
-            self.with_index(|idx| idx.remove_if(key, e.generation));
-        }
-    }
-
-    /// A page failed verification: count it, forget it and delete the file,
-    /// unless a write has replaced (or is replacing) it since it was looked
-    /// up. `seen` is the entry's (generation, writing) at lookup.
-    fn drop_corrupt(&self, key: &PageKey, seen: Option<(u64, bool)>, path: &Path, reason: &Invalid) {
-        tracing::warn!(path = %path.display(), %reason, "disk tier: dropping damaged page");
-        self.counters.corrupt();
-        let delete = self.with_index(|idx| match seen {
-            Some((_, true)) => false,
-            Some((generation, false)) => idx.remove_if(key, generation),
-            None => idx.get(key).is_none(),
-        });
-        if delete {
-            self.unlink(path);
+    /// A page failed verification: forget it and count it, unless it was
+    /// replaced since the lookup (then the slot was reused under the read,
+    /// which is a miss, not damage).
+    fn drop_corrupt(&self, key: &PageKey, seen: Entry, reason: &Invalid) {
+        if self.with_index(|idx| idx.remove_if(key, seen.generation)) {
+            let (region, offset) = self.regions.geometry().locate(seen.slot);
+            tracing::warn!(path = %self.regions.path(region).display(), offset, %reason, "disk tier: dropping damaged page");
+            self.counters.corrupt();
         }
     }
 }

@@ -13,8 +13,10 @@
 //! a victim the policy proposes that registered scans will still read
 //! (`Reserved`) is set aside, out of the policy's order, and the policy
 //! proposes the next; only when the policy has nothing left (every entry is
-//! `Reserved`) does a set-aside entry go, the one with the fewest remaining
-//! scans first, ties by least recent use, counted in
+//! `Reserved`) does a set-aside entry go, the one whose next use is furthest
+//! first: needed by no running scan before needed by one (a queued query
+//! runs later), then the fewest remaining scans, ties by least recent use,
+//! counted in
 //! [`Insertion::reserved_evicted`]. Set-aside entries whose scans have all
 //! passed return to the policy when read again, when the policy runs dry, or
 //! at an eviction after a release ([`Reservations::epoch`]) once a quarter of
@@ -28,11 +30,20 @@ use std::sync::Arc;
 
 use super::{CacheKey, EvictionPolicy};
 
-/// How many registered scans still need a key: the plan's knowledge the
-/// tiers evict by. Implemented by `crate::ScanSets`.
+/// How many registered scans still need a key, and how many of those are
+/// running: the plan's knowledge the tiers evict by. Implemented by
+/// `crate::ScanSets`.
 pub trait Reservations<K>: Send + Sync {
     /// Registered scans that have not yet passed `key`'s segment.
     fn remaining_scans(&self, key: &K) -> u32;
+
+    /// Of those, scans already executing (not waiting for a slot): a segment
+    /// a running scan needs is used sooner than one only queued queries
+    /// need, so among Reserved entries it is evicted last.
+    fn running_scans(&self, key: &K) -> u32 {
+        let _ = key;
+        0
+    }
 
     /// Changes whenever some reservation is released, so a cache knows when
     /// entries it set aside as reserved may have become evictable.
@@ -290,14 +301,19 @@ impl<K: CacheKey> BudgetedCache<K> {
                 continue;
             }
             if self.reserved_order.is_empty() {
-                let mut order: Vec<(u32, u64, K)> = self
+                let reservations = self.reservations.as_ref().expect("reserved entries imply reservations");
+                let mut order: Vec<(bool, u32, u64, K)> = self
                     .reserved
                     .iter()
-                    .map(|(k, &tick)| (self.remaining(k), tick, k.clone()))
+                    .map(|(k, &tick)| {
+                        let running = reservations.running_scans(k) > 0;
+                        (running, reservations.remaining_scans(k), tick, k.clone())
+                    })
                     .collect();
-                // Best victim last: fewest remaining scans, then least recent use.
-                order.sort_by_key(|o| std::cmp::Reverse((o.0, o.1)));
-                self.reserved_order = order.into_iter().map(|(_, _, k)| k).collect();
+                // Best victim last: no running scan needs it, then fewest
+                // remaining scans, then least recent use.
+                order.sort_by_key(|o| std::cmp::Reverse((o.0, o.1, o.2)));
+                self.reserved_order = order.into_iter().map(|(_, _, _, k)| k).collect();
             }
             while let Some(victim) = self.reserved_order.pop() {
                 if self.reserved.remove(&victim).is_some() {
@@ -405,16 +421,22 @@ mod tests {
         assert_eq!((c.len(), c.used_bytes(), c.policy_name()), (0, 0, "lru"));
     }
 
-    /// Keys below `*reserved` are read by `scans[key]` registered scans.
+    /// Key `k` is read by `scans[k]` registered scans, of which the keys in
+    /// `running` have a running one.
     struct Plan {
         scans: std::sync::Mutex<HashMap<u64, u32>>,
+        running: Vec<u64>,
         epoch: std::sync::atomic::AtomicU64,
     }
 
     impl Plan {
         fn new(scans: &[(u64, u32)]) -> Arc<Self> {
+            Self::running(scans, &[])
+        }
+        fn running(scans: &[(u64, u32)], running: &[u64]) -> Arc<Self> {
             Arc::new(Plan {
                 scans: std::sync::Mutex::new(scans.iter().copied().collect()),
+                running: running.to_vec(),
                 epoch: Default::default(),
             })
         }
@@ -427,6 +449,9 @@ mod tests {
     impl Reservations<u64> for Plan {
         fn remaining_scans(&self, key: &u64) -> u32 {
             self.scans.lock().unwrap().get(key).copied().unwrap_or(0)
+        }
+        fn running_scans(&self, key: &u64) -> u32 {
+            u32::from(self.running.contains(key) && self.remaining_scans(key) > 0)
         }
         fn epoch(&self) -> u64 {
             self.epoch.load(std::sync::atomic::Ordering::Relaxed)
@@ -477,5 +502,18 @@ mod tests {
         let ins = c.insert(10, 25, 0.0);
         // 9 is not reserved: the policy's victim, before any reserved one.
         assert_eq!((ins.evicted, ins.reserved_evicted), (vec![9], 0));
+    }
+
+    #[test]
+    fn among_reserved_entries_those_only_queued_queries_need_go_first() {
+        // 1 and 3 have one scan left, but a running scan needs 1: 3 goes,
+        // then 2 (queued only, two scans) before 1 and 0 (running).
+        let plan = Plan::running(&[(0, 3), (1, 1), (2, 2), (3, 1)], &[0, 1]);
+        let mut c = plan_aware(100, &plan);
+        for k in 0..4 {
+            c.insert(k, 25, 0.0);
+        }
+        let ins = c.insert(9, 50, 0.0);
+        assert_eq!((ins.evicted, ins.reserved_evicted), (vec![3, 2], 2));
     }
 }

@@ -12,7 +12,7 @@ use datafusion::arrow::array::{Int64Array, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::prelude::SessionContext;
-use silt_bench::files::{bytes_below, files_with_extension};
+use silt_bench::files::{allocated_bytes_with_extension, bytes_below, files_with_extension};
 use silt_bench::local_s3::LocalS3;
 use silt_cache::Freshness;
 use silt_client::script::run_script_last_query;
@@ -65,8 +65,17 @@ async fn check_tpch(silt: &SessionContext, base: &SessionContext, numbers: &[u32
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-fn page_files(dir: &Path) -> Vec<PathBuf> {
-    files_with_extension(dir, "page")
+/// The disk tier's region files, each with its slot size (in the name of
+/// the directory that holds it: `regions-<slot bytes>`).
+fn region_files(dir: &Path) -> Vec<(PathBuf, u64)> {
+    files_with_extension(dir, "region")
+        .into_iter()
+        .map(|f| {
+            let parent = f.parent().unwrap().file_name().unwrap().to_str().unwrap();
+            let slot = parent.strip_prefix("regions-").unwrap().parse().unwrap();
+            (f, slot)
+        })
+        .collect()
 }
 
 const QUERIES: [u32; 4] = [1, 3, 6, 14];
@@ -116,16 +125,24 @@ async fn flipped_bytes_on_disk_are_detected_counted_and_refetched() {
     check_tpch(&client(&a).await, &base, &QUERIES).await;
     a.shutdown().await.unwrap();
 
-    let files = page_files(dir.path());
-    assert!(files.len() > 4, "expected page files under {}", dir.path().display());
+    let files = region_files(dir.path());
+    assert!(
+        !files.is_empty(),
+        "expected region files under {}",
+        dir.path().display()
+    );
+    // One byte of data flipped in every slot (blank slots stay blank: their
+    // headers are untouched).
     let mut flipped = 0;
-    for f in &files {
+    for (f, slot) in &files {
         let mut bytes = std::fs::read(f).unwrap();
-        if bytes.len() > 4096 + 100 {
-            bytes[4096 + 50] ^= 0xFF;
-            std::fs::write(f, bytes).unwrap();
-            flipped += 1;
+        for start in (0..bytes.len()).step_by(*slot as usize) {
+            if bytes[start..start + 8] == *b"SILTPAGE" {
+                bytes[start + 4096] ^= 0xFF;
+                flipped += 1;
+            }
         }
+        std::fs::write(f, bytes).unwrap();
     }
     assert!(flipped > 0);
 
@@ -240,11 +257,7 @@ async fn overwrites_are_seen_per_validation_mode() {
 }
 
 fn dir_bytes(dir: &Path) -> u64 {
-    page_files(dir)
-        .iter()
-        .filter_map(|p| std::fs::metadata(p).ok())
-        .map(|m| m.len())
-        .sum()
+    allocated_bytes_with_extension(dir, "region")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -294,10 +307,11 @@ async fn budgets_at_a_tenth_of_the_data_hold_and_queries_stay_correct() {
         max_disk <= budget,
         "disk tier accounted {max_disk} bytes, budget {budget}"
     );
-    // Files on disk: within budget plus the pages being written at that moment.
+    // Disk space the region files take: within the budget (slots are
+    // counted from it), with room for pages being written.
     assert!(
         max_files <= budget + 2 * (PAGE + 4096),
-        "page files held {max_files} bytes, budget {budget}"
+        "region files took {max_files} bytes, budget {budget}"
     );
     assert!(metric(&server, "silt_cache_evictions_total{tier=\"disk\"}") > 0.0);
     server.shutdown().await.unwrap();

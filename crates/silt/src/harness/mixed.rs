@@ -8,7 +8,9 @@
 //! - `plan-aware-buffered`: the same with buffered disk I/O;
 //! - one per policy (`lru`, `lfu`, `sieve`, `weighted-lfu`, `s3-fifo`):
 //!   that policy alone in both tiers, no scan sets, O_DIRECT;
-//! - `plan-aware:<policy>`: scan sets over that policy in both tiers.
+//! - `plan-aware:<policy>`: scan sets over that policy in both tiers;
+//! - `plan-aware-running`, `plan-aware-running:<policy>`: the same with
+//!   only running queries' scan sets reserving (`--plan-horizon running`).
 //!
 //! The working set is measured first: the mix once, sequentially, on
 //! unbounded tiers; the budgets are then `--budget-fraction` of what each
@@ -69,7 +71,7 @@ pub struct MixedArgs {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "plan-aware,plan-aware-buffered,lru,lfu,sieve,weighted-lfu,s3-fifo"
+        default_value = "plan-aware,plan-aware-running,plan-aware-buffered,lru,lfu,sieve,weighted-lfu,s3-fifo"
     )]
     configs: Vec<String>,
     /// Latency added to every object-store request, milliseconds.
@@ -94,16 +96,25 @@ pub struct MixedArgs {
 struct CacheConfig {
     name: String,
     plan_aware: bool,
+    horizon: silt_cache::PlanHorizon,
     direct_io: bool,
     /// `None`: the server's default policies.
     policy: Option<PolicyKind>,
 }
 
 fn parse_config(name: &str) -> anyhow::Result<CacheConfig> {
+    let horizon = if name.starts_with("plan-aware-running") {
+        silt_cache::PlanHorizon::Running
+    } else {
+        silt_cache::PlanHorizon::Queued
+    };
     let (plan_aware, direct_io, policy) = match name {
-        "plan-aware" => (true, true, None),
+        "plan-aware" | "plan-aware-running" => (true, true, None),
         "plan-aware-buffered" => (true, false, None),
-        other => match other.strip_prefix("plan-aware:") {
+        other => match other
+            .strip_prefix("plan-aware:")
+            .or_else(|| other.strip_prefix("plan-aware-running:"))
+        {
             Some(policy) => (true, true, Some(policy.parse::<PolicyKind>()?)),
             None => (false, true, Some(other.parse::<PolicyKind>()?)),
         },
@@ -111,6 +122,7 @@ fn parse_config(name: &str) -> anyhow::Result<CacheConfig> {
     Ok(CacheConfig {
         name: name.to_string(),
         plan_aware,
+        horizon,
         direct_io,
         policy,
     })
@@ -300,6 +312,7 @@ async fn run_config(
         page_memory_budget: budgets.pages,
         disk_budget: budgets.disk,
         plan_aware: config.plan_aware,
+        plan_horizon: config.horizon,
         direct_io: config.direct_io,
         max_concurrent_queries: args.max_concurrent_queries,
         // Budgets stay what the run set, whatever else the machine does.
