@@ -145,8 +145,9 @@ impl std::str::FromStr for PlanHorizon {
 pub struct ScanSets {
     horizon: PlanHorizon,
     objects: Mutex<HashMap<ObjectKey, ObjectScans>>,
-    /// Bumped on every release, so a tier knows when reserved entries it set
-    /// aside may have become `Cached` ([`Reservations::epoch`]).
+    /// Bumped on every release and scan start, so a tier knows when reserved
+    /// entries it set aside may have become `Cached` or changed order
+    /// ([`Reservations::epoch`]).
     epoch: AtomicU64,
     /// Scan sets registered and not yet dropped.
     active: AtomicU64,
@@ -394,6 +395,8 @@ impl ScanSet {
         if !held.running {
             held.running = true;
             self.sets.started(&held.groups);
+            // The tiers' order among reserved entries changes.
+            self.sets.epoch.fetch_add(1, Ordering::Release);
         }
     }
 

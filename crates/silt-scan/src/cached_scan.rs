@@ -62,6 +62,12 @@ use crate::scan_filter::ScanFilter;
 use crate::scan_metrics::ScanMetrics;
 use crate::scope::ScopedRowGroups;
 
+/// Row groups a partition fetches ahead of the one it decodes, so a cold
+/// scan keeps the requests of up to three row groups going at once per
+/// partition (PystachIO's lesson: keep the store busy); the bytes go to the
+/// page buffer, whose budget bounds them.
+pub const READ_AHEAD_ROW_GROUPS: usize = 2;
+
 /// `rows` cut into one mask per batch of `lengths`.
 fn batch_masks(rows: &BooleanBuffer, lengths: &[usize]) -> Vec<BooleanArray> {
     let mut offset = 0;
@@ -331,10 +337,14 @@ impl PartitionRun {
             for &rg in mine.iter().filter(|&&rg| !work.iter().any(|w| w.rg == rg)) {
                 self.passed(&file, rg);
             }
+            // Row groups of `work` whose read-ahead has been started.
+            let mut started = 0;
             for (i, group) in work.iter().enumerate() {
                 while ahead.try_join_next().is_some() {}
-                if let Some(next) = work.get(i + 1) {
-                    self.read_ahead(&file, next, &mut ahead);
+                started = started.max(i + 1);
+                while started < work.len().min(i + 1 + READ_AHEAD_ROW_GROUPS) {
+                    self.read_ahead(&file, &work[started], &mut ahead);
+                    started += 1;
                 }
                 let span = tracing::info_span!("row_group", object = %meta.location, row_group = group.rg);
                 let batches = self.row_group(&file, group, &mut decoded).instrument(span).await?;
@@ -385,10 +395,11 @@ impl PartitionRun {
     }
 
     /// Starts fetching the bytes of row group `group` in the background, so a
-    /// cold scan overlaps the next row group's round trip to the object store
-    /// with decoding this one (DataFusion's own reader fetches, then decodes).
-    /// At most one row group ahead per partition, spawned into `tasks` (the
-    /// partition's: aborted with it); the bytes land in the page
+    /// cold scan overlaps the next row groups' round trips to the object
+    /// store with decoding this one (DataFusion's own reader fetches, then
+    /// decodes). Up to [`READ_AHEAD_ROW_GROUPS`] row groups ahead per
+    /// partition, spawned into `tasks` (the partition's: aborted with it);
+    /// the bytes land in the page
     /// buffer and disk tier, and the row group's own prefetch then finds them
     /// there or joins the request in flight. Errors are left to that prefetch.
     /// Not for a row group read by selected pages: it needs only a few pages

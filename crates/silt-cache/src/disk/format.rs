@@ -36,7 +36,7 @@ pub(crate) const HEADER_LEN: usize = 4096;
 /// Block size of `O_DIRECT` alignment.
 pub(crate) const BLOCK: u64 = 4096;
 const MAGIC: [u8; 8] = *b"SILTPAGE";
-/// Bumped when the layout changes; files of versions not read here
+/// Bumped when the layout changes; pages of versions not read here
 /// ([`decode_header`]) are dropped.
 pub(crate) const FORMAT_VERSION: u32 = 2;
 /// The format before costs were stored, still read.
@@ -125,7 +125,7 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }
 
-/// Parses and checks a header block (the first [`HEADER_LEN`] bytes of a file).
+/// Parses and checks a header block (the first [`HEADER_LEN`] bytes of a slot).
 pub(crate) fn decode_header(h: &[u8]) -> Result<Header, Invalid> {
     if h.len() < HEADER_LEN {
         return Err(Invalid::Length { len: h.len() as u64 });

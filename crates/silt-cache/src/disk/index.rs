@@ -49,7 +49,7 @@ pub(crate) struct Admission {
     pub reserved_evicted: u64,
 }
 
-/// What [`Index::adopt`] did with a page file found on disk.
+/// What [`Index::adopt`] did with a page recovery found in a slot.
 #[derive(Debug)]
 pub(crate) enum Adopted {
     /// Now in the index.
@@ -66,7 +66,7 @@ pub(crate) enum Adopted {
 enum Placement {
     /// A free slot, preferably the one after the previous page's.
     Free,
-    /// The slot recovery (or a read) found it in.
+    /// The slot recovery found it in.
     Found(u32),
 }
 

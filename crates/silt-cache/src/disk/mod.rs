@@ -2,12 +2,12 @@
 //! files, surviving restarts.
 //!
 //! Layout under [`DiskConfig::dir`]:
-//! - `regions-<slot bytes>/<6 digits>.region`: region files of about 64 MiB,
+//! - `regions-<page bytes>/<6 digits>.region`: region files of about 64 MiB,
 //!   each a row of fixed-size slots; a slot holds one page: a 4 KiB header
 //!   block (key, length, checksums, refetch cost; see [`format`]) and the
-//!   data. The slot size (page size + header, in 4 KiB blocks) is in the
-//!   directory name, so a tier reopened with another page size starts empty
-//!   (the old regions are deleted). See [`regions`] for where a slot lives.
+//!   data. The page size is in the directory name, so a tier reopened with
+//!   another page size starts empty (the old regions are deleted). See
+//!   [`regions`] for where a slot lives.
 //! - `LOCK`: one process owns the directory at a time (an exclusive `flock`).
 //!
 //! Why regions rather than one file per page (the layout before them, which
@@ -16,8 +16,8 @@
 //! in one request. In regions, consecutive pages of an object are written
 //! to neighbouring slots where they are free, and [`DiskTier::get_many`]
 //! reads neighbouring slots with one request (foyer's block engine and
-//! Velox's SSD cache keep large files for the same reasons). Reads are
-//! exact up to 4 KiB: a page's header and data, not its whole slot.
+//! Velox's SSD cache keep large files for the same reasons). A run's last
+//! slot is read up to its page's end (rounded to 4 KiB), not whole.
 //!
 //! Crash safety without fsync: a page is written in place into a free slot
 //! and indexed only when its write has ended; every read verifies the

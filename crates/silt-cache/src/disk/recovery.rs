@@ -8,9 +8,10 @@
 //! read. A blank slot is free; a slot whose header is damaged is counted and
 //! freed; a valid page is indexed in the slot it is in. Regions are handed
 //! to the index one at a time, so the tier's new pages can use the free
-//! slots of the regions already read. If the budget shrank since the last
-//! run, regions past it were deleted at open and admitting the pages evicts
-//! down to the new budget.
+//! slots of the regions already read. A region that cannot be read is
+//! dropped (its slots freed). If the budget shrank since the last run, the
+//! slots past it were cut off at open ([`super::regions::Regions::existing`]):
+//! the pages kept are those in the lowest slots, not the policy's choice.
 
 use std::io;
 use std::sync::{Arc, Weak};
@@ -31,24 +32,39 @@ pub(super) fn spawn(tier: &Arc<DiskTier>) -> io::Result<()> {
 }
 
 /// Marks recovery done when dropped, so that a panic cannot leave
-/// `wait_recovered` callers blocked forever.
-struct Done(Weak<DiskTier>);
+/// `wait_recovered` callers blocked forever; regions it never read (a panic)
+/// are freed, so their slots are not lost for the run.
+struct Done {
+    tier: Weak<DiskTier>,
+    unread: std::ops::Range<u32>,
+}
 
 impl Drop for Done {
     fn drop(&mut self) {
-        if let Some(tier) = self.0.upgrade() {
+        if let Some(tier) = self.tier.upgrade() {
+            let geometry = tier.regions().geometry();
+            let slots: Vec<u32> = self.unread.clone().flat_map(|r| geometry.slots_of(r)).collect();
+            if !slots.is_empty() {
+                tier.adopt_recovered(Vec::new(), slots);
+            }
             tier.finish_recovery();
         }
     }
 }
 
 fn run(weak: Weak<DiskTier>) {
-    let _done = Done(weak.clone());
+    let mut done = Done {
+        tier: weak.clone(),
+        unread: 0..0,
+    };
     let started = Instant::now();
-    let Some((existing, stale)) = weak
-        .upgrade()
-        .map(|t| std::mem::take(&mut *t.found_at_open.lock().unwrap()))
-    else {
+    let Some((existing, stale)) = weak.upgrade().map(|t| {
+        let mut found = t
+            .found_at_open
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        std::mem::take(&mut *found)
+    }) else {
         return;
     };
     for path in stale {
@@ -63,8 +79,10 @@ fn run(weak: Weak<DiskTier>) {
         }
     }
     let regions_to_read = existing.last().map_or(0, |&r| r + 1);
+    done.unread = 0..regions_to_read;
     let mut slots_read = 0usize;
     for region in 0..regions_to_read {
+        done.unread.start = region;
         let Some(tier) = weak.upgrade() else {
             return;
         };
@@ -77,9 +95,11 @@ fn run(weak: Weak<DiskTier>) {
         let headers = match tier.regions().headers(region) {
             Ok(headers) => headers,
             Err(e) => {
-                // Its slots stay unused this run (neither free nor indexed).
+                // Nothing of it is indexed, so its slots are free to
+                // overwrite: the tier keeps its whole budget.
                 let path = tier.regions().path(region);
-                tracing::warn!(path = %path.display(), error = %e, "disk tier recovery: cannot read region");
+                tracing::warn!(path = %path.display(), error = %e, "disk tier recovery: cannot read region; its pages are dropped");
+                tier.adopt_recovered(Vec::new(), slots.collect());
                 continue;
             }
         };
@@ -108,6 +128,7 @@ fn run(weak: Weak<DiskTier>) {
         }
         tier.adopt_recovered(found, free);
     }
+    done.unread = 0..0;
     if let Some(tier) = weak.upgrade() {
         let stats = tier.stats();
         tracing::info!(

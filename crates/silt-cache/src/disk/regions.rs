@@ -113,8 +113,9 @@ impl Regions {
         region_path(&self.dir, region)
     }
 
-    /// The open file of `region`; with `create`, created (sparse, full
-    /// length) when missing. Without it a missing file is `NotFound`.
+    /// The open file of `region`, extended (sparse) to its full length when
+    /// shorter; with `create`, created when missing, else a missing file is
+    /// `NotFound`.
     fn file(&self, region: u32, create: bool) -> io::Result<Arc<RegionFile>> {
         let mut files = self.files.lock();
         let entry = files
@@ -148,8 +149,8 @@ impl Regions {
     }
 
     /// The header block of every slot of `region` (recovery: 4 KiB per
-    /// slot, whatever the page size); `None` for slots past the end of a
-    /// shortened file.
+    /// slot, whatever the page size); `None` for a short read (the file was
+    /// cut by someone else since it was opened).
     pub fn headers(&self, region: u32) -> io::Result<Vec<Option<Bytes>>> {
         let file = self.file(region, false)?;
         let slots = self.geometry.slots_of(region);
@@ -198,7 +199,13 @@ fn region_path(dir: &Path, region: u32) -> PathBuf {
 fn parse_region(path: &Path) -> Option<u32> {
     let name = path.file_name()?.to_str()?;
     let number = name.strip_suffix(".region")?;
-    (number.len() == 6).then(|| number.parse().ok()).flatten()
+    let region: u32 = number
+        .bytes()
+        .all(|b| b.is_ascii_digit())
+        .then(|| number.parse().ok())
+        .flatten()?;
+    // Only the name `region_path` gives it (no `+`, no missing zeros).
+    (region_path(Path::new(""), region).to_str() == Some(name)).then_some(region)
 }
 
 #[cfg(test)]
@@ -225,6 +232,8 @@ mod tests {
         let dir = Path::new("/x");
         assert_eq!(parse_region(&region_path(dir, 42)), Some(42));
         assert_eq!(parse_region(Path::new("/x/42.region")), None);
+        assert_eq!(parse_region(Path::new("/x/+00042.region")), None);
+        assert_eq!(parse_region(&region_path(dir, 1_234_567)), Some(1_234_567));
         assert_eq!(parse_region(Path::new("/x/000042.page")), None);
     }
 }

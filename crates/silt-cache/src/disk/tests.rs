@@ -270,7 +270,7 @@ fn the_old_layout_and_other_slot_sizes_are_deleted_at_open() {
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .filter(|n| n != "LOCK")
         .collect();
-    assert_eq!(dirs, [format!("regions-{}", 68 << 10)]);
+    assert_eq!(dirs, [format!("regions-{}", 64 << 10)]);
 }
 
 #[test]

@@ -66,7 +66,10 @@ impl DiskTier {
         fs::create_dir_all(&config.dir)?;
         let lock = lock_dir(&config.dir)?;
         let geometry = Geometry::new(config.page_bytes, config.budget_bytes);
-        let name = format!("regions-{}", geometry.slot_bytes);
+        // The exact page size, not the slot size: page keys are page numbers,
+        // so pages of another size must never be found (two sizes can share
+        // a slot size).
+        let name = format!("regions-{}", config.page_bytes);
         let regions_dir = config.dir.join(&name);
         fs::create_dir_all(&regions_dir)?;
         // One file per page (before regions), or slots of another size.
@@ -127,6 +130,10 @@ impl DiskTier {
         };
         wanted.sort_unstable_by_key(|(_, e)| e.slot);
         let mut found: Vec<Option<Bytes>> = vec![None; keys.len()];
+        if wanted.is_empty() {
+            self.count_lookups(&found);
+            return found;
+        }
         for run in self.runs(&wanted) {
             let (first, last) = (run[0].1, run[run.len() - 1].1);
             self.counters.read_request();
@@ -150,13 +157,28 @@ impl DiskTier {
                 }
             }
         }
-        for page in &found {
+        // A page whose entry is still the one looked up was in a slot no
+        // other page can have been written to meanwhile: certain, where the
+        // checks above leave a torn read's checksum collision (2^-32) to chance.
+        {
+            let idx = self.lock();
+            for &(i, entry) in &wanted {
+                if found[i].is_some() && idx.get(&keys[i]).is_none_or(|e| e.generation != entry.generation) {
+                    found[i] = None;
+                }
+            }
+        }
+        self.count_lookups(&found);
+        found
+    }
+
+    fn count_lookups(&self, found: &[Option<Bytes>]) {
+        for page in found {
             match page {
                 Some(data) => self.counters.hit(data.len() as u64),
                 None => self.counters.miss(),
             }
         }
-        found
     }
 
     /// Splits `wanted` (sorted by slot) into runs of neighbouring slots of

@@ -22,8 +22,10 @@
 //! at an eviction after a release ([`Reservations::epoch`]) once a quarter of
 //! the set-aside count was evicted since the last such sweep (so sweeps cost
 //! O(1) per eviction, amortised). The order among set-aside entries is taken
-//! when the policy first runs dry and used until it is spent (counts may
-//! change meanwhile: an approximation that keeps eviction O(log n)).
+//! when the policy first runs dry and used until it is spent, or until the
+//! reservations changed (a release, a scan starting) and a quarter of it was
+//! used: counts may be stale meanwhile, an approximation that keeps eviction
+//! O(log n) amortised.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -64,8 +66,12 @@ pub struct BudgetedCache<K> {
     /// Entries taken out of the policy's order because scans will read them,
     /// with the tick of their last use.
     reserved: HashMap<K, u64>,
-    /// Victim order among `reserved`, best victim last; rebuilt when empty.
+    /// Victim order among `reserved`, best victim last; rebuilt when empty,
+    /// or when the reservations changed since it was built and a quarter of
+    /// it has been used (so a rebuild costs O(log n) per eviction, amortised).
     reserved_order: Vec<K>,
+    /// The reservations' epoch and `reserved_order`'s length when it was built.
+    order_built: (u64, usize),
     /// The reservations' epoch when `reserved` was last swept.
     swept_epoch: u64,
     /// Evictions since that sweep.
@@ -97,6 +103,7 @@ impl<K: CacheKey> BudgetedCache<K> {
             reservations: None,
             reserved: HashMap::new(),
             reserved_order: Vec::new(),
+            order_built: (0, 0),
             swept_epoch: 0,
             evicted_since_sweep: 0,
             tick: 0,
@@ -300,8 +307,10 @@ impl<K: CacheKey> BudgetedCache<K> {
             if self.policy.len() > before {
                 continue;
             }
-            if self.reserved_order.is_empty() {
-                let reservations = self.reservations.as_ref().expect("reserved entries imply reservations");
+            let reservations = self.reservations.as_ref().expect("reserved entries imply reservations");
+            let (built_epoch, built_len) = self.order_built;
+            let stale = reservations.epoch() != built_epoch && (built_len - self.reserved_order.len()) * 4 >= built_len;
+            if self.reserved_order.is_empty() || stale {
                 let mut order: Vec<(bool, u32, u64, K)> = self
                     .reserved
                     .iter()
@@ -314,6 +323,7 @@ impl<K: CacheKey> BudgetedCache<K> {
                 // remaining scans, then least recent use.
                 order.sort_by_key(|o| std::cmp::Reverse((o.0, o.1, o.2)));
                 self.reserved_order = order.into_iter().map(|(_, _, _, k)| k).collect();
+                self.order_built = (reservations.epoch(), self.reserved_order.len());
             }
             while let Some(victim) = self.reserved_order.pop() {
                 if self.reserved.remove(&victim).is_some() {

@@ -65,15 +65,16 @@ async fn check_tpch(silt: &SessionContext, base: &SessionContext, numbers: &[u32
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// The disk tier's region files, each with its slot size (in the name of
-/// the directory that holds it: `regions-<slot bytes>`).
+/// The disk tier's region files, each with its slot size (a 4 KiB header
+/// plus the page size, in the name of the directory that holds it:
+/// `regions-<page bytes>`, rounded up to 4 KiB).
 fn region_files(dir: &Path) -> Vec<(PathBuf, u64)> {
     files_with_extension(dir, "region")
         .into_iter()
         .map(|f| {
             let parent = f.parent().unwrap().file_name().unwrap().to_str().unwrap();
-            let slot = parent.strip_prefix("regions-").unwrap().parse().unwrap();
-            (f, slot)
+            let page: u64 = parent.strip_prefix("regions-").unwrap().parse().unwrap();
+            (f, 4096 + page.div_ceil(4096) * 4096)
         })
         .collect()
 }

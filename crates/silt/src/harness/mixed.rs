@@ -135,6 +135,10 @@ struct Measured {
     store_gets: f64,
     store_bytes: f64,
     disk_served_bytes: f64,
+    /// Read requests the disk tier made (one per run of neighbouring slots).
+    disk_reads: f64,
+    /// Pages the disk tier served.
+    disk_hits: f64,
     device_read_bytes: u64,
     memory_hit_ratio: f64,
     disk_hit_ratio: f64,
@@ -386,6 +390,8 @@ async fn run_config(
         store_gets: get("silt_object_store_get_requests_total"),
         store_bytes: get("silt_object_store_get_bytes_total"),
         disk_served_bytes: get("silt_cache_hit_bytes_total{tier=\"disk\"}"),
+        disk_reads: get("silt_cache_disk_reads_total"),
+        disk_hits: get("silt_cache_hits_total{tier=\"disk\"}"),
         device_read_bytes: device_read_bytes().saturating_sub(device_before),
         memory_hit_ratio: ratio("memory"),
         disk_hit_ratio: ratio("disk"),
@@ -435,11 +441,17 @@ fn row(m: &Measured) -> String {
     let mut l = m.latencies.clone();
     l.sort();
     format!(
-        "| {} | {:.0} | {:.1} | {:.1} | {:.1} | {:.3} | {:.3} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.1} | {} |",
+        "| {} | {:.0} | {:.1} | {:.1} | {:.0} | {:.2} | {:.1} | {:.3} | {:.3} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.1} | {} |",
         m.name,
         m.store_gets,
         m.store_bytes / 1e6,
         m.disk_served_bytes / 1e6,
+        m.disk_reads,
+        if m.disk_reads > 0.0 {
+            m.disk_hits / m.disk_reads
+        } else {
+            0.0
+        },
         m.device_read_bytes as f64 / 1e6,
         m.memory_hit_ratio,
         m.disk_hit_ratio,
@@ -458,8 +470,8 @@ fn report(args: &MixedArgs, held: Held, budgets: Budgets, results: &[Measured]) 
         "# Mixed workload: {} clients x {} rounds, TPC-H SF {} ({:?}) + ClickBench {} rows ({:?})\n\n\
          Store: {} ms per request, {} MB/s. Queries executing at once: {}. Working set (unbounded run): \
          memory tier {:.1} MB, page buffer {:.1} MB, disk tier {:.1} MB; budgets x{}: {:.1} / {:.1} / {:.1} MB.\n\n\
-         | config | store GETs | store MB | disk-tier MB served | device MB read | memory hit ratio | disk hit ratio | evictions | reserved evictions | p50 ms | p95 ms | p99 ms | wall s | wrong |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+         | config | store GETs | store MB | disk-tier MB served | disk reads | pages per read | device MB read | memory hit ratio | disk hit ratio | evictions | reserved evictions | p50 ms | p95 ms | p99 ms | wall s | wrong |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         args.clients,
         args.rounds,
         args.sf,
