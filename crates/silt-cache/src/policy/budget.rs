@@ -18,7 +18,9 @@
 //! runs later), then the fewest remaining scans, ties by least recent use,
 //! counted in
 //! [`Insertion::reserved_evicted`]. Set-aside entries whose scans have all
-//! passed return to the policy when read again, when the policy runs dry, or
+//! passed return to the policy, with the reads they had while set aside
+//! replayed (so a hot entry does not come back as cold as a new one), when
+//! read again, when the policy runs dry, or
 //! at an eviction after a release ([`Reservations::epoch`]) once a quarter of
 //! the set-aside count was evicted since the last such sweep (so sweeps cost
 //! O(1) per eviction, amortised). The order among set-aside entries is taken
@@ -31,6 +33,18 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::{CacheKey, EvictionPolicy};
+
+/// Reads of a set-aside entry replayed to the policy when it returns, at
+/// most: enough for every policy here to tell a hot entry from a cold one.
+const MAX_REPLAYED_READS: u32 = 4;
+
+/// A set-aside (Reserved) entry: when it was last read, and how often since
+/// it was set aside.
+#[derive(Debug, Clone, Copy)]
+struct SetAside {
+    tick: u64,
+    reads: u32,
+}
 
 /// How many registered scans still need a key, and how many of those are
 /// running: the plan's knowledge the tiers evict by. Implemented by
@@ -63,9 +77,9 @@ pub struct BudgetedCache<K> {
     sizes: HashMap<K, (u64, f64)>,
     policy: Box<dyn EvictionPolicy<K>>,
     reservations: Option<Arc<dyn Reservations<K>>>,
-    /// Entries taken out of the policy's order because scans will read them,
-    /// with the tick of their last use.
-    reserved: HashMap<K, u64>,
+    /// Entries taken out of the policy's order because scans will read them:
+    /// the tick of their last use and the reads since they were set aside.
+    reserved: HashMap<K, SetAside>,
     /// Victim order among `reserved`, best victim last; rebuilt when empty,
     /// or when the reservations changed since it was built and a quarter of
     /// it has been used (so a rebuild costs O(log n) per eviction, amortised).
@@ -152,12 +166,14 @@ impl<K: CacheKey> BudgetedCache<K> {
     pub fn access(&mut self, key: &K) -> Option<u64> {
         let (size, cost) = *self.sizes.get(key)?;
         self.tick += 1;
-        if let Some(last) = self.reserved.get_mut(key) {
-            *last = self.tick;
+        if let Some(aside) = self.reserved.get_mut(key) {
+            aside.tick = self.tick;
+            aside.reads += 1;
+            let reads = aside.reads;
             if self.remaining(key) == 0 {
                 // Its scans have passed: back in the policy's order.
                 self.reserved.remove(key);
-                self.policy.on_insert(key.clone(), size, cost);
+                self.restore(key.clone(), size, cost, reads);
             }
         } else {
             self.policy.on_access(key);
@@ -278,10 +294,21 @@ impl<K: CacheKey> BudgetedCache<K> {
             .cloned()
             .collect();
         for key in released {
-            self.reserved.remove(&key);
-            if let Some(&(size, cost)) = self.sizes.get(&key) {
-                self.policy.on_insert(key, size, cost);
+            let aside = self.reserved.remove(&key);
+            if let (Some(aside), Some(&(size, cost))) = (aside, self.sizes.get(&key)) {
+                self.restore(key, size, cost, aside.reads);
             }
+        }
+    }
+
+    /// Returns a set-aside entry to the policy with the reads it had while
+    /// set aside (up to [`MAX_REPLAYED_READS`]): the policy lost its history
+    /// when it proposed it, and without them a hot entry (the kind many
+    /// scans reserve) would come back as cold as a new one, and go first.
+    fn restore(&mut self, key: K, size: u64, cost: f64, reads: u32) {
+        self.policy.on_insert(key.clone(), size, cost);
+        for _ in 0..reads.min(MAX_REPLAYED_READS) {
+            self.policy.on_access(&key);
         }
     }
 
@@ -295,7 +322,13 @@ impl<K: CacheKey> BudgetedCache<K> {
                 }
                 self.policy.kept(&victim);
                 self.tick += 1;
-                self.reserved.insert(victim, self.tick);
+                self.reserved.insert(
+                    victim,
+                    SetAside {
+                        tick: self.tick,
+                        reads: 0,
+                    },
+                );
             }
             if self.reserved.is_empty() {
                 return None;
@@ -314,7 +347,7 @@ impl<K: CacheKey> BudgetedCache<K> {
                 let mut order: Vec<(bool, u32, u64, K)> = self
                     .reserved
                     .iter()
-                    .map(|(k, &tick)| {
+                    .map(|(k, &SetAside { tick, .. })| {
                         let running = reservations.running_scans(k) > 0;
                         (running, reservations.remaining_scans(k), tick, k.clone())
                     })
@@ -525,5 +558,34 @@ mod tests {
         }
         let ins = c.insert(9, 50, 0.0);
         assert_eq!((ins.evicted, ins.reserved_evicted), (vec![3, 2], 2));
+    }
+
+    #[test]
+    fn a_set_aside_entry_returns_with_the_reads_it_had_meanwhile() {
+        // LFU: 0 is proposed first (the least used), set aside while a scan
+        // reads it four times, then released: it must come back that hot.
+        let plan = Plan::new(&[(0, 1)]);
+        let mut c = BudgetedCache::new(100, PolicyKind::Lfu.build())
+            .with_reservations(Some(plan.clone() as Arc<dyn Reservations<u64>>));
+        for k in 0..4 {
+            c.insert(k, 25, 1.0);
+        }
+        for k in 1..4 {
+            c.access(&k);
+        }
+        let ins = c.insert(4, 25, 1.0);
+        assert!(!ins.evicted.contains(&0), "0 is reserved");
+        for _ in 0..3 {
+            c.access(&0);
+        }
+        plan.release(0);
+        c.access(&0);
+        // 2 and 3 go first (older), then 4 and 5, read once; returned
+        // without its reads, 0 would tie with them and go before 5.
+        for k in 5..9 {
+            c.insert(k, 25, 1.0);
+        }
+        assert!(c.contains(&0), "the reads 0 had while set aside were lost");
+        assert!(!c.contains(&4) && !c.contains(&5));
     }
 }
