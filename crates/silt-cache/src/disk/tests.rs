@@ -598,7 +598,7 @@ fn recovery_of_100k_pages_timing() {
     let opened = started.elapsed();
     tier.wait_recovered();
     let recovered = started.elapsed();
-    assert_eq!(tier.page_count() as u64, PAGES);
+    assert_eq!(tier.page_count() as u64, PAGES, "{:?}", tier.stats());
     eprintln!("open returned after {opened:?}, recovery of {PAGES} pages took {recovered:?}");
     let started = Instant::now();
     for page in 0..PAGES {
