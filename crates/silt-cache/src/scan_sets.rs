@@ -410,11 +410,6 @@ impl ScanSet {
             self.sets.release(object, row_group, group, held.running);
         }
     }
-
-    /// Row groups still reserved by this scan.
-    pub fn row_groups_held(&self) -> usize {
-        self.held.lock().groups.len()
-    }
 }
 
 impl Drop for ScanSet {
