@@ -24,6 +24,7 @@ use silt_liquid::LiquidArrayRef;
 use silt_liquid::shared_dict::DecodedDictionaries;
 
 use crate::decode_flights::DecodeFlights;
+use crate::first_touch::FirstTouches;
 use crate::key::ObjectKey;
 use crate::page_cache::CacheMetrics;
 use crate::policy::{BudgetedCache, PolicyKind, Reservations};
@@ -204,6 +205,8 @@ pub struct ColumnCache {
     scan_sets: Arc<ScanSets>,
     /// Column chunks being decoded (one decode per chunk at a time).
     decodes: DecodeFlights,
+    /// Column chunks read once without admission (admitted on the next read).
+    first_touches: FirstTouches,
     /// What becomes of admitted Arrow batches; none keeps them Arrow.
     policy: Option<Box<dyn TranscodePolicy>>,
     /// Column names per (store, column index), for stats.
@@ -270,6 +273,7 @@ impl ColumnCacheBuilder {
             metrics,
             scan_sets,
             decodes: DecodeFlights::default(),
+            first_touches: FirstTouches::default(),
             policy: policy.map(|make| make(me.clone())),
             column_names: RwLock::default(),
         })
@@ -307,6 +311,11 @@ impl ColumnCache {
     /// Column chunks being decoded: a scan claims a chunk before decoding it.
     pub fn decodes(&self) -> &DecodeFlights {
         &self.decodes
+    }
+
+    /// Column chunks read once without being admitted (see [`FirstTouches`]).
+    pub fn first_touches(&self) -> &FirstTouches {
+        &self.first_touches
     }
 
     /// The policy ordering `Cached` batches.

@@ -8,7 +8,9 @@
 //! not fetched twice), grouped into runs (runs separated by at most
 //! `merge_gap` bytes are joined), fetched with one ranged GET per run carrying
 //! `If-Match` on the pinned ETag, checked (length, version of the answer),
-//! admitted to memory and disk, and published to waiters.
+//! admitted to memory, published to waiters as each run arrives, and then
+//! written to disk (a waiter does not wait for the disk write; the request
+//! that fetched does, so a read that returned has its pages on disk).
 //!
 //! Bytes of two versions never mix: every key carries the version, every
 //! fetch is conditional on it, and an answer for another version (a store
@@ -314,15 +316,9 @@ impl PageStore {
         found
     }
 
-    /// Admits fetched pages to memory (unless `admit` is disk-only and there
-    /// is a disk tier to hold them) and, on a blocking thread, to disk.
+    /// Writes fetched pages to the disk tier (if any) on a blocking thread.
     /// Each page comes with its refetch cost in ns (for the disk tier's policy).
-    async fn admit(&self, pages: Vec<(PageKey, Bytes, f64)>, admit: Admit) {
-        if admit == Admit::MemoryAndDisk || self.disk.is_none() {
-            for (k, b, _) in &pages {
-                self.memory.insert(k.clone(), b.clone());
-            }
-        }
+    async fn write_to_disk(&self, pages: Vec<(PageKey, Bytes, f64)>) {
         if let Some(disk) = self.disk.clone() {
             let _ = tokio::task::spawn_blocking(move || {
                 for (k, b, cost) in pages {
@@ -433,8 +429,9 @@ impl PageStore {
         }
     }
 
-    /// Fetches the pages this request claimed, in merged runs, publishing
-    /// each page (or the run's error) to the requests waiting for it.
+    /// Fetches the pages this request claimed, in merged runs (one GET each,
+    /// all at once), publishing each page (or the run's error) to the
+    /// requests waiting for it as soon as its run arrives.
     async fn fetch_claimed(
         &self,
         source: &Source<'_>,
@@ -445,47 +442,15 @@ impl PageStore {
         let ps = self.page_size();
         claimed.sort_by_key(|(p, _)| *p);
         let runs = merge_runs(claimed, self.merge_gap / ps.max(1));
-        let fetches = runs.iter().map(|(run, _)| self.fetch_run(source, object, run.clone()));
-        let results = futures::future::join_all(fetches).await;
+        let fetches = runs
+            .into_iter()
+            .map(|(run, members)| self.fetch_and_publish(source, object, run, members, admit));
         let mut out = Vec::new();
         let mut first_error = None;
-        for ((run, members), result) in runs.into_iter().zip(results) {
+        for result in futures::future::join_all(fetches).await {
             match result {
-                Ok(body) => {
-                    // Each page's share of this GET: what refetching it costs.
-                    let model = self.fetch_cost.model();
-                    let pages_in_run = members.len();
-                    let admitted: Vec<(PageKey, Bytes, _)> = members
-                        .into_iter()
-                        .map(|(page, tx)| {
-                            let lo = ((page - run.start) * ps) as usize;
-                            let hi = (lo + ps as usize).min(body.len());
-                            (PageKey::new(object.key.clone(), page), body.slice(lo..hi), tx)
-                        })
-                        .collect();
-                    self.admit(
-                        admitted
-                            .iter()
-                            .map(|(k, b, _)| {
-                                (
-                                    k.clone(),
-                                    b.clone(),
-                                    model.share_of_request(pages_in_run, b.len() as u64),
-                                )
-                            })
-                            .collect(),
-                        admit,
-                    )
-                    .await;
-                    for (k, b, claim) in admitted {
-                        out.push((k.page, b.clone()));
-                        claim.finish(Ok(b));
-                    }
-                }
+                Ok(pages) => out.extend(pages),
                 Err(e) => {
-                    for (_, claim) in members {
-                        claim.finish(Err(e.clone()));
-                    }
                     first_error.get_or_insert(e);
                 }
             }
@@ -494,6 +459,49 @@ impl PageStore {
             Some(e) => Err(e),
             None => Ok(out),
         }
+    }
+
+    /// One run of [`Self::fetch_claimed`]: fetches it, admits its pages to
+    /// memory, wakes the requests waiting for them, and only then writes
+    /// them to disk (waiters do not wait for the disk).
+    async fn fetch_and_publish(
+        &self,
+        source: &Source<'_>,
+        object: &PinnedObject,
+        run: Range<u64>,
+        members: Vec<(u64, FetchClaim)>,
+        admit: Admit,
+    ) -> CacheResult<Vec<(u64, Bytes)>> {
+        let body = match self.fetch_run(source, object, run.clone()).await {
+            Ok(body) => body,
+            Err(e) => {
+                for (_, claim) in members {
+                    claim.finish(Err(e.clone()));
+                }
+                return Err(e);
+            }
+        };
+        let ps = self.page_size();
+        // Each page's share of this GET: what refetching it costs.
+        let model = self.fetch_cost.model();
+        let pages_in_run = members.len();
+        let mut pages = Vec::with_capacity(pages_in_run);
+        let mut admitted = Vec::with_capacity(pages_in_run);
+        for (page, claim) in members {
+            let lo = ((page - run.start) * ps) as usize;
+            let hi = (lo + ps as usize).min(body.len());
+            let bytes = body.slice(lo..hi);
+            let key = PageKey::new(object.key.clone(), page);
+            if admit == Admit::MemoryAndDisk || self.disk.is_none() {
+                self.memory.insert(key.clone(), bytes.clone());
+            }
+            claim.finish(Ok(bytes.clone()));
+            let cost = model.share_of_request(pages_in_run, bytes.len() as u64);
+            admitted.push((key, bytes.clone(), cost));
+            pages.push((page, bytes));
+        }
+        self.write_to_disk(admitted).await;
+        Ok(pages)
     }
 }
 

@@ -11,7 +11,12 @@
 //!    surviving rows.
 //!
 //! So a row group the filter rejects never has its projected columns read
-//! or decoded (late materialization at row-group granularity).
+//! or decoded (late materialization at row-group granularity). When the
+//! filter keeps at most half the rows, a projected column chunk the memory
+//! tier lacks and no scan read before decodes only the kept rows and is not
+//! admitted; a second read admits it ([`silt_cache::FirstTouches`]: a cold
+//! `SELECT *` with a selective filter decodes a fraction of its columns
+//! instead of decoding, admitting and encoding all of them).
 //!
 //! One exception, the *selected-pages path*: when the page index keeps at
 //! most half of a row group's rows and the memory tier lacks some column the
@@ -30,10 +35,11 @@ use std::sync::Arc;
 
 use tracing::Instrument;
 
-use datafusion::arrow::array::{BooleanArray, RecordBatch, RecordBatchOptions};
+use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, RecordBatch, RecordBatchOptions};
 use datafusion::arrow::buffer::{BooleanBuffer, Buffer};
 use datafusion::arrow::compute::filter as filter_array;
 use datafusion::arrow::compute::kernels::boolean::and;
+use datafusion::arrow::compute::prep_null_mask_filter;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{Statistics, exec_err, internal_err, plan_err};
@@ -481,8 +487,27 @@ impl PartitionRun {
             .copied()
             .filter(|c| !filter_columns.iter().any(|(fc, _)| fc == c))
             .collect();
+        // The filter keeps at most half the rows: projected columns read for
+        // the first time decode only the kept rows and are not admitted
+        // (`silt_cache::FirstTouches`); their next read admits them.
+        let kept: usize = masks.iter().flatten().map(BooleanArray::true_count).sum();
+        let late: Vec<usize> = match &masks {
+            Some(_) if kept * 2 <= file.rows(rg) => missing
+                .iter()
+                .copied()
+                .filter(|&c| self.loader.first_touch(file, rg, c))
+                .collect(),
+            _ => Vec::new(),
+        };
+        let load: Vec<usize> = missing.iter().copied().filter(|c| !late.contains(c)).collect();
         let mut columns: Vec<(usize, Vec<CachedColumn>)> = filter_columns;
-        columns.extend(missing.iter().copied().zip(self.loader.load(file, rg, &missing).await?));
+        columns.extend(load.iter().copied().zip(self.loader.load(file, rg, &load).await?));
+        let late_rows = match (&masks, late.is_empty()) {
+            (Some(masks), false) => self.kept_rows(file, rg, &late, masks, kept).await?,
+            _ => Vec::new(),
+        };
+        // Where the current batch's rows start in `late_rows`.
+        let mut offset = 0;
         let mut out = Vec::with_capacity(lengths.len());
         for (b, &n) in lengths.iter().enumerate() {
             let mask = masks.as_ref().map(|m| &m[b]);
@@ -497,6 +522,9 @@ impl PartitionRun {
                 .iter()
                 .zip(decoded.iter_mut())
                 .map(|(c, decoded)| {
+                    if let Some((_, kept)) = late_rows.iter().find(|(lc, _)| lc == c) {
+                        return Ok(kept.slice(offset, rows));
+                    }
                     let Some((_, batches)) = columns.iter().find(|(fc, _)| fc == c) else {
                         return internal_err!("column {c} was not loaded");
                     };
@@ -507,6 +535,7 @@ impl PartitionRun {
                     }
                 })
                 .collect::<Result<Vec<_>>>()?;
+            offset += rows;
             let options = RecordBatchOptions::new().with_row_count(Some(rows));
             out.push(RecordBatch::try_new_with_options(
                 self.schema.clone(),
@@ -515,6 +544,37 @@ impl PartitionRun {
             )?);
         }
         Ok(out)
+    }
+
+    /// The `kept` rows `masks` (one per batch) keep of columns `columns` of
+    /// row group `rg`, decoded from Parquet without admission: one array per
+    /// column, in row order.
+    async fn kept_rows(
+        &self,
+        file: &FileContext,
+        rg: usize,
+        columns: &[usize],
+        masks: &[BooleanArray],
+        kept: usize,
+    ) -> Result<Vec<(usize, ArrayRef)>> {
+        // A null in a mask does not keep its row.
+        let masks: Vec<BooleanArray> = masks
+            .iter()
+            .map(|m| match m.null_count() {
+                0 => m.clone(),
+                _ => prep_null_mask_filter(m),
+            })
+            .collect();
+        let selection = RowSelection::from_filters(&masks);
+        let arrays = self.loader.read_rows(file, rg, columns, selection).await?;
+        if let Some(a) = arrays.iter().find(|a| a.len() != kept) {
+            return internal_err!(
+                "reading the {kept} kept rows of row group {rg} of {} gave {}",
+                file.meta.location,
+                a.len()
+            );
+        }
+        Ok(columns.iter().copied().zip(arrays).collect())
     }
 
     /// The rows of row group `rg` of `file` the client asked for (a scoped

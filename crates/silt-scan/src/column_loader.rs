@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use crate::chunks::column_chunk_ranges;
 use crate::file_reader::CachedFileReader;
-use datafusion::arrow::array::{ArrayRef, new_null_array};
+use datafusion::arrow::array::{Array, ArrayRef, new_empty_array, new_null_array};
+use datafusion::arrow::compute::concat;
 use datafusion::arrow::compute::{CastOptions, cast_with_options};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::error::{DataFusionError, Result};
@@ -139,20 +140,13 @@ impl ColumnLoader {
                 );
                 continue;
             }
-            let cached = self.cached(file, rg, c, lengths.len());
-            let counters = self.store.counters();
-            if let Some(root) = file.file_columns[c] {
-                counters
-                    .chunk_bytes
-                    .fetch_add(file.chunk_bytes(rg, root), Ordering::Relaxed);
-            }
-            match cached {
+            match self.cached(file, rg, c, lengths.len()) {
                 Some(arrays) => {
-                    counters.record_column(field.name(), arrays.len() as u64, 0);
+                    self.count(file, rg, c, arrays.len() as u64, 0);
                     out[slot] = Some(arrays);
                 }
                 None => {
-                    counters.record_column(field.name(), 0, lengths.len() as u64);
+                    self.count(file, rg, c, 0, lengths.len() as u64);
                     to_decode.push(slot);
                 }
             }
@@ -187,6 +181,59 @@ impl ColumnLoader {
             self.decode_into(file, rg, columns, again, &mut out).await?;
         }
         Ok(out.into_iter().map(Option::unwrap_or_default).collect())
+    }
+
+    /// Counts a read of column `c` (present in the file) of row group `rg`:
+    /// its chunk's bytes, and `hits`/`misses` batches in the memory tier.
+    fn count(&self, file: &FileContext, rg: usize, c: usize, hits: u64, misses: u64) {
+        let counters = self.store.counters();
+        if let Some(root) = file.file_columns[c] {
+            counters
+                .chunk_bytes
+                .fetch_add(file.chunk_bytes(rg, root), Ordering::Relaxed);
+        }
+        counters.record_column(self.table_schema.field(c).name(), hits, misses);
+    }
+
+    /// Whether column `c` of row group `rg` is read for the first time (see
+    /// [`silt_cache::FirstTouches`]): present in the file, not in the memory
+    /// tier, and not read before while remembered. Records the touch.
+    pub fn first_touch(&self, file: &FileContext, rg: usize, c: usize) -> bool {
+        file.file_columns[c].is_some()
+            && !self.batches.contains(&file.batch_key(rg, c, 0))
+            && self
+                .batches
+                .first_touches()
+                .first(&(file.object.key.clone(), rg as u32, c as u32))
+    }
+
+    /// The rows `selection` keeps of `columns` (present in the file) of row
+    /// group `rg`, one array per column, decoding only the pages that hold
+    /// them (counted as memory-tier misses). Admits nothing.
+    pub async fn read_rows(
+        &self,
+        file: &FileContext,
+        rg: usize,
+        columns: &[usize],
+        selection: RowSelection,
+    ) -> Result<Vec<ArrayRef>> {
+        let batches = batch_lengths(file.rows(rg)).count() as u64;
+        for &c in columns {
+            self.count(file, rg, c, 0, batches);
+        }
+        let read = self.read(file, rg, columns, Some(selection)).await?;
+        columns
+            .iter()
+            .zip(read)
+            .map(|(&c, mut arrays)| match arrays.len() {
+                0 => Ok(new_empty_array(self.table_schema.field(c).data_type())),
+                1 => Ok(arrays.swap_remove(0)),
+                _ => {
+                    let refs: Vec<&dyn Array> = arrays.iter().map(AsRef::as_ref).collect();
+                    Ok(concat(&refs)?)
+                }
+            })
+            .collect()
     }
 
     /// Every batch of column `c` of row group `rg` from the memory tier, or
