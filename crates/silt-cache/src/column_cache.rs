@@ -176,6 +176,13 @@ pub trait TranscodePolicy: Send + Sync {
         None
     }
 
+    /// Whether an admission now would be encoded inline (the background is
+    /// behind): scans then skip admitting chunks read for the first time
+    /// ([`crate::FirstTouches`]). The default never is.
+    fn behind(&self) -> bool {
+        false
+    }
+
     /// Batches admitted and not yet in their final form.
     fn backlog(&self) -> usize;
 }
@@ -318,6 +325,12 @@ impl ColumnCache {
         &self.first_touches
     }
 
+    /// Whether admitting an Arrow batch now would encode it on the admitting
+    /// thread (the transcoder is behind; see [`TranscodePolicy::behind`]).
+    pub fn admission_encodes_inline(&self) -> bool {
+        self.policy.as_ref().is_some_and(|p| p.behind())
+    }
+
     /// The policy ordering `Cached` batches.
     pub fn policy_name(&self) -> &'static str {
         self.entries.lock().budget.policy_name()
@@ -341,7 +354,10 @@ impl ColumnCache {
 
     /// Admits a decoded column batch, evicting to stay within the budget
     /// (plan-aware). An entry larger than the whole budget is not kept.
-    pub fn insert(&self, key: BatchKey, column: CachedColumn) {
+    /// Returns the batch in the form it was admitted in (liquid when the
+    /// policy encoded it inline), for the admitting scan to use: a filter
+    /// run on the liquid form warms its predicate memos for the next query.
+    pub fn insert(&self, key: BatchKey, column: CachedColumn) -> CachedColumn {
         // Liquid already, or encoded inline by the policy: final, not queued.
         let (column, queue) = match column {
             CachedColumn::Arrow(array) => {
@@ -353,10 +369,11 @@ impl ColumnCache {
             }
             liquid => (liquid, false),
         };
+        let admitted_form = column.clone();
         let size = column.heap_size() as u64;
         self.metrics.miss_bytes.increment(size);
         if size > self.capacity {
-            return;
+            return admitted_form;
         }
         let admitted_arrow = match &column {
             CachedColumn::Arrow(a) if queue => Some(a.clone()),
@@ -383,12 +400,12 @@ impl ColumnCache {
         self.metrics.evictions.increment(insertion.evicted.len() as u64);
         self.metrics.reserved_evictions.increment(insertion.reserved_evicted);
         drop(dropped);
-        if !insertion.admitted {
-            return;
-        }
-        if let (Some(policy), Some(arrow)) = (&self.policy, admitted_arrow) {
+        if insertion.admitted
+            && let (Some(policy), Some(arrow)) = (&self.policy, admitted_arrow)
+        {
             policy.admitted(&key, &arrow);
         }
+        admitted_form
     }
 
     /// The entry for `key` without counting a lookup or a use (the transcoder's read).

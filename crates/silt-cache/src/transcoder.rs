@@ -15,7 +15,10 @@
 //! admitted Arrow await the worker, further admissions are encoded on the
 //! admitting (query) thread, "at decode time": the query pays the encoding,
 //! and the Arrow held at once stays about one row group's worth. Both paths
-//! share the per-column encoders (and so the shared dictionaries).
+//! share the per-column encoders (and so the shared dictionaries). Scans ask
+//! [`TranscodePolicy::behind`] first: a chunk they read for the first time
+//! while the worker is behind is not admitted at all (`crate::FirstTouches`),
+//! so only chunks read again pay the inline encoding.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -135,9 +138,7 @@ impl TranscodePolicy for LiquidTranscoder {
     /// whose encoder panics (caught), is admitted as final Arrow, as the
     /// worker would leave it.
     fn encode_inline(&self, key: &BatchKey, column: &ArrayRef) -> Option<CachedColumn> {
-        let behind = self.queued_bytes.load(Ordering::Relaxed) >= self.inline_after
-            || self.backlog.load(Ordering::Relaxed) >= QUEUE;
-        if !silt_liquid::is_supported(column.data_type()) || !behind {
+        if !silt_liquid::is_supported(column.data_type()) || !self.behind() {
             return None;
         }
         let encoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| encode(&self.encoders, key, column)))
@@ -150,6 +151,11 @@ impl TranscodePolicy for LiquidTranscoder {
         // Not smaller as liquid (or the encoder failed): Arrow is final, the
         // worker would only repeat the attempt.
         Some(encoded.unwrap_or_else(|| CachedColumn::Arrow(column.clone())))
+    }
+
+    /// `inline_after` bytes of Arrow wait for the worker, or its queue is full.
+    fn behind(&self) -> bool {
+        self.queued_bytes.load(Ordering::Relaxed) >= self.inline_after || self.backlog.load(Ordering::Relaxed) >= QUEUE
     }
 
     fn backlog(&self) -> usize {

@@ -199,12 +199,14 @@ impl ColumnLoader {
     /// [`silt_cache::FirstTouches`]): present in the file, not in the memory
     /// tier, and not read before while remembered. Records the touch.
     pub fn first_touch(&self, file: &FileContext, rg: usize, c: usize) -> bool {
-        file.file_columns[c].is_some()
-            && !self.batches.contains(&file.batch_key(rg, c, 0))
-            && self
-                .batches
-                .first_touches()
-                .first(&(file.object.key.clone(), rg as u32, c as u32))
+        file.file_columns[c].is_some() && !self.batches.contains(&file.batch_key(rg, c, 0)) && self.touched(file, rg, c)
+    }
+
+    /// Records a read of chunk (`rg`, `c`) of `file`: whether it is the first.
+    fn touched(&self, file: &FileContext, rg: usize, c: usize) -> bool {
+        self.batches
+            .first_touches()
+            .first(&(file.object.key.clone(), rg as u32, c as u32))
     }
 
     /// The rows `selection` keeps of `columns` (present in the file) of row
@@ -306,20 +308,27 @@ impl ColumnLoader {
     }
 
     /// Decodes `columns` (all present in the file) of row group `rg` and
-    /// admits each batch to the memory tier.
+    /// admits each batch to the memory tier, except while admission would
+    /// encode on this thread (the transcoder is behind a wide cold scan):
+    /// then a chunk read for the first time is not admitted, and its next
+    /// read admits it ([`silt_cache::FirstTouches`]), so a one-off scan does
+    /// not pay for encoding what no query reads again.
     async fn decode(&self, file: &FileContext, rg: usize, columns: &[usize]) -> Result<Vec<Vec<CachedColumn>>> {
         let decoded = self.read(file, rg, columns, None).await?;
         Ok(columns
             .iter()
             .zip(decoded)
             .map(|(&c, arrays)| {
+                let admit = !(self.batches.admission_encodes_inline() && self.touched(file, rg, c));
                 arrays
                     .into_iter()
                     .enumerate()
                     .map(|(b, array)| {
                         let column = CachedColumn::Arrow(array);
-                        self.batches.insert(file.batch_key(rg, c, b), column.clone());
-                        column
+                        match admit {
+                            true => self.batches.insert(file.batch_key(rg, c, b), column),
+                            false => column,
+                        }
                     })
                     .collect()
             })
