@@ -10,7 +10,8 @@
 //! `If-Match` on the pinned ETag, checked (length, version of the answer),
 //! admitted to memory, published to waiters as each run arrives, and then
 //! written to disk (a waiter does not wait for the disk write; the request
-//! that fetched does, so a read that returned has its pages on disk).
+//! that fetched does, so a read that returned has its pages on disk; reads
+//! in between find the pages in the `writing` map).
 //!
 //! Bytes of two versions never mix: every key carries the version, every
 //! fetch is conditional on it, and an answer for another version (a store
@@ -93,6 +94,11 @@ pub struct PageStore {
     /// The object store's latency and bandwidth as measured on this store's
     /// GETs: what a fetched page is priced at for the disk tier's policy.
     fetch_cost: MeasuredCost,
+    /// Fetched pages handed to their waiters whose disk write has not landed:
+    /// a read in between finds them here instead of refetching them (the
+    /// memory pages may not have admitted them, or hold only what memory
+    /// reads asked for).
+    writing: parking_lot::Mutex<HashMap<PageKey, Bytes>>,
 }
 
 /// Builds a [`PageStore`].
@@ -125,6 +131,7 @@ impl PageStoreBuilder {
             inflight: InFlight::default(),
             merge_gap,
             etags: moka::sync::Cache::new(LEARNED_ETAGS),
+            writing: Default::default(),
             fetch_cost: MeasuredCost::new(CostModel {
                 // The tiers below memory keep raw bytes: a hit decodes them
                 // as a refetch would, so caching saves no decoding.
@@ -277,7 +284,10 @@ impl PageStore {
 
     /// Looks pages up in memory, then on disk; `None` where both miss.
     async fn lookup(&self, keys: &[PageKey], admit: Admit) -> Vec<Option<Bytes>> {
-        let mut found: Vec<Option<Bytes>> = keys.iter().map(|k| self.memory.get(k)).collect();
+        let mut found: Vec<Option<Bytes>> = keys
+            .iter()
+            .map(|k| self.memory.get(k).or_else(|| self.writing.lock().get(k).cloned()))
+            .collect();
         for hit in &found {
             self.memory.metrics.record_lookup(hit.as_ref().map(Bytes::len));
         }
@@ -482,26 +492,69 @@ impl PageStore {
             }
         };
         let ps = self.page_size();
-        // Each page's share of this GET: what refetching it costs.
-        let model = self.fetch_cost.model();
-        let pages_in_run = members.len();
-        let mut pages = Vec::with_capacity(pages_in_run);
-        let mut admitted = Vec::with_capacity(pages_in_run);
-        for (page, claim) in members {
-            let lo = ((page - run.start) * ps) as usize;
-            let hi = (lo + ps as usize).min(body.len());
-            let bytes = body.slice(lo..hi);
-            let key = PageKey::new(object.key.clone(), page);
+        let pages: Vec<(u64, PageKey, Bytes)> = members
+            .iter()
+            .map(|(page, _)| {
+                let lo = ((page - run.start) * ps) as usize;
+                let hi = (lo + ps as usize).min(body.len());
+                (*page, PageKey::new(object.key.clone(), *page), body.slice(lo..hi))
+            })
+            .collect();
+        // Findable by later reads until the disk write lands.
+        let pending = self
+            .disk
+            .is_some()
+            .then(|| BeingWritten::new(&self.writing, pages.iter().map(|(_, k, b)| (k, b))));
+        for ((_, key, bytes), (_, claim)) in pages.iter().zip(members) {
             if admit == Admit::MemoryAndDisk || self.disk.is_none() {
                 self.memory.insert(key.clone(), bytes.clone());
             }
             claim.finish(Ok(bytes.clone()));
-            let cost = model.share_of_request(pages_in_run, bytes.len() as u64);
-            admitted.push((key, bytes.clone(), cost));
-            pages.push((page, bytes));
         }
-        self.write_to_disk(admitted).await;
-        Ok(pages)
+        // Each page's share of this GET: what refetching it costs.
+        let model = self.fetch_cost.model();
+        let count = pages.len();
+        self.write_to_disk(
+            pages
+                .iter()
+                .map(|(_, k, b)| (k.clone(), b.clone(), model.share_of_request(count, b.len() as u64)))
+                .collect(),
+        )
+        .await;
+        drop(pending);
+        Ok(pages.into_iter().map(|(page, _, bytes)| (page, bytes)).collect())
+    }
+}
+
+/// Pages put in [`PageStore`]'s `writing` map while their disk write runs;
+/// dropped (written, failed, or the request cancelled), it takes them out.
+struct BeingWritten<'a> {
+    map: &'a parking_lot::Mutex<HashMap<PageKey, Bytes>>,
+    keys: Vec<PageKey>,
+}
+
+impl<'a> BeingWritten<'a> {
+    fn new<'p>(
+        map: &'a parking_lot::Mutex<HashMap<PageKey, Bytes>>,
+        pages: impl Iterator<Item = (&'p PageKey, &'p Bytes)>,
+    ) -> Self {
+        let mut keys = Vec::new();
+        let mut held = map.lock();
+        for (k, b) in pages {
+            held.insert(k.clone(), b.clone());
+            keys.push(k.clone());
+        }
+        drop(held);
+        BeingWritten { map, keys }
+    }
+}
+
+impl Drop for BeingWritten<'_> {
+    fn drop(&mut self) {
+        let mut held = self.map.lock();
+        for k in &self.keys {
+            held.remove(k);
+        }
     }
 }
 
