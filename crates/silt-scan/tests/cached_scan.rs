@@ -142,17 +142,17 @@ async fn a_row_group_the_filter_rejects_never_decodes_its_projected_columns() {
     // `id % 20000 = 7` defeats statistics pruning but matches one row per
     // row group; `id < 20000` prunes all but the first row group.
     let sql = "SELECT payload FROM t WHERE id % 20000 = 7 AND id < 40000 AND tag = 'tag0'";
-    assert_eq!(text(&s.silt, sql).await, text(&s.plain, sql).await);
     let per_group = ROW_GROUP.div_ceil(BATCH_ROWS) as u64;
     // Row groups 0 and 1 survive pruning. In group 0 the filter keeps row 7
-    // (tag0), so `payload` is decoded there; in group 1 row 20007 has tag
-    // `tag1`, so only the filter columns (id, tag) are decoded.
-    let keys = s.batches.entry_count();
-    assert_eq!(
-        keys,
-        per_group * 2 /* id, tag */ * 2 + per_group, /* payload of group 0 */
-        "entries"
-    );
+    // (tag0), so `payload` is read there: on the first run only that row
+    // (a first touch of a sparse projection is not admitted), on the second
+    // the whole chunk, admitted. In group 1 row 20007 has tag `tag1`, so only
+    // the filter columns (id, tag) are ever decoded.
+    let filter_columns = per_group * 2 /* id, tag */ * 2;
+    for expected in [filter_columns, filter_columns + per_group /* payload of group 0 */] {
+        assert_eq!(text(&s.silt, sql).await, text(&s.plain, sql).await);
+        assert_eq!(s.batches.entry_count(), expected, "entries");
+    }
 }
 
 #[tokio::test]
