@@ -1,7 +1,9 @@
 //! Column chunks a scan read without admitting them to the memory tier, so
 //! that the next read of the same chunk admits it: admission on the second
-//! touch (TinyLFU's doorkeeper) for the one case where the first read is
-//! cheaper without admission.
+//! touch (TinyLFU's doorkeeper) for the cases where the first read is much
+//! cheaper without admission: a selective filter's projected columns
+//! (below), and any chunk while the liquid transcoder is behind (admitting
+//! would encode it on the query's thread; `crate::TranscodePolicy::behind`).
 //!
 //! A cold scan whose filter keeps few rows of a row group needs only those
 //! rows of its projected columns. Decoding the whole column chunks to admit

@@ -282,7 +282,8 @@ impl PageStore {
         Ok(pages)
     }
 
-    /// Looks pages up in memory, then on disk; `None` where both miss.
+    /// Looks pages up in memory (the memory pages, then those whose disk
+    /// write is under way), then on disk; `None` where all miss.
     async fn lookup(&self, keys: &[PageKey], admit: Admit) -> Vec<Option<Bytes>> {
         let mut found: Vec<Option<Bytes>> = keys
             .iter()

@@ -325,9 +325,10 @@ impl ColumnLoader {
                     .enumerate()
                     .map(|(b, array)| {
                         let column = CachedColumn::Arrow(array);
-                        match admit {
-                            true => self.batches.insert(file.batch_key(rg, c, b), column),
-                            false => column,
+                        if admit {
+                            self.batches.insert(file.batch_key(rg, c, b), column)
+                        } else {
+                            column
                         }
                     })
                     .collect()
