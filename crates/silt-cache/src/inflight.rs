@@ -4,17 +4,16 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
 use crate::error::CacheError;
-use crate::page_cache::PageKey;
+use crate::page_cache::{Page, PageKey};
 
 /// What a fetch of a page ended with, as seen by those waiting for it. The
 /// error is the fetcher's own, typed (a waiter on a deleted object gets
 /// `NotFound`, on an overwritten one `Changed`, like the fetcher).
-pub(crate) type Outcome = Result<Bytes, CacheError>;
+pub(crate) type Outcome = Result<Page, CacheError>;
 
 /// A claim on a missing page.
 pub(crate) enum Claim {
@@ -119,8 +118,8 @@ mod tests {
         let Claim::Fetch(_other) = f.claim(&key(2)) else {
             panic!("other page must fetch")
         };
-        tx.finish(Ok(Bytes::from_static(b"x")));
-        assert_eq!(InFlight::wait(rx).await.unwrap().unwrap(), Bytes::from_static(b"x"));
+        tx.finish(Ok(Page::whole(bytes::Bytes::from_static(b"x"))));
+        assert_eq!(InFlight::wait(rx).await.unwrap().unwrap().bytes, &b"x"[..]);
         assert!(
             matches!(f.claim(&key(1)), Claim::Fetch(_)),
             "finished claims are forgotten"

@@ -46,7 +46,7 @@ pub use error::{CacheError, CacheResult};
 pub use first_touch::FirstTouches;
 pub use freshness::Freshness;
 pub use key::{ObjectKey, PinnedObject};
-pub use page_cache::{CacheMetrics, PageCache, PageCacheConfig, PageKey};
+pub use page_cache::{CacheMetrics, Page, PageCache, PageCacheConfig, PageKey};
 pub use page_store::{Admit, PageStore, PageStoreBuilder, PageTier, Source};
 pub use scan_sets::{PlanHorizon, ReservedChunk, ScanSet, ScanSets, SegmentState};
 pub use segments::Segment;

@@ -1,8 +1,9 @@
 //! Pages of object bytes held in memory, budgeted in bytes.
 
+use std::ops::Range;
 use std::sync::Arc;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use metrics::{Counter, Gauge, Key, Label, Level, Metadata, Recorder};
 use moka::sync::Cache;
 
@@ -119,20 +120,104 @@ impl PageKey {
     }
 }
 
+/// The bytes a tier holds of one page: the whole page, or a contiguous part
+/// of it. Reads fetch exact byte ranges (pages are a storage unit, not a
+/// fetch unit), so the pages at either end of a fetched range hold only the
+/// part that was asked for; a later read that needs more of such a page
+/// fetches what it lacks, and the parts are merged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Page {
+    /// Where `bytes` start, counted from the page's first byte.
+    pub offset: u64,
+    /// The bytes held, from `offset` on.
+    pub bytes: Bytes,
+}
+
+impl Page {
+    /// A page held from its first byte (a whole page, or an object's short last one).
+    pub fn whole(bytes: Bytes) -> Self {
+        Page { offset: 0, bytes }
+    }
+
+    /// The byte range held, in page coordinates.
+    pub fn range(&self) -> Range<u64> {
+        self.offset..self.offset + self.bytes.len() as u64
+    }
+
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    /// Whether the bytes `needed` (page coordinates) are all held.
+    pub fn covers(&self, needed: &Range<u64>) -> bool {
+        self.offset <= needed.start && needed.end <= self.range().end
+    }
+
+    /// The bytes `needed` (page coordinates), if all held: a slice, no copy.
+    pub fn slice(&self, needed: &Range<u64>) -> Option<Bytes> {
+        self.covers(needed).then(|| {
+            self.bytes
+                .slice((needed.start - self.offset) as usize..(needed.end - self.offset) as usize)
+        })
+    }
+
+    /// The union of two parts of one page when they overlap or touch (one
+    /// copy), else `None`. Where they overlap both hold the same bytes (one
+    /// version of one object), so either may be kept.
+    pub fn merge(&self, other: &Page) -> Option<Page> {
+        let (a, b) = (self.range(), other.range());
+        if a.start > b.end || b.start > a.end {
+            return None;
+        }
+        if self.covers(&b) {
+            return Some(self.clone());
+        }
+        if other.covers(&a) {
+            return Some(other.clone());
+        }
+        let (first, second) = if a.start <= b.start {
+            (self, other)
+        } else {
+            (other, self)
+        };
+        let mut joined = BytesMut::with_capacity((a.end.max(b.end) - first.offset) as usize);
+        joined.extend_from_slice(&first.bytes);
+        joined.extend_from_slice(&second.bytes[(first.range().end - second.offset) as usize..]);
+        Some(Page {
+            offset: first.offset,
+            bytes: joined.freeze(),
+        })
+    }
+
+    /// What a tier keeps when it holds `self` and is given `new`: their
+    /// union when they touch, else the larger (the newer on a tie).
+    pub fn keep_with(&self, new: Page) -> Page {
+        match self.merge(&new) {
+            Some(joined) => joined,
+            None if self.len() > new.len() => self.clone(),
+            None => new,
+        }
+    }
+}
+
 /// The memory tier: a byte-budgeted map from [`PageKey`] to page bytes,
 /// shared by every [`crate::CachedStore`] of a server. Eviction is moka's
 /// TinyLFU (admission by frequency sketch, then LRU), a well-kept
 /// implementation of the policy this tier wants: hot footers and small
 /// column chunks stay, one-off scans do not flush them.
 pub struct PageCache {
-    pages: Cache<PageKey, Bytes>,
+    pages: Cache<PageKey, Page>,
     config: PageCacheConfig,
     pub(crate) metrics: CacheMetrics,
 }
 
 impl PageCache {
     pub fn new(config: PageCacheConfig, metrics: CacheMetrics) -> Arc<Self> {
-        let pages = metrics.sized_cache(config.capacity_bytes, Bytes::len);
+        let pages = metrics.sized_cache(config.capacity_bytes, Page::len);
         Arc::new(PageCache { pages, config, metrics })
     }
 
@@ -140,13 +225,32 @@ impl PageCache {
         self.config.page_size
     }
 
-    pub(crate) fn get(&self, key: &PageKey) -> Option<Bytes> {
+    pub(crate) fn get(&self, key: &PageKey) -> Option<Page> {
         self.pages.get(key)
     }
 
-    pub(crate) fn insert(&self, key: PageKey, page: Bytes) {
-        self.metrics.bytes.increment(page.len() as f64);
-        self.pages.insert(key, page);
+    /// Keeps `page` for `key`, merged with the part already held when they
+    /// touch ([`Page::keep_with`]); returns what is now held.
+    pub(crate) fn insert(&self, key: PageKey, page: Page) -> Page {
+        use moka::ops::compute::Op;
+        let result = self.pages.entry(key).and_compute_with(|held| {
+            let kept = match held {
+                Some(held) => {
+                    let held = held.into_value();
+                    let kept = held.keep_with(page.clone());
+                    if kept == held {
+                        return Op::Nop;
+                    }
+                    // The replaced part leaves through the eviction listener
+                    // (cause `Replaced`), which takes it off the gauge.
+                    kept
+                }
+                None => page.clone(),
+            };
+            self.metrics.bytes.increment(kept.len() as f64);
+            Op::Put(kept)
+        });
+        result.into_entry().map(|e| e.into_value()).unwrap_or(page)
     }
 
     /// Drops the pages of `keep`'s object of any version but `keep`'s.
@@ -175,5 +279,47 @@ impl PageCache {
     pub fn weighted_size(&self) -> u64 {
         self.pages.run_pending_tasks();
         self.pages.weighted_size()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn part(range: Range<u64>) -> Page {
+        let all: Vec<u8> = (0..=255).collect();
+        Page {
+            offset: range.start,
+            bytes: Bytes::copy_from_slice(&all[range.start as usize..range.end as usize]),
+        }
+    }
+
+    #[test]
+    fn parts_that_touch_merge_and_others_keep_the_larger() {
+        assert_eq!(part(0..10).merge(&part(10..30)), Some(part(0..30)));
+        assert_eq!(part(20..40).merge(&part(5..25)), Some(part(5..40)));
+        assert_eq!(part(0..50).merge(&part(5..25)), Some(part(0..50)));
+        assert_eq!(part(0..10).merge(&part(11..30)), None);
+        assert_eq!(part(0..10).keep_with(part(11..30)), part(11..30));
+        assert_eq!(part(0..30).keep_with(part(31..40)), part(0..30));
+        assert!(part(5..30).covers(&(5..30)) && !part(5..30).covers(&(4..6)));
+        assert_eq!(part(5..30).slice(&(10..12)).unwrap(), Bytes::from_static(&[10, 11]));
+    }
+
+    #[test]
+    fn the_memory_tier_merges_the_parts_of_a_page() {
+        let cache = PageCache::new(
+            PageCacheConfig {
+                page_size: 256,
+                capacity_bytes: 1 << 20,
+            },
+            CacheMetrics::noop(),
+        );
+        let key = PageKey::new(ObjectKey::new("s", "p", "v"), 0);
+        assert_eq!(cache.insert(key.clone(), part(100..200)), part(100..200));
+        assert_eq!(cache.insert(key.clone(), part(0..100)), part(0..200));
+        assert_eq!(cache.insert(key.clone(), part(10..20)), part(0..200));
+        assert_eq!(cache.get(&key), Some(part(0..200)));
+        assert_eq!(cache.weighted_size(), 200);
     }
 }

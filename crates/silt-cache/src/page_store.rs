@@ -2,16 +2,21 @@
 //! pages in front of the object store, for pinned object versions.
 //!
 //! A read names one [`PinnedObject`] (an object at one version) and the
-//! ranges it wants. The ranges are widened to pages; pages are looked up in
-//! memory ([`PageCache`]), then on disk ([`PageTier`]); the missing ones are
-//! claimed in [`InFlight`] (a page another request is fetching is awaited,
-//! not fetched twice), grouped into runs (runs separated by at most
-//! `merge_gap` bytes are joined), fetched with one ranged GET per run carrying
-//! `If-Match` on the pinned ETag, checked (length, version of the answer),
-//! admitted to memory, published to waiters as each run arrives, and then
-//! written to disk (a waiter does not wait for the disk write; the request
-//! that fetched does, so a read that returned has its pages on disk; reads
-//! in between find the pages in the `writing` map).
+//! ranges it wants. Each page a range touches is looked up in memory
+//! ([`PageCache`]), then on disk ([`PageTier`]); a page is a hit when the
+//! tier holds the part of it the read needs (a tier may hold part of a
+//! page: see [`Page`]). The missing ones are claimed in [`InFlight`] (a page
+//! another request is fetching is awaited, not fetched twice), and their
+//! needed bytes, exactly (pages are a storage unit, not a fetch unit; of a
+//! page that holds part of what is needed, only the rest), are grouped into
+//! runs (runs separated by at most `merge_gap` bytes are joined), fetched
+//! with one ranged GET per run carrying `If-Match` on the pinned ETag,
+//! checked (length, version of the answer), merged with the parts already
+//! held, admitted to memory, published to waiters as each run arrives, and
+//! then written to disk (a waiter does not wait for the disk write; the
+//! request that fetched does, so a read that returned has its pages on
+//! disk; reads in between find the pages in the `writing` map). A waiter
+//! handed another part of a page than it needs claims the rest.
 //!
 //! Bytes of two versions never mix: every key carries the version, every
 //! fetch is conditional on it, and an answer for another version (a store
@@ -32,7 +37,7 @@ use crate::counters::TableCounters;
 use crate::error::{CacheError, CacheResult};
 use crate::inflight::{Claim, FetchClaim, InFlight};
 use crate::key::{ObjectKey, PinnedObject};
-use crate::page_cache::{PageCache, PageKey};
+use crate::page_cache::{Page, PageCache, PageKey};
 use crate::policy::{CostModel, MeasuredCost};
 use crate::version::ObjectVersion;
 
@@ -40,17 +45,15 @@ use crate::version::ObjectVersion;
 /// path does not depend on how pages are stored. Calls block on I/O; callers
 /// run them on blocking threads.
 pub trait PageTier: Send + Sync {
-    /// The page's verified bytes, or `None` on a miss.
-    fn get(&self, key: &PageKey) -> Option<Bytes>;
-    /// Several pages at once (`None` where missed): a tier that can read
-    /// neighbouring pages in one request does so.
-    fn get_many(&self, keys: &[PageKey]) -> Vec<Option<Bytes>> {
-        keys.iter().map(|k| self.get(k)).collect()
-    }
-    /// Keeps a page (best effort: a failed write is logged and counted).
-    /// `cost` is the estimated time in ns to fetch it again, measured by the
-    /// fetch that brought it (its share of that GET), for cost-aware eviction.
-    fn put(&self, key: PageKey, data: &[u8], cost: f64);
+    /// The verified bytes held of several pages (a whole page or part of
+    /// one; `None` where missed): a tier that can read neighbouring pages in
+    /// one request does so.
+    fn get_many(&self, keys: &[PageKey]) -> Vec<Option<Page>>;
+    /// Keeps a page or part of one (best effort: a failed write is logged
+    /// and counted), replacing a smaller part held before. `cost` is the
+    /// estimated time in ns to fetch it again, measured by the fetch that
+    /// brought it (its share of that GET), for cost-aware eviction.
+    fn put(&self, key: PageKey, page: &Page, cost: f64);
     /// Drops the pages of `keep`'s object whose version is not `keep`'s.
     fn drop_other_versions(&self, keep: &ObjectKey) -> usize;
 }
@@ -98,7 +101,21 @@ pub struct PageStore {
     /// a read in between finds them here instead of refetching them (the
     /// memory pages may not have admitted them, or hold only what memory
     /// reads asked for).
-    writing: parking_lot::Mutex<HashMap<PageKey, Bytes>>,
+    writing: parking_lot::Mutex<HashMap<PageKey, Page>>,
+}
+
+/// How many times a read claims a page it still lacks after waiting for
+/// another request's fetch of it (which may have brought another part of
+/// the page); after that it fetches what it lacks without a claim.
+const CLAIM_ROUNDS: usize = 3;
+
+/// A page a read lacks (or lacks part of) and claimed: it fetches `fetch`
+/// (page coordinates) and merges it with `held`.
+struct Missing {
+    page: u64,
+    fetch: Range<u64>,
+    held: Option<Page>,
+    claim: FetchClaim,
 }
 
 /// Builds a [`PageStore`].
@@ -210,13 +227,7 @@ impl PageStore {
             }
         }
         let ps = self.page_size();
-        let mut wanted: Vec<u64> = ranges
-            .iter()
-            .filter(|r| r.start < r.end)
-            .flat_map(|r| r.start / ps..=(r.end - 1) / ps)
-            .collect();
-        wanted.sort_unstable();
-        wanted.dedup();
+        let wanted = needed_parts(ranges, ps);
         let span = tracing::info_span!(
             "tier_read",
             object = source.path.as_ref(),
@@ -234,63 +245,112 @@ impl PageStore {
             .collect()
     }
 
-    /// The bytes of pages `wanted` (sorted, distinct): from memory, disk, a
-    /// fetch in flight, or the store.
+    /// The parts of pages `wanted` (page, bytes needed in it; sorted by page,
+    /// distinct): from memory, disk, a fetch in flight, or the store. Each
+    /// returned part covers what was needed of its page.
     async fn load_pages(
         &self,
         source: &Source<'_>,
         object: &PinnedObject,
-        wanted: &[u64],
+        wanted: &[(u64, Range<u64>)],
         admit: Admit,
         counters: &TableCounters,
-    ) -> CacheResult<HashMap<u64, Bytes>> {
-        let keys: Vec<PageKey> = wanted.iter().map(|&p| PageKey::new(object.key.clone(), p)).collect();
-        let found = self.lookup(&keys, admit).await;
-        let hits = found.iter().filter(|p| p.is_some()).count() as u64;
-        let span = tracing::Span::current();
-        span.record("page_hits", hits);
-        span.record("page_misses", found.len() as u64 - hits);
-        counters.hits.fetch_add(hits, Ordering::Relaxed);
-        counters.misses.fetch_add(found.len() as u64 - hits, Ordering::Relaxed);
-
-        // Claim the missing pages: fetch those nobody else is fetching, wait for the rest.
+    ) -> CacheResult<HashMap<u64, Page>> {
         let mut pages = HashMap::with_capacity(wanted.len());
-        let mut claimed = Vec::new();
-        let mut waiting = Vec::new();
-        for ((page, key), hit) in wanted.iter().zip(&keys).zip(found) {
-            match hit {
-                Some(bytes) => {
-                    pages.insert(*page, bytes);
-                }
-                None => match self.inflight.claim(key) {
-                    Claim::Fetch(tx) => claimed.push((*page, tx)),
-                    Claim::Wait(rx) => waiting.push((*page, rx)),
-                },
+        let mut pending = wanted.to_vec();
+        for round in 0..=CLAIM_ROUNDS {
+            let keys: Vec<PageKey> = pending
+                .iter()
+                .map(|(p, _)| PageKey::new(object.key.clone(), *p))
+                .collect();
+            let needs: Vec<&Range<u64>> = pending.iter().map(|(_, need)| need).collect();
+            let found = self.lookup(&keys, &needs, admit).await;
+            if round == 0 {
+                let hits = found.iter().zip(&needs).filter(|(f, n)| covers(f, n)).count() as u64;
+                let span = tracing::Span::current();
+                span.record("page_hits", hits);
+                span.record("page_misses", found.len() as u64 - hits);
+                counters.hits.fetch_add(hits, Ordering::Relaxed);
+                counters.misses.fetch_add(found.len() as u64 - hits, Ordering::Relaxed);
             }
-        }
-        if !claimed.is_empty() {
-            pages.extend(self.fetch_claimed(source, object, claimed, admit).await?);
-        }
-        for (page, rx) in waiting {
-            let bytes = match InFlight::wait(rx).await {
-                Some(outcome) => outcome?,
-                // The request fetching it went away: fetch it here.
-                None => self.fetch_run(source, object, page..page + 1).await?,
-            };
-            pages.insert(page, bytes);
+
+            // Claim what is missing: fetch what nobody else is fetching, wait for the rest.
+            let mut claimed = Vec::new();
+            let mut waiting = Vec::new();
+            for (((page, need), key), held) in pending.iter().zip(keys).zip(found) {
+                if covers(&held, need) {
+                    pages.insert(*page, held.expect("covers"));
+                    continue;
+                }
+                let fetch = still_needed(need, held.as_ref());
+                if round == CLAIM_ROUNDS {
+                    // Parts keep changing under this read: fetch its own, uncached.
+                    let start = page * self.page_size();
+                    let bytes = self
+                        .fetch_bytes(source, object, start + need.start..start + need.end)
+                        .await?;
+                    pages.insert(
+                        *page,
+                        Page {
+                            offset: need.start,
+                            bytes,
+                        },
+                    );
+                    continue;
+                }
+                match self.inflight.claim(&key) {
+                    Claim::Fetch(claim) => claimed.push(Missing {
+                        page: *page,
+                        fetch,
+                        held,
+                        claim,
+                    }),
+                    Claim::Wait(rx) => waiting.push((*page, need.clone(), rx)),
+                }
+            }
+            if !claimed.is_empty() {
+                pages.extend(self.fetch_claimed(source, object, claimed, admit).await?);
+            }
+            let mut again = Vec::new();
+            for (page, need, rx) in waiting {
+                match InFlight::wait(rx).await {
+                    Some(Ok(part)) if part.covers(&need) => {
+                        pages.insert(page, part);
+                    }
+                    Some(Err(e)) => return Err(e),
+                    // Another part of the page was fetched, or the request
+                    // fetching it went away: claim what is still missing.
+                    _ => again.push((page, need)),
+                }
+            }
+            if again.is_empty() {
+                break;
+            }
+            pending = again;
         }
         Ok(pages)
     }
 
     /// Looks pages up in memory (the memory pages, then those whose disk
-    /// write is under way), then on disk; `None` where all miss.
-    async fn lookup(&self, keys: &[PageKey], admit: Admit) -> Vec<Option<Bytes>> {
-        let mut found: Vec<Option<Bytes>> = keys
+    /// write is under way), then on disk where memory does not hold the part
+    /// `needs` names. Per page: a part that covers the need, else the
+    /// largest part found (what a fetch can merge with), else `None`.
+    async fn lookup(&self, keys: &[PageKey], needs: &[&Range<u64>], admit: Admit) -> Vec<Option<Page>> {
+        let mut found: Vec<Option<Page>> = keys
             .iter()
-            .map(|k| self.memory.get(k).or_else(|| self.writing.lock().get(k).cloned()))
+            .zip(needs)
+            .map(|(k, need)| {
+                let memory = self.memory.get(k);
+                if covers(&memory, need) {
+                    return memory;
+                }
+                better(memory, self.writing.lock().get(k).cloned(), need)
+            })
             .collect();
-        for hit in &found {
-            self.memory.metrics.record_lookup(hit.as_ref().map(Bytes::len));
+        for (hit, need) in found.iter().zip(needs) {
+            self.memory
+                .metrics
+                .record_lookup(hit.as_ref().filter(|p| p.covers(need)).map(Page::len));
         }
         let Some(disk) = self.disk.clone() else {
             return found;
@@ -298,9 +358,10 @@ impl PageStore {
         let wanted: Vec<(usize, PageKey)> = keys
             .iter()
             .zip(&found)
+            .zip(needs)
             .enumerate()
-            .filter(|(_, (_, f))| f.is_none())
-            .map(|(i, (k, _))| (i, k.clone()))
+            .filter(|(_, ((_, f), need))| !covers(f, need))
+            .map(|(i, ((k, _), _))| (i, k.clone()))
             .collect();
         if wanted.is_empty() {
             return found;
@@ -317,36 +378,38 @@ impl PageStore {
         .await
         .unwrap_or_default();
         for (i, key, page) in from_disk {
-            if let Some(page) = page {
-                if admit == Admit::MemoryAndDisk {
-                    self.memory.insert(key, page.clone());
-                }
-                found[i] = Some(page);
+            if page.is_none() {
+                continue;
             }
+            let page = better(found[i].take(), page, needs[i]);
+            if admit == Admit::MemoryAndDisk
+                && let Some(page) = &page
+                && page.covers(needs[i])
+            {
+                self.memory.insert(key, page.clone());
+            }
+            found[i] = page;
         }
         found
     }
 
     /// Writes fetched pages to the disk tier (if any) on a blocking thread.
     /// Each page comes with its refetch cost in ns (for the disk tier's policy).
-    async fn write_to_disk(&self, pages: Vec<(PageKey, Bytes, f64)>) {
+    async fn write_to_disk(&self, pages: Vec<(PageKey, Page, f64)>) {
         if let Some(disk) = self.disk.clone() {
             let _ = tokio::task::spawn_blocking(move || {
-                for (k, b, cost) in pages {
-                    disk.put(k, &b, cost);
+                for (k, page, cost) in pages {
+                    disk.put(k, &page, cost);
                 }
             })
             .await;
         }
     }
 
-    /// One GET for pages `run` of `object`, conditional on its version and
-    /// checked for length and version.
-    async fn fetch_run(&self, source: &Source<'_>, object: &PinnedObject, run: Range<u64>) -> CacheResult<Bytes> {
-        let ps = self.page_size();
-        let version = &object.version;
-        let start = run.start * ps;
-        let end = (run.end * ps).min(version.size);
+    /// One GET for bytes `range` of `object`, conditional on its version
+    /// and checked for length and version.
+    async fn fetch_bytes(&self, source: &Source<'_>, object: &PinnedObject, range: Range<u64>) -> CacheResult<Bytes> {
+        let Range { start, end } = range;
         let expected = self.expected_etag(object);
         let opts = GetOptions {
             range: Some(GetRange::Bounded(start..end)),
@@ -440,19 +503,23 @@ impl PageStore {
         }
     }
 
-    /// Fetches the pages this request claimed, in merged runs (one GET each,
-    /// all at once), publishing each page (or the run's error) to the
-    /// requests waiting for it as soon as its run arrives.
+    /// Fetches what this request claimed, in merged runs (one GET each, all
+    /// at once), publishing each page (or the run's error) to the requests
+    /// waiting for it as soon as its run arrives.
     async fn fetch_claimed(
         &self,
         source: &Source<'_>,
         object: &PinnedObject,
-        mut claimed: Vec<(u64, FetchClaim)>,
+        claimed: Vec<Missing>,
         admit: Admit,
-    ) -> CacheResult<Vec<(u64, Bytes)>> {
+    ) -> CacheResult<Vec<(u64, Page)>> {
         let ps = self.page_size();
-        claimed.sort_by_key(|(p, _)| *p);
-        let runs = merge_runs(claimed, self.merge_gap / ps.max(1));
+        let mut parts: Vec<(Range<u64>, Missing)> = claimed
+            .into_iter()
+            .map(|m| (m.page * ps + m.fetch.start..m.page * ps + m.fetch.end, m))
+            .collect();
+        parts.sort_by_key(|(r, _)| r.start);
+        let runs = merge_runs(parts, self.merge_gap);
         let fetches = runs
             .into_iter()
             .map(|(run, members)| self.fetch_and_publish(source, object, run, members, admit));
@@ -472,45 +539,48 @@ impl PageStore {
         }
     }
 
-    /// One run of [`Self::fetch_claimed`]: fetches it, admits its pages to
-    /// memory, wakes the requests waiting for them, and only then writes
-    /// them to disk (waiters do not wait for the disk).
+    /// One run of [`Self::fetch_claimed`]: fetches it, merges each page's
+    /// new bytes with the part it held, admits the pages to memory, wakes
+    /// the requests waiting for them, and only then writes them to disk
+    /// (waiters do not wait for the disk).
     async fn fetch_and_publish(
         &self,
         source: &Source<'_>,
         object: &PinnedObject,
         run: Range<u64>,
-        members: Vec<(u64, FetchClaim)>,
+        members: Vec<(Range<u64>, Missing)>,
         admit: Admit,
-    ) -> CacheResult<Vec<(u64, Bytes)>> {
-        let body = match self.fetch_run(source, object, run.clone()).await {
+    ) -> CacheResult<Vec<(u64, Page)>> {
+        let body = match self.fetch_bytes(source, object, run.clone()).await {
             Ok(body) => body,
             Err(e) => {
-                for (_, claim) in members {
-                    claim.finish(Err(e.clone()));
+                for (_, m) in members {
+                    m.claim.finish(Err(e.clone()));
                 }
                 return Err(e);
             }
         };
-        let ps = self.page_size();
-        let pages: Vec<(u64, PageKey, Bytes)> = members
-            .iter()
-            .map(|(page, _)| {
-                let lo = ((page - run.start) * ps) as usize;
-                let hi = (lo + ps as usize).min(body.len());
-                (*page, PageKey::new(object.key.clone(), *page), body.slice(lo..hi))
-            })
-            .collect();
+        let mut pages = Vec::with_capacity(members.len());
+        let mut claims = Vec::with_capacity(members.len());
+        for (bytes, m) in members {
+            let fetched = Page {
+                offset: m.fetch.start,
+                bytes: body.slice((bytes.start - run.start) as usize..(bytes.end - run.start) as usize),
+            };
+            let page = m.held.and_then(|held| held.merge(&fetched)).unwrap_or(fetched);
+            pages.push((m.page, PageKey::new(object.key.clone(), m.page), page));
+            claims.push(m.claim);
+        }
         // Findable by later reads until the disk write lands.
         let pending = self
             .disk
             .is_some()
-            .then(|| BeingWritten::new(&self.writing, pages.iter().map(|(_, k, b)| (k, b))));
-        for ((_, key, bytes), (_, claim)) in pages.iter().zip(members) {
+            .then(|| BeingWritten::new(&self.writing, pages.iter().map(|(_, k, p)| (k, p))));
+        for ((_, key, page), claim) in pages.iter().zip(claims) {
             if admit == Admit::MemoryAndDisk || self.disk.is_none() {
-                self.memory.insert(key.clone(), bytes.clone());
+                self.memory.insert(key.clone(), page.clone());
             }
-            claim.finish(Ok(bytes.clone()));
+            claim.finish(Ok(page.clone()));
         }
         // Each page's share of this GET: what refetching it costs.
         let model = self.fetch_cost.model();
@@ -518,26 +588,26 @@ impl PageStore {
         self.write_to_disk(
             pages
                 .iter()
-                .map(|(_, k, b)| (k.clone(), b.clone(), model.share_of_request(count, b.len() as u64)))
+                .map(|(_, k, p)| (k.clone(), p.clone(), model.share_of_request(count, p.len() as u64)))
                 .collect(),
         )
         .await;
         drop(pending);
-        Ok(pages.into_iter().map(|(page, _, bytes)| (page, bytes)).collect())
+        Ok(pages.into_iter().map(|(page, _, part)| (page, part)).collect())
     }
 }
 
 /// Pages put in [`PageStore`]'s `writing` map while their disk write runs;
 /// dropped (written, failed, or the request cancelled), it takes them out.
 struct BeingWritten<'a> {
-    map: &'a parking_lot::Mutex<HashMap<PageKey, Bytes>>,
+    map: &'a parking_lot::Mutex<HashMap<PageKey, Page>>,
     keys: Vec<PageKey>,
 }
 
 impl<'a> BeingWritten<'a> {
     fn new<'p>(
-        map: &'a parking_lot::Mutex<HashMap<PageKey, Bytes>>,
-        pages: impl Iterator<Item = (&'p PageKey, &'p Bytes)>,
+        map: &'a parking_lot::Mutex<HashMap<PageKey, Page>>,
+        pages: impl Iterator<Item = (&'p PageKey, &'p Page)>,
     ) -> Self {
         let mut keys = Vec::new();
         let mut held = map.lock();
@@ -559,21 +629,67 @@ impl Drop for BeingWritten<'_> {
     }
 }
 
-/// Runs of claimed pages (sorted), joining runs at most `gap_pages` apart.
-type Run<T> = (Range<u64>, Vec<(u64, T)>);
+/// Byte ranges to fetch (sorted by start, disjoint) joined into runs: one
+/// run per group of ranges at most `gap` bytes apart.
+type Run<T> = (Range<u64>, Vec<(Range<u64>, T)>);
 
-fn merge_runs<T>(claimed: Vec<(u64, T)>, gap_pages: u64) -> Vec<Run<T>> {
+fn merge_runs<T>(parts: Vec<(Range<u64>, T)>, gap: u64) -> Vec<Run<T>> {
     let mut runs: Vec<Run<T>> = Vec::new();
-    for (page, t) in claimed {
+    for (range, t) in parts {
         match runs.last_mut() {
-            Some((r, members)) if page <= r.end + gap_pages => {
-                r.end = page + 1;
-                members.push((page, t));
+            Some((r, members)) if range.start <= r.end + gap => {
+                r.end = r.end.max(range.end);
+                members.push((range, t));
             }
-            _ => runs.push((page..page + 1, vec![(page, t)])),
+            _ => runs.push((range.clone(), vec![(range, t)])),
         }
     }
     runs
+}
+
+/// The pages `ranges` touch, each with the bytes needed of it (page
+/// coordinates; the span of every range's part in it), sorted by page.
+fn needed_parts(ranges: &[Range<u64>], page_size: u64) -> Vec<(u64, Range<u64>)> {
+    let mut needs: std::collections::BTreeMap<u64, Range<u64>> = Default::default();
+    for r in ranges.iter().filter(|r| r.start < r.end) {
+        for page in r.start / page_size..=(r.end - 1) / page_size {
+            let start = page * page_size;
+            let need = r.start.max(start) - start..r.end.min(start + page_size) - start;
+            needs
+                .entry(page)
+                .and_modify(|n| *n = n.start.min(need.start)..n.end.max(need.end))
+                .or_insert(need);
+        }
+    }
+    needs.into_iter().collect()
+}
+
+/// Whether `part` holds all of `need`.
+fn covers(part: &Option<Page>, need: &Range<u64>) -> bool {
+    part.as_ref().is_some_and(|p| p.covers(need))
+}
+
+/// Of two parts of a page, the one that covers `need`, else the larger.
+fn better(a: Option<Page>, b: Option<Page>, need: &Range<u64>) -> Option<Page> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(if a.covers(need) || (!b.covers(need) && a.len() >= b.len()) {
+            a
+        } else {
+            b
+        }),
+        (a, b) => a.or(b),
+    }
+}
+
+/// What to fetch of a page to cover `need` when `held` is held of it: what
+/// `need` lacks where that is one range (the held part overlaps or touches
+/// one end of it), else all of `need`.
+fn still_needed(need: &Range<u64>, held: Option<&Page>) -> Range<u64> {
+    match held.map(Page::range) {
+        Some(h) if h.start <= need.start && h.end > need.start => h.end..need.end,
+        Some(h) if h.start < need.end && h.end >= need.end => need.start..h.start,
+        _ => need.clone(),
+    }
 }
 
 /// A failed conditional read at `version` names that version.
@@ -592,46 +708,35 @@ fn changed_version(e: CacheError, version: &ObjectVersion) -> CacheError {
 fn assemble(
     range: &Range<u64>,
     page_size: u64,
-    pages: &HashMap<u64, Bytes>,
+    pages: &HashMap<u64, Page>,
     path: &Path,
     size: u64,
 ) -> CacheResult<Bytes> {
     if range.start >= range.end {
         return Ok(Bytes::new());
     }
+    let part_of = |page: u64| {
+        let start = page * page_size;
+        let need = range.start.max(start) - start..range.end.min(start + page_size) - start;
+        let held = pages.get(&page);
+        held.and_then(|p| p.slice(&need)).ok_or_else(|| CacheError::Corrupt {
+            path: path.to_string(),
+            detail: format!(
+                "page {page} holds bytes {:?} where {need:?} were expected (object of {size} bytes)",
+                held.map(Page::range)
+            ),
+        })
+    };
     let (first, last) = (range.start / page_size, (range.end - 1) / page_size);
-    if first == last
-        && let Some(page) = pages.get(&first)
-    {
+    if first == last {
         // One page: a slice, no copy.
-        let lo = (range.start - first * page_size) as usize;
-        let hi = (range.end - first * page_size) as usize;
-        return short_page(page, hi, path, size).map(|()| page.slice(lo..hi));
+        return part_of(first);
     }
     let mut out = BytesMut::with_capacity((range.end - range.start) as usize);
     for page in first..=last {
-        let bytes = pages.get(&page).cloned().unwrap_or_default();
-        let page_start = page * page_size;
-        let lo = range.start.saturating_sub(page_start) as usize;
-        let hi = ((range.end - page_start) as usize).min(page_size as usize);
-        short_page(&bytes, hi, path, size)?;
-        out.extend_from_slice(&bytes[lo..hi]);
+        out.extend_from_slice(&part_of(page)?);
     }
     Ok(out.freeze())
-}
-
-/// A page must hold the bytes asked of it (only an object's last page is short).
-fn short_page(page: &Bytes, needed: usize, path: &Path, size: u64) -> CacheResult<()> {
-    if page.len() < needed {
-        return Err(CacheError::Corrupt {
-            path: path.to_string(),
-            detail: format!(
-                "a cached page holds {} bytes where {needed} were expected (object of {size} bytes)",
-                page.len()
-            ),
-        });
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -640,11 +745,30 @@ mod tests {
 
     #[test]
     fn runs_join_when_close() {
-        let runs = merge_runs(vec![(1, ()), (2, ()), (4, ()), (9, ())], 1);
+        let runs = merge_runs(vec![(10..20, ()), (20..25, ()), (35..40, ()), (90..95, ())], 10);
         let spans: Vec<Range<u64>> = runs.iter().map(|(r, _)| r.clone()).collect();
-        assert_eq!(spans, vec![1..5, 9..10]);
+        assert_eq!(spans, vec![10..40, 90..95]);
         assert_eq!(runs[0].1.len(), 3);
         assert!(merge_runs::<()>(vec![], 4).is_empty());
+    }
+
+    #[test]
+    fn a_read_needs_the_span_of_its_ranges_in_each_page() {
+        let parts = needed_parts(&[5..37, 40..41, 50..50, 60..64], 16);
+        assert_eq!(parts, vec![(0, 5..16), (1, 0..16), (2, 0..9), (3, 12..16)]);
+    }
+
+    #[test]
+    fn only_what_a_held_part_lacks_is_fetched() {
+        let held = |r: Range<u64>| Page {
+            offset: r.start,
+            bytes: Bytes::from(vec![0; (r.end - r.start) as usize]),
+        };
+        assert_eq!(still_needed(&(0..64), Some(&held(0..10))), 10..64);
+        assert_eq!(still_needed(&(0..64), Some(&held(50..64))), 0..50);
+        assert_eq!(still_needed(&(10..64), Some(&held(0..10))), 10..64, "touching");
+        assert_eq!(still_needed(&(0..64), Some(&held(20..30))), 0..64, "inside: two gaps");
+        assert_eq!(still_needed(&(30..40), None), 30..40);
     }
 
     /// Writes `fill` x 64 bytes to `file` (a new file renamed into place) with

@@ -85,16 +85,12 @@ impl CacheTiers {
 }
 
 impl crate::page_store::PageTier for crate::disk::DiskTier {
-    fn get(&self, key: &crate::PageKey) -> Option<bytes::Bytes> {
-        crate::disk::DiskTier::get(self, key)
-    }
-
-    fn get_many(&self, keys: &[crate::PageKey]) -> Vec<Option<bytes::Bytes>> {
+    fn get_many(&self, keys: &[crate::PageKey]) -> Vec<Option<crate::Page>> {
         crate::disk::DiskTier::get_many(self, keys)
     }
 
-    fn put(&self, key: crate::PageKey, data: &[u8], cost: f64) {
-        crate::disk::DiskTier::put(self, key, data, cost)
+    fn put(&self, key: crate::PageKey, page: &crate::Page, cost: f64) {
+        crate::disk::DiskTier::put_at(self, key, page.offset, &page.bytes, cost)
     }
 
     fn drop_other_versions(&self, keep: &ObjectKey) -> usize {

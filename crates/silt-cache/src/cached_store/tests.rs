@@ -6,6 +6,8 @@ use futures::TryStreamExt;
 use object_store::ObjectStoreExt;
 use object_store::memory::InMemory;
 use silt_store::{MeteredStore, StoreMetrics};
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 fn tiers(page: u64, merge_gap: u64) -> Arc<CacheTiers> {
     let cache = PageCache::new(
@@ -216,6 +218,45 @@ async fn concurrent_misses_fetch_each_page_once() {
         "fetched {fetched} bytes of a {} byte object",
         data.len()
     );
+}
+
+/// Reads fetch the bytes they need, not whole pages; what a page's part
+/// lacks is fetched, not the page again; a repeated read fetches nothing.
+#[tokio::test]
+async fn reads_fetch_exact_ranges_and_pages_fill_in() {
+    let mem = Arc::new(InMemory::new());
+    let (got_bytes, gets) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let counted = StoreMetrics {
+        get_bytes: metrics::Counter::from_arc(got_bytes.clone()),
+        get_requests: metrics::Counter::from_arc(gets.clone()),
+        ..StoreMetrics::noop()
+    };
+    let metered: Arc<dyn ObjectStore> = Arc::new(MeteredStore::new(mem.clone(), counted));
+    let store = CachedStore::new(metered, tiers(16, 0), "mem", Freshness::Always);
+    let data: Vec<u8> = (0..100u8).collect();
+    mem.put(&Path::from("o"), data.clone().into()).await.unwrap();
+    let p = ns("o");
+    let v = store.read_version(&p).await.unwrap();
+    let fetched = || (gets.load(Ordering::Relaxed), got_bytes.load(Ordering::Relaxed));
+    let read = |range: Range<u64>| {
+        let (store, p, v) = (store.clone(), p.clone(), v.clone());
+        async move { store.read_at(&p, &v, range).await.unwrap() }
+    };
+
+    assert_eq!(&read(5..37).await[..], &data[5..37]);
+    assert_eq!(fetched(), (1, 32), "pages 0 and 2 are partial");
+    assert_eq!(&read(5..37).await[..], &data[5..37]);
+    assert_eq!(&read(20..30).await[..], &data[20..30]);
+    assert_eq!(fetched(), (1, 32), "warm reads fetch nothing");
+    // Page 2 holds 32..37: its rest up to 45 is fetched, then page 0's start.
+    assert_eq!(&read(33..45).await[..], &data[33..45]);
+    assert_eq!(fetched(), (2, 40));
+    assert_eq!(&read(0..48).await[..], &data[0..48]);
+    assert_eq!(fetched(), (4, 48), "0..5 and 45..48, each once");
+    assert_eq!(&read(0..100).await[..], &data[..]);
+    assert_eq!(fetched().1, 100, "every byte fetched once");
+    assert_eq!(&read(0..100).await[..], &data[..]);
+    assert_eq!(fetched().1, 100);
 }
 
 #[tokio::test]

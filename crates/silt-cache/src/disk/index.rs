@@ -230,13 +230,18 @@ impl Index {
         admission
     }
 
-    /// Reserves a slot for a page of `len` bytes about to be written, whose
-    /// refetch costs `cost` ns; `None` when the page is already stored or
-    /// being written (pages are immutable per key, so rewriting it would
-    /// only cost I/O).
+    /// Reserves a slot for a page (or part of one) of `len` bytes about to
+    /// be written, whose refetch costs `cost` ns; `None` when the page is
+    /// being written, or stored with at least `len` bytes (a key's bytes never
+    /// change, so rewriting them would only cost I/O). A shorter part stored
+    /// before is replaced: its slot is freed, the new one written elsewhere.
     pub fn reserve(&mut self, key: &PageKey, len: u64, cost: f64) -> Option<Admission> {
-        if self.get(key).is_some() {
-            return None;
+        match self.get(key) {
+            Some(stored) if stored.writing || stored.len >= len => return None,
+            Some(_) => {
+                self.forget(key);
+            }
+            None => {}
         }
         Some(self.admit(key, len, cost, Placement::Free, true))
     }

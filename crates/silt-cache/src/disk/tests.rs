@@ -114,7 +114,7 @@ fn pages_survive_a_restart() {
     for page in 0..10 {
         tier.put(key("a", "v1", page), &bytes(page, len(page)), COST);
     }
-    assert_eq!(tier.get(&key("a", "v1", 3)).unwrap(), bytes(3, 7000));
+    assert_eq!(tier.get(&key("a", "v1", 3)).unwrap().bytes, bytes(3, 7000));
     assert_eq!(tier.used_bytes(), 10 * SLOT);
     tier.wait_recovered();
     drop(tier);
@@ -127,7 +127,7 @@ fn pages_survive_a_restart() {
         (10, 10, 10 * SLOT)
     );
     for page in 0..10 {
-        assert_eq!(tier.get(&key("a", "v1", page)).unwrap(), bytes(page, len(page)));
+        assert_eq!(tier.get(&key("a", "v1", page)).unwrap().bytes, bytes(page, len(page)));
     }
     assert!(tier.get(&key("a", "v1", 10)).is_none());
     assert!(tier.get(&key("a", "v2", 0)).is_none());
@@ -136,9 +136,43 @@ fn pages_survive_a_restart() {
     // New pages go to free slots, not over recovered ones.
     tier.put(key("b", "v1", 0), &bytes(50, 100), COST);
     for page in 0..10 {
-        assert_eq!(tier.get(&key("a", "v1", page)).unwrap(), bytes(page, len(page)));
+        assert_eq!(tier.get(&key("a", "v1", page)).unwrap().bytes, bytes(page, len(page)));
     }
-    assert_eq!(tier.get(&key("b", "v1", 0)).unwrap(), bytes(50, 100));
+    assert_eq!(tier.get(&key("b", "v1", 0)).unwrap().bytes, bytes(50, 100));
+}
+
+/// A part of a page keeps its place in the page across a restart; a longer
+/// part replaces it (in another slot), a shorter one does not.
+#[test]
+fn parts_of_pages_keep_their_offset_and_grow() {
+    let dir = tempfile::tempdir().unwrap();
+    let tier = open(dir.path(), 1 << 30);
+    let page = bytes(9, PAGE as usize);
+    let k = key("a", "v", 4);
+    tier.put_at(k.clone(), 15_000, &page[15_000..], COST);
+    let got = tier.get(&k).unwrap();
+    assert_eq!((got.offset, &got.bytes[..]), (15_000, &page[15_000..]));
+    tier.put_at(k.clone(), 0, &page[..100], COST);
+    assert_eq!(
+        tier.get(&k).unwrap().offset,
+        15_000,
+        "a shorter part does not replace a longer one"
+    );
+    tier.put_at(k.clone(), 10_000, &page[10_000..], COST);
+    assert_eq!(
+        tier.get(&k).unwrap().offset,
+        10_000,
+        "a longer part replaces a shorter one"
+    );
+    assert_eq!(tier.used_bytes(), SLOT, "the replaced part's slot is free");
+    tier.wait_recovered();
+    drop(tier);
+
+    let tier = open(dir.path(), 1 << 30);
+    tier.wait_recovered();
+    let got = tier.get(&k).unwrap();
+    assert_eq!((got.offset, &got.bytes[..]), (10_000, &page[10_000..]));
+    assert_eq!(tier.stats().pages, 1);
 }
 
 #[test]
@@ -157,17 +191,21 @@ fn consecutive_pages_are_placed_side_by_side_and_read_in_one_request() {
     let a: Vec<PageKey> = (0..8).map(|p| key("a", "v", p)).collect();
     let got = tier.get_many(&a);
     for (page, got) in got.iter().enumerate() {
-        assert_eq!(got.as_deref(), Some(&bytes(page as u64, 20_000)[..]), "page {page}");
+        assert_eq!(
+            got.as_ref().map(|p| &p.bytes[..]),
+            Some(&bytes(page as u64, 20_000)[..]),
+            "page {page}"
+        );
     }
     // a0 | b0 | a1..a4 | b4 | a5..a7: three runs of a's pages.
     assert_eq!(tier.stats().read_requests, 3);
     // Misses and pages of other objects in the same call.
     let mixed = [key("a", "v", 2), key("zzz", "v", 0), key("b", "v", 4), key("a", "v", 3)];
     let got = tier.get_many(&mixed);
-    assert_eq!(got[0].as_deref(), Some(&bytes(2, 20_000)[..]));
+    assert_eq!(got[0].as_ref().map(|p| &p.bytes[..]), Some(&bytes(2, 20_000)[..]));
     assert!(got[1].is_none());
-    assert_eq!(got[2].as_deref(), Some(&bytes(104, 3000)[..]));
-    assert_eq!(got[3].as_deref(), Some(&bytes(3, 20_000)[..]));
+    assert_eq!(got[2].as_ref().map(|p| &p.bytes[..]), Some(&bytes(104, 3000)[..]));
+    assert_eq!(got[3].as_ref().map(|p| &p.bytes[..]), Some(&bytes(3, 20_000)[..]));
     assert_eq!(tier.stats().read_requests, 3 + 2);
 }
 
@@ -193,7 +231,7 @@ fn a_flipped_data_byte_is_a_miss_and_frees_the_slot() {
     let got = tier.get_many(&[k.clone(), key("a", "v1", 1)]);
     assert!(got[0].is_none(), "damaged page served");
     assert_eq!(
-        got[1].as_deref(),
+        got[1].as_ref().map(|p| &p.bytes[..]),
         Some(&bytes(2, 5000)[..]),
         "its neighbour in the same read is fine"
     );
@@ -205,7 +243,7 @@ fn a_flipped_data_byte_is_a_miss_and_frees_the_slot() {
     // The slot is free again and is reused.
     tier.put(k.clone(), &bytes(1, 5000), COST);
     assert_eq!(tier.slot_of(&k).unwrap(), (file, offset));
-    assert_eq!(tier.get(&k).unwrap(), bytes(1, 5000));
+    assert_eq!(tier.get(&k).unwrap().bytes, bytes(1, 5000));
 }
 
 #[test]
@@ -225,7 +263,7 @@ fn damaged_slots_are_dropped_at_recovery() {
     scribble(&file, garbage, &bytes(99, 4096));
     scribble(&file, good + 4 * SLOT, b"SILTPAGE"); // a torn header in a blank slot
     // A header claiming more data than a slot holds (checksum right).
-    let oversized = super::format::encode_header(&key("a", "v1", 9), &vec![7; PAGE as usize + 1], COST).unwrap();
+    let oversized = super::format::encode_header(&key("a", "v1", 9), 0, &vec![7; PAGE as usize + 1], COST).unwrap();
     scribble(&file, good + 5 * SLOT, &oversized);
     let stray = file.with_file_name("notes.txt");
     fs::write(&stray, b"not a region").unwrap();
@@ -236,15 +274,15 @@ fn damaged_slots_are_dropped_at_recovery() {
     assert_eq!((stats.recovered_pages, stats.pages), (1, 1));
     assert_eq!((stats.recovered_dropped, stats.corrupt_pages), (4, 4));
     assert!(!stray.exists());
-    assert_eq!(tier.get(&key("a", "v1", 2)).unwrap(), bytes(2, 9000));
+    assert_eq!(tier.get(&key("a", "v1", 2)).unwrap().bytes, bytes(2, 9000));
     // Freed slots are reused, lowest first; the good page is untouched.
     for page in 10..13 {
         tier.put(key("b", "v1", page), &bytes(page, 100), COST);
     }
     assert_eq!(tier.slot_of(&key("b", "v1", 10)).unwrap().1, header_flip);
     assert_eq!(tier.slot_of(&key("b", "v1", 11)).unwrap().1, garbage);
-    assert_eq!(tier.get(&key("a", "v1", 2)).unwrap(), bytes(2, 9000));
-    assert_eq!(tier.get(&key("b", "v1", 12)).unwrap(), bytes(12, 100));
+    assert_eq!(tier.get(&key("a", "v1", 2)).unwrap().bytes, bytes(2, 9000));
+    assert_eq!(tier.get(&key("b", "v1", 12)).unwrap().bytes, bytes(12, 100));
 }
 
 #[test]
@@ -286,7 +324,7 @@ fn the_budget_holds_for_every_policy() {
             let len = (page * 2311 % 20_000) as usize;
             let k = key("obj", "v", page);
             match tier.get(&k) {
-                Some(got) => assert_eq!(got, bytes(page, len), "{policy}: wrong bytes"),
+                Some(got) => assert_eq!(got.bytes, bytes(page, len), "{policy}: wrong bytes"),
                 None => tier.put(k, &bytes(page, len), COST),
             }
             assert!(tier.used_bytes() <= BUDGET, "{policy}: over budget");
@@ -321,7 +359,7 @@ fn a_smaller_budget_keeps_the_pages_that_fit() {
     let stats = tier.stats();
     assert_eq!((stats.pages, stats.used_bytes), (5, 5 * SLOT));
     for page in 0..5 {
-        assert_eq!(tier.get(&key("a", "v", page)).unwrap(), bytes(page, 4096));
+        assert_eq!(tier.get(&key("a", "v", page)).unwrap().bytes, bytes(page, 4096));
     }
     let files = region_files(dir.path());
     assert_eq!(files.len(), 1);
@@ -344,8 +382,8 @@ fn dropping_other_versions() {
     assert_eq!(tier.drop_other_versions("s", "a", "v2"), 0);
     assert_eq!(tier.drop_other_versions("other-store", "b", "v2"), 0);
     assert!(tier.get(&key("a", "v1", 0)).is_none());
-    assert_eq!(tier.get(&key("a", "v2", 1)).unwrap(), bytes(11, 100));
-    assert_eq!(tier.get(&key("b", "v1", 2)).unwrap(), bytes(2, 100));
+    assert_eq!(tier.get(&key("a", "v2", 1)).unwrap().bytes, bytes(11, 100));
+    assert_eq!(tier.get(&key("b", "v1", 2)).unwrap().bytes, bytes(2, 100));
     assert_eq!(tier.page_count(), 5);
     assert_eq!(tier.used_bytes(), 5 * SLOT);
 }
@@ -365,7 +403,7 @@ fn versions_dropped_during_recovery_stay_dropped() {
     tier.drop_other_versions("s", "a", "v2");
     tier.wait_recovered();
     assert_eq!(tier.page_count(), 1);
-    assert_eq!(tier.get(&key("a", "v2", 0)).unwrap(), bytes(7, 100));
+    assert_eq!(tier.get(&key("a", "v2", 0)).unwrap().bytes, bytes(7, 100));
 }
 
 #[test]
@@ -378,11 +416,14 @@ fn direct_io_round_trip() {
         tier.put(key("a", "v", page as u64), &bytes(page as u64, *len), COST);
     }
     for (page, len) in lens.iter().enumerate() {
-        assert_eq!(tier.get(&key("a", "v", page as u64)).unwrap(), bytes(page as u64, *len));
+        assert_eq!(
+            tier.get(&key("a", "v", page as u64)).unwrap().bytes,
+            bytes(page as u64, *len)
+        );
     }
     let all: Vec<PageKey> = (0..lens.len() as u64).map(|p| key("a", "v", p)).collect();
     for (page, got) in tier.get_many(&all).into_iter().enumerate() {
-        assert_eq!(got.unwrap(), bytes(page as u64, lens[page]));
+        assert_eq!(got.unwrap().bytes, bytes(page as u64, lens[page]));
     }
     // The tier uses O_DIRECT exactly where the filesystem takes it.
     assert_eq!(
@@ -395,7 +436,10 @@ fn direct_io_round_trip() {
     let tier = open_paged(dir.path(), 1 << 30, 1 << 20, true);
     tier.wait_recovered();
     for (page, len) in lens.iter().enumerate() {
-        assert_eq!(tier.get(&key("a", "v", page as u64)).unwrap(), bytes(page as u64, *len));
+        assert_eq!(
+            tier.get(&key("a", "v", page as u64)).unwrap().bytes,
+            bytes(page as u64, *len)
+        );
     }
     assert_eq!(tier.stats().hits, lens.len() as u64);
 }
@@ -413,7 +457,7 @@ fn direct_io_falls_back_where_refused() {
     }
     for page in 0..3 {
         assert_eq!(
-            tier.get(&key("a", "v", page)).unwrap(),
+            tier.get(&key("a", "v", page)).unwrap().bytes,
             bytes(page, 5000 * page as usize)
         );
     }
@@ -464,10 +508,10 @@ fn while_recovery_runs_new_pages_go_to_free_slots_and_old_ones_come_back() {
         (210, 200, 210 * SLOT)
     );
     for page in 0..200 {
-        assert_eq!(tier.get(&key("a", "v", page)).unwrap(), bytes(page, 300));
+        assert_eq!(tier.get(&key("a", "v", page)).unwrap().bytes, bytes(page, 300));
     }
     for page in 0..10 {
-        assert_eq!(tier.get(&key("new", "v", page)).unwrap(), bytes(1000 + page, 300));
+        assert_eq!(tier.get(&key("new", "v", page)).unwrap().bytes, bytes(1000 + page, 300));
     }
     drop(tier);
 
@@ -475,16 +519,16 @@ fn while_recovery_runs_new_pages_go_to_free_slots_and_old_ones_come_back() {
     let tier = open(dir.path(), 1 << 30);
     for page in (0..200).rev() {
         if let Some(got) = tier.get(&key("a", "v", page)) {
-            assert_eq!(got, bytes(page, 300));
+            assert_eq!(got.bytes, bytes(page, 300));
         }
         tier.put(key("during", "v", page), &bytes(2000 + page, 300), COST);
     }
     tier.wait_recovered();
     assert_eq!(tier.stats().recovered_pages, 210);
     for page in 0..200 {
-        assert_eq!(tier.get(&key("a", "v", page)).unwrap(), bytes(page, 300));
+        assert_eq!(tier.get(&key("a", "v", page)).unwrap().bytes, bytes(page, 300));
         if let Some(got) = tier.get(&key("during", "v", page)) {
-            assert_eq!(got, bytes(2000 + page, 300));
+            assert_eq!(got.bytes, bytes(2000 + page, 300));
         }
     }
 }
@@ -506,14 +550,14 @@ fn concurrent_puts_and_gets_never_return_wrong_bytes() {
                         let keys: Vec<PageKey> = (page..page + 4).map(|p| key("a", "v", p)).collect();
                         for (p, got) in (page..).zip(tier.get_many(&keys)) {
                             if let Some(got) = got {
-                                assert_eq!(got, bytes(p, len_of(p)), "wrong bytes for page {p}");
+                                assert_eq!(got.bytes, bytes(p, len_of(p)), "wrong bytes for page {p}");
                             }
                         }
                         continue;
                     }
                     let k = key("a", "v", page);
                     match tier.get(&k) {
-                        Some(got) => assert_eq!(got, bytes(page, len_of(page)), "wrong bytes for page {page}"),
+                        Some(got) => assert_eq!(got.bytes, bytes(page, len_of(page)), "wrong bytes for page {page}"),
                         None => tier.put(k, &bytes(page, len_of(page)), COST),
                     }
                     assert!(tier.used_bytes() <= BUDGET);
@@ -570,7 +614,7 @@ fn metrics_register_with_a_recorder() {
     let dir = tempfile::tempdir().unwrap();
     let tier = DiskTier::open(config(dir.path(), 1 << 20, PolicyKind::WeightedLfu, false), metrics).unwrap();
     tier.put(key("a", "v", 0), b"abc", COST);
-    assert_eq!(&tier.get(&key("a", "v", 0)).unwrap()[..], b"abc");
+    assert_eq!(&tier.get(&key("a", "v", 0)).unwrap().bytes[..], b"abc");
     tier.record_miss_bytes(10);
     assert_eq!(tier.stats().miss_bytes, 10);
 }
@@ -642,7 +686,7 @@ fn direct_io_keeps_the_tiers_files_out_of_the_os_page_cache() {
         tier.wait_recovered();
         for page in 0..8 {
             tier.put(key("a", "v", page), &bytes(page, 300_000), COST);
-            assert_eq!(tier.get(&key("a", "v", page)).unwrap(), bytes(page, 300_000));
+            assert_eq!(tier.get(&key("a", "v", page)).unwrap().bytes, bytes(page, 300_000));
         }
         let all: Vec<PageKey> = (0..8).map(|p| key("a", "v", p)).collect();
         assert!(tier.get_many(&all).iter().all(Option::is_some));

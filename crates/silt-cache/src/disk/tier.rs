@@ -14,7 +14,7 @@ use super::index::{Admission, Adopted, Entry, Index};
 use super::metrics::Counters;
 use super::regions::{Geometry, Regions};
 use super::{DiskConfig, DiskMetrics, DiskStats, recovery};
-use crate::page_cache::PageKey;
+use crate::page_cache::{Page, PageKey};
 
 /// Largest read of neighbouring slots made as one request.
 const MAX_RUN_BYTES: u64 = 8 << 20;
@@ -105,8 +105,9 @@ impl DiskTier {
         Ok(tier)
     }
 
-    /// The verified bytes of `key`'s page, or `None` on a miss.
-    pub fn get(&self, key: &PageKey) -> Option<Bytes> {
+    /// The verified bytes of `key`'s page (or of the part of it stored), or
+    /// `None` on a miss.
+    pub fn get(&self, key: &PageKey) -> Option<Page> {
         self.get_many(std::slice::from_ref(key)).pop().flatten()
     }
 
@@ -120,7 +121,7 @@ impl DiskTier {
     /// since the lookup is a miss), the length and the data CRC32C; a page
     /// that fails is forgotten (its slot freed) and counted in
     /// `corrupt_pages`.
-    pub fn get_many(&self, keys: &[PageKey]) -> Vec<Option<Bytes>> {
+    pub fn get_many(&self, keys: &[PageKey]) -> Vec<Option<Page>> {
         let mut wanted: Vec<(usize, Entry)> = {
             let mut idx = self.lock();
             keys.iter()
@@ -129,7 +130,7 @@ impl DiskTier {
                 .collect()
         };
         wanted.sort_unstable_by_key(|(_, e)| e.slot);
-        let mut found: Vec<Option<Bytes>> = vec![None; keys.len()];
+        let mut found: Vec<Option<Page>> = vec![None; keys.len()];
         if wanted.is_empty() {
             self.count_lookups(&found);
             return found;
@@ -172,7 +173,7 @@ impl DiskTier {
         found
     }
 
-    fn count_lookups(&self, found: &[Option<Bytes>]) {
+    fn count_lookups(&self, found: &[Option<Page>]) {
         for page in found {
             match page {
                 Some(data) => self.counters.hit(data.len() as u64),
@@ -202,9 +203,12 @@ impl DiskTier {
     }
 
     /// Verifies the bytes read from `entry`'s slot for `key`.
-    fn check(&self, key: &PageKey, entry: Entry, slot: Bytes) -> Option<Bytes> {
+    fn check(&self, key: &PageKey, entry: Entry, slot: Bytes) -> Option<Page> {
         match format::verify(&slot, key, entry.len) {
-            Ok(Verified::Page(range)) => Some(slot.slice(range)),
+            Ok(Verified::Page { data, offset }) => Some(Page {
+                offset,
+                bytes: slot.slice(data),
+            }),
             Ok(Verified::OtherKey) => {
                 self.forget_vanished(key, entry);
                 None
@@ -228,6 +232,14 @@ impl DiskTier {
     /// stored. Failures are logged and counted, never returned; a full disk
     /// pauses writes for a while (see [`super::full`]).
     pub fn put(&self, key: PageKey, data: &[u8], cost: f64) {
+        self.put_at(key, 0, data, cost)
+    }
+
+    /// [`Self::put`] for part of a page: `data` is the page's bytes from
+    /// byte `offset` on. It replaces a stored part of the page that is
+    /// shorter (a read fetched what that part lacked, and the parts were
+    /// merged before they came here); a longer or equal one stays.
+    pub fn put_at(&self, key: PageKey, offset: u64, data: &[u8], cost: f64) {
         if self.pause.is_paused() {
             return;
         }
@@ -236,8 +248,8 @@ impl DiskTier {
             tracing::debug!(len = data.len(), capacity, "disk tier: page larger than a slot");
             return;
         }
-        let Some(header) = format::encode_header(&key, data, cost) else {
-            tracing::warn!(path = %key.object.path, "disk tier: key too long for a page header");
+        let Some(header) = format::encode_header(&key, offset, data, cost) else {
+            tracing::warn!(path = %key.object.path, offset, "disk tier: key too long for a page header");
             self.counters.write_error();
             return;
         };
