@@ -1,7 +1,9 @@
 //! Deduplication of concurrent misses: when several queries miss the same
-//! page at once, one of them fetches it and the others wait for its result.
+//! page at once, one of them fetches it and the others wait for its result
+//! (when the part it fetches holds what they need).
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -22,9 +24,21 @@ pub(crate) enum Claim {
     Fetch(FetchClaim),
     /// Another request is fetching it: wait on this.
     Wait(watch::Receiver<Option<Outcome>>),
+    /// Another request is fetching a part of the page that will not hold
+    /// what the caller needs (the neighbouring column chunk's end, say): the
+    /// caller fetches its own part alongside, without a claim, rather than
+    /// wait for that fetch and then make a second round trip.
+    Alongside,
 }
 
-type Pages = Arc<Mutex<HashMap<PageKey, watch::Receiver<Option<Outcome>>>>>;
+/// A page being fetched: the part (page coordinates) its fetcher will
+/// publish, and where the outcome appears.
+struct Fetching {
+    part: Range<u64>,
+    rx: watch::Receiver<Option<Outcome>>,
+}
+
+type Pages = Arc<Mutex<HashMap<PageKey, Fetching>>>;
 
 /// The right and duty to fetch one page. Dropped without
 /// [`FetchClaim::finish`] (its query was cancelled mid-fetch), it forgets the
@@ -47,7 +61,7 @@ impl FetchClaim {
 
     fn forget(&self, tx: &watch::Sender<Option<Outcome>>) {
         let mut pages = self.pages.lock();
-        if pages.get(&self.key).is_some_and(|rx| rx.same_channel(&tx.subscribe())) {
+        if pages.get(&self.key).is_some_and(|f| f.rx.same_channel(&tx.subscribe())) {
             pages.remove(&self.key);
         }
     }
@@ -69,16 +83,22 @@ pub(crate) struct InFlight {
 }
 
 impl InFlight {
-    /// Claims `key`: the first caller fetches, later ones wait.
-    pub(crate) fn claim(&self, key: &PageKey) -> Claim {
+    /// Claims `key` for a caller that needs bytes `need` of the page and
+    /// would publish `part` of it: the first caller fetches, later ones wait
+    /// if the part being fetched holds what they need, else fetch alongside.
+    pub(crate) fn claim(&self, key: &PageKey, part: Range<u64>, need: &Range<u64>) -> Claim {
         let mut pages = self.pages.lock();
-        if let Some(rx) = pages.get(key)
-            && rx.has_changed().is_ok()
+        if let Some(f) = pages.get(key)
+            && f.rx.has_changed().is_ok()
         {
-            return Claim::Wait(rx.clone());
+            return if f.part.start <= need.start && need.end <= f.part.end {
+                Claim::Wait(f.rx.clone())
+            } else {
+                Claim::Alongside
+            };
         }
         let (tx, rx) = watch::channel(None);
-        pages.insert(key.clone(), rx);
+        pages.insert(key.clone(), Fetching { part, rx });
         Claim::Fetch(FetchClaim {
             key: key.clone(),
             tx: Some(tx),
@@ -109,28 +129,44 @@ mod tests {
     #[tokio::test]
     async fn second_claim_waits_for_the_first() {
         let f = InFlight::default();
-        let Claim::Fetch(tx) = f.claim(&key(1)) else {
+        let Claim::Fetch(tx) = f.claim(&key(1), 0..64, &(0..64)) else {
             panic!("first claim must fetch")
         };
-        let Claim::Wait(rx) = f.claim(&key(1)) else {
+        let Claim::Wait(rx) = f.claim(&key(1), 0..64, &(0..64)) else {
             panic!("second claim must wait")
         };
-        let Claim::Fetch(_other) = f.claim(&key(2)) else {
+        let Claim::Fetch(_other) = f.claim(&key(2), 0..64, &(0..64)) else {
             panic!("other page must fetch")
         };
         tx.finish(Ok(Page::whole(bytes::Bytes::from_static(b"x"))));
         assert_eq!(InFlight::wait(rx).await.unwrap().unwrap().bytes, &b"x"[..]);
         assert!(
-            matches!(f.claim(&key(1)), Claim::Fetch(_)),
+            matches!(f.claim(&key(1), 0..64, &(0..64)), Claim::Fetch(_)),
             "finished claims are forgotten"
         );
+    }
+
+    #[test]
+    fn a_claim_for_bytes_the_fetch_will_not_hold_fetches_alongside() {
+        let f = InFlight::default();
+        let Claim::Fetch(_tx) = f.claim(&key(1), 0..10, &(0..10)) else {
+            panic!()
+        };
+        assert!(matches!(f.claim(&key(1), 0..64, &(2..8)), Claim::Wait(_)));
+        assert!(matches!(f.claim(&key(1), 10..64, &(10..64)), Claim::Alongside));
+        assert!(matches!(f.claim(&key(1), 0..64, &(5..20)), Claim::Alongside));
+        assert_eq!(f.len(), 1, "alongside fetches are not claims");
     }
 
     #[tokio::test]
     async fn waiters_get_the_fetchers_typed_error() {
         let f = InFlight::default();
-        let Claim::Fetch(tx) = f.claim(&key(1)) else { panic!() };
-        let Claim::Wait(rx) = f.claim(&key(1)) else { panic!() };
+        let Claim::Fetch(tx) = f.claim(&key(1), 0..64, &(0..64)) else {
+            panic!()
+        };
+        let Claim::Wait(rx) = f.claim(&key(1), 0..64, &(0..64)) else {
+            panic!()
+        };
         let gone = CacheError::NotFound {
             path: "p".into(),
             source: None,
@@ -142,11 +178,15 @@ mod tests {
     #[tokio::test]
     async fn abandoned_claim_is_taken_over() {
         let f = InFlight::default();
-        let Claim::Fetch(tx) = f.claim(&key(1)) else { panic!() };
-        let Claim::Wait(rx) = f.claim(&key(1)) else { panic!() };
+        let Claim::Fetch(tx) = f.claim(&key(1), 0..64, &(0..64)) else {
+            panic!()
+        };
+        let Claim::Wait(rx) = f.claim(&key(1), 0..64, &(0..64)) else {
+            panic!()
+        };
         drop(tx);
         assert_eq!(f.len(), 0, "a dropped claim leaves no entry");
         assert!(InFlight::wait(rx).await.is_none());
-        assert!(matches!(f.claim(&key(1)), Claim::Fetch(_)));
+        assert!(matches!(f.claim(&key(1), 0..64, &(0..64)), Claim::Fetch(_)));
     }
 }

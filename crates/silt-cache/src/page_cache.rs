@@ -170,9 +170,7 @@ impl Page {
     /// version of one object), so either may be kept.
     pub fn merge(&self, other: &Page) -> Option<Page> {
         let (a, b) = (self.range(), other.range());
-        if a.start > b.end || b.start > a.end {
-            return None;
-        }
+        joined(&a, &b)?;
         if self.covers(&b) {
             return Some(self.clone());
         }
@@ -202,6 +200,11 @@ impl Page {
             None => new,
         }
     }
+}
+
+/// The span of two byte ranges when they overlap or touch, else `None`.
+pub(crate) fn joined(a: &Range<u64>, b: &Range<u64>) -> Option<Range<u64>> {
+    (a.start <= b.end && b.start <= a.end).then(|| a.start.min(b.start)..a.end.max(b.end))
 }
 
 /// The memory tier: a byte-budgeted map from [`PageKey`] to page bytes,

@@ -37,7 +37,7 @@ use crate::counters::TableCounters;
 use crate::error::{CacheError, CacheResult};
 use crate::inflight::{Claim, FetchClaim, InFlight};
 use crate::key::{ObjectKey, PinnedObject};
-use crate::page_cache::{Page, PageCache, PageKey};
+use crate::page_cache::{Page, PageCache, PageKey, joined};
 use crate::policy::{CostModel, MeasuredCost};
 use crate::version::ObjectVersion;
 
@@ -109,13 +109,14 @@ pub struct PageStore {
 /// the page); after that it fetches what it lacks without a claim.
 const CLAIM_ROUNDS: usize = 3;
 
-/// A page a read lacks (or lacks part of) and claimed: it fetches `fetch`
-/// (page coordinates) and merges it with `held`.
+/// A page a read lacks (or lacks part of): it fetches `fetch` (page
+/// coordinates) and merges it with `held`. `claim` is `None` when another
+/// request is fetching another part of the page ([`Claim::Alongside`]).
 struct Missing {
     page: u64,
     fetch: Range<u64>,
     held: Option<Page>,
-    claim: FetchClaim,
+    claim: Option<FetchClaim>,
 }
 
 /// Builds a [`PageStore`].
@@ -298,15 +299,26 @@ impl PageStore {
                     );
                     continue;
                 }
-                match self.inflight.claim(&key) {
-                    Claim::Fetch(claim) => claimed.push(Missing {
-                        page: *page,
-                        fetch,
-                        held,
-                        claim,
-                    }),
-                    Claim::Wait(rx) => waiting.push((*page, need.clone(), rx)),
-                }
+                // The part this read will publish: what it fetches, joined
+                // with what it holds when they touch.
+                let part = held
+                    .as_ref()
+                    .and_then(|h| joined(&h.range(), &fetch))
+                    .unwrap_or_else(|| fetch.clone());
+                let claim = match self.inflight.claim(&key, part, need) {
+                    Claim::Fetch(claim) => Some(claim),
+                    Claim::Alongside => None,
+                    Claim::Wait(rx) => {
+                        waiting.push((*page, need.clone(), rx));
+                        continue;
+                    }
+                };
+                claimed.push(Missing {
+                    page: *page,
+                    fetch,
+                    held,
+                    claim,
+                });
             }
             if !claimed.is_empty() {
                 pages.extend(self.fetch_claimed(source, object, claimed, admit).await?);
@@ -554,8 +566,8 @@ impl PageStore {
         let body = match self.fetch_bytes(source, object, run.clone()).await {
             Ok(body) => body,
             Err(e) => {
-                for (_, m) in members {
-                    m.claim.finish(Err(e.clone()));
+                for claim in members.into_iter().filter_map(|(_, m)| m.claim) {
+                    claim.finish(Err(e.clone()));
                 }
                 return Err(e);
             }
@@ -580,7 +592,9 @@ impl PageStore {
             if admit == Admit::MemoryAndDisk || self.disk.is_none() {
                 self.memory.insert(key.clone(), page.clone());
             }
-            claim.finish(Ok(page.clone()));
+            if let Some(claim) = claim {
+                claim.finish(Ok(page.clone()));
+            }
         }
         // Each page's share of this GET: what refetching it costs.
         let model = self.fetch_cost.model();

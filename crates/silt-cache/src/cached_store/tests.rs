@@ -259,6 +259,44 @@ async fn reads_fetch_exact_ranges_and_pages_fill_in() {
     assert_eq!(fetched().1, 100);
 }
 
+/// Two reads at once of neighbouring ranges that share a page (a column
+/// chunk's end and the next one's start) each fetch their own part in one
+/// GET; neither waits for the other and then fetches again.
+#[tokio::test]
+async fn reads_of_neighbouring_parts_of_a_page_fetch_alongside() {
+    let mem = Arc::new(InMemory::new());
+    let (got_bytes, gets) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let counted = StoreMetrics {
+        get_bytes: metrics::Counter::from_arc(got_bytes.clone()),
+        get_requests: metrics::Counter::from_arc(gets.clone()),
+        ..StoreMetrics::noop()
+    };
+    let slow: Arc<dyn ObjectStore> = Arc::new(silt_store::FaultyStore::new(
+        Arc::new(MeteredStore::new(mem.clone(), counted)),
+        silt_store::FaultConfig {
+            latency: std::time::Duration::from_millis(100),
+            ..Default::default()
+        },
+    ));
+    let store = CachedStore::new(slow, tiers(64, 0), "mem", Freshness::Always);
+    let data: Vec<u8> = (0..=255u8).collect();
+    mem.put(&Path::from("o"), data.clone().into()).await.unwrap();
+    let p = ns("o");
+    let v = store.read_version(&p).await.unwrap();
+    let read = |range: Range<u64>| {
+        let (store, p, v) = (store.clone(), p.clone(), v.clone());
+        tokio::spawn(async move { store.read_at(&p, &v, range).await.unwrap() })
+    };
+    let (a, b) = (read(10..100), read(100..150));
+    assert_eq!(&a.await.unwrap()[..], &data[10..100]);
+    assert_eq!(&b.await.unwrap()[..], &data[100..150]);
+    assert_eq!(gets.load(Ordering::Relaxed), 2);
+    assert_eq!(got_bytes.load(Ordering::Relaxed), 140);
+    // The two parts of page 1 were merged: reading across them fetches nothing.
+    assert_eq!(&read(64..128).await.unwrap()[..], &data[64..128]);
+    assert_eq!(gets.load(Ordering::Relaxed), 2);
+}
+
 #[tokio::test]
 async fn small_gaps_merge_into_one_get() {
     let mem = Arc::new(InMemory::new());
