@@ -24,11 +24,16 @@ pub(crate) enum Claim {
     Fetch(FetchClaim),
     /// Another request is fetching it: wait on this.
     Wait(watch::Receiver<Option<Outcome>>),
-    /// Another request is fetching a part of the page that will not hold
-    /// what the caller needs (the neighbouring column chunk's end, say): the
-    /// caller fetches its own part alongside, without a claim, rather than
-    /// wait for that fetch and then make a second round trip.
-    Alongside,
+    /// Another request is fetching `part` of the page (page coordinates),
+    /// which will not hold all the caller needs (the neighbouring column
+    /// chunk's end, say): the caller fetches what it lacks alongside, without
+    /// a claim, rather than wait for that fetch and then make a second round
+    /// trip; where `part` holds one end of its need, it takes that end from
+    /// `rx` instead of fetching it again.
+    Alongside {
+        part: Range<u64>,
+        rx: watch::Receiver<Option<Outcome>>,
+    },
 }
 
 /// A page being fetched: the part (page coordinates) its fetcher will
@@ -94,7 +99,10 @@ impl InFlight {
             return if f.part.start <= need.start && need.end <= f.part.end {
                 Claim::Wait(f.rx.clone())
             } else {
-                Claim::Alongside
+                Claim::Alongside {
+                    part: f.part.clone(),
+                    rx: f.rx.clone(),
+                }
             };
         }
         let (tx, rx) = watch::channel(None);
@@ -153,8 +161,8 @@ mod tests {
             panic!()
         };
         assert!(matches!(f.claim(&key(1), 0..64, &(2..8)), Claim::Wait(_)));
-        assert!(matches!(f.claim(&key(1), 10..64, &(10..64)), Claim::Alongside));
-        assert!(matches!(f.claim(&key(1), 0..64, &(5..20)), Claim::Alongside));
+        assert!(matches!(f.claim(&key(1), 10..64, &(10..64)), Claim::Alongside { part, .. } if part == (0..10)));
+        assert!(matches!(f.claim(&key(1), 0..64, &(5..20)), Claim::Alongside { .. }));
         assert_eq!(f.len(), 1, "alongside fetches are not claims");
     }
 

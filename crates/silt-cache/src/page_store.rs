@@ -283,7 +283,7 @@ impl PageStore {
                     pages.insert(*page, held.expect("covers"));
                     continue;
                 }
-                let fetch = still_needed(need, held.as_ref());
+                let fetch = still_needed(need, held.as_ref().map(Page::range));
                 if round == CLAIM_ROUNDS {
                     // Parts keep changing under this read: fetch its own, uncached.
                     let start = page * self.page_size();
@@ -305,34 +305,64 @@ impl PageStore {
                     .as_ref()
                     .and_then(|h| joined(&h.range(), &fetch))
                     .unwrap_or_else(|| fetch.clone());
-                let claim = match self.inflight.claim(&key, part, need) {
-                    Claim::Fetch(claim) => Some(claim),
-                    Claim::Alongside => None,
+                let missing = match self.inflight.claim(&key, part, need) {
+                    Claim::Fetch(claim) => Missing {
+                        page: *page,
+                        fetch,
+                        held,
+                        claim: Some(claim),
+                    },
                     Claim::Wait(rx) => {
                         waiting.push((*page, need.clone(), rx));
                         continue;
                     }
+                    Claim::Alongside { part, rx } => {
+                        let rest = still_needed(need, Some(part));
+                        if rest == *need {
+                            // Their part holds neither end of the need: fetch it all.
+                            Missing {
+                                page: *page,
+                                fetch,
+                                held,
+                                claim: None,
+                            }
+                        } else {
+                            // Fetch the rest; the waiting below joins it to their part.
+                            waiting.push((*page, need.clone(), rx));
+                            Missing {
+                                page: *page,
+                                fetch: rest,
+                                held: None,
+                                claim: None,
+                            }
+                        }
+                    }
                 };
-                claimed.push(Missing {
-                    page: *page,
-                    fetch,
-                    held,
-                    claim,
-                });
+                claimed.push(missing);
             }
             if !claimed.is_empty() {
                 pages.extend(self.fetch_claimed(source, object, claimed, admit).await?);
             }
             let mut again = Vec::new();
             for (page, need, rx) in waiting {
+                // What this read fetched of the page alongside, if anything.
+                let ours = pages.remove(&page);
                 match InFlight::wait(rx).await {
-                    Some(Ok(part)) if part.covers(&need) => {
-                        pages.insert(page, part);
+                    Some(Ok(theirs)) => {
+                        let part = match &ours {
+                            Some(ours) => self.keep_joined(object, page, ours, &theirs, admit).await,
+                            None => theirs,
+                        };
+                        if part.covers(&need) {
+                            pages.insert(page, part);
+                        } else {
+                            // Another part of the page was fetched: claim what is still missing.
+                            again.push((page, need));
+                        }
                     }
                     Some(Err(e)) => return Err(e),
-                    // Another part of the page was fetched, or the request
-                    // fetching it went away: claim what is still missing.
-                    _ => again.push((page, need)),
+                    // The request fetching it went away: claim what is still missing.
+                    None => again.push((page, need)),
                 }
             }
             if again.is_empty() {
@@ -403,6 +433,22 @@ impl PageStore {
             found[i] = page;
         }
         found
+    }
+
+    /// Two parts of a page fetched by two requests at once, joined, and kept
+    /// by the tiers as one (each request published only its own); `ours`
+    /// when they do not touch.
+    async fn keep_joined(&self, object: &PinnedObject, page: u64, ours: &Page, theirs: &Page, admit: Admit) -> Page {
+        let Some(joined) = ours.merge(theirs) else {
+            return ours.clone();
+        };
+        let key = PageKey::new(object.key.clone(), page);
+        if admit == Admit::MemoryAndDisk || self.disk.is_none() {
+            self.memory.insert(key.clone(), joined.clone());
+        }
+        let cost = self.fetch_cost.model().share_of_request(1, joined.len() as u64);
+        self.write_to_disk(vec![(key, joined.clone(), cost)]).await;
+        joined
     }
 
     /// Writes fetched pages to the disk tier (if any) on a blocking thread.
@@ -698,8 +744,8 @@ fn better(a: Option<Page>, b: Option<Page>, need: &Range<u64>) -> Option<Page> {
 /// What to fetch of a page to cover `need` when `held` is held of it: what
 /// `need` lacks where that is one range (the held part overlaps or touches
 /// one end of it), else all of `need`.
-fn still_needed(need: &Range<u64>, held: Option<&Page>) -> Range<u64> {
-    match held.map(Page::range) {
+fn still_needed(need: &Range<u64>, held: Option<Range<u64>>) -> Range<u64> {
+    match held {
         Some(h) if h.start <= need.start && h.end > need.start => h.end..need.end,
         Some(h) if h.start < need.end && h.end >= need.end => need.start..h.start,
         _ => need.clone(),
@@ -774,14 +820,10 @@ mod tests {
 
     #[test]
     fn only_what_a_held_part_lacks_is_fetched() {
-        let held = |r: Range<u64>| Page {
-            offset: r.start,
-            bytes: Bytes::from(vec![0; (r.end - r.start) as usize]),
-        };
-        assert_eq!(still_needed(&(0..64), Some(&held(0..10))), 10..64);
-        assert_eq!(still_needed(&(0..64), Some(&held(50..64))), 0..50);
-        assert_eq!(still_needed(&(10..64), Some(&held(0..10))), 10..64, "touching");
-        assert_eq!(still_needed(&(0..64), Some(&held(20..30))), 0..64, "inside: two gaps");
+        assert_eq!(still_needed(&(0..64), Some(0..10)), 10..64);
+        assert_eq!(still_needed(&(0..64), Some(50..64)), 0..50);
+        assert_eq!(still_needed(&(10..64), Some(0..10)), 10..64, "touching");
+        assert_eq!(still_needed(&(0..64), Some(20..30)), 0..64, "inside: two gaps");
         assert_eq!(still_needed(&(30..40), None), 30..40);
     }
 

@@ -68,11 +68,21 @@ use crate::scan_filter::ScanFilter;
 use crate::scan_metrics::ScanMetrics;
 use crate::scope::ScopedRowGroups;
 
-/// Row groups a partition fetches ahead of the one it decodes, so a cold
-/// scan keeps the requests of up to three row groups going at once per
-/// partition (PystachIO's lesson: keep the store busy); the bytes go to the
-/// page buffer, whose budget bounds them.
-pub const READ_AHEAD_ROW_GROUPS: usize = 2;
+/// Bytes of column chunks a partition fetches ahead of the row group it
+/// decodes (PystachIO's lesson: keep the store busy). Row groups are read
+/// ahead while the chunks fetched ahead and not yet decoded fit in this (one
+/// row group at least, [`READ_AHEAD_MAX_ROW_GROUPS`] at most), so a scan of
+/// small row groups keeps many requests going (each costs a round trip, not
+/// bandwidth) and one of large row groups holds at most this much per
+/// partition. The bytes go to the page buffer and disk tier.
+pub const READ_AHEAD_BYTES: u64 = 32 << 20;
+
+/// The most row groups a partition reads ahead.
+pub const READ_AHEAD_MAX_ROW_GROUPS: usize = 16;
+
+/// The most row groups a scan with a `LIMIT` reads ahead: it may stop at any
+/// row group, and what it fetched beyond is wasted.
+pub const READ_AHEAD_ROW_GROUPS_WITH_LIMIT: usize = 2;
 
 /// `rows` cut into one mask per batch of `lengths`.
 fn batch_masks(rows: &BooleanBuffer, lengths: &[usize]) -> Vec<BooleanArray> {
@@ -343,13 +353,27 @@ impl PartitionRun {
             for &rg in mine.iter().filter(|&&rg| !work.iter().any(|w| w.rg == rg)) {
                 self.passed(&file, rg);
             }
-            // Row groups of `work` whose read-ahead has been started.
+            // Row groups of `work` whose read-ahead has been started, and
+            // the bytes it fetches for each.
             let mut started = 0;
+            let mut ahead_bytes = vec![0u64; work.len()];
+            let most_ahead = match self.spec.limit {
+                Some(_) => READ_AHEAD_ROW_GROUPS_WITH_LIMIT,
+                None => READ_AHEAD_MAX_ROW_GROUPS,
+            };
             for (i, group) in work.iter().enumerate() {
                 while ahead.try_join_next().is_some() {}
                 started = started.max(i + 1);
-                while started < work.len().min(i + 1 + READ_AHEAD_ROW_GROUPS) {
-                    self.read_ahead(&file, &work[started], &mut ahead);
+                while started < work.len().min(i + 1 + most_ahead) {
+                    let in_flight: u64 = ahead_bytes[i + 1..started].iter().sum();
+                    let next = self.read_ahead_bytes(&file, &work[started]);
+                    if started > i + 1 && in_flight + next > READ_AHEAD_BYTES {
+                        break;
+                    }
+                    if next > 0 {
+                        self.read_ahead(&file, &work[started], &mut ahead);
+                    }
+                    ahead_bytes[started] = next;
                     started += 1;
                 }
                 let span = tracing::info_span!("row_group", object = %meta.location, row_group = group.rg);
@@ -400,21 +424,29 @@ impl PartitionRun {
         group.is_selective(file.rows(group.rg)) && self.loader.must_fetch(file, group.rg, &self.needed_columns())
     }
 
+    /// The bytes [`Self::read_ahead`] fetches for `group`: its needed column
+    /// chunks the memory tier lacks; 0 when it fetches nothing (warm, or a
+    /// row group read by selected pages: it needs only a few pages of its
+    /// column chunks, not all of them).
+    fn read_ahead_bytes(&self, file: &FileContext, group: &RowGroupWork) -> u64 {
+        if self.reads_selected_pages(file, group) {
+            return 0;
+        }
+        let ranges = self.loader.missing_chunks(file, group.rg, &self.needed_columns());
+        ranges.iter().map(|r| r.end - r.start).sum()
+    }
+
     /// Starts fetching the bytes of row group `group` in the background, so a
     /// cold scan overlaps the next row groups' round trips to the object
     /// store with decoding this one (DataFusion's own reader fetches, then
-    /// decodes). Up to [`READ_AHEAD_ROW_GROUPS`] row groups ahead per
-    /// partition, spawned into `tasks` (the partition's: aborted with it);
-    /// the bytes land in the page
-    /// buffer and disk tier, and the row group's own prefetch then finds them
-    /// there or joins the request in flight. Errors are left to that prefetch.
-    /// Not for a row group read by selected pages: it needs only a few pages
-    /// of its column chunks, not all of them.
+    /// decodes). Row groups ahead per partition: up to [`READ_AHEAD_BYTES`];
+    /// spawned into `tasks` (the partition's: aborted with it); the bytes
+    /// land in the page buffer and disk tier, and the row group's own
+    /// prefetch then finds them there or joins the request in flight. Errors
+    /// are left to that prefetch. Called for row groups whose
+    /// [`Self::read_ahead_bytes`] is not 0.
     fn read_ahead(&self, file: &Arc<FileContext>, group: &RowGroupWork, tasks: &mut JoinSet<()>) {
         let needed = self.needed_columns();
-        if !self.loader.must_fetch(file, group.rg, &needed) || self.reads_selected_pages(file, group) {
-            return; // warm (the memory tier holds every column), or few pages
-        }
         let loader = self.loader.clone();
         let file = file.clone();
         let rg = group.rg;

@@ -272,11 +272,7 @@ impl ColumnLoader {
     /// bytes up front keeps that to one round trip to the object store (the
     /// bytes land in the page buffer and disk tier, where decoding finds them).
     pub async fn prefetch(&self, file: &FileContext, rg: usize, columns: &[usize]) -> Result<()> {
-        let roots: Vec<usize> = self
-            .not_in_memory(file, rg, columns)
-            .filter_map(|c| file.file_columns[c])
-            .collect();
-        let ranges = column_chunk_ranges(file.reader.metadata(), [rg], Some(&roots));
+        let ranges = self.missing_chunks(file, rg, columns);
         if !ranges.is_empty() {
             self.store
                 .read_pinned(&file.object, &ranges)
@@ -284,6 +280,16 @@ impl ColumnLoader {
                 .map_err(|e| read_error(file, rg, DataFusionError::External(Box::new(e))))?;
         }
         Ok(())
+    }
+
+    /// The byte ranges of the column chunks of `columns` in row group `rg`
+    /// that the memory tier lacks: what [`Self::prefetch`] reads.
+    pub fn missing_chunks(&self, file: &FileContext, rg: usize, columns: &[usize]) -> Vec<std::ops::Range<u64>> {
+        let roots: Vec<usize> = self
+            .not_in_memory(file, rg, columns)
+            .filter_map(|c| file.file_columns[c])
+            .collect();
+        column_chunk_ranges(file.reader.metadata(), [rg], Some(&roots))
     }
 
     /// Columns of `columns` whose row group `rg` is not in the memory tier

@@ -261,7 +261,8 @@ async fn reads_fetch_exact_ranges_and_pages_fill_in() {
 
 /// Two reads at once of neighbouring ranges that share a page (a column
 /// chunk's end and the next one's start) each fetch their own part in one
-/// GET; neither waits for the other and then fetches again.
+/// GET; neither waits for the other and then fetches again. Where their
+/// ranges overlap, the second takes the overlap from the first's fetch.
 #[tokio::test]
 async fn reads_of_neighbouring_parts_of_a_page_fetch_alongside() {
     let mem = Arc::new(InMemory::new());
@@ -295,6 +296,16 @@ async fn reads_of_neighbouring_parts_of_a_page_fetch_alongside() {
     // The two parts of page 1 were merged: reading across them fetches nothing.
     assert_eq!(&read(64..128).await.unwrap()[..], &data[64..128]);
     assert_eq!(gets.load(Ordering::Relaxed), 2);
+
+    // Overlapping: the second read fetches 200..230 and takes 180..200 from the first.
+    let (a, b) = (read(150..200), read(180..230));
+    assert_eq!(&a.await.unwrap()[..], &data[150..200]);
+    assert_eq!(&b.await.unwrap()[..], &data[180..230]);
+    assert_eq!(gets.load(Ordering::Relaxed), 4);
+    assert_eq!(got_bytes.load(Ordering::Relaxed), 140 + 80, "no byte fetched twice");
+    assert_eq!(&read(128..192).await.unwrap()[..], &data[128..192]);
+    assert_eq!(&read(192..230).await.unwrap()[..], &data[192..230]);
+    assert_eq!(gets.load(Ordering::Relaxed), 4, "the parts were joined");
 }
 
 #[tokio::test]
