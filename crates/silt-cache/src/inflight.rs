@@ -10,7 +10,7 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 
 use crate::error::CacheError;
-use crate::page_cache::{Page, PageKey};
+use crate::page_cache::{Page, PageKey, still_needed};
 
 /// What a fetch of a page ended with, as seen by those waiting for it. The
 /// error is the fetcher's own, typed (a waiter on a deleted object gets
@@ -19,33 +19,36 @@ pub(crate) type Outcome = Result<Page, CacheError>;
 
 /// A claim on a missing page.
 pub(crate) enum Claim {
-    /// Nobody is fetching this page: the caller must, then
-    /// [`FetchClaim::finish`].
+    /// Nobody is fetching what the caller needs of this page: the caller
+    /// must, then [`FetchClaim::finish`]. Another request may be fetching
+    /// another part of it alongside (one that holds neither end of the need).
     Fetch(FetchClaim),
-    /// Another request is fetching it: wait on this.
+    /// Another request is fetching a part that holds what the caller
+    /// needs: wait on this.
     Wait(watch::Receiver<Option<Outcome>>),
-    /// Another request is fetching `part` of the page (page coordinates),
-    /// which will not hold all the caller needs (the neighbouring column
-    /// chunk's end, say): the caller fetches what it lacks alongside, without
-    /// a claim, rather than wait for that fetch and then make a second round
-    /// trip; where `part` holds one end of its need, it takes that end from
-    /// `rx` instead of fetching it again.
+    /// Another request is fetching a part of the page that holds one end of
+    /// what the caller needs (the neighbouring column chunk's, say): the
+    /// caller fetches the `rest` alongside, under `claim` (so later requests
+    /// can wait for it), and joins it to that part from `rx`, rather than
+    /// wait for that fetch and then make a second round trip.
     Alongside {
-        part: Range<u64>,
+        rest: Range<u64>,
         rx: watch::Receiver<Option<Outcome>>,
+        claim: FetchClaim,
     },
 }
 
-/// A page being fetched: the part (page coordinates) its fetcher will
-/// publish, and where the outcome appears.
+/// A part of a page being fetched: the part (page coordinates) its fetcher
+/// will publish, and where the outcome appears.
 struct Fetching {
     part: Range<u64>,
     rx: watch::Receiver<Option<Outcome>>,
 }
 
-type Pages = Arc<Mutex<HashMap<PageKey, Fetching>>>;
+/// Per page, the parts being fetched (usually one).
+type Pages = Arc<Mutex<HashMap<PageKey, Vec<Fetching>>>>;
 
-/// The right and duty to fetch one page. Dropped without
+/// The right and duty to fetch one part of a page. Dropped without
 /// [`FetchClaim::finish`] (its query was cancelled mid-fetch), it forgets the
 /// claim at once: its waiters fetch the page themselves, and no entry is
 /// left behind.
@@ -66,8 +69,11 @@ impl FetchClaim {
 
     fn forget(&self, tx: &watch::Sender<Option<Outcome>>) {
         let mut pages = self.pages.lock();
-        if pages.get(&self.key).is_some_and(|f| f.rx.same_channel(&tx.subscribe())) {
-            pages.remove(&self.key);
+        if let Some(parts) = pages.get_mut(&self.key) {
+            parts.retain(|f| !f.rx.same_channel(&tx.subscribe()));
+            if parts.is_empty() {
+                pages.remove(&self.key);
+            }
         }
     }
 }
@@ -89,29 +95,37 @@ pub(crate) struct InFlight {
 
 impl InFlight {
     /// Claims `key` for a caller that needs bytes `need` of the page and
-    /// would publish `part` of it: the first caller fetches, later ones wait
-    /// if the part being fetched holds what they need, else fetch alongside.
+    /// would publish `part` of it: the first caller fetches; a later one
+    /// waits if a part being fetched holds what it needs, fetches the rest
+    /// alongside if one holds an end of it, else fetches it all alongside.
     pub(crate) fn claim(&self, key: &PageKey, part: Range<u64>, need: &Range<u64>) -> Claim {
         let mut pages = self.pages.lock();
-        if let Some(f) = pages.get(key)
-            && f.rx.has_changed().is_ok()
+        let parts = pages.entry(key.clone()).or_default();
+        // Parts whose fetcher went away are taken over.
+        parts.retain(|f| f.rx.has_changed().is_ok());
+        if let Some(f) = parts
+            .iter()
+            .find(|f| f.part.start <= need.start && need.end <= f.part.end)
         {
-            return if f.part.start <= need.start && need.end <= f.part.end {
-                Claim::Wait(f.rx.clone())
-            } else {
-                Claim::Alongside {
-                    part: f.part.clone(),
-                    rx: f.rx.clone(),
-                }
-            };
+            return Claim::Wait(f.rx.clone());
         }
+        let end = parts
+            .iter()
+            .map(|f| (still_needed(need, Some(f.part.clone())), f))
+            .find(|(rest, _)| rest != need)
+            .map(|(rest, f)| (rest, f.rx.clone()));
         let (tx, rx) = watch::channel(None);
-        pages.insert(key.clone(), Fetching { part, rx });
-        Claim::Fetch(FetchClaim {
+        let part = end.as_ref().map_or(part, |(rest, _)| rest.clone());
+        parts.push(Fetching { part, rx });
+        let claim = FetchClaim {
             key: key.clone(),
             tx: Some(tx),
             pages: self.pages.clone(),
-        })
+        };
+        match end {
+            Some((rest, rx)) => Claim::Alongside { rest, rx, claim },
+            None => Claim::Fetch(claim),
+        }
     }
 
     /// Pages claimed and not yet fetched (0 when nothing is in flight).
@@ -157,13 +171,27 @@ mod tests {
     #[test]
     fn a_claim_for_bytes_the_fetch_will_not_hold_fetches_alongside() {
         let f = InFlight::default();
-        let Claim::Fetch(_tx) = f.claim(&key(1), 0..10, &(0..10)) else {
+        let Claim::Fetch(_a) = f.claim(&key(1), 0..10, &(0..10)) else {
             panic!()
         };
         assert!(matches!(f.claim(&key(1), 0..64, &(2..8)), Claim::Wait(_)));
-        assert!(matches!(f.claim(&key(1), 10..64, &(10..64)), Claim::Alongside { part, .. } if part == (0..10)));
-        assert!(matches!(f.claim(&key(1), 0..64, &(5..20)), Claim::Alongside { .. }));
-        assert_eq!(f.len(), 1, "alongside fetches are not claims");
+        // Touching, not overlapping: all of it is fetched, under a claim of its own.
+        let Claim::Fetch(_b) = f.claim(&key(1), 10..64, &(10..64)) else {
+            panic!()
+        };
+        assert!(
+            matches!(f.claim(&key(1), 0..64, &(12..20)), Claim::Wait(_)),
+            "waits for the second"
+        );
+        // Overlapping one end: only the rest is fetched.
+        let Claim::Fetch(_c) = f.claim(&key(2), 0..40, &(0..40)) else {
+            panic!()
+        };
+        let Claim::Alongside { rest, .. } = f.claim(&key(2), 0..64, &(20..64)) else {
+            panic!()
+        };
+        assert_eq!(rest, 40..64);
+        assert_eq!(f.len(), 2);
     }
 
     #[tokio::test]

@@ -207,6 +207,17 @@ pub(crate) fn joined(a: &Range<u64>, b: &Range<u64>) -> Option<Range<u64>> {
     (a.start <= b.end && b.start <= a.end).then(|| a.start.min(b.start)..a.end.max(b.end))
 }
 
+/// What to fetch of a page to cover `need` when `held` is held of it: what
+/// `need` lacks where that is one range (the held part overlaps or touches
+/// one end of it), else all of `need`.
+pub(crate) fn still_needed(need: &Range<u64>, held: Option<Range<u64>>) -> Range<u64> {
+    match held {
+        Some(h) if h.start <= need.start && h.end > need.start => h.end..need.end,
+        Some(h) if h.start < need.end && h.end >= need.end => need.start..h.start,
+        _ => need.clone(),
+    }
+}
+
 /// The memory tier: a byte-budgeted map from [`PageKey`] to page bytes,
 /// shared by every [`crate::CachedStore`] of a server. Eviction is moka's
 /// TinyLFU (admission by frequency sketch, then LRU), a well-kept

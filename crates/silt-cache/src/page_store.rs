@@ -37,7 +37,7 @@ use crate::counters::TableCounters;
 use crate::error::{CacheError, CacheResult};
 use crate::inflight::{Claim, FetchClaim, InFlight};
 use crate::key::{ObjectKey, PinnedObject};
-use crate::page_cache::{Page, PageCache, PageKey, joined};
+use crate::page_cache::{Page, PageCache, PageKey, joined, still_needed};
 use crate::policy::{CostModel, MeasuredCost};
 use crate::version::ObjectVersion;
 
@@ -101,22 +101,26 @@ pub struct PageStore {
     /// a read in between finds them here instead of refetching them (the
     /// memory pages may not have admitted them, or hold only what memory
     /// reads asked for).
-    writing: parking_lot::Mutex<HashMap<PageKey, Page>>,
+    writing: WritingMap,
 }
+
+/// Per page whose disk write is under way: the parts being written, joined
+/// ([`Page::keep_with`]), and how many writes hold it (two requests may
+/// write parts of one page at once; the entry goes with the last).
+type WritingMap = parking_lot::Mutex<HashMap<PageKey, (Page, u32)>>;
 
 /// How many times a read claims a page it still lacks after waiting for
 /// another request's fetch of it (which may have brought another part of
 /// the page); after that it fetches what it lacks without a claim.
 const CLAIM_ROUNDS: usize = 3;
 
-/// A page a read lacks (or lacks part of): it fetches `fetch` (page
-/// coordinates) and merges it with `held`. `claim` is `None` when another
-/// request is fetching another part of the page ([`Claim::Alongside`]).
+/// A page a read lacks (or lacks part of) and claimed: it fetches `fetch`
+/// (page coordinates) and merges it with `held`.
 struct Missing {
     page: u64,
     fetch: Range<u64>,
     held: Option<Page>,
-    claim: Option<FetchClaim>,
+    claim: FetchClaim,
 }
 
 /// Builds a [`PageStore`].
@@ -310,31 +314,20 @@ impl PageStore {
                         page: *page,
                         fetch,
                         held,
-                        claim: Some(claim),
+                        claim,
                     },
                     Claim::Wait(rx) => {
                         waiting.push((*page, need.clone(), rx));
                         continue;
                     }
-                    Claim::Alongside { part, rx } => {
-                        let rest = still_needed(need, Some(part));
-                        if rest == *need {
-                            // Their part holds neither end of the need: fetch it all.
-                            Missing {
-                                page: *page,
-                                fetch,
-                                held,
-                                claim: None,
-                            }
-                        } else {
-                            // Fetch the rest; the waiting below joins it to their part.
-                            waiting.push((*page, need.clone(), rx));
-                            Missing {
-                                page: *page,
-                                fetch: rest,
-                                held: None,
-                                claim: None,
-                            }
+                    Claim::Alongside { rest, rx, claim } => {
+                        // Fetch the rest; the waiting below joins it to their part.
+                        waiting.push((*page, need.clone(), rx));
+                        Missing {
+                            page: *page,
+                            fetch: rest,
+                            held: None,
+                            claim,
                         }
                     }
                 };
@@ -386,7 +379,7 @@ impl PageStore {
                 if covers(&memory, need) {
                     return memory;
                 }
-                better(memory, self.writing.lock().get(k).cloned(), need)
+                better(memory, self.writing.lock().get(k).map(|(p, _)| p.clone()), need)
             })
             .collect();
         for (hit, need) in found.iter().zip(needs) {
@@ -447,7 +440,12 @@ impl PageStore {
             self.memory.insert(key.clone(), joined.clone());
         }
         let cost = self.fetch_cost.model().share_of_request(1, joined.len() as u64);
-        self.write_to_disk(vec![(key, joined.clone(), cost)]).await;
+        let pending = self
+            .disk
+            .is_some()
+            .then(|| BeingWritten::new(&self.writing, std::iter::once((&key, &joined))));
+        self.write_to_disk(vec![(key.clone(), joined.clone(), cost)]).await;
+        drop(pending);
         joined
     }
 
@@ -475,6 +473,7 @@ impl PageStore {
             ..Default::default()
         };
         let path = source.path;
+        tracing::debug!(path = path.as_ref(), start, end, "page store fetch");
         let started = std::time::Instant::now();
         let result = match source.store.get_opts(path, opts).await {
             Ok(r) => r,
@@ -612,8 +611,8 @@ impl PageStore {
         let body = match self.fetch_bytes(source, object, run.clone()).await {
             Ok(body) => body,
             Err(e) => {
-                for claim in members.into_iter().filter_map(|(_, m)| m.claim) {
-                    claim.finish(Err(e.clone()));
+                for (_, m) in members {
+                    m.claim.finish(Err(e.clone()));
                 }
                 return Err(e);
             }
@@ -638,9 +637,7 @@ impl PageStore {
             if admit == Admit::MemoryAndDisk || self.disk.is_none() {
                 self.memory.insert(key.clone(), page.clone());
             }
-            if let Some(claim) = claim {
-                claim.finish(Ok(page.clone()));
-            }
+            claim.finish(Ok(page.clone()));
         }
         // Each page's share of this GET: what refetching it costs.
         let model = self.fetch_cost.model();
@@ -660,19 +657,21 @@ impl PageStore {
 /// Pages put in [`PageStore`]'s `writing` map while their disk write runs;
 /// dropped (written, failed, or the request cancelled), it takes them out.
 struct BeingWritten<'a> {
-    map: &'a parking_lot::Mutex<HashMap<PageKey, Page>>,
+    map: &'a WritingMap,
     keys: Vec<PageKey>,
 }
 
 impl<'a> BeingWritten<'a> {
-    fn new<'p>(
-        map: &'a parking_lot::Mutex<HashMap<PageKey, Page>>,
-        pages: impl Iterator<Item = (&'p PageKey, &'p Page)>,
-    ) -> Self {
+    fn new<'p>(map: &'a WritingMap, pages: impl Iterator<Item = (&'p PageKey, &'p Page)>) -> Self {
         let mut keys = Vec::new();
         let mut held = map.lock();
-        for (k, b) in pages {
-            held.insert(k.clone(), b.clone());
+        for (k, page) in pages {
+            held.entry(k.clone())
+                .and_modify(|(kept, writers)| {
+                    *kept = kept.keep_with(page.clone());
+                    *writers += 1;
+                })
+                .or_insert_with(|| (page.clone(), 1));
             keys.push(k.clone());
         }
         drop(held);
@@ -684,7 +683,12 @@ impl Drop for BeingWritten<'_> {
     fn drop(&mut self) {
         let mut held = self.map.lock();
         for k in &self.keys {
-            held.remove(k);
+            if let Some((_, writers)) = held.get_mut(k) {
+                *writers -= 1;
+                if *writers == 0 {
+                    held.remove(k);
+                }
+            }
         }
     }
 }
@@ -738,17 +742,6 @@ fn better(a: Option<Page>, b: Option<Page>, need: &Range<u64>) -> Option<Page> {
             b
         }),
         (a, b) => a.or(b),
-    }
-}
-
-/// What to fetch of a page to cover `need` when `held` is held of it: what
-/// `need` lacks where that is one range (the held part overlaps or touches
-/// one end of it), else all of `need`.
-fn still_needed(need: &Range<u64>, held: Option<Range<u64>>) -> Range<u64> {
-    match held {
-        Some(h) if h.start <= need.start && h.end > need.start => h.end..need.end,
-        Some(h) if h.start < need.end && h.end >= need.end => need.start..h.start,
-        _ => need.clone(),
     }
 }
 
