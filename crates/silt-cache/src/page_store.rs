@@ -118,6 +118,7 @@ const CLAIM_ROUNDS: usize = 3;
 /// (page coordinates) and merges it with `held`.
 struct Missing {
     page: u64,
+    need: Range<u64>,
     fetch: Range<u64>,
     held: Option<Page>,
     claim: FetchClaim,
@@ -312,6 +313,7 @@ impl PageStore {
                 let missing = match self.inflight.claim(&key, part, need) {
                     Claim::Fetch(claim) => Missing {
                         page: *page,
+                        need: need.clone(),
                         fetch,
                         held,
                         claim,
@@ -325,6 +327,7 @@ impl PageStore {
                         waiting.push((*page, need.clone(), rx));
                         Missing {
                             page: *page,
+                            need: need.clone(),
                             fetch: rest,
                             held: None,
                             claim,
@@ -333,6 +336,21 @@ impl PageStore {
                 };
                 claimed.push(missing);
             }
+            // A fetch that ended between the lookup above and these claims
+            // published its pages to memory and the `writing` map before it
+            // let go of its claims: look there again rather than fetch twice.
+            let mut to_fetch = Vec::with_capacity(claimed.len());
+            for m in claimed {
+                let key = PageKey::new(object.key.clone(), m.page);
+                match self.held_in_memory(&key, &m.need).filter(|p| p.covers(&m.need)) {
+                    Some(part) => {
+                        m.claim.finish(Ok(part.clone()));
+                        pages.insert(m.page, part);
+                    }
+                    None => to_fetch.push(m),
+                }
+            }
+            let claimed = to_fetch;
             if !claimed.is_empty() {
                 pages.extend(self.fetch_claimed(source, object, claimed, admit).await?);
             }
@@ -374,13 +392,7 @@ impl PageStore {
         let mut found: Vec<Option<Page>> = keys
             .iter()
             .zip(needs)
-            .map(|(k, need)| {
-                let memory = self.memory.get(k);
-                if covers(&memory, need) {
-                    return memory;
-                }
-                better(memory, self.writing.lock().get(k).map(|(p, _)| p.clone()), need)
-            })
+            .map(|(k, need)| self.held_in_memory(k, need))
             .collect();
         for (hit, need) in found.iter().zip(needs) {
             self.memory
@@ -426,6 +438,16 @@ impl PageStore {
             found[i] = page;
         }
         found
+    }
+
+    /// What memory holds of page `key`: the memory pages' part, or the one
+    /// whose disk write is under way, whichever covers `need` (else the larger).
+    fn held_in_memory(&self, key: &PageKey, need: &Range<u64>) -> Option<Page> {
+        let memory = self.memory.get(key);
+        if covers(&memory, need) {
+            return memory;
+        }
+        better(memory, self.writing.lock().get(key).map(|(p, _)| p.clone()), need)
     }
 
     /// Two parts of a page fetched by two requests at once, joined, and kept
