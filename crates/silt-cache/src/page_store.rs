@@ -15,8 +15,11 @@
 //! held, admitted to memory, published to waiters as each run arrives, and
 //! then written to disk (a waiter does not wait for the disk write; the
 //! request that fetched does, so a read that returned has its pages on
-//! disk; reads in between find the pages in the `writing` map). A waiter
-//! handed another part of a page than it needs claims the rest.
+//! disk; reads in between find the pages in the `writing` map). A read that
+//! needs another part of a page than the one being fetched claims and fetches
+//! its own part alongside (only the rest, where the other part holds one end
+//! of it, joining the two); claimed pages are looked up in memory once more
+//! before they are fetched (a fetch may have ended since the lookup).
 //!
 //! Bytes of two versions never mix: every key carries the version, every
 //! fetch is conditional on it, and an answer for another version (a store

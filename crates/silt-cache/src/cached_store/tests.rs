@@ -220,18 +220,23 @@ async fn concurrent_misses_fetch_each_page_once() {
     );
 }
 
+/// `store` behind a counter of the GETs and of the bytes they return.
+fn counted(store: Arc<InMemory>) -> (Arc<dyn ObjectStore>, Arc<AtomicU64>, Arc<AtomicU64>) {
+    let (gets, got_bytes) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let metrics = StoreMetrics {
+        get_bytes: metrics::Counter::from_arc(got_bytes.clone()),
+        get_requests: metrics::Counter::from_arc(gets.clone()),
+        ..StoreMetrics::noop()
+    };
+    (Arc::new(MeteredStore::new(store, metrics)), gets, got_bytes)
+}
+
 /// Reads fetch the bytes they need, not whole pages; what a page's part
 /// lacks is fetched, not the page again; a repeated read fetches nothing.
 #[tokio::test]
 async fn reads_fetch_exact_ranges_and_pages_fill_in() {
     let mem = Arc::new(InMemory::new());
-    let (got_bytes, gets) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    let counted = StoreMetrics {
-        get_bytes: metrics::Counter::from_arc(got_bytes.clone()),
-        get_requests: metrics::Counter::from_arc(gets.clone()),
-        ..StoreMetrics::noop()
-    };
-    let metered: Arc<dyn ObjectStore> = Arc::new(MeteredStore::new(mem.clone(), counted));
+    let (metered, gets, got_bytes) = counted(mem.clone());
     let store = CachedStore::new(metered, tiers(16, 0), "mem", Freshness::Always);
     let data: Vec<u8> = (0..100u8).collect();
     mem.put(&Path::from("o"), data.clone().into()).await.unwrap();
@@ -266,14 +271,9 @@ async fn reads_fetch_exact_ranges_and_pages_fill_in() {
 #[tokio::test]
 async fn reads_of_neighbouring_parts_of_a_page_fetch_alongside() {
     let mem = Arc::new(InMemory::new());
-    let (got_bytes, gets) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    let counted = StoreMetrics {
-        get_bytes: metrics::Counter::from_arc(got_bytes.clone()),
-        get_requests: metrics::Counter::from_arc(gets.clone()),
-        ..StoreMetrics::noop()
-    };
+    let (metered, gets, got_bytes) = counted(mem.clone());
     let slow: Arc<dyn ObjectStore> = Arc::new(silt_store::FaultyStore::new(
-        Arc::new(MeteredStore::new(mem.clone(), counted)),
+        metered,
         silt_store::FaultConfig {
             latency: std::time::Duration::from_millis(100),
             ..Default::default()
