@@ -208,12 +208,13 @@ pub(crate) fn joined(a: &Range<u64>, b: &Range<u64>) -> Option<Range<u64>> {
 }
 
 /// What to fetch of a page to cover `need` when `held` is held of it: what
-/// `need` lacks where that is one range (the held part overlaps or touches
-/// one end of it), else all of `need`.
+/// `need` lacks where that is one range (the held part overlaps one end of
+/// it), else all of `need` (also when `held` covers it: callers ask only
+/// for what is missing).
 pub(crate) fn still_needed(need: &Range<u64>, held: Option<Range<u64>>) -> Range<u64> {
     match held {
-        Some(h) if h.start <= need.start && h.end > need.start => h.end..need.end,
-        Some(h) if h.start < need.end && h.end >= need.end => need.start..h.start,
+        Some(h) if h.start <= need.start && need.start < h.end && h.end < need.end => h.end..need.end,
+        Some(h) if need.start < h.start && h.start < need.end && need.end <= h.end => need.start..h.start,
         _ => need.clone(),
     }
 }

@@ -843,6 +843,11 @@ mod tests {
         assert_eq!(still_needed(&(10..64), Some(0..10)), 10..64, "touching");
         assert_eq!(still_needed(&(0..64), Some(20..30)), 0..64, "inside: two gaps");
         assert_eq!(still_needed(&(30..40), None), 30..40);
+        assert_eq!(
+            still_needed(&(30..40), Some(0..64)),
+            30..40,
+            "covered: never an inverted range"
+        );
     }
 
     /// Writes `fill` x 64 bytes to `file` (a new file renamed into place) with
