@@ -245,14 +245,14 @@ impl PageCache {
     }
 
     /// Keeps `page` for `key`, merged with the part already held when they
-    /// touch ([`Page::keep_with`]); returns what is now held.
-    pub(crate) fn insert(&self, key: PageKey, page: Page) -> Page {
+    /// touch ([`Page::keep_with`]).
+    pub(crate) fn insert(&self, key: PageKey, page: Page) {
         use moka::ops::compute::Op;
-        let result = self.pages.entry(key).and_compute_with(|held| {
+        self.pages.entry(key).and_compute_with(|held| {
             let kept = match held {
                 Some(held) => {
                     let held = held.into_value();
-                    let kept = held.keep_with(page.clone());
+                    let kept = held.keep_with(page);
                     if kept == held {
                         return Op::Nop;
                     }
@@ -260,12 +260,11 @@ impl PageCache {
                     // (cause `Replaced`), which takes it off the gauge.
                     kept
                 }
-                None => page.clone(),
+                None => page,
             };
             self.metrics.bytes.increment(kept.len() as f64);
             Op::Put(kept)
         });
-        result.into_entry().map(|e| e.into_value()).unwrap_or(page)
     }
 
     /// Drops the pages of `keep`'s object of any version but `keep`'s.
@@ -331,9 +330,11 @@ mod tests {
             CacheMetrics::noop(),
         );
         let key = PageKey::new(ObjectKey::new("s", "p", "v"), 0);
-        assert_eq!(cache.insert(key.clone(), part(100..200)), part(100..200));
-        assert_eq!(cache.insert(key.clone(), part(0..100)), part(0..200));
-        assert_eq!(cache.insert(key.clone(), part(10..20)), part(0..200));
+        cache.insert(key.clone(), part(100..200));
+        assert_eq!(cache.get(&key), Some(part(100..200)));
+        cache.insert(key.clone(), part(0..100));
+        assert_eq!(cache.get(&key), Some(part(0..200)));
+        cache.insert(key.clone(), part(10..20));
         assert_eq!(cache.get(&key), Some(part(0..200)));
         assert_eq!(cache.weighted_size(), 200);
     }
