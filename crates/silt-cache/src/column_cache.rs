@@ -23,12 +23,12 @@ use arrow::error::ArrowError;
 use silt_liquid::LiquidArrayRef;
 use silt_liquid::shared_dict::DecodedDictionaries;
 
-use crate::decode_flights::DecodeFlights;
+use crate::decode_flights::{ChunkId, DecodeFlights};
 use crate::first_touch::FirstTouches;
 use crate::key::ObjectKey;
 use crate::page_cache::CacheMetrics;
 use crate::policy::{BudgetedCache, PolicyKind, Reservations};
-use crate::scan_sets::ScanSets;
+use crate::scan_sets::{MemoryResidency, ScanSets};
 use crate::segments::Segment;
 
 /// Rows per cached batch (the unit of the memory tier and of the scan).
@@ -194,7 +194,64 @@ pub type TranscodePolicyFactory = Box<dyn FnOnce(Weak<ColumnCache>) -> Box<dyn T
 /// The entries and their budget, under one lock.
 struct Entries {
     values: HashMap<BatchKey, CachedColumn>,
+    /// The batches held of each column chunk. A scan reads a chunk whole
+    /// from memory or decodes all of it again (`ColumnLoader::load`), so a
+    /// chunk an eviction broke holds dead bytes: its other batches go too
+    /// ([`Entries::drop_evicted`]).
+    chunks: HashMap<ChunkId, Vec<u32>>,
     budget: BudgetedCache<BatchKey>,
+}
+
+fn chunk_of(key: &BatchKey) -> ChunkId {
+    (key.object.clone(), key.row_group, key.column)
+}
+
+impl Entries {
+    /// Holds `column` at `key` (already admitted to the budget); returns
+    /// what it replaced.
+    fn put(&mut self, key: BatchKey, column: CachedColumn) -> Option<CachedColumn> {
+        let batches = self.chunks.entry(chunk_of(&key)).or_default();
+        if !batches.contains(&key.batch) {
+            batches.push(key.batch);
+        }
+        self.values.insert(key, column)
+    }
+
+    /// Lets go of `key`'s value (already out of the budget).
+    fn take(&mut self, key: &BatchKey) -> Option<CachedColumn> {
+        let chunk = chunk_of(key);
+        if let Some(batches) = self.chunks.get_mut(&chunk) {
+            batches.retain(|&b| b != key.batch);
+            if batches.is_empty() {
+                self.chunks.remove(&chunk);
+            }
+        }
+        self.values.remove(key)
+    }
+
+    /// Lets go of the budget's `victims` and of every other batch of their
+    /// column chunks (but `keep`, the batch being admitted); returns the
+    /// values and how many batches went beyond the victims.
+    fn drop_evicted(&mut self, victims: &[BatchKey], keep: Option<&BatchKey>) -> (Vec<CachedColumn>, u64) {
+        let (mut dropped, mut siblings) = (Vec::new(), 0);
+        for victim in victims {
+            dropped.extend(self.take(victim));
+            let Some(batches) = self.chunks.get(&chunk_of(victim)).cloned() else {
+                continue;
+            };
+            for batch in batches {
+                let sibling = BatchKey {
+                    batch,
+                    ..victim.clone()
+                };
+                if Some(&sibling) != keep && self.budget.remove(&sibling).is_some() {
+                    dropped.extend(self.take(&sibling));
+                    siblings += 1;
+                }
+            }
+        }
+        (dropped, siblings)
+    }
 }
 
 /// The byte-budgeted map from [`BatchKey`] to [`CachedColumn`], shared by
@@ -272,18 +329,31 @@ impl ColumnCacheBuilder {
         let reservations = plan_aware.then(|| scan_sets.clone() as Arc<dyn Reservations<BatchKey>>);
         let entries = Mutex::new(Entries {
             values: HashMap::new(),
+            chunks: HashMap::new(),
             budget: BudgetedCache::new(capacity, eviction.build()).with_reservations(reservations),
         });
-        Arc::new_cyclic(|me| ColumnCache {
-            entries,
-            capacity,
-            metrics,
-            scan_sets,
-            decodes: DecodeFlights::default(),
-            first_touches: FirstTouches::default(),
-            policy: policy.map(|make| make(me.clone())),
-            column_names: RwLock::default(),
+        Arc::new_cyclic(|me: &Weak<ColumnCache>| {
+            scan_sets.attach_memory(me.clone());
+            ColumnCache {
+                entries,
+                capacity,
+                metrics,
+                scan_sets,
+                decodes: DecodeFlights::default(),
+                first_touches: FirstTouches::default(),
+                policy: policy.map(|make| make(me.clone())),
+                column_names: RwLock::default(),
+            }
         })
+    }
+}
+
+impl MemoryResidency for ColumnCache {
+    fn holds_chunk(&self, object: &ObjectKey, row_group: u32, column: u32, batches: u32) -> bool {
+        let chunk = (object.clone(), row_group, column);
+        let entries = self.entries.lock();
+        let held = entries.chunks.get(&chunk).map_or(0, Vec::len);
+        held >= usize::try_from(batches).unwrap_or(usize::MAX)
     }
 }
 
@@ -380,24 +450,24 @@ impl ColumnCache {
             _ => None,
         };
         // Values leave the lock before they are dropped (freeing is not free).
-        let mut dropped = Vec::new();
-        let insertion = {
+        let (insertion, dropped, siblings) = {
             let mut entries = self.entries.lock();
             let insertion = entries.budget.insert(key.clone(), size, size as f64);
-            dropped.extend(entries.values.remove(&key));
-            for victim in &insertion.evicted {
-                dropped.extend(entries.values.remove(victim));
-            }
+            let replaced = entries.take(&key);
+            let (mut dropped, siblings) = entries.drop_evicted(&insertion.evicted, Some(&key));
+            dropped.extend(replaced);
             if insertion.admitted {
-                entries.values.insert(key.clone(), column);
+                entries.put(key.clone(), column);
             }
-            insertion
+            (insertion, dropped, siblings)
         };
         if insertion.admitted {
             self.metrics.bytes.increment(size as f64);
         }
         self.uncount(&dropped);
-        self.metrics.evictions.increment(insertion.evicted.len() as u64);
+        self.metrics
+            .evictions
+            .increment(insertion.evicted.len() as u64 + siblings);
         self.metrics.reserved_evictions.increment(insertion.reserved_evicted);
         drop(dropped);
         if insertion.admitted
@@ -422,7 +492,7 @@ impl ColumnCache {
             let mut entries = self.entries.lock();
             let current = matches!(entries.values.get(key), Some(CachedColumn::Arrow(a)) if Arc::ptr_eq(a, arrow));
             if current && entries.budget.shrink(key, size as u64) {
-                entries.values.insert(key.clone(), liquid)
+                entries.put(key.clone(), liquid)
             } else {
                 None
             }
@@ -550,7 +620,7 @@ impl ColumnCache {
             keys.iter()
                 .filter_map(|k| {
                     entries.budget.remove(k);
-                    entries.values.remove(k)
+                    entries.take(k)
                 })
                 .collect()
         };
@@ -580,9 +650,10 @@ impl ColumnCache {
         let dropped: Vec<CachedColumn> = {
             let mut entries = self.entries.lock();
             let shrunk = entries.budget.set_capacity(bytes.min(self.capacity));
-            self.metrics.evictions.increment(shrunk.evicted.len() as u64);
+            let (dropped, siblings) = entries.drop_evicted(&shrunk.evicted, None);
+            self.metrics.evictions.increment(shrunk.evicted.len() as u64 + siblings);
             self.metrics.reserved_evictions.increment(shrunk.reserved_evicted);
-            shrunk.evicted.iter().filter_map(|k| entries.values.remove(k)).collect()
+            dropped
         };
         self.uncount(&dropped);
     }
@@ -700,6 +771,11 @@ mod tests {
     fn a_lowered_budget_evicts_and_a_restored_one_admits_again() {
         let one = column(1000).heap_size() as u64;
         let cache = ColumnCache::new(one * 4, CacheMetrics::noop());
+        // One batch per column chunk: each goes alone.
+        let key = |row_group: u32, version: &str| BatchKey {
+            row_group,
+            ..key(0, version)
+        };
         for b in 0..4 {
             cache.insert(key(b, "v1"), column(1000));
         }
@@ -721,6 +797,90 @@ mod tests {
         cache.insert(key(0, "v1"), column(1000));
         assert!(cache.get(&key(0, "v1")).is_none());
         assert_eq!(cache.weighted_size(), 0);
+    }
+
+    /// A scan reads a column chunk whole from memory or decodes it again, so
+    /// the batches of a chunk an eviction broke go with the evicted one.
+    #[test]
+    fn an_evicted_batch_takes_the_rest_of_its_chunk() {
+        let one = column(1000).heap_size() as u64;
+        let cache = ColumnCache::builder(one * 3, CacheMetrics::noop())
+            .eviction(PolicyKind::Lru)
+            .build();
+        let at = |row_group: u32, batch: u32| BatchKey {
+            row_group,
+            ..key(batch, "v1")
+        };
+        let object = at(0, 0).object;
+        cache.insert(at(0, 0), column(1000));
+        cache.insert(at(0, 1), column(1000));
+        cache.insert(at(1, 0), column(1000));
+        assert!(cache.holds_chunk(&object, 0, 1, 2));
+        assert!(!cache.holds_chunk(&object, 1, 1, 2), "half of row group 1");
+        // LRU evicts row group 0's batch 0; its batch 1 is of no use alone.
+        cache.insert(at(1, 1), column(1000));
+        assert!(!cache.contains(&at(0, 0)) && !cache.contains(&at(0, 1)));
+        assert!(cache.holds_chunk(&object, 1, 1, 2));
+        assert!(!cache.holds_chunk(&object, 0, 1, 2));
+        assert_eq!(cache.weighted_size(), one * 2);
+        assert_eq!(cache.entry_count(), 2);
+        // A chunk's own batches being admitted are not taken with it.
+        cache.set_budget(one);
+        assert_eq!(cache.entry_count(), 0, "one batch of row group 1 evicted: both go");
+        assert_eq!(cache.weighted_size(), 0);
+    }
+
+    /// A column chunk the memory tier holds whole reserves no disk page (the
+    /// scan reads it from memory; the disk keeps room for what only it
+    /// holds); whether memory holds it is looked at again when the scan
+    /// starts, both ways.
+    #[test]
+    fn chunks_held_whole_in_memory_reserve_no_disk_pages() {
+        let sets = ScanSets::new();
+        let cache = ColumnCache::builder(1 << 30, CacheMetrics::noop())
+            .scan_sets(sets.clone())
+            .build();
+        let object = ObjectKey::new("t0", "a.parquet", "v1");
+        let at = |column: u32, batch: u32| BatchKey {
+            object: object.clone(),
+            row_group: 0,
+            column,
+            batch,
+        };
+        // Column 1 on page 0, column 2 on page 2 (10-byte pages), 2 batches each.
+        let chunks = || {
+            [(1, 0..10), (2, 20..30)]
+                .into_iter()
+                .map(|(column, bytes)| crate::ReservedChunk {
+                    object: object.clone(),
+                    row_group: 0,
+                    column,
+                    bytes: vec![bytes],
+                    batches: 2,
+                })
+                .collect::<Vec<_>>()
+        };
+        let page = |p| sets.remaining_for_page(&object, p);
+        cache.insert(at(1, 0), column(10));
+        cache.insert(at(1, 1), column(10));
+        cache.insert(at(2, 0), column(10));
+        let a = sets.register(chunks(), 10);
+        assert_eq!(page(0), 0, "column 1 is read from memory");
+        assert_eq!(page(2), 1, "half of column 2 is not in memory");
+        assert_eq!(sets.remaining_for_chunk(&object, 0, 1), 1, "memory keeps it");
+        cache.insert(at(2, 1), column(10));
+        a.started();
+        assert_eq!((page(0), page(2)), (0, 0), "memory got column 2 while a was queued");
+        let b = sets.register(chunks(), 10);
+        assert_eq!((page(0), page(2)), (0, 0));
+        cache.set_budget(0);
+        b.started();
+        assert_eq!((page(0), page(2)), (1, 1), "memory lost both while b was queued");
+        let key = |p| crate::PageKey::new(object.clone(), p);
+        assert_eq!(Reservations::<crate::PageKey>::running_scans(&*sets, &key(2)), 1);
+        drop(a);
+        drop(b);
+        assert_eq!(sets.reserved_segments(), (0, 0));
     }
 
     /// A batch a registered scan will read survives an insert that would
@@ -748,6 +908,7 @@ mod tests {
                     row_group: key.row_group,
                     column: key.column,
                     bytes,
+                    batches: 1,
                 }],
                 1 << 20,
             )

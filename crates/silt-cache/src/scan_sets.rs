@@ -17,11 +17,21 @@
 //! before one a running scan needs ([`ScanSet::started`] marks a scan
 //! running when it executes, after its query got a slot), then the fewest
 //! remaining scans (see [`crate::policy::BudgetedCache`]).
+//!
+//! **The disk reserves what will be read from disk.** A column chunk the
+//! memory tier holds whole (every batch) is served from memory: its disk
+//! pages are not reserved, or the disk would keep a second copy of what
+//! memory serves and evict, to make room for it, pages only the disk holds
+//! (the tiers are inclusive; measured in `silt bench mixed`: reserving every
+//! chunk's pages made plan-aware eviction fetch more than the policy alone).
+//! The chunk itself stays reserved in the memory tier, so it stays there.
+//! Which chunks memory holds is looked at when the scan registers and again
+//! when it starts running ([`MemoryResidency`]).
 
 use std::collections::HashMap;
 use std::ops::Range;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
 
 use parking_lot::Mutex;
 
@@ -72,6 +82,18 @@ pub struct ReservedChunk {
     pub column: u32,
     /// Byte ranges of the column chunk in the object (its leaves).
     pub bytes: Vec<Range<u64>>,
+    /// Batches of [`crate::BATCH_ROWS`] rows in the row group: how many
+    /// memory-tier entries hold the whole chunk.
+    pub batches: u32,
+}
+
+/// Whether the memory tier holds a whole column chunk (every batch), so a
+/// scan reads it from memory and not from its disk pages. Implemented by
+/// [`crate::ColumnCache`].
+pub trait MemoryResidency: Send + Sync {
+    /// Whether batches `0..batches` of `column` of `row_group` of `object`
+    /// are all held.
+    fn holds_chunk(&self, object: &ObjectKey, row_group: u32, column: u32, batches: u32) -> bool;
 }
 
 /// How many registered scans will read a segment, and how many of them run.
@@ -98,7 +120,19 @@ impl ObjectScans {
 
 /// What one registered scan still holds of one row group.
 struct HeldGroup {
+    /// The columns reserved in the memory tier.
     columns: Vec<u32>,
+    /// The group's column chunks, with the pages each occupies.
+    chunks: Vec<HeldChunk>,
+    /// The pages reserved on disk: those of the chunks the memory tier did
+    /// not hold when last looked at (at registration, at the scan's start).
+    pages: Vec<u64>,
+}
+
+/// One column chunk of a [`HeldGroup`].
+struct HeldChunk {
+    column: u32,
+    batches: u32,
     pages: Vec<u64>,
 }
 
@@ -151,6 +185,8 @@ pub struct ScanSets {
     epoch: AtomicU64,
     /// Scan sets registered and not yet dropped.
     active: AtomicU64,
+    /// The memory tier, once attached: chunks it holds reserve no pages.
+    memory: OnceLock<Weak<dyn MemoryResidency>>,
 }
 
 impl Default for ScanSets {
@@ -160,6 +196,7 @@ impl Default for ScanSets {
             objects: Mutex::new(HashMap::new()),
             epoch: AtomicU64::new(0),
             active: AtomicU64::new(0),
+            memory: OnceLock::new(),
         }
     }
 }
@@ -196,10 +233,36 @@ impl ScanSets {
         }
     }
 
+    /// Attaches the memory tier whose whole chunks reserve no disk pages
+    /// (module doc); the first attached stays. Without one, every chunk's
+    /// pages are reserved.
+    pub fn attach_memory(&self, memory: Weak<dyn MemoryResidency>) {
+        let _ = self.memory.set(memory);
+    }
+
+    /// The pages of `chunks` (of row group `rg` of `object`) to reserve on
+    /// disk: those of the chunks the memory tier does not hold whole.
+    fn disk_pages(&self, object: &ObjectKey, rg: u32, chunks: &[HeldChunk]) -> Vec<u64> {
+        let memory = self.memory.get().and_then(Weak::upgrade);
+        let mut pages: Vec<u64> = chunks
+            .iter()
+            .filter(|c| {
+                !memory
+                    .as_ref()
+                    .is_some_and(|m| m.holds_chunk(object, rg, c.column, c.batches))
+            })
+            .flat_map(|c| c.pages.iter().copied())
+            .collect();
+        pages.sort_unstable();
+        pages.dedup();
+        pages
+    }
+
     /// Registers a scan that will read `chunks`, whose pages are
     /// `page_size` bytes; each (object, row group, column) counts once
-    /// however often it is listed. Released row group by row group with
-    /// [`ScanSet::passed`], and wholly when the returned set is dropped.
+    /// however often it is listed, and so does each page. Released row group
+    /// by row group with [`ScanSet::passed`], and wholly when the returned
+    /// set is dropped.
     pub fn register(self: &Arc<Self>, chunks: Vec<ReservedChunk>, page_size: u64) -> ScanSet {
         let mut held: HashMap<(ObjectKey, u32), HeldGroup> = HashMap::new();
         for chunk in chunks {
@@ -207,22 +270,34 @@ impl ScanSets {
                 .entry((chunk.object, chunk.row_group))
                 .or_insert_with(|| HeldGroup {
                     columns: Vec::new(),
+                    chunks: Vec::new(),
                     pages: Vec::new(),
                 });
-            group.columns.push(chunk.column);
-            for range in chunk.bytes.iter().filter(|r| r.end > r.start) {
-                group
-                    .pages
-                    .extend(range.start / page_size.max(1)..=(range.end - 1) / page_size.max(1));
+            if group.columns.contains(&chunk.column) {
+                continue;
             }
+            group.columns.push(chunk.column);
+            let pages = chunk
+                .bytes
+                .iter()
+                .filter(|r| r.end > r.start)
+                .flat_map(|r| r.start / page_size.max(1)..=(r.end - 1) / page_size.max(1))
+                .collect();
+            group.chunks.push(HeldChunk {
+                column: chunk.column,
+                batches: chunk.batches,
+                pages,
+            });
+        }
+        // Looked up before the registry's lock: the memory tier's lock is
+        // taken before it (its eviction asks the registry), never after.
+        for ((object, rg), group) in held.iter_mut() {
+            group.columns.sort_unstable();
+            group.pages = self.disk_pages(object, *rg, &group.chunks);
         }
         {
             let mut objects = self.objects.lock();
-            for ((object, rg), group) in held.iter_mut() {
-                group.columns.sort_unstable();
-                group.columns.dedup();
-                group.pages.sort_unstable();
-                group.pages.dedup();
+            for ((object, rg), group) in &held {
                 let scans = objects.entry(object.clone()).or_default();
                 for &c in &group.columns {
                     scans.chunks.entry((*rg, c)).or_default().scans += 1;
@@ -242,21 +317,34 @@ impl ScanSets {
         }
     }
 
-    /// A scan holding `groups` started running: count it among their
-    /// running scans.
-    fn started(&self, groups: &HashMap<(ObjectKey, u32), HeldGroup>) {
+    /// A scan holding `groups` started running: its disk pages are looked
+    /// at again (memory may have gained or lost its chunks while it was
+    /// queued), and it counts among the running scans of what it holds.
+    fn started(&self, groups: &mut HashMap<(ObjectKey, u32), HeldGroup>) {
+        let pages: Vec<Vec<u64>> = groups
+            .iter()
+            .map(|((object, rg), group)| self.disk_pages(object, *rg, &group.chunks))
+            .collect();
         let mut objects = self.objects.lock();
-        for ((object, rg), group) in groups {
-            if let Some(scans) = objects.get_mut(object) {
-                for &c in &group.columns {
-                    if let Some(uses) = scans.chunks.get_mut(&(*rg, c)) {
-                        uses.running += 1;
-                    }
+        for (((object, rg), group), pages) in groups.iter_mut().zip(pages) {
+            let Some(scans) = objects.get_mut(object) else {
+                continue;
+            };
+            for p in group.pages.iter().filter(|p| pages.binary_search(p).is_err()) {
+                decrement(&mut scans.pages, p, false);
+            }
+            for &p in pages.iter().filter(|p| group.pages.binary_search(p).is_err()) {
+                scans.pages.entry(p).or_default().scans += 1;
+            }
+            group.pages = pages;
+            for &c in &group.columns {
+                if let Some(uses) = scans.chunks.get_mut(&(*rg, c)) {
+                    uses.running += 1;
                 }
-                for p in &group.pages {
-                    if let Some(uses) = scans.pages.get_mut(p) {
-                        uses.running += 1;
-                    }
+            }
+            for p in &group.pages {
+                if let Some(uses) = scans.pages.get_mut(p) {
+                    uses.running += 1;
                 }
             }
         }
@@ -394,7 +482,7 @@ impl ScanSet {
         let mut held = self.held.lock();
         if !held.running {
             held.running = true;
-            self.sets.started(&held.groups);
+            self.sets.started(&mut held.groups);
             // The tiers' order among reserved entries changes.
             self.sets.epoch.fetch_add(1, Ordering::Release);
         }
@@ -432,6 +520,7 @@ mod tests {
             row_group: rg,
             column,
             bytes: vec![bytes],
+            batches: 1,
         }
     }
 

@@ -58,9 +58,16 @@ pub fn scan_set_chunks(
                     row_group: rg as u32,
                     column: column as u32,
                     bytes: column_chunk_ranges(metadata, [rg], Some(&[root])),
+                    batches: batches(metadata, rg),
                 });
             }
         }
     }
     chunks
+}
+
+/// Memory-tier batches in row group `rg`: how many entries hold a whole chunk.
+fn batches(metadata: &ParquetMetaData, rg: usize) -> u32 {
+    let rows = usize::try_from(metadata.row_group(rg).num_rows()).unwrap_or(0);
+    u32::try_from(rows.div_ceil(silt_cache::BATCH_ROWS)).unwrap_or(u32::MAX)
 }

@@ -18,12 +18,13 @@
 //! same throttled loopback store; every client runs the mix `--rounds`
 //! times in its own rotated order, `--max-concurrent-queries` executing at
 //! once. Every answer is checked against plain DataFusion on the local
-//! files. Reported per configuration: store GETs and bytes, bytes the disk
+//! files. Reported per configuration: store GETs and bytes, bytes the
+//! memory tier served and decoded, page-buffer misses, bytes the disk
 //! tier served, the process's block-device reads (`/proc/self/io`; the
 //! loopback store runs in this process too), memory and disk hit ratios,
 //! reserved evictions, and query latency percentiles.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -134,6 +135,12 @@ struct Measured {
     name: String,
     store_gets: f64,
     store_bytes: f64,
+    /// Bytes of column batches the memory tier served.
+    memory_served_bytes: f64,
+    /// Bytes of column batches decoded and admitted (memory-tier misses).
+    memory_admitted_bytes: f64,
+    /// Pages the page buffer lacked (looked for on disk, then fetched).
+    page_buffer_misses: f64,
     disk_served_bytes: f64,
     /// Read requests the disk tier made (one per run of neighbouring slots).
     disk_reads: f64,
@@ -180,10 +187,10 @@ pub async fn mixed(args: MixedArgs) -> anyhow::Result<()> {
     let root = std::env::current_dir()?.join(&args.out).join(&args.name);
     std::fs::create_dir_all(&root)?;
     let store_root = root.join("store");
-    link_buckets(&store_root, &[&tpch, &hits])?;
     let s3 = LocalS3::start(&store_root)
         .await
         .context("starting the loopback store")?;
+    upload_buckets(&s3, &[&tpch, &hits]).await?;
     let (queries, references) = reference_answers(&[&tpch, &hits]).await?;
     println!(
         "{} queries in the mix, {} clients x {} rounds",
@@ -247,16 +254,24 @@ pub async fn mixed(args: MixedArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A store root whose buckets are the suites' bucket folders (symlinks).
-fn link_buckets(root: &Path, suites: &[&Suite]) -> anyhow::Result<()> {
-    std::fs::create_dir_all(root)?;
+/// Uploads the suites' bucket folders into the loopback store with S3 PUTs
+/// (once: objects already there are kept). Not symlinks to the folders: the
+/// S3 server recomputes the MD5 of a file placed in its folder directly on
+/// every GET — of the whole object, for a ranged GET too — which took 60% of
+/// this benchmark's CPU (`perf`), made every GET cost CPU in proportion to
+/// its object's size, and so tied latency to the GET count and made runs
+/// of one configuration differ up to 3x. Store roots of earlier runs whose
+/// buckets are such symlinks get real folders.
+async fn upload_buckets(s3: &LocalS3, suites: &[&Suite]) -> anyhow::Result<()> {
     for s in suites {
         for bucket in s.buckets() {
-            let link = root.join(&bucket);
-            if !link.exists() {
-                std::os::unix::fs::symlink(std::fs::canonicalize(s.src.join(&bucket))?, &link)
-                    .with_context(|| format!("linking {}", link.display()))?;
+            let held = s3.root().join(&bucket);
+            if held.is_symlink() {
+                std::fs::remove_file(&held).with_context(|| format!("removing the link {}", held.display()))?;
             }
+            s3.upload_dir(&s.src.join(&bucket), &bucket)
+                .await
+                .map_err(|e| anyhow::anyhow!("uploading {bucket}: {e}"))?;
         }
     }
     Ok(())
@@ -389,6 +404,9 @@ async fn run_config(
         name: config.name.clone(),
         store_gets: get("silt_object_store_get_requests_total"),
         store_bytes: get("silt_object_store_get_bytes_total"),
+        memory_served_bytes: get("silt_cache_hit_bytes_total{tier=\"memory\"}"),
+        memory_admitted_bytes: get("silt_cache_miss_bytes_total{tier=\"memory\"}"),
+        page_buffer_misses: get("silt_cache_misses_total{tier=\"pages\"}"),
         disk_served_bytes: get("silt_cache_hit_bytes_total{tier=\"disk\"}"),
         disk_reads: get("silt_cache_disk_reads_total"),
         disk_hits: get("silt_cache_hits_total{tier=\"disk\"}"),
@@ -441,10 +459,13 @@ fn row(m: &Measured) -> String {
     let mut l = m.latencies.clone();
     l.sort();
     format!(
-        "| {} | {:.0} | {:.1} | {:.1} | {:.0} | {:.2} | {:.1} | {:.3} | {:.3} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.1} | {} |",
+        "| {} | {:.0} | {:.1} | {:.0} | {:.0} | {:.0} | {:.1} | {:.0} | {:.2} | {:.1} | {:.3} | {:.3} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.1} | {} |",
         m.name,
         m.store_gets,
         m.store_bytes / 1e6,
+        m.memory_served_bytes / 1e6,
+        m.memory_admitted_bytes / 1e6,
+        m.page_buffer_misses,
         m.disk_served_bytes / 1e6,
         m.disk_reads,
         if m.disk_reads > 0.0 {
@@ -470,8 +491,8 @@ fn report(args: &MixedArgs, held: Held, budgets: Budgets, results: &[Measured]) 
         "# Mixed workload: {} clients x {} rounds, TPC-H SF {} ({:?}) + ClickBench {} rows ({:?})\n\n\
          Store: {} ms per request, {} MB/s. Queries executing at once: {}. Working set (unbounded run): \
          memory tier {:.1} MB, page buffer {:.1} MB, disk tier {:.1} MB; budgets x{}: {:.1} / {:.1} / {:.1} MB.\n\n\
-         | config | store GETs | store MB | disk-tier MB served | disk reads | pages per read | device MB read | memory hit ratio | disk hit ratio | evictions | reserved evictions | p50 ms | p95 ms | p99 ms | wall s | wrong |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+         | config | store GETs | store MB | memory MB served | memory MB decoded | page-buffer misses | disk-tier MB served | disk reads | pages per read | device MB read | memory hit ratio | disk hit ratio | evictions | reserved evictions | p50 ms | p95 ms | p99 ms | wall s | wrong |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         args.clients,
         args.rounds,
         args.sf,
