@@ -90,6 +90,39 @@ pub struct MixedArgs {
     /// The shared folder (query texts, the nano_hits seed).
     #[arg(long, default_value = "../shared")]
     shared: PathBuf,
+    /// Where the generated data sets are kept (reused between runs).
+    #[arg(long, default_value = "data")]
+    data_dir: PathBuf,
+}
+
+impl MixedArgs {
+    /// A run on tiny data for `silt bench smoke`: both kinds of
+    /// configuration (plan-aware and a policy alone), two clients, no
+    /// throttling; it checks every answer like any run.
+    pub fn smoke(out: PathBuf, shared: PathBuf, data_dir: PathBuf) -> Self {
+        MixedArgs {
+            clients: 2,
+            rounds: 1,
+            sf: 0.01,
+            hits_rows: 30_000,
+            tpch: vec![1, 6],
+            clickbench: vec![0, 10],
+            budget_fraction: 0.5,
+            max_concurrent_queries: 1,
+            configs: vec!["plan-aware:sieve".into(), "sieve".into()],
+            latency_ms: 0,
+            mbps: 10_000.0,
+            out,
+            name: "smoke-mixed".into(),
+            shared,
+            data_dir,
+        }
+    }
+
+    /// The folder the run writes its report (and keeps its store) in.
+    pub fn run_dir(&self) -> PathBuf {
+        self.out.join(&self.name)
+    }
 }
 
 /// One cache configuration.
@@ -170,7 +203,7 @@ pub async fn mixed(args: MixedArgs) -> anyhow::Result<()> {
         .iter()
         .map(|c| parse_config(c))
         .collect::<anyhow::Result<_>>()?;
-    let data = PathBuf::from("data");
+    let data = &args.data_dir;
     let tpch = suite::tpch(
         &args.shared,
         &data.join(format!("tpch-sf{}", args.sf)),
@@ -184,7 +217,7 @@ pub async fn mixed(args: MixedArgs) -> anyhow::Result<()> {
         HitsModel::Realistic,
         &args.clickbench,
     )?;
-    let root = std::env::current_dir()?.join(&args.out).join(&args.name);
+    let root = std::env::current_dir()?.join(args.run_dir());
     std::fs::create_dir_all(&root)?;
     let store_root = root.join("store");
     let s3 = LocalS3::start(&store_root)
@@ -323,7 +356,9 @@ async fn run_config(
     clients: usize,
     rounds: usize,
 ) -> anyhow::Result<(Measured, Held)> {
-    let cache_dir = tempfile::Builder::new().prefix("silt-mixed-").tempdir_in(".")?;
+    let cache_dir = tempfile::Builder::new()
+        .prefix("silt-mixed-")
+        .tempdir_in(args.run_dir())?;
     let mut cfg = ServerConfig {
         listen: "127.0.0.1:0".parse()?,
         cache_dir: cache_dir.path().to_path_buf(),

@@ -312,10 +312,22 @@ pub async fn smoke(args: SmokeArgs) -> anyhow::Result<()> {
     problems.extend(missing_files(&dir, &["results.json", "report.md"]));
     written.push(dir);
 
+    // The mixed workload: the loopback S3 store with uploaded objects,
+    // plan-aware and policy-only servers, answers checked (mixed fails otherwise).
+    let mixed_args = MixedArgs::smoke(args.out.clone(), args.shared.clone(), work.path().join("mixed"));
+    let dir = mixed_args.run_dir();
+    match mixed(mixed_args).await {
+        Ok(()) => {
+            problems.extend(missing_files(&dir, &["report.md"]));
+            written.push(dir);
+        }
+        Err(e) => problems.push(format!("mixed: {e:#}")),
+    }
+
     anyhow::ensure!(problems.is_empty(), "bench smoke failed:\n  {}", problems.join("\n  "));
     let dirs: Vec<String> = written.iter().map(|d| d.display().to_string()).collect();
     println!(
-        "bench smoke: ClickBench, TPC-H, the SSB workload and lookups complete, every answer compared and right, plots written in {}",
+        "bench smoke: ClickBench, TPC-H, the SSB workload, lookups and the mixed workload complete, every answer compared and right, plots written in {}",
         dirs.join(", ")
     );
     Ok(())
