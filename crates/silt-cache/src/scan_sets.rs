@@ -22,9 +22,8 @@
 //! memory tier holds whole (every batch) is served from memory: its disk
 //! pages are not reserved, or the disk would keep a second copy of what
 //! memory serves and evict, to make room for it, pages only the disk holds
-//! (the tiers are inclusive; measured in `silt bench mixed`: reserving every
-//! chunk's pages made plan-aware eviction fetch more than the policy alone).
-//! The chunk itself stays reserved in the memory tier, so it stays there.
+//! (the tiers are inclusive). The chunk itself stays reserved in the memory
+//! tier, so it stays there.
 //! Which chunks memory holds is looked at when the scan registers and again
 //! when it starts running ([`MemoryResidency`]).
 

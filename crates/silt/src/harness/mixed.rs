@@ -62,6 +62,13 @@ pub struct MixedArgs {
     /// ClickBench queries of the mix (0-based, as in the queries folder).
     #[arg(long, value_delimiter = ',', default_value = "2,7,10,19,20,21,30,31")]
     clickbench: Vec<u32>,
+    /// Runs of every configuration, interleaved (all configurations once,
+    /// then again): one run is one interleaving of the clients' queries, and
+    /// runs of one configuration differ (docs/bench-results.md). The report
+    /// shows each configuration's run with the median store GETs, and the
+    /// GETs of every run.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    repeats: u32,
     /// Budgets as a fraction of the working set each tier held on the unbounded run.
     #[arg(long, default_value_t = 0.5)]
     budget_fraction: f64,
@@ -103,6 +110,7 @@ impl MixedArgs {
         MixedArgs {
             clients: 2,
             rounds: 1,
+            repeats: 2,
             sf: 0.01,
             hits_rows: 30_000,
             tpch: vec![1, 6],
@@ -167,6 +175,8 @@ fn parse_config(name: &str) -> anyhow::Result<CacheConfig> {
 struct Measured {
     name: String,
     store_gets: f64,
+    /// Store GETs of every run of the configuration (`--repeats`), in run order.
+    gets_of_runs: Vec<f64>,
     store_bytes: f64,
     /// Bytes of column batches the memory tier served.
     memory_served_bytes: f64,
@@ -262,23 +272,26 @@ pub async fn mixed(args: MixedArgs) -> anyhow::Result<()> {
         held.memory, held.pages, held.disk
     );
 
-    let mut results = Vec::new();
-    for config in &configs {
-        let (measured, _) = run_config(
-            &args,
-            &s3,
-            &[&tpch, &hits],
-            config,
-            budgets,
-            &queries,
-            &references,
-            args.clients,
-            args.rounds,
-        )
-        .await?;
-        println!("{}", row(&measured));
-        results.push(measured);
+    let mut runs: Vec<Vec<Measured>> = configs.iter().map(|_| Vec::new()).collect();
+    for _ in 0..args.repeats {
+        for (config, runs) in configs.iter().zip(&mut runs) {
+            let (measured, _) = run_config(
+                &args,
+                &s3,
+                &[&tpch, &hits],
+                config,
+                budgets,
+                &queries,
+                &references,
+                args.clients,
+                args.rounds,
+            )
+            .await?;
+            println!("{}", row(&measured));
+            runs.push(measured);
+        }
     }
+    let results: Vec<Measured> = runs.into_iter().map(median_run).collect();
     let report = report(&args, held, budgets, &results);
     std::fs::write(root.join("report.md"), &report)?;
     println!("\n{report}\nwrote {}", root.join("report.md").display());
@@ -490,13 +503,32 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
     sorted[i].as_secs_f64() * 1000.0
 }
 
+/// Of one configuration's runs, the one with the median store GETs (the
+/// lower middle of an even count), carrying every run's GETs and every
+/// wrong answer of any run.
+fn median_run(mut runs: Vec<Measured>) -> Measured {
+    let gets: Vec<f64> = runs.iter().map(|m| m.store_gets).collect();
+    let wrong: Vec<String> = runs.iter().flat_map(|m| m.wrong.clone()).collect();
+    runs.sort_by(|a, b| a.store_gets.total_cmp(&b.store_gets));
+    let mut median = runs.swap_remove((runs.len() - 1) / 2);
+    median.gets_of_runs = gets;
+    median.wrong = wrong;
+    median
+}
+
 fn row(m: &Measured) -> String {
     let mut l = m.latencies.clone();
     l.sort();
+    let runs: Vec<String> = m.gets_of_runs.iter().map(|g| format!("{g:.0}")).collect();
     format!(
-        "| {} | {:.0} | {:.1} | {:.0} | {:.0} | {:.0} | {:.1} | {:.0} | {:.2} | {:.1} | {:.3} | {:.3} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.1} | {} |",
+        "| {} | {:.0} | {} | {:.1} | {:.0} | {:.0} | {:.0} | {:.1} | {:.0} | {:.2} | {:.1} | {:.3} | {:.3} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.1} | {} |",
         m.name,
         m.store_gets,
+        if runs.is_empty() {
+            format!("{:.0}", m.store_gets)
+        } else {
+            runs.join(", ")
+        },
         m.store_bytes / 1e6,
         m.memory_served_bytes / 1e6,
         m.memory_admitted_bytes / 1e6,
@@ -525,9 +557,10 @@ fn report(args: &MixedArgs, held: Held, budgets: Budgets, results: &[Measured]) 
     let mut out = format!(
         "# Mixed workload: {} clients x {} rounds, TPC-H SF {} ({:?}) + ClickBench {} rows ({:?})\n\n\
          Store: {} ms per request, {} MB/s. Queries executing at once: {}. Working set (unbounded run): \
-         memory tier {:.1} MB, page buffer {:.1} MB, disk tier {:.1} MB; budgets x{}: {:.1} / {:.1} / {:.1} MB.\n\n\
-         | config | store GETs | store MB | memory MB served | memory MB decoded | page-buffer misses | disk-tier MB served | disk reads | pages per read | device MB read | memory hit ratio | disk hit ratio | evictions | reserved evictions | p50 ms | p95 ms | p99 ms | wall s | wrong |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+         memory tier {:.1} MB, page buffer {:.1} MB, disk tier {:.1} MB; budgets x{}: {:.1} / {:.1} / {:.1} MB. \
+         {} run(s) per configuration, interleaved; each row is the run with the median store GETs.\n\n\
+         | config | store GETs | GETs of each run | store MB | memory MB served | memory MB decoded | page-buffer misses | disk-tier MB served | disk reads | pages per read | device MB read | memory hit ratio | disk hit ratio | evictions | reserved evictions | p50 ms | p95 ms | p99 ms | wall s | wrong |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         args.clients,
         args.rounds,
         args.sf,
@@ -544,6 +577,7 @@ fn report(args: &MixedArgs, held: Held, budgets: Budgets, results: &[Measured]) 
         budgets.memory as f64 / 1e6,
         budgets.pages as f64 / 1e6,
         budgets.disk as f64 / 1e6,
+        args.repeats,
     );
     for m in results {
         out.push_str(&row(m));
