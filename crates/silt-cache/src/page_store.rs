@@ -461,22 +461,28 @@ impl PageStore {
             return ours.clone();
         };
         let key = PageKey::new(object.key.clone(), page);
-        if admit == Admit::MemoryAndDisk || self.disk.is_none() {
-            self.memory.insert(key.clone(), joined.clone());
-        }
         let cost = self.fetch_cost.model().share_of_request(1, joined.len() as u64);
-        let pending = self
-            .disk
-            .is_some()
-            .then(|| BeingWritten::new(&self.writing, std::iter::once((&key, &joined))));
-        self.write_to_disk(vec![(key.clone(), joined.clone(), cost)]).await;
-        drop(pending);
+        self.keep(vec![(key, joined.clone(), cost)], admit, || ()).await;
         joined
     }
 
-    /// Writes fetched pages to the disk tier (if any) on a blocking thread.
-    /// Each page comes with its refetch cost in ns (for the disk tier's policy).
-    async fn write_to_disk(&self, pages: Vec<(PageKey, Page, f64)>) {
+    /// Keeps parts of pages in the tiers: in memory (unless `admit` says
+    /// disk only and there is a disk), findable in the `writing` map until
+    /// their disk write lands, and on disk (on a blocking thread). Each
+    /// comes with its refetch cost in ns (for the disk tier's policy).
+    /// `findable` runs once later reads can find them (a fetch lets its
+    /// waiters go then, before the disk write).
+    async fn keep(&self, pages: Vec<(PageKey, Page, f64)>, admit: Admit, findable: impl FnOnce()) {
+        let pending = self
+            .disk
+            .is_some()
+            .then(|| BeingWritten::new(&self.writing, pages.iter().map(|(k, p, _)| (k, p))));
+        if admit == Admit::MemoryAndDisk || self.disk.is_none() {
+            for (key, page, _) in &pages {
+                self.memory.insert(key.clone(), page.clone());
+            }
+        }
+        findable();
         if let Some(disk) = self.disk.clone() {
             let _ = tokio::task::spawn_blocking(move || {
                 for (k, page, cost) in pages {
@@ -485,6 +491,7 @@ impl PageStore {
             })
             .await;
         }
+        drop(pending);
     }
 
     /// One GET for bytes `range` of `object`, conditional on its version
@@ -653,28 +660,19 @@ impl PageStore {
             pages.push((m.page, PageKey::new(object.key.clone(), m.page), page));
             claims.push(m.claim);
         }
-        // Findable by later reads until the disk write lands.
-        let pending = self
-            .disk
-            .is_some()
-            .then(|| BeingWritten::new(&self.writing, pages.iter().map(|(_, k, p)| (k, p))));
-        for ((_, key, page), claim) in pages.iter().zip(claims) {
-            if admit == Admit::MemoryAndDisk || self.disk.is_none() {
-                self.memory.insert(key.clone(), page.clone());
-            }
-            claim.finish(Ok(page.clone()));
-        }
         // Each page's share of this GET: what refetching it costs.
         let model = self.fetch_cost.model();
         let count = pages.len();
-        self.write_to_disk(
-            pages
-                .iter()
-                .map(|(_, k, p)| (k.clone(), p.clone(), model.share_of_request(count, p.len() as u64)))
-                .collect(),
-        )
-        .await;
-        drop(pending);
+        let kept = pages
+            .iter()
+            .map(|(_, k, p)| (k.clone(), p.clone(), model.share_of_request(count, p.len() as u64)))
+            .collect();
+        let finish = || {
+            for ((_, _, page), claim) in pages.iter().zip(claims) {
+                claim.finish(Ok(page.clone()));
+            }
+        };
+        self.keep(kept, admit, finish).await;
         Ok(pages.into_iter().map(|(page, _, part)| (page, part)).collect())
     }
 }

@@ -119,9 +119,8 @@ impl ObjectScans {
 
 /// What one registered scan still holds of one row group.
 struct HeldGroup {
-    /// The columns reserved in the memory tier.
-    columns: Vec<u32>,
-    /// The group's column chunks, with the pages each occupies.
+    /// The group's column chunks (reserved in the memory tier), with the
+    /// pages each occupies.
     chunks: Vec<HeldChunk>,
     /// The pages reserved on disk: those of the chunks the memory tier did
     /// not hold when last looked at (at registration, at the scan's start).
@@ -268,14 +267,12 @@ impl ScanSets {
             let group = held
                 .entry((chunk.object, chunk.row_group))
                 .or_insert_with(|| HeldGroup {
-                    columns: Vec::new(),
                     chunks: Vec::new(),
                     pages: Vec::new(),
                 });
-            if group.columns.contains(&chunk.column) {
+            if group.chunks.iter().any(|c| c.column == chunk.column) {
                 continue;
             }
-            group.columns.push(chunk.column);
             let pages = chunk
                 .bytes
                 .iter()
@@ -291,14 +288,13 @@ impl ScanSets {
         // Looked up before the registry's lock: the memory tier's lock is
         // taken before it (its eviction asks the registry), never after.
         for ((object, rg), group) in held.iter_mut() {
-            group.columns.sort_unstable();
             group.pages = self.disk_pages(object, *rg, &group.chunks);
         }
         {
             let mut objects = self.objects.lock();
             for ((object, rg), group) in &held {
                 let scans = objects.entry(object.clone()).or_default();
-                for &c in &group.columns {
+                for c in group.chunks.iter().map(|c| c.column) {
                     scans.chunks.entry((*rg, c)).or_default().scans += 1;
                 }
                 for &p in &group.pages {
@@ -336,7 +332,7 @@ impl ScanSets {
                 scans.pages.entry(p).or_default().scans += 1;
             }
             group.pages = pages;
-            for &c in &group.columns {
+            for c in group.chunks.iter().map(|c| c.column) {
                 if let Some(uses) = scans.chunks.get_mut(&(*rg, c)) {
                     uses.running += 1;
                 }
@@ -354,7 +350,7 @@ impl ScanSets {
     fn release(&self, object: &ObjectKey, rg: u32, group: HeldGroup, running: bool) {
         let mut objects = self.objects.lock();
         if let Some(scans) = objects.get_mut(object) {
-            for c in group.columns {
+            for c in group.chunks.iter().map(|c| c.column) {
                 decrement(&mut scans.chunks, &(rg, c), running);
             }
             for p in group.pages {
