@@ -35,6 +35,11 @@ pub enum ClientError {
         message: String,
         /// The gRPC status code the server answered with.
         code: tonic::Code,
+        /// Whether the status was made by this client's transport from a
+        /// broken HTTP/2 stream or connection (a server that went away
+        /// mid-response resets its streams: tonic reports `INTERNAL`,
+        /// "h2 protocol error"), not sent by the server as its verdict.
+        in_transport: bool,
     },
     #[error("Silt server {url} sent a malformed response: {message}")]
     Protocol { url: String, message: String },
@@ -58,10 +63,25 @@ impl ClientError {
         use tonic::Code;
         match self {
             ClientError::Connect { .. } => true,
+            ClientError::Server { in_transport: true, .. } => true,
             ClientError::Server { code, .. } => matches!(code, Code::Unavailable | Code::Unknown | Code::Cancelled),
             _ => false,
         }
     }
+}
+
+/// Whether `status` carries an HTTP/2 error in its source chain: tonic made
+/// it from a reset stream or a dropped connection. Statuses a server sends
+/// (in trailers) have no source.
+fn failed_in_transport(status: &tonic::Status) -> bool {
+    let mut source = std::error::Error::source(status);
+    while let Some(e) = source {
+        if e.is::<h2::Error>() {
+            return true;
+        }
+        source = e.source();
+    }
+    false
 }
 
 impl From<ClientError> for DataFusionError {
@@ -165,6 +185,7 @@ impl SiltClient {
             url: self.url.clone(),
             message: format!("{} ({:?})", status.message(), status.code()),
             code: status.code(),
+            in_transport: failed_in_transport(&status),
         }
     }
 
@@ -391,5 +412,20 @@ impl SiltClient {
             on_progress(&last);
         }
         Ok(last)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::failed_in_transport;
+
+    #[test]
+    fn a_reset_stream_is_a_transport_failure_and_a_server_verdict_is_not() {
+        // What tonic makes of a stream the server reset by going away.
+        let reset = tonic::Status::from_error(Box::new(h2::Error::from(h2::Reason::INTERNAL_ERROR)));
+        assert_eq!(reset.code(), tonic::Code::Internal);
+        assert!(failed_in_transport(&reset));
+        // What a server sends for a query it failed.
+        assert!(!failed_in_transport(&tonic::Status::internal("execution failed")));
     }
 }

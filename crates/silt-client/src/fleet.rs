@@ -12,7 +12,8 @@
 //! only the segments it wins or held, ~1/N of them.
 //!
 //! **Failover.** A member that cannot be reached or fails in transport
-//! (connect errors, `UNAVAILABLE`, `UNKNOWN`, `CANCELLED`: see
+//! (connect errors, streams broken in HTTP/2, `UNAVAILABLE`, `UNKNOWN`,
+//! `CANCELLED`: see
 //! [`ClientError::is_unavailable`]) is skipped for [`BACKOFF`];
 //! its segments go to the next member in their rendezvous order, which
 //! reads them from the store and caches them. A run's rows are emitted
