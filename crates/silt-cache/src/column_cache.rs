@@ -940,6 +940,62 @@ mod tests {
         }
         assert!(!blind.contains(&at(0)));
     }
+
+    /// A reserved chunk whose bytes the page tiers still hold costs a decode
+    /// to lose, not a fetch: it is evicted like a cached one (its pages are
+    /// reserved on disk instead), and the reserved chunk whose bytes are
+    /// nowhere else is kept in memory.
+    #[test]
+    fn a_reserved_chunk_whose_pages_are_held_below_is_not_protected() {
+        use crate::page_cache::{Page, PageCache, PageCacheConfig, PageKey};
+        let one = column(1000).heap_size() as u64;
+        let sets = ScanSets::new();
+        let cache = ColumnCache::builder(one * 3, CacheMetrics::noop())
+            .eviction(PolicyKind::Lru)
+            .scan_sets(sets.clone())
+            .build();
+        let buffer = PageCache::new(
+            PageCacheConfig {
+                page_size: 100,
+                capacity_bytes: 1 << 20,
+            },
+            CacheMetrics::noop(),
+        );
+        let pages = crate::PageStore::builder(buffer.clone()).build();
+        let below: Weak<dyn crate::scan_sets::PageResidency> = Arc::downgrade(&pages) as _;
+        sets.attach_pages(below);
+        let object = ObjectKey::new("t0", "a.parquet", "v1");
+        let at = |rg: u32| BatchKey {
+            object: object.clone(),
+            row_group: rg,
+            column: 1,
+            batch: 0,
+        };
+        // One scan will read row groups 0 and 1 (pages 0 and 1); the page
+        // buffer holds page 0.
+        let chunk = |rg: u32| crate::ReservedChunk {
+            object: object.clone(),
+            row_group: rg,
+            column: 1,
+            bytes: std::iter::once(u64::from(rg) * 100..u64::from(rg) * 100 + 100).collect(),
+            batches: 1,
+        };
+        let scan = sets.register(vec![chunk(0), chunk(1)], 100);
+        buffer.insert(PageKey::new(object.clone(), 0), Page::whole(vec![7u8; 100].into()));
+        cache.insert(at(0), column(1000));
+        cache.insert(at(1), column(1000));
+        // One tier protects each: the disk chunk 0's page (its bytes are
+        // below), memory chunk 1 (held nowhere else).
+        scan.started();
+        let reserved_pages = (sets.remaining_for_page(&object, 0), sets.remaining_for_page(&object, 1));
+        assert_eq!(reserved_pages, (1, 0));
+        cache.insert(at(2), column(1000));
+        cache.insert(at(3), column(1000));
+        assert!(!cache.contains(&at(0)), "its pages are below: evicted by LRU");
+        cache.insert(at(4), column(1000));
+        assert!(cache.contains(&at(1)), "reserved, bytes nowhere else: kept");
+        assert!(!cache.contains(&at(2)));
+    }
 }
 
 #[cfg(test)]

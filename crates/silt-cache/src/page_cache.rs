@@ -244,6 +244,11 @@ impl PageCache {
         self.pages.get(key)
     }
 
+    /// Whether (a part of) `key` is held, without counting a read.
+    pub(crate) fn contains(&self, key: &PageKey) -> bool {
+        self.pages.contains_key(key)
+    }
+
     /// Keeps `page` for `key`, merged with the part already held when they
     /// touch ([`Page::keep_with`]).
     pub(crate) fn insert(&self, key: PageKey, page: Page) {

@@ -59,6 +59,8 @@ pub trait PageTier: Send + Sync {
     fn put(&self, key: PageKey, page: &Page, cost: f64);
     /// Drops the pages of `keep`'s object whose version is not `keep`'s.
     fn drop_other_versions(&self, keep: &ObjectKey) -> usize;
+    /// Whether the tier holds (a part of) `key`, written. No I/O.
+    fn holds(&self, key: &PageKey) -> bool;
 }
 
 /// Where a read's missing bytes come from: the store and the object's path
@@ -164,6 +166,15 @@ impl PageStoreBuilder {
                 decode_ns_per_byte: 0.0,
                 ..CostModel::default()
             }),
+        })
+    }
+}
+
+impl crate::scan_sets::PageResidency for PageStore {
+    fn holds_pages(&self, object: &ObjectKey, pages: &[u64]) -> bool {
+        pages.iter().all(|&page| {
+            let key = PageKey::new(object.clone(), page);
+            self.memory.contains(&key) || self.disk.as_ref().is_some_and(|d| d.holds(&key))
         })
     }
 }

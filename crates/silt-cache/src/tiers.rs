@@ -30,6 +30,9 @@ pub struct CacheTiers {
 
 impl CacheTiers {
     pub fn new(pages: Arc<PageStore>, batches: Arc<ColumnCache>) -> Arc<Self> {
+        // Chunks whose pages these hold are not protected in memory.
+        let below: std::sync::Weak<dyn crate::scan_sets::PageResidency> = Arc::downgrade(&pages) as _;
+        batches.scan_sets().attach_pages(below);
         Arc::new(CacheTiers {
             pages,
             batches,
@@ -95,5 +98,9 @@ impl crate::page_store::PageTier for crate::disk::DiskTier {
 
     fn drop_other_versions(&self, keep: &ObjectKey) -> usize {
         crate::disk::DiskTier::drop_other_versions(self, &keep.store, &keep.path, &keep.version)
+    }
+
+    fn holds(&self, key: &crate::PageKey) -> bool {
+        crate::disk::DiskTier::holds(self, key)
     }
 }

@@ -111,6 +111,12 @@ impl DiskTier {
         self.get_many(std::slice::from_ref(key)).pop().flatten()
     }
 
+    /// Whether (a part of) `key` is held and written: an index lookup, no
+    /// I/O (the page may still fail its checksum when read).
+    pub fn holds(&self, key: &PageKey) -> bool {
+        self.lock().get(key).is_some_and(|e| !e.writing)
+    }
+
     /// The verified bytes of each of `keys`' pages (`None` where missed).
     /// Pages in neighbouring slots of one region file are read with one
     /// request (up to [`MAX_RUN_BYTES`]); consecutive pages of an object are

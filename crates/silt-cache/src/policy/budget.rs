@@ -17,19 +17,25 @@
 //! first: needed by no running scan before needed by one (a queued query
 //! runs later), then the fewest remaining scans, ties by least recent use,
 //! counted in
-//! [`Insertion::reserved_evicted`]. Set-aside entries whose scans have all
-//! passed return to the policy, with the reads they had while set aside
-//! replayed (so a hot entry does not come back as cold as a new one), when
-//! read again, when the policy runs dry, or
-//! at an eviction after a release ([`Reservations::epoch`]) once a quarter of
-//! the set-aside count was evicted since the last such sweep (so sweeps cost
-//! O(1) per eviction, amortised). The order among set-aside entries is taken
+//! [`Insertion::reserved_evicted`]. A set-aside entry whose scans have all
+//! passed is `Cached` again, and the policy had already chosen it: it is
+//! evicted before the policy's next victims (released first, oldest release
+//! first), unless it is read again meanwhile, which returns it to the
+//! policy with the reads it had while set aside replayed (so a hot entry
+//! does not come back as cold as a new one). Returning released entries to
+//! the policy's order as new ones instead kept every chunk a scan had read
+//! for a whole further round of the policy: under `silt bench mixed` that
+//! turned sieve's scan resistance into scan pollution. Released entries are
+//! found when the policy runs dry, or at an eviction after a release
+//! ([`Reservations::epoch`]) once a quarter of the set-aside count was
+//! evicted since the last such sweep (so sweeps cost O(1) per eviction,
+//! amortised). The order among set-aside entries is taken
 //! when the policy first runs dry and used until it is spent, or until the
 //! reservations changed (a release, a scan starting) and a quarter of it was
 //! used: counts may be stale meanwhile, an approximation that keeps eviction
 //! O(log n) amortised.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use super::{CacheKey, EvictionPolicy};
@@ -80,6 +86,13 @@ pub struct BudgetedCache<K> {
     /// Entries taken out of the policy's order because scans will read them:
     /// the tick of their last use and the reads since they were set aside.
     reserved: HashMap<K, SetAside>,
+    /// Set-aside entries whose scans all passed, evicted before the policy's
+    /// victims (the policy had chosen them already): the tick of each one's
+    /// release; `released_order` lists them oldest release first (with
+    /// stale pairs of entries since read, dropped or released again, skipped
+    /// by their tick).
+    released: HashMap<K, u64>,
+    released_order: VecDeque<(K, u64)>,
     /// Victim order among `reserved`, best victim last; rebuilt when empty,
     /// or when the reservations changed since it was built and a quarter of
     /// it has been used (so a rebuild costs O(log n) per eviction, amortised).
@@ -116,6 +129,8 @@ impl<K: CacheKey> BudgetedCache<K> {
             policy,
             reservations: None,
             reserved: HashMap::new(),
+            released: HashMap::new(),
+            released_order: VecDeque::new(),
             reserved_order: Vec::new(),
             order_built: (0, 0),
             swept_epoch: 0,
@@ -166,7 +181,10 @@ impl<K: CacheKey> BudgetedCache<K> {
     pub fn access(&mut self, key: &K) -> Option<u64> {
         let (size, cost) = *self.sizes.get(key)?;
         self.tick += 1;
-        if let Some(aside) = self.reserved.get_mut(key) {
+        if self.released.remove(key).is_some() {
+            // Read after its scans passed: the policy takes it back.
+            self.restore(key.clone(), size, cost, 1);
+        } else if let Some(aside) = self.reserved.get_mut(key) {
             aside.tick = self.tick;
             aside.reads += 1;
             let reads = aside.reads;
@@ -216,7 +234,7 @@ impl<K: CacheKey> BudgetedCache<K> {
     pub fn remove(&mut self, key: &K) -> Option<u64> {
         let (size, _) = self.sizes.remove(key)?;
         self.used -= size;
-        if self.reserved.remove(key).is_none() {
+        if self.reserved.remove(key).is_none() && self.released.remove(key).is_none() {
             self.policy.remove(key);
         }
         Some(size)
@@ -275,8 +293,9 @@ impl<K: CacheKey> BudgetedCache<K> {
         self.reservations.as_ref().map_or(0, |r| r.remaining_scans(key))
     }
 
-    /// Returns set-aside entries whose scans have all passed to the policy,
-    /// when some reservation was released since the last sweep.
+    /// Moves set-aside entries whose scans have all passed to the released
+    /// queue (the next victims), when some reservation was released since
+    /// the last sweep.
     fn sweep_released(&mut self) {
         let Some(reservations) = &self.reservations else {
             return;
@@ -287,16 +306,19 @@ impl<K: CacheKey> BudgetedCache<K> {
         }
         self.swept_epoch = epoch;
         self.evicted_since_sweep = 0;
-        let released: Vec<K> = self
+        let mut released: Vec<(u64, K)> = self
             .reserved
-            .keys()
-            .filter(|k| reservations.remaining_scans(k) == 0)
-            .cloned()
+            .iter()
+            .filter(|(k, _)| reservations.remaining_scans(k) == 0)
+            .map(|(k, aside)| (aside.tick, k.clone()))
             .collect();
-        for key in released {
-            let aside = self.reserved.remove(&key);
-            if let (Some(aside), Some(&(size, cost))) = (aside, self.sizes.get(&key)) {
-                self.restore(key, size, cost, aside.reads);
+        // Least recently used first.
+        released.sort_unstable_by_key(|(tick, _)| *tick);
+        for (_, key) in released {
+            if self.reserved.remove(&key).is_some() {
+                self.tick += 1;
+                self.released.insert(key.clone(), self.tick);
+                self.released_order.push_back((key, self.tick));
             }
         }
     }
@@ -312,32 +334,48 @@ impl<K: CacheKey> BudgetedCache<K> {
         }
     }
 
-    /// The next entry to evict, and whether scans still needed it: the
-    /// policy's victims that are not reserved, then the set-aside ones.
+    /// Takes `victim` (out of the policy's order) aside as Reserved.
+    fn set_aside(&mut self, victim: K) {
+        self.tick += 1;
+        self.reserved.insert(
+            victim,
+            SetAside {
+                tick: self.tick,
+                reads: 0,
+            },
+        );
+    }
+
+    /// The next entry to evict, and whether scans still needed it: released
+    /// entries, then the policy's victims that are not reserved, then the
+    /// set-aside ones.
     fn next_victim(&mut self) -> Option<(K, bool)> {
         loop {
+            while let Some((victim, released_at)) = self.released_order.pop_front() {
+                if self.released.get(&victim) != Some(&released_at) {
+                    continue;
+                }
+                self.released.remove(&victim);
+                if self.remaining(&victim) == 0 {
+                    return Some((victim, false));
+                }
+                // Reserved again by a scan registered since.
+                self.set_aside(victim);
+            }
             while let Some(victim) = self.policy.pop_victim() {
                 if self.remaining(&victim) == 0 {
                     return Some((victim, false));
                 }
                 self.policy.kept(&victim);
-                self.tick += 1;
-                self.reserved.insert(
-                    victim,
-                    SetAside {
-                        tick: self.tick,
-                        reads: 0,
-                    },
-                );
+                self.set_aside(victim);
             }
             if self.reserved.is_empty() {
                 return None;
             }
-            // Only Reserved entries are left in order: first return those
-            // whose scans have passed since (they are Cached again).
-            let before = self.policy.len();
+            // Only Reserved entries are left in order: first those whose
+            // scans have passed since (they are Cached again) go.
             self.sweep_released();
-            if self.policy.len() > before {
+            if !self.released.is_empty() {
                 continue;
             }
             let reservations = self.reservations.as_ref().expect("reserved entries imply reservations");
@@ -406,7 +444,7 @@ mod tests {
                 assert_eq!(held, c.used_bytes(), "{kind} lost count");
                 assert_eq!(
                     c.len(),
-                    c.policy.len() + c.reserved.len(),
+                    c.policy.len() + c.reserved.len() + c.released.len(),
                     "{kind} out of step with its policy"
                 );
             }
@@ -483,6 +521,10 @@ mod tests {
                 epoch: Default::default(),
             })
         }
+        fn reserve(&self, key: u64) {
+            *self.scans.lock().unwrap().entry(key).or_default() += 1;
+            self.epoch.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         fn release(&self, key: u64) {
             self.scans.lock().unwrap().remove(&key);
             self.epoch.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -516,8 +558,8 @@ mod tests {
         let ins = c.insert(4, 25, 0.0);
         assert_eq!((ins.evicted, ins.reserved_evicted), (vec![1], 0));
         assert!(c.contains(&0));
-        // Released (its last scan just read it): Cached again, in the
-        // policy's order as a recent entry, evicted like any other.
+        // Released (its last scan just read it): Cached again, and the
+        // policy had chosen it: it goes first.
         plan.release(0);
         let mut evicted = Vec::new();
         for k in 5..9 {
@@ -525,8 +567,8 @@ mod tests {
             assert_eq!(ins.reserved_evicted, 0);
             evicted.extend(ins.evicted);
         }
-        assert_eq!(evicted, [2, 3, 4, 0]);
-        assert_eq!(c.len(), c.policy.len() + c.reserved.len());
+        assert_eq!(evicted, [0, 2, 3, 4]);
+        assert_eq!(c.len(), c.policy.len() + c.reserved.len() + c.released.len());
     }
 
     #[test]
@@ -558,6 +600,29 @@ mod tests {
         }
         let ins = c.insert(9, 50, 0.0);
         assert_eq!((ins.evicted, ins.reserved_evicted), (vec![3, 2], 2));
+    }
+
+    #[test]
+    fn a_released_entry_goes_first_unless_read_again_or_reserved_again() {
+        let plan = Plan::new(&[(0, 1), (1, 1), (2, 1)]);
+        let mut c = plan_aware(100, &plan);
+        for k in 0..4 {
+            c.insert(k, 25, 0.0);
+        }
+        // LRU proposes 0, 1, 2: set aside; 3 goes.
+        assert_eq!(c.insert(4, 25, 0.0).evicted, vec![3]);
+        for k in 0..3 {
+            plan.release(k);
+        }
+        // Released, in the order the policy had chosen them: 0 goes first.
+        assert_eq!(c.insert(5, 25, 0.0).evicted, vec![0]);
+        // 1 is read again (back to the policy, as its most recent entry),
+        // 2 is reserved again by a new scan: LRU's victim 4 goes instead.
+        c.access(&1);
+        plan.reserve(2);
+        assert_eq!(c.insert(6, 25, 0.0).evicted, vec![4]);
+        assert!(c.contains(&1) && c.contains(&2));
+        assert_eq!(c.len(), c.policy.len() + c.reserved.len() + c.released.len());
     }
 
     #[test]
