@@ -883,16 +883,22 @@ mod tests {
         assert_eq!(sets.reserved_segments(), (0, 0));
     }
 
+    /// A plan-aware LRU memory tier of `capacity` bytes and its scan sets.
+    fn plan_aware_lru(capacity: u64) -> (Arc<ScanSets>, Arc<ColumnCache>) {
+        let sets = ScanSets::new();
+        let cache = ColumnCache::builder(capacity, CacheMetrics::noop())
+            .eviction(PolicyKind::Lru)
+            .scan_sets(sets.clone())
+            .build();
+        (sets, cache)
+    }
+
     /// A batch a registered scan will read survives an insert that would
     /// evict it by recency (LRU here), and goes once that scan passed it.
     #[test]
     fn a_reserved_batch_survives_eviction_until_its_scan_passes() {
         let one = column(1000).heap_size() as u64;
-        let sets = ScanSets::new();
-        let cache = ColumnCache::builder(one * 3, CacheMetrics::noop())
-            .eviction(PolicyKind::Lru)
-            .scan_sets(sets.clone())
-            .build();
+        let (sets, cache) = plan_aware_lru(one * 3);
         let at = |rg: u32| BatchKey {
             object: ObjectKey::new("t0", "a.parquet", "v1"),
             row_group: rg,
@@ -949,11 +955,7 @@ mod tests {
     fn a_reserved_chunk_whose_pages_are_held_below_is_not_protected() {
         use crate::page_cache::{Page, PageCache, PageCacheConfig, PageKey};
         let one = column(1000).heap_size() as u64;
-        let sets = ScanSets::new();
-        let cache = ColumnCache::builder(one * 3, CacheMetrics::noop())
-            .eviction(PolicyKind::Lru)
-            .scan_sets(sets.clone())
-            .build();
+        let (sets, cache) = plan_aware_lru(one * 3);
         let buffer = PageCache::new(
             PageCacheConfig {
                 page_size: 100,
