@@ -177,6 +177,9 @@ struct Measured {
     store_gets: f64,
     /// Store GETs of every run of the configuration (`--repeats`), in run order.
     gets_of_runs: Vec<f64>,
+    /// p99 latency (ms) of every run, in run order: the median-GET run's
+    /// own p99 is one sample of a noisy tail.
+    p99_of_runs: Vec<f64>,
     store_bytes: f64,
     /// Bytes of column batches the memory tier served.
     memory_served_bytes: f64,
@@ -511,27 +514,40 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
 /// wrong answer of any run.
 fn median_run(mut runs: Vec<Measured>) -> Measured {
     let gets: Vec<f64> = runs.iter().map(|m| m.store_gets).collect();
+    let p99s: Vec<f64> = runs.iter().map(|m| p99(&m.latencies)).collect();
     let wrong: Vec<String> = runs.iter().flat_map(|m| m.wrong.clone()).collect();
     runs.sort_by(|a, b| a.store_gets.total_cmp(&b.store_gets));
     let mut median = runs.swap_remove((runs.len() - 1) / 2);
     median.gets_of_runs = gets;
+    median.p99_of_runs = p99s;
     median.wrong = wrong;
     median
+}
+
+/// The 99th percentile of `latencies`, in ms.
+fn p99(latencies: &[Duration]) -> f64 {
+    let mut l = latencies.to_vec();
+    l.sort();
+    percentile(&l, 0.99)
+}
+
+/// `values` of every run, or `own` for a configuration run once.
+fn of_runs(values: &[f64], own: f64) -> String {
+    if values.is_empty() {
+        return format!("{own:.0}");
+    }
+    let shown: Vec<String> = values.iter().map(|v| format!("{v:.0}")).collect();
+    shown.join(", ")
 }
 
 fn row(m: &Measured) -> String {
     let mut l = m.latencies.clone();
     l.sort();
-    let runs: Vec<String> = m.gets_of_runs.iter().map(|g| format!("{g:.0}")).collect();
     format!(
-        "| {} | {:.0} | {} | {:.1} | {:.0} | {:.0} | {:.0} | {:.1} | {:.0} | {:.2} | {:.1} | {:.3} | {:.3} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.1} | {} |",
+        "| {} | {:.0} | {} | {:.1} | {:.0} | {:.0} | {:.0} | {:.1} | {:.0} | {:.2} | {:.1} | {:.3} | {:.3} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {} | {:.1} | {} |",
         m.name,
         m.store_gets,
-        if runs.is_empty() {
-            format!("{:.0}", m.store_gets)
-        } else {
-            runs.join(", ")
-        },
+        of_runs(&m.gets_of_runs, m.store_gets),
         m.store_bytes / 1e6,
         m.memory_served_bytes / 1e6,
         m.memory_admitted_bytes / 1e6,
@@ -551,6 +567,7 @@ fn row(m: &Measured) -> String {
         percentile(&l, 0.5),
         percentile(&l, 0.95),
         percentile(&l, 0.99),
+        of_runs(&m.p99_of_runs, percentile(&l, 0.99)),
         m.wall.as_secs_f64(),
         m.wrong.len()
     )
@@ -564,8 +581,8 @@ fn report(args: &MixedArgs, held: Held, budgets: Budgets, floor: &Measured, resu
          {} run(s) per configuration, interleaved; each row is the run with the median store GETs. \
          The first row is that unbounded run (same clients and rounds): its store GETs are the floor no \
          eviction policy goes below (first touches only).\n\n\
-         | config | store GETs | GETs of each run | store MB | memory MB served | memory MB decoded | page-buffer misses | disk-tier MB served | disk reads | pages per read | device MB read | memory hit ratio | disk hit ratio | evictions | reserved evictions | p50 ms | p95 ms | p99 ms | wall s | wrong |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+         | config | store GETs | GETs of each run | store MB | memory MB served | memory MB decoded | page-buffer misses | disk-tier MB served | disk reads | pages per read | device MB read | memory hit ratio | disk hit ratio | evictions | reserved evictions | p50 ms | p95 ms | p99 ms | p99 ms of each run | wall s | wrong |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         args.clients,
         args.rounds,
         args.sf,
