@@ -9,28 +9,28 @@
 //! the policy does.
 //!
 //! **Plan-aware eviction.** Given [`Reservations`] (the server's scan sets,
-//! `crate::ScanSets`), the cache evicts by [`SegmentState`](crate::SegmentState):
-//! a victim the policy proposes that registered scans will still read
-//! (`Reserved`) is set aside, out of the policy's order, and the policy
-//! proposes the next; only when the policy has nothing left (every entry is
-//! `Reserved`) does a set-aside entry go, the one whose next use is furthest
-//! first: needed by no running scan before needed by one (a queued query
-//! runs later), then the fewest remaining scans, ties by least recent use,
-//! counted in
+//! `crate::ScanSets`), the cache evicts by
+//! [`SegmentState`](crate::SegmentState): a victim the policy proposes that
+//! registered scans will still read (`Reserved`) is set aside, out of the
+//! policy's order, and the policy proposes the next; only when the policy has
+//! nothing left (every entry is `Reserved`) does a set-aside entry go, the
+//! one whose next use is furthest first: needed by no running scan before
+//! needed by one (a queued query runs later), then the fewest remaining
+//! scans, ties by least recent use, counted in
 //! [`Insertion::reserved_evicted`]. A set-aside entry whose scans have all
 //! passed is `Cached` again, and the policy had already chosen it: it is
-//! evicted before the policy's next victims (released first, oldest release
-//! first), unless it is read again meanwhile, which returns it to the
-//! policy with the reads it had while set aside replayed (so a hot entry
-//! does not come back as cold as a new one). Returning released entries to
-//! the policy's order as new ones instead kept every chunk a scan had read
-//! for a whole further round of the policy: under `silt bench mixed` that
-//! turned sieve's scan resistance into scan pollution. Released entries are
-//! found when the policy runs dry, or at an eviction after a release
-//! ([`Reservations::epoch`]) once a quarter of the set-aside count was
-//! evicted since the last such sweep (so sweeps cost O(1) per eviction,
-//! amortised). The order among set-aside entries is taken
-//! when the policy first runs dry and used until it is spent, or until the
+//! evicted before the policy's next victims (in release order; released
+//! together, least recently used first), unless it is read again meanwhile,
+//! which returns it to the policy with the reads it had while set aside
+//! replayed (so a hot entry does not come back as cold as a new one).
+//! Returning released entries to the policy's order as new ones instead kept
+//! every chunk a scan had read for a whole further round of the policy: under
+//! `silt bench mixed` that turned sieve's scan resistance into scan
+//! pollution. Released entries are found when the policy runs dry, or at an
+//! eviction after a release ([`Reservations::epoch`]) once a quarter of the
+//! set-aside count was evicted since the last such sweep (so sweeps cost O(1)
+//! per eviction, amortised). The order among set-aside entries is taken when
+//! the policy first runs dry and used until it is spent, or until the
 //! reservations changed (a release, a scan starting) and a quarter of it was
 //! used: counts may be stale meanwhile, an approximation that keeps eviction
 //! O(log n) amortised.
