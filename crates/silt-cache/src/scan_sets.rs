@@ -127,16 +127,32 @@ struct Uses {
     running: u32,
 }
 
+impl AsMut<Uses> for Uses {
+    fn as_mut(&mut self) -> &mut Uses {
+        self
+    }
+}
+
+/// A reserved column chunk: the scans that will read it, and the pages it
+/// occupies (what the memory tier asks the page tiers about).
+struct ChunkUses {
+    uses: Uses,
+    pages: Arc<[u64]>,
+}
+
+impl AsMut<Uses> for ChunkUses {
+    fn as_mut(&mut self) -> &mut Uses {
+        &mut self.uses
+    }
+}
+
 /// Reference counts of one object version's reserved segments.
 #[derive(Default)]
 struct ObjectScans {
-    /// (row group, column) -> scans that will read it.
-    chunks: HashMap<(u32, u32), Uses>,
+    /// (row group, column) -> scans that will read it, and its pages.
+    chunks: HashMap<(u32, u32), ChunkUses>,
     /// page number -> scans that will read it.
     pages: HashMap<u64, Uses>,
-    /// (row group, column) -> the pages the chunk occupies, for the chunks
-    /// in `chunks`.
-    chunk_pages: HashMap<(u32, u32), Vec<u64>>,
 }
 
 impl ObjectScans {
@@ -159,7 +175,7 @@ struct HeldGroup {
 struct HeldChunk {
     column: u32,
     batches: u32,
-    pages: Vec<u64>,
+    pages: Arc<[u64]>,
 }
 
 /// Which registered scans reserve what they will read.
@@ -337,11 +353,11 @@ impl ScanSets {
             for ((object, rg), group) in &held {
                 let scans = objects.entry(object.clone()).or_default();
                 for c in &group.chunks {
-                    scans.chunks.entry((*rg, c.column)).or_default().scans += 1;
-                    scans
-                        .chunk_pages
-                        .entry((*rg, c.column))
-                        .or_insert_with(|| c.pages.clone());
+                    let chunk = scans.chunks.entry((*rg, c.column)).or_insert_with(|| ChunkUses {
+                        uses: Uses::default(),
+                        pages: c.pages.clone(),
+                    });
+                    chunk.uses.scans += 1;
                 }
                 for &p in &group.pages {
                     scans.pages.entry(p).or_default().scans += 1;
@@ -379,8 +395,8 @@ impl ScanSets {
             }
             group.pages = pages;
             for c in group.chunks.iter().map(|c| c.column) {
-                if let Some(uses) = scans.chunks.get_mut(&(*rg, c)) {
-                    uses.running += 1;
+                if let Some(chunk) = scans.chunks.get_mut(&(*rg, c)) {
+                    chunk.uses.running += 1;
                 }
             }
             for p in &group.pages {
@@ -398,9 +414,6 @@ impl ScanSets {
         if let Some(scans) = objects.get_mut(object) {
             for c in group.chunks.iter().map(|c| c.column) {
                 decrement(&mut scans.chunks, &(rg, c), running);
-                if !scans.chunks.contains_key(&(rg, c)) {
-                    scans.chunk_pages.remove(&(rg, c));
-                }
             }
             for p in group.pages {
                 decrement(&mut scans.pages, &p, running);
@@ -423,7 +436,7 @@ impl ScanSets {
         self.objects
             .lock()
             .get(object)
-            .and_then(|s| s.chunks.get(&(row_group, column)).copied())
+            .and_then(|s| s.chunks.get(&(row_group, column)).map(|c| c.uses))
             .unwrap_or_default()
     }
 
@@ -456,8 +469,8 @@ impl ScanSets {
 }
 
 /// One scan (running or not) no longer needs `key`.
-fn decrement<K: std::hash::Hash + Eq>(counts: &mut HashMap<K, Uses>, key: &K, running: bool) {
-    if let Some(uses) = counts.get_mut(key) {
+fn decrement<K: std::hash::Hash + Eq, V: AsMut<Uses>>(counts: &mut HashMap<K, V>, key: &K, running: bool) {
+    if let Some(uses) = counts.get_mut(key).map(AsMut::as_mut) {
         uses.scans -= 1;
         if running {
             uses.running = uses.running.saturating_sub(1);
@@ -480,10 +493,10 @@ impl ScanSets {
                 return Uses::default();
             };
             let at = (key.row_group, key.column);
-            let Some(&uses) = scans.chunks.get(&at) else {
+            let Some(chunk) = scans.chunks.get(&at) else {
                 return Uses::default();
             };
-            (uses, scans.chunk_pages.get(&at).cloned().unwrap_or_default())
+            (chunk.uses, chunk.pages.clone())
         };
         let below = self.below.get().and_then(Weak::upgrade);
         if self.reserving(uses) > 0 && below.is_some_and(|b| b.holds_pages(&key.object, &pages)) {
