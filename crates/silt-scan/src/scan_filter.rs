@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use datafusion::arrow::array::BooleanBufferBuilder;
 use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, RecordBatch, RecordBatchOptions};
 use datafusion::arrow::buffer::BooleanBuffer;
 use datafusion::arrow::datatypes::{Schema, SchemaRef};
@@ -292,11 +293,31 @@ fn and(mask: Option<&BooleanArray>, result: &BooleanArray) -> Result<BooleanArra
 }
 
 /// The whole-batch mask of rows `mask` keeps whose entry in `result` (one per
-/// kept row, in order) is true.
+/// kept row, in order) is true. Sets bits in place (a `Vec<bool>` turned
+/// into a mask cost ~3% of a cold TPC-H Q6's server CPU).
 fn scatter(mask: &BooleanArray, result: &BooleanArray, num_rows: usize) -> BooleanArray {
-    let mut out = vec![false; num_rows];
+    let mut out = BooleanBufferBuilder::new(num_rows);
+    out.append_n(num_rows, false);
+    let kept = result.values();
     for (j, i) in mask.values().set_indices().enumerate() {
-        out[i] = result.value(j);
+        if kept.value(j) {
+            out.set_bit(i, true);
+        }
     }
-    BooleanArray::from(out)
+    BooleanArray::new(out.finish(), None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scatter_puts_each_kept_rows_result_at_its_row() {
+        let mask = BooleanArray::from(vec![true, false, true, true, false, true]);
+        // One result per kept row (rows 0, 2, 3, 5).
+        let result = BooleanArray::from(vec![true, false, false, true]);
+        let out = scatter(&mask, &result, 6);
+        assert_eq!(out, BooleanArray::from(vec![true, false, false, false, false, true]));
+        assert_eq!(out.null_count(), 0);
+    }
 }

@@ -54,6 +54,9 @@ pub struct FaultyStore {
     rng: AtomicU64,
     /// When the shared link is next free (bandwidth model).
     link_free_at: Mutex<Instant>,
+    /// When this store was made: the origin of the times in its
+    /// `silt_store::link` debug events.
+    created: Instant,
 }
 
 impl FaultyStore {
@@ -64,6 +67,7 @@ impl FaultyStore {
             config,
             rng: AtomicU64::new(seed),
             link_free_at: Mutex::new(Instant::now()),
+            created: Instant::now(),
         }
     }
 
@@ -100,24 +104,27 @@ impl FaultyStore {
         Ok(())
     }
 
-    /// Holds the caller until `len` bytes have crossed the shared link.
-    async fn transfer(&self, len: u64) {
+    /// Holds the caller until `len` bytes have crossed the shared link;
+    /// returns when they started crossing it.
+    async fn transfer(&self, len: u64) -> Instant {
         let Some(bps) = self.config.bytes_per_second.filter(|b| *b > 0) else {
-            return;
+            return Instant::now();
         };
         let needed = Duration::from_secs_f64(len as f64 / bps as f64);
-        let done_at = {
+        let (start, done_at) = {
             let mut free_at = self.link_free_at.lock().await;
             let start = (*free_at).max(Instant::now());
             *free_at = start + needed;
-            *free_at
+            (start, *free_at)
         };
         tokio::time::sleep_until(done_at).await;
+        start
     }
 }
 
 crate::read_path_store!(FaultyStore, "FaultyStore", {
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        let asked = Instant::now();
         self.delay().await;
         let head = options.head;
         self.maybe_fail(if head { "HEAD" } else { "GET" }, location)?;
@@ -129,7 +136,19 @@ crate::read_path_store!(FaultyStore, "FaultyStore", {
         let range = result.range.clone();
         let attributes = result.attributes.clone();
         let mut body: Bytes = result.bytes().await?;
-        self.transfer(body.len() as u64).await;
+        let sent = self.transfer(body.len() as u64).await;
+        // The request's life on the simulated link, for working out how
+        // busy a scan keeps the store (`SILT_LOG=silt_store::link=debug`).
+        let ms = |t: Instant| t.duration_since(self.created).as_secs_f64() * 1e3;
+        tracing::debug!(
+            target: "silt_store::link",
+            %location,
+            bytes = body.len(),
+            asked_ms = ms(asked),
+            sent_ms = ms(sent),
+            done_ms = ms(Instant::now()),
+            "GET"
+        );
         if self.config.truncate_rate > 0.0 && !body.is_empty() && self.draw() < self.config.truncate_rate {
             body.truncate(body.len() / 2);
         }

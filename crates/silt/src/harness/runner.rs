@@ -24,8 +24,10 @@ struct Measured {
 async fn measured_run(session: &mut Session, sql: &str) -> anyhow::Result<Measured> {
     let before = session.probe().await?;
     let start = Instant::now();
+    tracing::debug!(target: "silt::bench::run", "run started");
     let batches = session.run(sql).await?;
     let ms = start.elapsed().as_secs_f64() * 1e3;
+    tracing::debug!(target: "silt::bench::run", ms, "run finished");
     let cost = session.probe().await?.since(&before);
     Ok(Measured { ms, cost, batches })
 }
