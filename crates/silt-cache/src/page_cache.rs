@@ -219,6 +219,21 @@ pub(crate) fn still_needed(need: &Range<u64>, held: Option<Range<u64>>) -> Range
     }
 }
 
+/// What a read fetches of a page to cover `need` when `held` is held of it,
+/// so that the page then holds one part: [`still_needed`], except that when
+/// `held` lies apart from `need` the fetch also spans the gap between them.
+/// A tier keeps one part per page, the larger of two apart
+/// ([`Page::keep_with`]); without the gap the smaller was dropped, and every
+/// later read of it fetched it again (the last column chunk of a file beside
+/// the footer's part of its page was a GET per read). The gap is under a page.
+pub(crate) fn fetch_joining(need: &Range<u64>, held: Option<Range<u64>>) -> Range<u64> {
+    match held {
+        Some(h) if h.end < need.start => h.end..need.end,
+        Some(h) if need.end < h.start => need.start..h.start,
+        held => still_needed(need, held),
+    }
+}
+
 /// The memory tier: a byte-budgeted map from [`PageKey`] to page bytes,
 /// shared by every [`crate::CachedStore`] of a server. Eviction is moka's
 /// TinyLFU (admission by frequency sketch, then LRU), a well-kept

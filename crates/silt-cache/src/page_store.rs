@@ -40,7 +40,7 @@ use crate::counters::TableCounters;
 use crate::error::{CacheError, CacheResult};
 use crate::inflight::{Claim, FetchClaim, InFlight};
 use crate::key::{ObjectKey, PinnedObject};
-use crate::page_cache::{Page, PageCache, PageKey, joined, still_needed};
+use crate::page_cache::{Page, PageCache, PageKey, fetch_joining, joined};
 use crate::policy::{CostModel, MeasuredCost};
 use crate::version::ObjectVersion;
 
@@ -302,7 +302,7 @@ impl PageStore {
                     pages.insert(*page, held.expect("covers"));
                     continue;
                 }
-                let fetch = still_needed(need, held.as_ref().map(Page::range));
+                let fetch = fetch_joining(need, held.as_ref().map(Page::range));
                 if round == CLAIM_ROUNDS {
                     // Parts keep changing under this read: fetch its own, uncached.
                     let start = page * self.page_size();
@@ -829,6 +829,7 @@ fn assemble(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::page_cache::still_needed;
 
     #[test]
     fn runs_join_when_close() {
@@ -843,6 +844,17 @@ mod tests {
     fn a_read_needs_the_span_of_its_ranges_in_each_page() {
         let parts = needed_parts(&[5..37, 40..41, 50..50, 60..64], 16);
         assert_eq!(parts, vec![(0, 5..16), (1, 0..16), (2, 0..9), (3, 12..16)]);
+    }
+
+    #[test]
+    fn a_part_apart_from_the_held_one_is_fetched_with_the_gap_between() {
+        assert_eq!(fetch_joining(&(40..50), Some(0..10)), 10..50);
+        assert_eq!(fetch_joining(&(0..10), Some(40..50)), 0..40);
+        // Otherwise what `still_needed` fetches.
+        assert_eq!(fetch_joining(&(0..64), Some(0..10)), 10..64);
+        assert_eq!(fetch_joining(&(10..64), Some(0..10)), 10..64, "touching");
+        assert_eq!(fetch_joining(&(0..64), Some(20..30)), 0..64);
+        assert_eq!(fetch_joining(&(30..40), None), 30..40);
     }
 
     #[test]

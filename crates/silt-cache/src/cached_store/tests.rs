@@ -264,6 +264,41 @@ async fn reads_fetch_exact_ranges_and_pages_fill_in() {
     assert_eq!(fetched().1, 100);
 }
 
+/// A read of a part of a page apart from the part held fetches the gap
+/// between them too, so the page holds both: neither is fetched again (a
+/// page keeps one part; before, the newer of two apart replaced the other).
+#[tokio::test]
+async fn a_part_apart_from_the_held_part_of_its_page_joins_it() {
+    let mem = Arc::new(InMemory::new());
+    let (metered, gets, got_bytes) = counted(mem.clone());
+    let store = CachedStore::new(metered, tiers(16, 0), "mem", Freshness::Always);
+    let data: Vec<u8> = (0..100u8).collect();
+    mem.put(&Path::from("o"), data.clone().into()).await.unwrap();
+    let p = ns("o");
+    let v = store.read_version(&p).await.unwrap();
+    let fetched = || (gets.load(Ordering::Relaxed), got_bytes.load(Ordering::Relaxed));
+    let read = |range: Range<u64>| {
+        let (store, p, v) = (store.clone(), p.clone(), v.clone());
+        async move { store.read_at(&p, &v, range).await.unwrap() }
+    };
+
+    assert_eq!(&read(2..4).await[..], &data[2..4]);
+    assert_eq!(fetched(), (1, 2));
+    // Page 0 holds 2..4: reading 10..12 fetches 4..12.
+    assert_eq!(&read(10..12).await[..], &data[10..12]);
+    assert_eq!(fetched(), (2, 10));
+    assert_eq!(&read(2..4).await[..], &data[2..4]);
+    assert_eq!(&read(10..12).await[..], &data[10..12]);
+    assert_eq!(&read(3..11).await[..], &data[3..11]);
+    assert_eq!(fetched(), (2, 10), "both parts are held");
+    // Before the held part, the same: page 1 holds 28..30, then 17..19 is read.
+    assert_eq!(&read(28..30).await[..], &data[28..30]);
+    assert_eq!(&read(17..19).await[..], &data[17..19]);
+    assert_eq!(fetched(), (4, 23));
+    assert_eq!(&read(28..30).await[..], &data[28..30]);
+    assert_eq!(fetched(), (4, 23));
+}
+
 /// Two reads at once of neighbouring ranges that share a page (a column
 /// chunk's end and the next one's start) each fetch their own part in one
 /// GET; neither waits for the other and then fetches again. Where their
