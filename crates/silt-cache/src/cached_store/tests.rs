@@ -231,22 +231,56 @@ fn counted(store: Arc<InMemory>) -> (Arc<dyn ObjectStore>, Arc<AtomicU64>, Arc<A
     (Arc::new(MeteredStore::new(store, metrics)), gets, got_bytes)
 }
 
+/// One 100-byte object (bytes 0..100) behind a [`CachedStore`] of 16-byte
+/// pages, with the GETs and bytes that reached the store counted.
+struct CountedReads {
+    store: CachedStore,
+    path: Path,
+    version: ObjectVersion,
+    data: Vec<u8>,
+    gets: Arc<AtomicU64>,
+    got_bytes: Arc<AtomicU64>,
+}
+
+impl CountedReads {
+    async fn of_100_bytes_in_16_byte_pages() -> Self {
+        let mem = Arc::new(InMemory::new());
+        let (metered, gets, got_bytes) = counted(mem.clone());
+        let store = CachedStore::new(metered, tiers(16, 0), "mem", Freshness::Always);
+        let data: Vec<u8> = (0..100u8).collect();
+        mem.put(&Path::from("o"), data.clone().into()).await.unwrap();
+        let path = ns("o");
+        let version = store.read_version(&path).await.unwrap();
+        CountedReads {
+            store,
+            path,
+            version,
+            data,
+            gets,
+            got_bytes,
+        }
+    }
+
+    async fn read(&self, range: Range<u64>) -> Bytes {
+        self.store.read_at(&self.path, &self.version, range).await.unwrap()
+    }
+
+    /// GETs and bytes fetched so far.
+    fn fetched(&self) -> (u64, u64) {
+        (
+            self.gets.load(Ordering::Relaxed),
+            self.got_bytes.load(Ordering::Relaxed),
+        )
+    }
+}
+
 /// Reads fetch the bytes they need, not whole pages; what a page's part
 /// lacks is fetched, not the page again; a repeated read fetches nothing.
 #[tokio::test]
 async fn reads_fetch_exact_ranges_and_pages_fill_in() {
-    let mem = Arc::new(InMemory::new());
-    let (metered, gets, got_bytes) = counted(mem.clone());
-    let store = CachedStore::new(metered, tiers(16, 0), "mem", Freshness::Always);
-    let data: Vec<u8> = (0..100u8).collect();
-    mem.put(&Path::from("o"), data.clone().into()).await.unwrap();
-    let p = ns("o");
-    let v = store.read_version(&p).await.unwrap();
-    let fetched = || (gets.load(Ordering::Relaxed), got_bytes.load(Ordering::Relaxed));
-    let read = |range: Range<u64>| {
-        let (store, p, v) = (store.clone(), p.clone(), v.clone());
-        async move { store.read_at(&p, &v, range).await.unwrap() }
-    };
+    let reads = CountedReads::of_100_bytes_in_16_byte_pages().await;
+    let (data, fetched) = (&reads.data, || reads.fetched());
+    let read = |range| reads.read(range);
 
     assert_eq!(&read(5..37).await[..], &data[5..37]);
     assert_eq!(fetched(), (1, 32), "pages 0 and 2 are partial");
@@ -266,21 +300,13 @@ async fn reads_fetch_exact_ranges_and_pages_fill_in() {
 
 /// A read of a part of a page apart from the part held fetches the gap
 /// between them too, so the page holds both: neither is fetched again (a
-/// page keeps one part; before, the newer of two apart replaced the other).
+/// page keeps one part; before, of two apart the larger won, the newer on a
+/// tie, and the other was fetched again on its next read).
 #[tokio::test]
 async fn a_part_apart_from_the_held_part_of_its_page_joins_it() {
-    let mem = Arc::new(InMemory::new());
-    let (metered, gets, got_bytes) = counted(mem.clone());
-    let store = CachedStore::new(metered, tiers(16, 0), "mem", Freshness::Always);
-    let data: Vec<u8> = (0..100u8).collect();
-    mem.put(&Path::from("o"), data.clone().into()).await.unwrap();
-    let p = ns("o");
-    let v = store.read_version(&p).await.unwrap();
-    let fetched = || (gets.load(Ordering::Relaxed), got_bytes.load(Ordering::Relaxed));
-    let read = |range: Range<u64>| {
-        let (store, p, v) = (store.clone(), p.clone(), v.clone());
-        async move { store.read_at(&p, &v, range).await.unwrap() }
-    };
+    let reads = CountedReads::of_100_bytes_in_16_byte_pages().await;
+    let (data, fetched) = (&reads.data, || reads.fetched());
+    let read = |range| reads.read(range);
 
     assert_eq!(&read(2..4).await[..], &data[2..4]);
     assert_eq!(fetched(), (1, 2));
