@@ -515,6 +515,11 @@ impl Reservations<BatchKey> for ScanSets {
         self.protecting_uses(key).running
     }
 
+    fn running_and_remaining(&self, key: &BatchKey) -> (u32, u32) {
+        let uses = self.protecting_uses(key);
+        (uses.running, self.reserving(uses))
+    }
+
     fn epoch(&self) -> u64 {
         self.epoch.load(Ordering::Acquire)
     }
@@ -527,6 +532,11 @@ impl Reservations<PageKey> for ScanSets {
 
     fn running_scans(&self, key: &PageKey) -> u32 {
         self.page_uses(&key.object, key.page).running
+    }
+
+    fn running_and_remaining(&self, key: &PageKey) -> (u32, u32) {
+        let uses = self.page_uses(&key.object, key.page);
+        (uses.running, self.reserving(uses))
     }
 
     fn epoch(&self) -> u64 {

@@ -67,6 +67,13 @@ pub trait Reservations<K>: Send + Sync {
         0
     }
 
+    /// [`Self::running_scans`] and [`Self::remaining_scans`] of `key` at
+    /// once, for implementations that answer both from one lookup (the scan
+    /// sets ask the page tiers whether a memory-tier chunk is held below).
+    fn running_and_remaining(&self, key: &K) -> (u32, u32) {
+        (self.running_scans(key), self.remaining_scans(key))
+    }
+
     /// Changes whenever some reservation is released, so a cache knows when
     /// entries it set aside as reserved may have become evictable.
     fn epoch(&self) -> u64;
@@ -386,8 +393,8 @@ impl<K: CacheKey> BudgetedCache<K> {
                     .reserved
                     .iter()
                     .map(|(k, &SetAside { tick, .. })| {
-                        let running = reservations.running_scans(k) > 0;
-                        (running, reservations.remaining_scans(k), tick, k.clone())
+                        let (running, remaining) = reservations.running_and_remaining(k);
+                        (running > 0, remaining, tick, k.clone())
                     })
                     .collect();
                 // Best victim last: no running scan needs it, then fewest
