@@ -9,6 +9,7 @@ pub mod hits_model;
 pub mod local_s3;
 pub mod lookup;
 pub mod plots;
+pub mod ports;
 pub mod procfs;
 pub mod report;
 pub mod results;

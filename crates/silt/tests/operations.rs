@@ -30,11 +30,7 @@ async fn tpch_store() -> (tempfile::TempDir, LocalS3) {
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    silt_bench::ports::free_addr().port()
 }
 
 /// A self-signed certificate for `localhost` and 127.0.0.1, written as

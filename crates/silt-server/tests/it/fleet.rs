@@ -99,7 +99,8 @@ async fn three_servers_answer_tpch_and_clickbench_like_datafusion() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_stopped_mid_workload_costs_no_query_and_gets_its_share_back() {
     let fx = Fixture::start_with(tpch_over_row_groups).await;
-    let (b, _b_dir) = start_member(&fx, None).await;
+    // b restarts on its address: one no `bind(0)` takes while it is down.
+    let (b, _b_dir) = start_member(&fx, Some(silt_bench::ports::free_addr())).await;
     let (c, _c_dir) = start_member(&fx, None).await;
     let b_addr = b.flight_addr;
     let urls = vec![fx.server.flight_url(), b.flight_url(), c.flight_url()];

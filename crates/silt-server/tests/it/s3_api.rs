@@ -20,6 +20,7 @@ use object_store::path::Path as ObjectPath;
 use object_store::signer::Signer;
 use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore, ObjectStoreExt, RetryConfig};
 use silt_bench::local_s3::LocalS3;
+use silt_bench::ports::free_addrs;
 use silt_server::config::{S3ApiConfig, TableConfig};
 use silt_server::{ServerConfig, ServerHandle};
 
@@ -557,14 +558,6 @@ async fn s3_api_with_keys_serves_requests_signed_with_them() {
     let token_key = lake.signed_client("events", "silt", "secret");
     let wrong_secret = lake.signed_client("events", "reader", "s3cr3t");
     assert_refused(&lake, &[token_key, wrong_secret]).await;
-}
-
-/// `n` free loopback addresses (bound, read and let go).
-fn free_addrs(n: usize) -> Vec<SocketAddr> {
-    let held: Vec<std::net::TcpListener> = (0..n)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
-    held.iter().map(|l| l.local_addr().unwrap()).collect()
 }
 
 /// Every member's copy of `config`, as member `me` of the fleet listening
