@@ -148,6 +148,17 @@ impl Regions {
         self.io.write(&file, &self.path(region), offset, &[header, data])
     }
 
+    /// Zeroes the header block of `slot`, so that recovery finds it blank
+    /// (free). For a write that failed partway (the disk filled): the header
+    /// may be on disk with only part of the data after it, which a restart
+    /// would index and a read then find damaged. Overwriting a block the
+    /// failed write allocated needs no new space.
+    pub fn blank(&self, slot: u32) -> io::Result<()> {
+        let (region, offset) = self.geometry.locate(slot);
+        let file = self.file(region, true)?;
+        self.io.write(&file, &self.path(region), offset, &[&[0u8; HEADER_LEN]])
+    }
+
     /// The header block of every slot of `region` (recovery: 4 KiB per
     /// slot, whatever the page size); `None` for a short read (the file was
     /// cut by someone else since it was opened).

@@ -285,6 +285,34 @@ fn damaged_slots_are_dropped_at_recovery() {
     assert_eq!(tier.get(&key("b", "v1", 12)).unwrap().bytes, bytes(12, 100));
 }
 
+/// What `put_at` does after a write that failed partway (a full disk): the
+/// slot's header is zeroed, so a restart finds the slot free, not a page
+/// whose data is damaged (`tests/disk_full.rs` makes the real failure).
+#[test]
+fn a_blanked_slot_is_free_at_recovery_not_damaged() {
+    let dir = tempfile::tempdir().unwrap();
+    let tier = open(dir.path(), 1 << 30);
+    tier.wait_recovered();
+    for page in 0..2 {
+        tier.put(key("a", "v1", page), &bytes(page, 9000), COST);
+    }
+    let (file, offset) = tier.slot_of(&key("a", "v1", 0)).unwrap();
+    assert_eq!(region_files(dir.path()), vec![file], "one region holds both");
+    let slot = (offset / tier.regions().geometry().slot_bytes) as u32;
+    tier.regions().blank(slot).unwrap();
+    drop(tier);
+
+    let tier = open(dir.path(), 1 << 30);
+    tier.wait_recovered();
+    let stats = tier.stats();
+    assert_eq!(
+        (stats.recovered_pages, stats.recovered_dropped, stats.corrupt_pages),
+        (1, 0, 0)
+    );
+    assert!(tier.get(&key("a", "v1", 0)).is_none());
+    assert_eq!(tier.get(&key("a", "v1", 1)).unwrap().bytes, bytes(1, 9000));
+}
+
 #[test]
 fn the_old_layout_and_other_slot_sizes_are_deleted_at_open() {
     let dir = tempfile::tempdir().unwrap();
