@@ -1,7 +1,10 @@
 //! Decodes in flight: when several scans miss the same column chunk at once,
 //! one decodes it into the memory tier and the others wait for it (the
 //! `Loading` state of [`crate::SegmentState`]), as [`crate::PageStore`]
-//! does for the bytes below.
+//! does for the bytes below. The decoder hands its batches to the waiters
+//! ([`DecodeGuard::publish`]): the memory tier may not have admitted them
+//! (a first read while the transcoder is behind admits nothing), and a
+//! waiter that found them nowhere would decode the chunk again.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -10,30 +13,42 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
+use crate::column_cache::CachedColumn;
 use crate::key::ObjectKey;
 
 /// One column chunk of the memory tier: (object version, row group, table column).
 pub type ChunkId = (ObjectKey, u32, u32);
 
-type Chunks = Arc<Mutex<HashMap<ChunkId, watch::Receiver<()>>>>;
+/// What a decode hands its waiters: its batches, or nothing (it failed or
+/// was cancelled).
+type Published = Option<Arc<Vec<CachedColumn>>>;
+
+type Chunks = Arc<Mutex<HashMap<ChunkId, watch::Receiver<Published>>>>;
 
 /// What [`DecodeFlights::claim`] gives.
 pub enum DecodeClaim {
     /// Nobody is decoding the chunk: decode it, admit its batches, then drop
     /// the guard (which wakes the waiters).
     Decode(DecodeGuard),
-    /// Another scan is decoding it: [`wait`](DecodeFlights::wait) for it,
-    /// then read the memory tier (and decode only if the batches are not
-    /// there: the decoder failed, was cancelled, or they were evicted).
-    Wait(watch::Receiver<()>),
+    /// Another scan is decoding it: [`wait`](DecodeFlights::wait) for its
+    /// batches (and decode only if it gives none: the decoder failed or was
+    /// cancelled).
+    Wait(watch::Receiver<Published>),
 }
 
 /// The right to decode one chunk. Dropped (done, failed or cancelled), it
 /// forgets the claim and wakes every waiter.
 pub struct DecodeGuard {
     id: ChunkId,
-    tx: watch::Sender<()>,
+    tx: watch::Sender<Published>,
     chunks: Chunks,
+}
+
+impl DecodeGuard {
+    /// Hands the decoded `batches` to every waiter, and ends the claim.
+    pub fn publish(self, batches: &[CachedColumn]) {
+        self.tx.send_replace(Some(Arc::new(batches.to_vec())));
+    }
 }
 
 impl Drop for DecodeGuard {
@@ -67,7 +82,7 @@ impl DecodeFlights {
             self.waited.fetch_add(1, Ordering::Relaxed);
             return DecodeClaim::Wait(rx.clone());
         }
-        let (tx, rx) = watch::channel(());
+        let (tx, rx) = watch::channel(None);
         chunks.insert(id.clone(), rx);
         self.decoded.fetch_add(1, Ordering::Relaxed);
         DecodeClaim::Decode(DecodeGuard {
@@ -77,9 +92,11 @@ impl DecodeFlights {
         })
     }
 
-    /// Waits until the decode behind `rx` ended (however it ended).
-    pub async fn wait(mut rx: watch::Receiver<()>) {
+    /// Waits until the decode behind `rx` ended; its batches if it
+    /// published them.
+    pub async fn wait(mut rx: watch::Receiver<Published>) -> Option<Vec<CachedColumn>> {
         while rx.changed().await.is_ok() {}
+        rx.borrow().as_ref().map(|batches| batches.to_vec())
     }
 
     /// (chunk decodes claimed, waits on another scan's decode) since start.
@@ -114,8 +131,31 @@ mod tests {
         tokio::task::yield_now().await;
         assert!(!waiter.is_finished());
         drop(guard);
-        waiter.await.unwrap();
+        assert!(waiter.await.unwrap().is_none(), "a dropped decode publishes nothing");
         assert_eq!((flights.counts(), flights.in_flight()), ((1, 1), 0));
         assert!(matches!(flights.claim(id), DecodeClaim::Decode(_)));
+    }
+
+    #[tokio::test]
+    async fn waiters_get_the_published_batches() {
+        use arrow::array::{ArrayRef, Int32Array};
+        let flights = DecodeFlights::default();
+        let id: ChunkId = (ObjectKey::new("t0", "a.parquet", "v1"), 0, 3);
+        let DecodeClaim::Decode(guard) = flights.claim(id.clone()) else {
+            panic!("first claim must decode")
+        };
+        let waiters: Vec<_> = (0..2)
+            .map(|_| match flights.claim(id.clone()) {
+                DecodeClaim::Wait(rx) => tokio::spawn(DecodeFlights::wait(rx)),
+                DecodeClaim::Decode(_) => panic!("later claims must wait"),
+            })
+            .collect();
+        let array: ArrayRef = Arc::new(Int32Array::from(vec![1, 2, 3]));
+        guard.publish(&[CachedColumn::Arrow(array.clone())]);
+        for waiter in waiters {
+            let got = waiter.await.unwrap().expect("published");
+            assert!(matches!(&got[..], [CachedColumn::Arrow(a)] if a == &array));
+        }
+        assert_eq!(flights.in_flight(), 0);
     }
 }

@@ -153,7 +153,7 @@ impl ColumnLoader {
         }
         if !to_decode.is_empty() {
             // One decode per column chunk at a time: columns another scan is
-            // decoding now are waited for, then read from the memory tier.
+            // decoding now are waited for, and their batches taken from it.
             let flights = self.batches.decodes();
             let (mut mine, mut guards, mut waits) = (Vec::new(), Vec::new(), Vec::new());
             for slot in to_decode {
@@ -165,16 +165,16 @@ impl ColumnLoader {
                     DecodeClaim::Wait(rx) => waits.push((slot, rx)),
                 }
             }
-            self.decode_into(file, rg, columns, mine, &mut out).await?;
-            // Waiters wake only after the batches are admitted.
-            drop(guards);
+            self.decode_into(file, rg, columns, mine.clone(), &mut out).await?;
+            // Waiters get the batches (admitted or not) once they are decoded.
+            for (slot, guard) in mine.into_iter().zip(guards) {
+                guard.publish(out[slot].as_deref().unwrap_or_default());
+            }
             let mut again = Vec::new();
             for (slot, rx) in waits {
-                DecodeFlights::wait(rx).await;
-                match self.cached(file, rg, columns[slot], lengths.len()) {
+                match DecodeFlights::wait(rx).await {
                     Some(arrays) => out[slot] = Some(arrays),
-                    // The decoder failed or was cancelled, or the tier
-                    // already evicted its batches: decode them here.
+                    // The decoder failed or was cancelled: decode here.
                     None => again.push(slot),
                 }
             }
