@@ -27,8 +27,9 @@ type Chunks = Arc<Mutex<HashMap<ChunkId, watch::Receiver<Published>>>>;
 
 /// What [`DecodeFlights::claim`] gives.
 pub enum DecodeClaim {
-    /// Nobody is decoding the chunk: decode it, admit its batches, then drop
-    /// the guard (which wakes the waiters).
+    /// Nobody is decoding the chunk: decode it, admit its batches, then
+    /// [`publish`](DecodeGuard::publish) them (or drop the guard on failure):
+    /// either wakes the waiters.
     Decode(DecodeGuard),
     /// Another scan is decoding it: [`wait`](DecodeFlights::wait) for its
     /// batches (and decode only if it gives none: the decoder failed or was
