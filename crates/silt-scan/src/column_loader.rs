@@ -165,7 +165,7 @@ impl ColumnLoader {
                     DecodeClaim::Wait(rx) => waits.push((slot, rx)),
                 }
             }
-            self.decode_into(file, rg, columns, mine.clone(), &mut out).await?;
+            self.decode_into(file, rg, columns, &mine, &mut out).await?;
             // Waiters get the batches (admitted or not) once they are decoded.
             for (slot, guard) in mine.into_iter().zip(guards) {
                 guard.publish(out[slot].as_deref().unwrap_or_default());
@@ -178,7 +178,7 @@ impl ColumnLoader {
                     None => again.push(slot),
                 }
             }
-            self.decode_into(file, rg, columns, again, &mut out).await?;
+            self.decode_into(file, rg, columns, &again, &mut out).await?;
         }
         Ok(out.into_iter().map(Option::unwrap_or_default).collect())
     }
@@ -252,7 +252,7 @@ impl ColumnLoader {
         file: &FileContext,
         rg: usize,
         columns: &[usize],
-        slots: Vec<usize>,
+        slots: &[usize],
         out: &mut [Option<Vec<CachedColumn>>],
     ) -> Result<()> {
         if slots.is_empty() {
@@ -260,7 +260,7 @@ impl ColumnLoader {
         }
         let wanted: Vec<usize> = slots.iter().map(|&s| columns[s]).collect();
         let decoded = self.decode(file, rg, &wanted).await?;
-        for (slot, arrays) in slots.into_iter().zip(decoded) {
+        for (&slot, arrays) in slots.iter().zip(decoded) {
             out[slot] = Some(arrays);
         }
         Ok(())

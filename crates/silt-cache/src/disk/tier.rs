@@ -266,21 +266,19 @@ impl DiskTier {
             return;
         };
         let written = self.regions.write(slot, &header, data);
-        if written.is_err() {
-            // What part of the page reached the disk must not be recovered
-            // as a page after a restart. Best effort: if even this fails,
-            // the write never reached the header block, which is then blank
-            // or an earlier page's, whole.
-            let _ = self.regions.blank(slot);
-        }
         match &written {
             Ok(()) => self.pause.written(&self.dir),
-            Err(e) if is_out_of_space(e) => {
-                self.pause.disk_full(&self.dir, e);
-                self.counters.write_error();
-            }
             Err(e) => {
-                tracing::warn!(dir = %self.dir.display(), slot, error = %e, "disk tier: cannot write page");
+                // What part of the page reached the disk must not be
+                // recovered as a page after a restart. Best effort: if even
+                // this fails, the write never reached the header block,
+                // which is then blank or an earlier page's, whole.
+                let _ = self.regions.blank(slot);
+                if is_out_of_space(e) {
+                    self.pause.disk_full(&self.dir, e);
+                } else {
+                    tracing::warn!(dir = %self.dir.display(), slot, error = %e, "disk tier: cannot write page");
+                }
                 self.counters.write_error();
             }
         }
