@@ -61,7 +61,7 @@ use silt_liquid::shared_dict::DecodedDictionaries;
 use tokio::sync::mpsc::Sender;
 use tokio::task::JoinSet;
 
-use crate::column_loader::{ColumnLoader, FileContext, batch_lengths};
+use crate::column_loader::{Admission, ColumnLoader, FileContext, batch_lengths};
 use crate::footer::pinned_footer;
 use crate::pruning::{FilePruner, RowGroupWork};
 use crate::scan_filter::ScanFilter;
@@ -246,6 +246,10 @@ impl ExecutionPlan for CachedScanExec {
                 store: self.sources.store.clone(),
                 batches: self.sources.batches.clone(),
                 table_schema: self.spec.table_schema.clone(),
+                admission: context
+                    .session_config()
+                    .get_extension::<Admission>()
+                    .map_or_else(Admission::default, |a| *a),
             },
             metrics: self.metrics.clone(),
             partition,

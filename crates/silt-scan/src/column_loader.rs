@@ -113,6 +113,29 @@ pub struct ColumnLoader {
     pub store: Arc<CachedStore>,
     pub batches: Arc<ColumnCache>,
     pub table_schema: SchemaRef,
+    pub admission: Admission,
+}
+
+/// Which decoded column chunks a scan admits to the memory tier.
+///
+/// A query chooses for all its scans by putting one in its session config
+/// (`SessionConfig::with_extension`); without one, scans use
+/// [`Admission::SecondTouch`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Admission {
+    /// While the transcoder is behind, a chunk read for the first time is
+    /// used and not admitted; its next read admits it
+    /// ([`silt_cache::FirstTouches`]), so a one-off scan does not pay for
+    /// encoding what no query reads again.
+    #[default]
+    SecondTouch,
+    /// Every decoded batch is admitted (encoded inline if the transcoder is
+    /// behind), and no column is read for the kept rows only: for
+    /// `silt preload --memory`, whose whole point is to fill the memory
+    /// tier. Under `SecondTouch` a preload larger than the transcoder's
+    /// inline threshold left most of the table out of memory, and every
+    /// point lookup on it decoded pages (issue 40).
+    Every,
 }
 
 /// Sizes of the batches of a row group of `rows` rows.
@@ -198,8 +221,12 @@ impl ColumnLoader {
     /// Whether column `c` of row group `rg` is read for the first time (see
     /// [`silt_cache::FirstTouches`]): present in the file, not in the memory
     /// tier, and not read before while remembered. Records the touch.
+    /// Never under [`Admission::Every`].
     pub fn first_touch(&self, file: &FileContext, rg: usize, c: usize) -> bool {
-        file.file_columns[c].is_some() && !self.batches.contains(&file.batch_key(rg, c, 0)) && self.touched(file, rg, c)
+        self.admission == Admission::SecondTouch
+            && file.file_columns[c].is_some()
+            && !self.batches.contains(&file.batch_key(rg, c, 0))
+            && self.touched(file, rg, c)
     }
 
     /// Records a read of chunk (`rg`, `c`) of `file`: whether it is the first.
@@ -314,18 +341,20 @@ impl ColumnLoader {
     }
 
     /// Decodes `columns` (all present in the file) of row group `rg` and
-    /// admits each batch to the memory tier, except while admission would
-    /// encode on this thread (the transcoder is behind a wide cold scan):
-    /// then a chunk read for the first time is not admitted, and its next
-    /// read admits it ([`silt_cache::FirstTouches`]), so a one-off scan does
-    /// not pay for encoding what no query reads again.
+    /// admits each batch to the memory tier, except, under
+    /// [`Admission::SecondTouch`], while admission would encode on this
+    /// thread (the transcoder is behind a wide cold scan): then a chunk read
+    /// for the first time is not admitted, and its next read admits it
+    /// ([`silt_cache::FirstTouches`]), so a one-off scan does not pay for
+    /// encoding what no query reads again.
     async fn decode(&self, file: &FileContext, rg: usize, columns: &[usize]) -> Result<Vec<Vec<CachedColumn>>> {
         let decoded = self.read(file, rg, columns, None).await?;
         Ok(columns
             .iter()
             .zip(decoded)
             .map(|(&c, arrays)| {
-                let admit = !(self.batches.admission_encodes_inline() && self.touched(file, rg, c));
+                let admit = self.admission == Admission::Every
+                    || !(self.batches.admission_encodes_inline() && self.touched(file, rg, c));
                 arrays
                     .into_iter()
                     .enumerate()

@@ -31,6 +31,7 @@ use silt_cache::{
     PageStore, PageTier, ScanSets, ValidationGate,
 };
 use silt_proto::{QueryContext, ROW_MARKER_COLUMN, ScanRequest, SegmentScope};
+use silt_scan::column_loader::Admission;
 use silt_scan::lookup::LookupIndexes;
 use silt_scan::scope::ScanScope;
 use silt_scan::{MetadataTier, PushdownScan, plan_pushdown};
@@ -69,6 +70,18 @@ impl PlannedQuery {
             Some(plan) => plan.schema(),
             None => Arc::new(self.df.schema().as_arrow().clone()),
         }
+    }
+
+    /// This query with every scan admitting decoded column chunks to the
+    /// memory tier as `admission` says (the default is
+    /// [`Admission::SecondTouch`]).
+    pub fn with_admission(mut self, admission: Admission) -> Self {
+        let admission = Arc::new(admission);
+        let (mut state, plan) = self.df.into_parts();
+        state.config_mut().set_extension(admission.clone());
+        self.df = DataFrame::new(state, plan);
+        self.ctx.state_ref().write().config_mut().set_extension(admission);
+        self
     }
 
     /// Execute all partitions in parallel, merged into one stream.

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use silt_cache::CachedStore;
 use silt_proto::{Projection, ScanRequest};
 use silt_scan::chunks::{column_chunk_ranges, root_indices};
+use silt_scan::column_loader::Admission;
 use silt_scan::footer::pinned_footer;
 use tokio::sync::mpsc;
 
@@ -108,14 +109,21 @@ pub async fn run(
 }
 
 /// Scans the preloaded columns once, discarding the rows: every batch the
-/// scan decodes is admitted to the memory tier.
+/// scan decodes is admitted to the memory tier ([`Admission::Every`]: even
+/// while the transcoder is behind, when a query's scan admits a chunk only
+/// on its second read).
 async fn decode_into_memory(engine: &Engine, request: &PreloadRequest) -> Result<(), ServerError> {
     let scan = ScanRequest {
         table: request.table.clone(),
         projection: request.columns.clone().map(|columns| Projection { columns }),
         ..Default::default()
     };
-    let mut stream = engine.plan_scan(&scan).await?.execute().await?;
+    let mut stream = engine
+        .plan_scan(&scan)
+        .await?
+        .with_admission(Admission::Every)
+        .execute()
+        .await?;
     while stream
         .try_next()
         .await

@@ -147,6 +147,16 @@ pub async fn client(server: &ServerHandle) -> SessionContext {
 /// A server with one `file://` table `t` over the folder `dir`, cache pages
 /// of `page_size` bytes, everything else default.
 pub async fn file_table_server(dir: &Path, cache: &Path, page_size: u64) -> ServerHandle {
+    file_table_server_with(dir, cache, page_size, |_| {}).await
+}
+
+/// [`file_table_server`] with `configure` applied to the config last.
+pub async fn file_table_server_with(
+    dir: &Path,
+    cache: &Path,
+    page_size: u64,
+    configure: impl FnOnce(&mut ServerConfig),
+) -> ServerHandle {
     let mut cfg = ServerConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         cache_dir: cache.to_path_buf(),
@@ -160,6 +170,7 @@ pub async fn file_table_server(dir: &Path, cache: &Path, page_size: u64) -> Serv
             ..Default::default()
         },
     );
+    configure(&mut cfg);
     silt_server::start(cfg).await.expect("start server")
 }
 

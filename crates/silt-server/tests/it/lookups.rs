@@ -294,6 +294,61 @@ async fn lookups_read_the_memory_tier_when_it_holds_the_columns_and_see_overwrit
     server.shutdown().await.unwrap();
 }
 
+/// `silt preload --memory` fills the memory tier even while the transcoder
+/// is behind (here always: `transcode_inline_after = 0`), so lookups on a
+/// preloaded table decode nothing and read no page. Issue 40's regression:
+/// the preload's scan took admission on the second touch like any scan, so
+/// once the transcoder fell behind a large preload admitted nothing more and
+/// every lookup decoded its rows from pages (10x the server CPU).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lookups_on_a_table_preloaded_into_memory_decode_nothing_and_read_no_page() {
+    let data = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let dir = data.path().join("t");
+    write_table(&dir);
+    let server = crate::common::file_table_server_with(&dir, cache.path(), 16 << 10, |c| {
+        c.transcode_inline_after = 0;
+    })
+    .await;
+    let client = SiltClient::connect(&server.flight_url()).await.unwrap();
+    let base = plain(&dir).await;
+    let last = client.preload("t", None, true, |_| {}).await.unwrap();
+    assert!(last["done"] == true, "{last}");
+    let decoded = metric(&server, "silt_cache_misses_total{tier=\"memory\"}");
+    assert!(decoded > 0.0, "preload --memory decoded nothing");
+    let page_reads = || {
+        metric(&server, "silt_cache_hits_total{tier=\"pages\"}")
+            + metric(&server, "silt_cache_misses_total{tier=\"pages\"}")
+    };
+    let pages_before = page_reads();
+
+    for sql in [
+        "SELECT id, name, payload FROM t WHERE id = 7",
+        "SELECT id, name, payload FROM t WHERE id IN (3001, 12000, 599, 15999)",
+        "SELECT payload, day FROM t WHERE id = 9999",
+    ] {
+        let got = client.sql(sql).await.unwrap();
+        check_same(sql, &got, &expected(&base, sql).await, false).unwrap();
+    }
+    assert_eq!(
+        metric(&server, "silt_lookup_row_groups_total{from=\"pages\"}"),
+        0.0,
+        "a lookup on the preloaded table read pages"
+    );
+    assert!(metric(&server, "silt_lookup_row_groups_total{from=\"memory\"}") >= 5.0);
+    assert_eq!(
+        metric(&server, "silt_cache_misses_total{tier=\"memory\"}"),
+        decoded,
+        "a lookup on the preloaded table decoded columns"
+    );
+    assert_eq!(
+        page_reads(),
+        pages_before,
+        "a lookup on the preloaded table read the page tier"
+    );
+    server.shutdown().await.unwrap();
+}
+
 /// Queries whose stage times were recorded (a trace records when its
 /// response stream is dropped, just after the client saw the end).
 fn traced_queries(server: &ServerHandle) -> f64 {
