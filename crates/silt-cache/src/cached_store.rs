@@ -6,7 +6,8 @@
 //!   per-path caches never confuse two buckets that hold the same key;
 //! - **validation**: versions come from the LIST and HEAD answers that pass
 //!   through it, trusted for as long as the table's [`Freshness`] allows
-//!   (LIST answers are kept that long too); a new version is handed to
+//!   (LIST answers are kept that long too; under `notify`, until a change
+//!   notice, see [`ChangeNotices`]); a new version is handed to
 //!   [`CacheTiers::invalidate`], which drops the others everywhere;
 //! - **pinning**: [`CachedStore::pin`] turns a validated `ObjectMeta` into a
 //!   [`PinnedObject`], and [`CachedStore::read_pinned`] reads exactly that
@@ -38,6 +39,7 @@ use parking_lot::Mutex;
 
 mod validation;
 
+use crate::change_notices::ChangeNotices;
 use crate::counters::TableCounters;
 use crate::error::{CacheError, CacheResult};
 use crate::freshness::Freshness;
@@ -66,6 +68,8 @@ pub struct CachedStore {
     listings: Arc<Mutex<HashMap<Option<Path>, Listing>>>,
     /// LISTs and HEADs in flight, shared by the table's queries.
     probes: Arc<Probes>,
+    /// Under `notify`: the validations no change notice has voided.
+    notices: Arc<ChangeNotices>,
     counters: Arc<TableCounters>,
     /// The query this clone lists for (see [`CachedStore::gated`]).
     gate: Option<Arc<ValidationGate>>,
@@ -89,9 +93,28 @@ impl CachedStore {
             freshness,
             listings: Arc::default(),
             probes: Arc::default(),
+            notices: Arc::default(),
             counters: Arc::default(),
             gate: None,
         }
+    }
+
+    /// This store, keeping its change notices in `notices` (e.g. one
+    /// counting sweeps on the server's metrics).
+    pub fn with_change_notices(mut self, notices: Arc<ChangeNotices>) -> Self {
+        self.notices = notices;
+        self
+    }
+
+    /// The table's change notices: [`ChangeNotices::changed`] makes the
+    /// next query of a `notify` table validate (no effect on other modes).
+    pub fn change_notices(&self) -> &Arc<ChangeNotices> {
+        &self.notices
+    }
+
+    /// The table's validation mode.
+    pub fn freshness(&self) -> Freshness {
+        self.freshness
     }
 
     /// Page hits and misses of reads through this store.
@@ -212,10 +235,13 @@ impl CachedStore {
     }
 
     /// Forgets what was validated of `location`: its version and every
-    /// cached listing of the table, so the next query asks the store.
+    /// cached listing of the table, so the next query asks the store (under
+    /// `notify`, as a change notice would: a validation in flight now may
+    /// predate the change this read found).
     fn forget(&self, location: &Path) {
         self.tiers.versions().forget(location);
         self.listings.lock().clear();
+        self.notices.changed();
     }
 
     /// An `ObjectStore` that serves exactly `object` at its pinned version
@@ -246,10 +272,13 @@ impl CachedStore {
     /// while the table's freshness trusts it, else a HEAD.
     async fn version_of(&self, location: &Path) -> Result<ObjectVersion> {
         if let Some((v, at)) = self.tiers.versions().get(location)
-            && (self.freshness.still_valid(at.elapsed()) || self.freshness == Freshness::Always)
+            && (self.freshness.still_valid(at.elapsed())
+                || matches!(self.freshness, Freshness::Always | Freshness::Notify { .. }))
         {
-            // `always` validates once per query, by the LIST or HEAD the query
-            // engine makes when it plans; reads within the query use that version.
+            // `always` and `notify` validate once per query, by the LIST or
+            // HEAD the query engine makes when it plans; reads within the
+            // query use that version (a notice landing mid-query must not
+            // move them to another).
             return Ok(v);
         }
         let meta = self.head_inner(location).await?;

@@ -13,6 +13,7 @@
 //! never reads a version older than the one its listing validated.
 
 mod cached_store;
+mod change_notices;
 mod column_cache;
 mod counters;
 mod decode_flights;
@@ -35,6 +36,7 @@ mod version;
 mod versions;
 
 pub use cached_store::CachedStore;
+pub use change_notices::ChangeNotices;
 pub use column_cache::{
     BATCH_ROWS, BatchKey, CachedColumn, ColumnCache, ColumnCacheBuilder, ColumnUsage, MemoryForm, TranscodePolicy,
     TranscodePolicyFactory,
@@ -44,7 +46,7 @@ pub use decode_flights::{ChunkId, DecodeClaim, DecodeFlights, DecodeGuard};
 pub use disk::{DiskConfig, DiskMetrics, DiskStats, DiskTier};
 pub use error::{CacheError, CacheResult};
 pub use first_touch::FirstTouches;
-pub use freshness::Freshness;
+pub use freshness::{DEFAULT_SWEEP, Freshness};
 pub use key::{ObjectKey, PinnedObject};
 pub use page_cache::{CacheMetrics, Page, PageCache, PageCacheConfig, PageKey};
 pub use page_store::{Admit, PageStore, PageStoreBuilder, PageTier, Source};

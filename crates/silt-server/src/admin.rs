@@ -1,9 +1,11 @@
 //! The admin HTTP endpoint: `GET /` (the dashboard), `GET /health`,
-//! `GET /metrics`, `GET /stats`, and the S3-compatible read API under `/s3`
-//! ([`crate::s3_api`]).
+//! `GET /metrics`, `GET /stats`, `POST /notify/s3` (S3 event notifications
+//! for `notify` tables, [`crate::change_notices::s3_event`]), and the
+//! S3-compatible read API under `/s3` ([`crate::s3_api`]).
 //!
-//! All are read-only. With an auth token set, the dashboard, `/metrics` and
-//! `/stats` answer only a request that carries it (`authorization: Bearer
+//! All but `/notify/s3` are read-only, and that one only makes tables
+//! validate sooner. With an auth token set, the dashboard, `/metrics`,
+//! `/stats` and `/notify/s3` answer only a request that carries it (`authorization: Bearer
 //! <token>`, or `?token=<token>` for a browser opening the dashboard, which
 //! then gets a session cookie);
 //! `/health` stays open for load balancers, the S3 API checks its own
@@ -17,7 +19,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 
 use crate::engine::Engine;
 
@@ -49,6 +51,7 @@ pub fn router(engine: Arc<Engine>) -> Router {
         .route("/", get(move |request: Request| dashboard(page_auth.clone(), request)))
         .route("/metrics", get(metrics))
         .route("/stats", get(stats))
+        .route("/notify/s3", post(crate::change_notices::s3_event::receive))
         .route_layer(middleware::from_fn_with_state(auth, require_token));
     Router::new()
         .merge(guarded)

@@ -51,7 +51,7 @@
 //! [tables.hits_raw]
 //! url = "s3://bucket/hits/"
 //! binary_as_string = true
-//! validation = "always"           # or "ttl=30s", "immutable"
+//! validation = "always"           # or "ttl=30s", "immutable", "notify", "notify,sweep=60s"
 //! [tables.hits_raw.s3]            # per-table override
 //! region = "eu-west-1"
 //!
@@ -195,7 +195,9 @@ pub struct TableConfig {
     /// Per-table S3 overrides.
     #[serde(default)]
     pub s3: S3Settings,
-    /// How often the table's objects are revalidated: `always`, `ttl=30s`, `immutable`.
+    /// How often the table's objects are revalidated: `always`, `ttl=30s`,
+    /// `immutable`, or `notify` (`notify,sweep=60s`): when the store says
+    /// they changed (inotify, S3 event notifications), and after the sweep.
     #[serde(default, deserialize_with = "de_from_str")]
     pub validation: Freshness,
 }

@@ -6,6 +6,7 @@
 
 pub mod admin;
 pub mod auth;
+pub mod change_notices;
 pub mod config;
 pub mod engine;
 pub mod error;
@@ -59,6 +60,9 @@ pub struct ServerHandle {
     tasks: Vec<JoinHandle<Result<(), ServerError>>>,
     /// Tasks that live as long as the server (the history sampler).
     background: Vec<JoinHandle<()>>,
+    /// Kernel watches of `file://` tables under `notify` (dropped with the
+    /// handle: the tables then rely on the sweep).
+    _file_watches: Option<change_notices::file_watch::FileWatches>,
 }
 
 impl ServerHandle {
@@ -119,6 +123,7 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, ServerError> {
     let auth_token = config.auth_token.clone().filter(|t| !t.is_empty());
     let engine = Engine::new(config, metrics).await?;
     let sampler = history::spawn_sampler(&engine);
+    let file_watches = change_notices::file_watch::start(&engine);
 
     let mut shutdown = Vec::new();
     let mut tasks = Vec::new();
@@ -179,6 +184,7 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, ServerError> {
         shutdown,
         tasks,
         background: vec![sampler],
+        _file_watches: file_watches,
     })
 }
 

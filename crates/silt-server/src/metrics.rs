@@ -35,6 +35,16 @@ pub struct ServerMetrics {
     /// validation found an object added, deleted or overwritten (restarted
     /// once on the new listing, else failed `ABORTED`).
     pub validation_mismatches: Counter,
+    /// `silt_validation_notices_total{source="inotify"}`: file-system
+    /// events on a `notify` table's folder that marked it changed.
+    pub notices_inotify: Counter,
+    /// `silt_validation_notices_total{source="s3_event"}`: records of S3
+    /// event notifications posted to `/notify/s3` (whether or not they
+    /// named a table).
+    pub notices_s3_event: Counter,
+    /// `silt_validation_sweeps_total`: validations of `notify` tables sent
+    /// because the last one outlived the sweep without a notice.
+    pub validation_sweeps: Counter,
     /// `silt_queries_active`: queries whose result stream is open.
     pub active_queries: Gauge,
     /// `silt_queries_queued`: planned queries waiting for a slot
@@ -105,6 +115,18 @@ impl ServerMetrics {
         let query_restarts = counter("silt_query_restarts_total");
         let validations_speculative = counter("silt_validations_speculative_total");
         let validation_mismatches = counter("silt_validation_mismatches_total");
+        let notices = |source: &'static str| {
+            recorder.register_counter(
+                &Key::from_parts(
+                    "silt_validation_notices_total",
+                    vec![metrics::Label::new("source", source)],
+                ),
+                &METADATA,
+            )
+        };
+        let notices_inotify = notices("inotify");
+        let notices_s3_event = notices("s3_event");
+        let validation_sweeps = counter("silt_validation_sweeps_total");
         let flight_bytes_sent = counter("silt_flight_bytes_sent_total");
         let flight_rows_sent = counter("silt_flight_rows_sent_total");
         let s3_requests = counter("silt_s3_requests_total");
@@ -147,6 +169,9 @@ impl ServerMetrics {
             &query_restarts,
             &validations_speculative,
             &validation_mismatches,
+            &notices_inotify,
+            &notices_s3_event,
+            &validation_sweeps,
             &flight_bytes_sent,
             &flight_rows_sent,
             &s3_requests,
@@ -192,6 +217,9 @@ impl ServerMetrics {
             query_restarts,
             validations_speculative,
             validation_mismatches,
+            notices_inotify,
+            notices_s3_event,
+            validation_sweeps,
             active_queries,
             queued_queries,
             memory_pressure_shrinks,

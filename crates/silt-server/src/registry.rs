@@ -14,7 +14,7 @@ use datafusion::catalog::TableProvider;
 use datafusion::common::TableReference;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt};
-use silt_cache::CachedStore;
+use silt_cache::{CachedStore, ChangeNotices};
 use silt_scan::{CachedParquetTable, ParquetTable, ScanShared, TableOptions, register_parquet_table};
 use silt_store::{FaultyStore, MeteredStore, RetryingStore, S3Settings, TableLocation};
 use tracing::{info, warn};
@@ -199,12 +199,11 @@ impl Engine {
             self.config.store.retry_policy(),
             self.metrics.store.clone(),
         ));
-        let cached = Arc::new(CachedStore::new(
-            metered,
-            self.tiers.clone(),
-            format!("t{index}"),
-            config.validation,
-        ));
+        let notices = ChangeNotices::new(self.metrics.validation_sweeps.clone());
+        let cached = Arc::new(
+            CachedStore::new(metered, self.tiers.clone(), format!("t{index}"), config.validation)
+                .with_change_notices(Arc::new(notices)),
+        );
         if !location.is_prefix {
             // Checked through the cache, so the table's validation mode decides
             // whether each query sends a HEAD.

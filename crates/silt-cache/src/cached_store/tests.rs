@@ -416,3 +416,51 @@ async fn writes_are_refused() {
     assert!(mem.head(&Path::from("w")).await.is_err(), "nothing reached the store");
     assert!(mem.head(&ns("w")).await.is_err());
 }
+
+/// Under `notify`, a LIST or HEAD is trusted until a change notice: warm
+/// listings and HEADs send nothing, a notice makes the next one validate
+/// (and see the change), and a read that found a version gone does too.
+#[tokio::test]
+async fn notify_trusts_a_validation_until_a_notice() {
+    let (mem, store) = setup(4, Freshness::NOTIFY);
+    let (lists, heads) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let counted = StoreMetrics {
+        list_requests: metrics::Counter::from_arc(lists.clone()),
+        head_requests: metrics::Counter::from_arc(heads.clone()),
+        ..StoreMetrics::noop()
+    };
+    let metered: Arc<dyn ObjectStore> = Arc::new(MeteredStore::new(mem.clone(), counted));
+    let store = CachedStore::new(metered, store.tiers().clone(), "mem", Freshness::NOTIFY);
+    mem.put(&Path::from("a"), vec![1u8; 4].into()).await.unwrap();
+    let p = ns("a");
+    for _ in 0..3 {
+        assert_eq!(store.list(None).try_collect::<Vec<_>>().await.unwrap().len(), 1);
+        assert_eq!(store.head(&p).await.unwrap().size, 4);
+    }
+    assert_eq!((lists.load(Ordering::Relaxed), heads.load(Ordering::Relaxed)), (1, 1));
+
+    // Changed without a notice: still trusted (the sweep is the bound).
+    mem.put(&Path::from("a"), vec![2u8; 8].into()).await.unwrap();
+    mem.put(&Path::from("b"), vec![2u8; 4].into()).await.unwrap();
+    assert_eq!(store.list(None).try_collect::<Vec<_>>().await.unwrap().len(), 1);
+    assert_eq!(store.head(&p).await.unwrap().size, 4);
+
+    store.change_notices().changed();
+    assert_eq!(store.list(None).try_collect::<Vec<_>>().await.unwrap().len(), 2);
+    assert_eq!(store.head(&p).await.unwrap().size, 8);
+    assert_eq!((lists.load(Ordering::Relaxed), heads.load(Ordering::Relaxed)), (2, 2));
+    assert_eq!(&store.get_range(&p, 4..8).await.unwrap()[..], &[2; 4]);
+    assert_eq!((lists.load(Ordering::Relaxed), heads.load(Ordering::Relaxed)), (2, 2));
+}
+
+#[tokio::test]
+async fn notify_with_a_short_sweep_validates_again_without_a_notice() {
+    let sweep = std::time::Duration::from_millis(50);
+    let (mem, store) = setup(4, Freshness::Notify { sweep });
+    mem.put(&Path::from("a"), vec![1u8; 4].into()).await.unwrap();
+    assert_eq!(store.list(None).collect::<Vec<_>>().await.len(), 1);
+    mem.put(&Path::from("b"), vec![1u8; 4].into()).await.unwrap();
+    assert_eq!(store.list(None).collect::<Vec<_>>().await.len(), 1, "trusted");
+    tokio::time::sleep(sweep * 2).await;
+    assert_eq!(store.list(None).collect::<Vec<_>>().await.len(), 2, "swept");
+}

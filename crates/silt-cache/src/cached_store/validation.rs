@@ -1,7 +1,11 @@
 //! How a `CachedStore` validates: LIST and HEAD answers (shared by the
 //! table's queries through [`Probes`]), trusted for as long as the table's
-//! freshness allows, and under `always` answered speculatively for a gated
-//! query (see [`ValidationGate`]).
+//! freshness allows (under `notify`: until a change notice or the sweep,
+//! [`ChangeNotices`](crate::ChangeNotices)), and under `always` answered
+//! speculatively for a gated query (see [`ValidationGate`]). Under `notify`
+//! a query that finds the trust gone waits for its validation inline: after
+//! a notice the last listing is most likely stale, so speculating on it
+//! would mostly buy a restart.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -55,8 +59,18 @@ impl CachedStore {
     }
 
     /// Asks the store: LISTs the prefix (recording every version and the
-    /// listing) or HEADs the object (recording its version).
+    /// listing) or HEADs the object (recording its version). Under `notify`
+    /// the answer is trusted from then on unless a notice arrives meanwhile.
     async fn send_probe(&self, probe: &Probe) -> Answer {
+        let ticket = self.notices.ticket();
+        let answer = self.ask_store(probe).await;
+        if answer.is_ok() && matches!(self.freshness, Freshness::Notify { .. }) {
+            self.notices.validated(probe, ticket);
+        }
+        answer
+    }
+
+    async fn ask_store(&self, probe: &Probe) -> Answer {
         match probe {
             Probe::Head(location) => match self.head_inner(location).await {
                 Ok(meta) => Ok(Arc::new(vec![meta])),
@@ -111,18 +125,27 @@ impl CachedStore {
         }));
     }
 
+    /// Whether the last validation of `probe`, made at `at`, may answer
+    /// without asking the store.
+    fn trusts(&self, probe: &Probe, at: Instant) -> bool {
+        match self.freshness {
+            Freshness::Notify { sweep } => self.notices.trusts(probe, sweep),
+            freshness => freshness.still_valid(at.elapsed()),
+        }
+    }
+
     /// The HEAD of `location` (namespaced) as a query sees it: the last
     /// validation while the freshness trusts it; under `always`, for a
     /// gated query, the last validated version speculatively; else a HEAD
     /// sent at or after the call (shared with concurrent callers).
     pub(super) async fn head_meta(&self, location: &Path) -> Result<ObjectMeta> {
         let last = self.tiers.versions().get(location);
+        let probe = Probe::Head(location.clone());
         if let Some((v, at)) = &last
-            && self.freshness.still_valid(at.elapsed())
+            && self.trusts(&probe, *at)
         {
             return Ok(v.meta.clone());
         }
-        let probe = Probe::Head(location.clone());
         if let (Some(gate), Some((v, _))) = (self.speculating(), last) {
             self.speculate(gate, probe, Arc::new(vec![v.meta.clone()]));
             return Ok(v.meta);
@@ -148,14 +171,13 @@ impl CachedStore {
     /// still trusts; under `always`, for a gated query with a previous
     /// listing, that listing speculatively (confirmed through the gate).
     pub(super) async fn listing(&self, prefix: Option<&Path>) -> Result<Arc<Vec<ObjectMeta>>> {
-        let key = prefix.cloned();
-        let last = self.listings.lock().get(&key).cloned();
+        let probe = Probe::List(prefix.cloned());
+        let last = self.listings.lock().get(&prefix.cloned()).cloned();
         if let Some((at, metas)) = &last
-            && self.freshness.still_valid(at.elapsed())
+            && self.trusts(&probe, *at)
         {
             return Ok(metas.clone());
         }
-        let probe = Probe::List(key);
         if let (Some(gate), Some((_, metas))) = (self.speculating(), last) {
             self.speculate(gate, probe, metas.clone());
             return Ok(metas);

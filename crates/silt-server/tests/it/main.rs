@@ -11,6 +11,7 @@ mod fuzz;
 mod hybrid;
 mod load;
 mod lookups;
+mod notify;
 mod operations;
 mod plan_aware;
 mod pruning;

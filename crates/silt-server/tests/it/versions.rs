@@ -22,14 +22,14 @@ use silt_client::{SiltTable, SiltTableOptions};
 
 use crate::common::{client, client_with, metric, s3_settings};
 
-const PAGE: u64 = 16 << 10;
-const ROWS: i64 = 120_000;
+pub(crate) const PAGE: u64 = 16 << 10;
+pub(crate) const ROWS: i64 = 120_000;
 
 /// Writes version `k` of a two-column file: `v` = `k` on every row and `id`.
 /// With `same_size`, every version has the same rows and byte size (plain,
 /// uncompressed, no dictionary); otherwise version `k` has `k * 5000` more
 /// rows. Written to a temporary file and renamed into place.
-fn write_version(path: &Path, k: i64, same_size: bool) -> u64 {
+pub(crate) fn write_version(path: &Path, k: i64, same_size: bool) -> u64 {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     let rows = if same_size { ROWS } else { ROWS + k * 5000 };
     let schema = Arc::new(Schema::new(vec![
@@ -130,7 +130,7 @@ async fn read_ids(ctx: &SessionContext) {
 }
 
 /// `(min(v), max(v), count(*))` of `table`, or the error's text.
-async fn summary(ctx: &SessionContext, table: &str) -> Result<(i64, i64, i64), String> {
+pub(crate) async fn summary(ctx: &SessionContext, table: &str) -> Result<(i64, i64, i64), String> {
     let sql = format!("SELECT min(v), max(v), count(*) FROM {table}");
     let batches = ctx
         .sql(&sql)
