@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use crate::results::{BenchResults, QueryResult};
+use crate::results::{BenchResults, QueryResult, geomean};
 
 /// The whole report.
 pub fn render(results: &BenchResults, plots: &[String]) -> String {
@@ -163,12 +163,6 @@ fn ratio_to_best(
         .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.min(v))))?;
     let x = find(results, a, q).filter(|r| r.status == "ok").and_then(metric)?;
     (best > 0.0).then(|| x / best)
-}
-
-/// Geometric mean of positive values (None when there are none).
-fn geomean(values: &[f64]) -> Option<f64> {
-    let logs: Vec<f64> = values.iter().filter(|v| **v > 0.0).map(|v| v.ln()).collect();
-    (!logs.is_empty()).then(|| (logs.iter().sum::<f64>() / logs.len() as f64).exp())
 }
 
 /// The ratios the targets are stated in, where the modes ran, with their

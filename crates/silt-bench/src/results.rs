@@ -171,6 +171,12 @@ pub fn mean(values: &[f64]) -> Option<f64> {
     (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
 }
 
+/// Geometric mean of the positive `values` (`None` when there are none).
+pub fn geomean(values: &[f64]) -> Option<f64> {
+    let logs: Vec<f64> = values.iter().filter(|v| **v > 0.0).map(|v| v.ln()).collect();
+    (!logs.is_empty()).then(|| (logs.iter().sum::<f64>() / logs.len() as f64).exp())
+}
+
 /// The median of `values` (`None` when empty).
 pub fn median(values: &[f64]) -> Option<f64> {
     let mut sorted = values.to_vec();

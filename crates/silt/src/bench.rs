@@ -1,5 +1,6 @@
 //! `silt bench`: benchmarks and their data. Each subcommand lives in its own
-//! file (`bench_replay.rs`, `bench_cache.rs`, `bench_gen.rs`, `harness/`);
+//! file (`bench_replay.rs`, `bench_cache.rs`, `bench_gen.rs`, `harness/`,
+//! the guard in `harness/guard.rs`);
 //! this one only dispatches.
 
 use clap::{Args, Subcommand};
@@ -31,6 +32,9 @@ enum BenchCommand {
     Mixed(crate::harness::MixedArgs),
     /// TPC-H through a fleet of 1, 2, 3 servers: throughput, latency, a kill test, placement.
     Fleet(crate::harness::FleetArgs),
+    /// The performance guard: a fixed small set (lookups, TPC-H SF 0.1, ClickBench 1M, one cold
+    /// run) as same-run ratios, compared with the committed baseline (docs/results/guard/baseline.json).
+    Guard(crate::harness::GuardArgs),
     /// The whole harness on tiny data (run by the test suite so it never rots).
     Smoke(crate::harness::SmokeArgs),
     /// A loopback S3 server in its own process (started by the harness).
@@ -49,6 +53,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchCommand::Lookup(a) => crate::harness::lookup(a).await,
         BenchCommand::Fleet(a) => crate::harness::fleet(a).await,
         BenchCommand::Mixed(a) => crate::harness::mixed(a).await,
+        BenchCommand::Guard(a) => crate::harness::guard(a).await,
         BenchCommand::Smoke(a) => crate::harness::smoke(a).await,
         BenchCommand::ObjectStore(a) => crate::harness::object_store(a).await,
     }

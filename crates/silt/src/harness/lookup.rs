@@ -29,53 +29,53 @@ use super::suite::{Suite, TableSpec};
 pub struct LookupArgs {
     /// Rows of the lookup table (generated once; ~1 KiB each).
     #[arg(long, default_value_t = 1_000_000)]
-    rows: u64,
+    pub(super) rows: u64,
     /// Concurrent clients (closed loop: each waits for its answer).
     #[arg(long, default_value_t = 4)]
-    clients: usize,
+    pub(super) clients: usize,
     /// Keys per call (`WHERE id IN (...)` / one `LookupRequest` with that
     /// many keys); a call's latency is that of the whole batch.
     #[arg(long, default_value_t = 1)]
-    keys_per_call: usize,
+    pub(super) keys_per_call: usize,
     /// Seconds to measure each mode (after the warm-up).
     #[arg(long, default_value_t = 10.0)]
-    seconds: f64,
+    pub(super) seconds: f64,
     /// Untimed lookups per client before measuring.
     #[arg(long, default_value_t = 20)]
-    warmup: usize,
-    /// Modes, comma separated: direct, file-server, parquet-pushdown, arrow-pushdown, liquid.
+    pub(super) warmup: usize,
+    /// Modes, comma separated: direct, file-server, parquet-pushdown, arrow-pushdown, liquid, local.
     #[arg(long, value_delimiter = ',', default_value = "direct,liquid")]
-    modes: Vec<String>,
+    pub(super) modes: Vec<String>,
     /// Latency added to every object-store request, milliseconds.
     #[arg(long, default_value_t = 20)]
-    latency_ms: u64,
+    pub(super) latency_ms: u64,
     /// Bandwidth of the link to the object store, MB/s.
     #[arg(long, default_value_t = 100.0)]
-    mbps: f64,
+    pub(super) mbps: f64,
     /// Validation of the servers' table. Point-lookup tables are typically
     /// immutable files (feature stores, Iceberg data files): `always` would
     /// add one HEAD to the store per lookup.
     #[arg(long, default_value = "immutable")]
-    validation: String,
+    pub(super) validation: String,
     /// How pushdown modes ask: `sql` (a Flight SQL statement, which the
     /// server answers on its lookup path) or `lookup` (Silt's one-call
     /// `LookupRequest`, `SiltClient::lookup`).
     #[arg(long, default_value = "lookup", value_parser = ["sql", "lookup"])]
-    api: String,
+    pub(super) api: String,
     /// Warm the server before measuring (`silt preload`): `disk` (footers and
     /// column chunks in the disk tier), `memory` (also decoded into the
     /// memory tier), or `none` (only the warm-up lookups warm it).
     #[arg(long, default_value = "none", value_parser = ["none", "disk", "memory"])]
-    preload: String,
+    pub(super) preload: String,
     /// Where the data lives [default: data/lookup-<rows>].
     #[arg(long)]
-    data_dir: Option<PathBuf>,
+    pub(super) data_dir: Option<PathBuf>,
     /// Folder of the results; the run writes into `<out>/<name>/`.
     #[arg(long, default_value = "bench-results")]
-    out: PathBuf,
+    pub(super) out: PathBuf,
     /// The run's name [default: lookup-<rows>].
     #[arg(long)]
-    name: Option<String>,
+    pub(super) name: Option<String>,
 }
 
 const SQL: &str = "SELECT id, data FROM lookup WHERE id = ?";
@@ -286,6 +286,26 @@ async fn measure(
         server_cpu_s_per_lookup: cost.server_cpu.map(|c| c / n),
         client_cpu_s_per_lookup: cost.client_cpu / n,
     })
+}
+
+/// The modes of a run that failed, answered nothing, or answered wrong.
+pub fn problems(results: &LookupResults) -> Vec<String> {
+    results
+        .results
+        .iter()
+        .filter(|r| r.status != "ok" || r.lookups == 0 || r.wrong_answers > 0)
+        .map(|r| {
+            format!(
+                "{}/{}: {} ({} lookups, {} wrong) {}",
+                results.name,
+                r.mode,
+                r.status,
+                r.lookups,
+                r.wrong_answers,
+                r.error.as_deref().unwrap_or("")
+            )
+        })
+        .collect()
 }
 
 pub async fn lookup(args: LookupArgs) -> anyhow::Result<()> {

@@ -11,6 +11,7 @@
 mod child;
 mod duckdb;
 mod fleet;
+mod guard;
 mod liquidcache;
 mod lookup;
 mod mixed;
@@ -32,6 +33,7 @@ use silt_server::config::parse_bytes;
 
 pub use child::OBJECT_STORE_READY;
 pub use fleet::{FleetArgs, run as fleet};
+pub use guard::{GuardArgs, guard};
 pub use lookup::{LookupArgs, lookup};
 pub use mixed::{MixedArgs, mixed};
 use modes::{Mode, StoreSetup};
@@ -46,6 +48,7 @@ pub struct CommonArgs {
     #[arg(long, value_delimiter = ',', default_value = "all")]
     modes: Vec<String>,
     /// Timed warm runs per query and mode (after one untimed warm-up); the median is reported.
+    /// 0: only the cold run (no warm-up, no warm figures).
     #[arg(long, default_value_t = 5)]
     warm_runs: usize,
     /// Latency added to every object-store request, milliseconds.
@@ -78,6 +81,25 @@ pub struct CommonArgs {
 }
 
 impl CommonArgs {
+    /// A run built in code (`bench smoke`, `bench guard`): every mode, one
+    /// warm run, an unthrottled store (no latency, 10 GB/s), 256 MiB
+    /// budgets, default validation; results into `<out>/<name>/`.
+    fn unthrottled(out: &Path, shared: &Path, name: &str) -> CommonArgs {
+        CommonArgs {
+            modes: vec!["all".into()],
+            warm_runs: 1,
+            latency_ms: 0,
+            mbps: 10_000.0,
+            memory_budget: 256 << 20,
+            validation: "always".into(),
+            local_cache: 256 << 20,
+            local_cache_form: Default::default(),
+            out: out.to_path_buf(),
+            name: Some(name.into()),
+            shared: shared.to_path_buf(),
+        }
+    }
+
     /// The store and cache setup these options describe (the store's
     /// address is filled in by [`start_store`]).
     fn store_setup(&self) -> StoreSetup {
@@ -232,19 +254,7 @@ pub async fn ssb(args: SsbArgs) -> anyhow::Result<()> {
 /// was written; never on a timing.
 pub async fn smoke(args: SmokeArgs) -> anyhow::Result<()> {
     let work = tempfile::tempdir().context("creating a scratch folder")?;
-    let common = |name: &str| CommonArgs {
-        modes: vec!["all".into()],
-        warm_runs: 1,
-        latency_ms: 0,
-        mbps: 10_000.0,
-        memory_budget: 256 << 20,
-        validation: "always".into(),
-        local_cache: 256 << 20,
-        local_cache_form: Default::default(),
-        out: args.out.clone(),
-        name: Some(name.into()),
-        shared: args.shared.clone(),
-    };
+    let common = |name: &str| CommonArgs::unthrottled(&args.out, &args.shared, name);
     let mut problems = Vec::new();
     let mut written = Vec::new();
 
@@ -297,18 +307,7 @@ pub async fn smoke(args: SmokeArgs) -> anyhow::Result<()> {
 
     let lookups = lookup::LookupArgs::smoke(args.out.clone(), work.path().join("lookup"));
     let (results, dir) = lookup::run(lookups).await?;
-    for r in &results.results {
-        if r.status != "ok" || r.lookups == 0 || r.wrong_answers > 0 {
-            problems.push(format!(
-                "lookup/{}: {} ({} lookups, {} wrong) {}",
-                r.mode,
-                r.status,
-                r.lookups,
-                r.wrong_answers,
-                r.error.as_deref().unwrap_or("")
-            ));
-        }
-    }
+    problems.extend(lookup::problems(&results));
     problems.extend(missing_files(&dir, &["results.json", "report.md"]));
     written.push(dir);
 
@@ -338,6 +337,17 @@ pub async fn smoke(args: SmokeArgs) -> anyhow::Result<()> {
 /// written.
 fn suite_problems(results: &BenchResults, dir: &Path) -> Vec<String> {
     let mut problems = results.missing();
+    problems.extend(answer_problems(results));
+    let files: Vec<&str> = ["results.json", "report.md"].into_iter().chain(PLOTS).collect();
+    problems.extend(missing_files(dir, &files));
+    problems
+}
+
+/// The (mode, query) pairs of a run that failed or whose answer was not
+/// compared with plain DataFusion's or differs from it (DuckDB's are not
+/// compared: it is an outside reference).
+fn answer_problems(results: &BenchResults) -> Vec<String> {
+    let mut problems = Vec::new();
     for r in &results.results {
         let what = format!("{}/{}/{}", results.suite, r.mode, r.query);
         if r.status == "error" {
@@ -352,8 +362,6 @@ fn suite_problems(results: &BenchResults, dir: &Path) -> Vec<String> {
             ));
         }
     }
-    let files: Vec<&str> = ["results.json", "report.md"].into_iter().chain(PLOTS).collect();
-    problems.extend(missing_files(dir, &files));
     problems
 }
 

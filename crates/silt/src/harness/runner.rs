@@ -1,6 +1,7 @@
 //! Runs every (mode, query) pair and measures it: a fresh cache per query,
 //! one cold run, one untimed warm-up, background work drained, then the
-//! timed warm runs.
+//! timed warm runs (none, and no warm-up, when `warm_runs` is 0: a cold-only
+//! run, whose warm figures are absent and whose warm CPU means are 0).
 
 use std::path::Path;
 use std::time::Instant;
@@ -42,6 +43,7 @@ pub struct RunContext<'a> {
     pub setup: &'a StoreSetup,
     /// Where the servers' cache dirs go.
     pub work: &'a Path,
+    /// Timed warm runs per query; 0: the cold run only.
     pub warm_runs: usize,
     pub parquet: &'a ParquetSizes,
 }
@@ -80,12 +82,14 @@ async fn measure(
             .is_ok(),
     );
     result.cold_ms = Some(cold.ms);
-    // Warm-up (admits what the cold run read past), then let the transcoder finish.
-    session.run(&query.sql).await?;
-    session.settle().await?;
     let mut warm = Vec::new();
-    for _ in 0..run.warm_runs.max(1) {
-        warm.push(measured_run(&mut session, &query.sql).await?);
+    if run.warm_runs > 0 {
+        // Warm-up (admits what the cold run read past), then let the transcoder finish.
+        session.run(&query.sql).await?;
+        session.settle().await?;
+        for _ in 0..run.warm_runs {
+            warm.push(measured_run(&mut session, &query.sql).await?);
+        }
     }
     let med = |f: &dyn Fn(&Measured) -> f64| median(&warm.iter().map(f).collect::<Vec<_>>()).unwrap_or(0.0);
     result.warm_ms = Spread::of(warm.iter().map(|m| m.ms).collect());
@@ -108,7 +112,7 @@ async fn measure(
         warm_requests: med(&|m| m.cost.store_requests as f64) as u64,
         warm_bytes: med(&|m| m.cost.store_bytes as f64) as u64,
     });
-    result.server_stages_ms = warm[0].cost.stages.map(|_| {
+    result.server_stages_ms = warm.first().and_then(|w| w.cost.stages).map(|_| {
         ServerStages::from_array(std::array::from_fn(|i| {
             avg(&|m| m.cost.stages.map_or(0.0, |s| s[i])) * 1e3
         }))
