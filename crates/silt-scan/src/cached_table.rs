@@ -92,10 +92,19 @@ impl CachedParquetTable {
     /// `always` a warm listing is then the last validated one, confirmed
     /// through the gate before the query's results are released.
     pub async fn list_files(&self, state: &dyn Session) -> Result<Vec<ObjectMeta>> {
-        let gated = state
-            .config()
-            .get_extension::<ValidationGate>()
-            .map(|gate| self.sources.store.gated(gate));
+        let gate = state.config().get_extension::<ValidationGate>();
+        self.list_files_gated(state, gate).await
+    }
+
+    /// [`Self::list_files`] with the validation gate given rather than read
+    /// from `state`, so a caller with one shared state (the lookup path)
+    /// need not copy the session to attach its gate.
+    pub async fn list_files_gated(
+        &self,
+        state: &dyn Session,
+        gate: Option<Arc<ValidationGate>>,
+    ) -> Result<Vec<ObjectMeta>> {
+        let gated = gate.map(|gate| self.sources.store.gated(gate));
         let store: &dyn ObjectStore = match &gated {
             Some(gated) => gated,
             None => self.sources.store.as_ref(),

@@ -17,7 +17,7 @@ use datafusion::execution::cache::cache_manager::CacheManagerConfig;
 use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
 use datafusion::execution::memory_pool::{GreedyMemoryPool, TrackConsumersPool};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
-use datafusion::execution::session_state::SessionStateBuilder;
+use datafusion::execution::session_state::{SessionState, SessionStateBuilder};
 use datafusion::logical_expr::{Expr, LogicalPlan};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::{DataFrame, SessionConfig, SessionContext};
@@ -52,6 +52,11 @@ pub const SCHEMA: &str = "public";
 
 /// Bytes of lookup indexes (page min/max of key columns) kept.
 const LOOKUP_INDEX_BUDGET: u64 = 64 << 20;
+
+/// Bytes of decoded key columns kept for lookups that read pages (8 MiB
+/// per million 8-byte keys): a lookup from the disk tier then reads no key
+/// page.
+const LOOKUP_KEYS_BUDGET: u64 = 128 << 20;
 
 /// A planned query, ready to execute in its own context.
 pub struct PlannedQuery {
@@ -119,6 +124,9 @@ pub struct Engine {
     pub(crate) registering: tokio::sync::Mutex<()>,
     /// Per object version and key column: what point lookups need.
     lookup_indexes: LookupIndexes,
+    /// A copy of the base session's state made once, for listings outside
+    /// a query (lookups): copying it per call cost more than the lookup.
+    listing_state: SessionState,
     /// Admission: queries executing at once ([`crate::query_slots`]).
     query_slots: QuerySlots,
     /// When each client query was first seen ([`crate::query_clock`]).
@@ -224,6 +232,7 @@ impl Engine {
             );
         }
         let query_slots = QuerySlots::new(config.max_concurrent_queries, metrics.queued_queries.clone());
+        let listing_state = state.clone();
         let engine = Arc::new(Engine {
             base: SessionContext::new_with_state(state),
             config,
@@ -236,7 +245,8 @@ impl Engine {
             catalog: RwLock::new(catalog),
             single_files: RwLock::new(BTreeMap::new()),
             registering: tokio::sync::Mutex::new(()),
-            lookup_indexes: LookupIndexes::new(LOOKUP_INDEX_BUDGET),
+            lookup_indexes: LookupIndexes::new(LOOKUP_INDEX_BUDGET, LOOKUP_KEYS_BUDGET),
+            listing_state,
             query_slots,
             query_clock: QueryClock::default(),
             history: Default::default(),
@@ -281,6 +291,13 @@ impl Engine {
     /// The context every query's context is made from (tables, caches).
     pub fn base_context(&self) -> &SessionContext {
         &self.base
+    }
+
+    /// The base session's state as it was at start (its catalog, runtime
+    /// and object stores are shared, so it sees tables registered since):
+    /// what a listing outside a query runs on.
+    pub fn listing_state(&self) -> &SessionState {
+        &self.listing_state
     }
 
     /// The lookup indexes shared by every lookup.

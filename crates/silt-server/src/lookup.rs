@@ -128,9 +128,14 @@ impl Engine {
             // validated one, its LIST in flight): the rows go out only once
             // the gate confirms it, else the lookup runs again on the new one.
             let gate = ValidationGate::new();
-            let mut state = self.base_context().state();
-            state.config_mut().set_extension(gate.clone());
-            let attempt = lookup(table, &state, self.lookup_indexes(), &request).await;
+            let attempt = lookup(
+                table,
+                self.listing_state(),
+                Some(gate.clone()),
+                self.lookup_indexes(),
+                &request,
+            )
+            .await;
             let confirmed = gate.confirm().await;
             if gate.is_speculative() {
                 self.metrics().validations_speculative.increment(1);

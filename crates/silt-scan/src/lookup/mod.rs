@@ -8,49 +8,54 @@
 //! which pages may hold a key, and reads just those rows:
 //!
 //! * from the memory tier, when it holds the row group's decoded columns
-//!   (batches a scan or `silt preload --memory` admitted): the key column
-//!   is compared there and only matching rows of the projected columns are
-//!   decoded;
-//! * else from the page and disk tiers: Parquet's reader with the candidate
-//!   pages as its row selection and `key IN (keys)` as its row filter, so it
-//!   decodes the key column of those pages, then only the matching rows of
-//!   the projected columns (their pages located through the offset index).
-//!   Nothing is admitted to the memory tier (a lookup must not decode a
-//!   whole row group to return one row).
+//!   (batches a scan or `silt preload --memory` admitted): the key is
+//!   compared on the cached key batch's encoded values where the encoding
+//!   can ([`silt_liquid::LiquidArray::evaluate`]), and only matching rows of
+//!   the projected columns are decoded;
+//! * else from the page and disk tiers: the row group's key column, decoded
+//!   once per object version and kept ([`PinnedKeys`]), is compared in
+//!   memory, and Parquet's reader reads exactly the matching rows of the
+//!   other projected columns (their pages located through the offset
+//!   index). Nothing is admitted to the memory tier (a lookup must not
+//!   decode a whole row group to return one row).
 //!
 //! Every read of one file goes through one pinned version, so a lookup
 //! never mixes versions, and the answer is SQL's `WHERE key IN (keys)`: each
 //! matching row once, null keys matching nothing, rows in file order.
 
 mod key_index;
+mod pinned_keys;
 
 use std::ops::Range;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, RecordBatch, new_null_array};
-use datafusion::arrow::compute::prep_null_mask_filter;
+use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, RecordBatch, UInt32Array, new_null_array};
+use datafusion::arrow::compute::{concat, concat_batches, prep_null_mask_filter, take};
 use datafusion::arrow::datatypes::{Schema, SchemaRef};
 use datafusion::catalog::Session;
 use datafusion::common::ScalarValue;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::parquet::arrow::ProjectionMask;
-use datafusion::parquet::arrow::arrow_reader::{ArrowPredicateFn, RowFilter, RowSelection};
+use datafusion::parquet::arrow::arrow_reader::RowSelection;
 use datafusion::parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
 use datafusion::parquet::bloom_filter::Sbbf;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_expr::expressions::{Column, in_list, lit};
 use futures::TryStreamExt;
 use object_store::ObjectMeta;
-use silt_cache::{BATCH_ROWS, CachedColumn};
-use silt_liquid::shared_dict::compact_views;
+use silt_cache::{BATCH_ROWS, CachedColumn, ValidationGate};
+use silt_liquid::shared_dict::{DecodedDictionaries, compact_views};
+use silt_liquid::{CmpOp, LiquidPredicate};
 
 pub use key_index::{KeyIndex, is_lookup_type};
+pub use pinned_keys::PinnedKeys;
 
 use crate::bloom::column_bloom_filter;
 use crate::cached_table::CachedParquetTable;
 use crate::column_loader::{FileContext, conform};
 use crate::file_reader::CachedFileReader;
 use crate::footer::pinned_footer;
+use pinned_keys::matching_rows;
 
 /// A lookup: table column indices and the keys.
 #[derive(Debug, Clone)]
@@ -80,12 +85,16 @@ pub struct LookupOutcome {
 /// index; indexes of replaced versions age out (least recently used first).
 pub struct LookupIndexes {
     cache: moka::sync::Cache<(String, usize), Arc<Option<KeyIndex>>>,
+    /// Decoded key columns of the row groups lookups read pages of.
+    keys: PinnedKeys,
 }
 
 impl LookupIndexes {
-    /// At most `budget` bytes of indexes.
-    pub fn new(budget: u64) -> Self {
+    /// At most `budget` bytes of indexes and `keys_budget` bytes of pinned
+    /// key columns ([`PinnedKeys`]).
+    pub fn new(budget: u64, keys_budget: u64) -> Self {
         LookupIndexes {
+            keys: PinnedKeys::new(keys_budget),
             cache: moka::sync::Cache::builder()
                 .max_capacity(budget)
                 .weigher(|_, v: &Arc<Option<KeyIndex>>| {
@@ -122,11 +131,13 @@ impl LookupIndexes {
     }
 }
 
-/// Runs `lookup` on `table` (listing it through `state`, which validates
-/// object versions like a scan's listing).
+/// Runs `lookup` on `table` (listing it through `state` and `gate`, which
+/// validate object versions like a scan's listing: see
+/// [`CachedParquetTable::list_files_gated`]).
 pub async fn lookup(
     table: &CachedParquetTable,
     state: &dyn Session,
+    gate: Option<Arc<ValidationGate>>,
     indexes: &LookupIndexes,
     request: &KeyLookup,
 ) -> Result<LookupOutcome> {
@@ -151,7 +162,7 @@ pub async fn lookup(
     if keys.null_count() == keys.len() {
         return Ok(outcome);
     }
-    for meta in table.list_files(state).await? {
+    for meta in table.list_files_gated(state, gate).await? {
         let index = indexes.get(table, &meta, request.key_column).await?;
         let Some(index) = index.as_ref() else {
             continue; // the file lacks the key column: no row matches
@@ -175,12 +186,51 @@ pub async fn lookup(
         }
         if !on_pages.is_empty() {
             outcome.page_row_groups += on_pages.len();
-            let batches = read_pages(table, index, &matcher, on_pages, request, &out_schema).await?;
-            outcome.batches.extend(batches);
+            let mut groups = Vec::with_capacity(on_pages.len());
+            for (rg, ranges) in on_pages {
+                let keys = indexes.keys.get(table, index, rg).await?;
+                let positions = matching_rows(&matcher, &keys, &ranges)?;
+                if !positions.is_empty() {
+                    groups.push((rg, keys, positions));
+                }
+            }
+            if !groups.is_empty() {
+                outcome
+                    .batches
+                    .push(read_rows(table, index, groups, request, &out_schema).await?);
+            }
         }
     }
-    outcome.batches.retain(|b| b.num_rows() > 0);
+    outcome.batches = coalesce(&out_schema, std::mem::take(&mut outcome.batches))?;
     Ok(outcome)
+}
+
+/// `batches` without empty ones, and runs of small ones (a row from each
+/// of many row groups, for a lookup of many keys) joined up to
+/// [`BATCH_ROWS`] rows: each batch is one Flight message, which costs far
+/// more to encode and send than a few rows do.
+fn coalesce(schema: &SchemaRef, batches: Vec<RecordBatch>) -> Result<Vec<RecordBatch>> {
+    let mut out = Vec::new();
+    let mut run: Vec<RecordBatch> = Vec::new();
+    let mut run_rows = 0;
+    let flush = |run: &mut Vec<RecordBatch>, out: &mut Vec<RecordBatch>| -> Result<()> {
+        match run.len() {
+            0 => {}
+            1 => out.append(run),
+            _ => out.push(concat_batches(schema, run.drain(..).collect::<Vec<_>>().iter())?),
+        }
+        Ok(())
+    };
+    for batch in batches.into_iter().filter(|b| b.num_rows() > 0) {
+        if run_rows + batch.num_rows() > BATCH_ROWS {
+            flush(&mut run, &mut out)?;
+            run_rows = 0;
+        }
+        run_rows += batch.num_rows();
+        run.push(batch);
+    }
+    flush(&mut run, &mut out)?;
+    Ok(out)
 }
 
 /// Whether a bloom filter may hold key `i` of the keys.
@@ -238,23 +288,40 @@ fn cast_exact(array: &ArrayRef, data_type: &datafusion::arrow::datatypes::DataTy
 }
 
 /// `key IN (keys)` over a one-column batch of the key, as DataFusion
-/// evaluates it (a hash set for many keys), nulls as false.
+/// evaluates it (a hash set for many keys), nulls as false; on a liquid key
+/// batch, evaluated on the encoded values (no decode of the batch).
 #[derive(Clone)]
 struct KeyMatcher {
     schema: SchemaRef,
     expr: Arc<dyn PhysicalExpr>,
+    /// The same test for a liquid batch: `= key` or `IN (keys)`.
+    predicate: LiquidPredicate,
 }
 
 impl KeyMatcher {
     fn try_new(index: &KeyIndex, keys: &ArrayRef) -> Result<Self> {
         let schema = Arc::new(Schema::new(vec![index.field.as_ref().clone()]));
-        let list = (0..keys.len())
-            .filter(|&i| keys.is_valid(i))
-            .map(|i| Ok(lit(ScalarValue::try_from_array(keys, i)?)))
+        let valid: Vec<usize> = (0..keys.len()).filter(|&i| keys.is_valid(i)).collect();
+        let list = valid
+            .iter()
+            .map(|&i| Ok(lit(ScalarValue::try_from_array(keys, i)?)))
             .collect::<Result<Vec<_>>>()?;
         let column: Arc<dyn PhysicalExpr> = Arc::new(Column::new(index.field.name(), 0));
         let expr = in_list(column, list, &false, &schema)?;
-        Ok(KeyMatcher { schema, expr })
+        let indices = UInt32Array::from_iter_values(valid.iter().map(|&i| i as u32));
+        let values = take(keys.as_ref(), &indices, None)?;
+        let predicate = match values.len() {
+            1 => LiquidPredicate::Compare {
+                op: CmpOp::Eq,
+                literal: values,
+            },
+            _ => LiquidPredicate::InList { values, negated: false },
+        };
+        Ok(KeyMatcher {
+            schema,
+            expr,
+            predicate,
+        })
     }
 
     fn matches(&self, key: ArrayRef) -> Result<BooleanArray> {
@@ -266,10 +333,28 @@ impl KeyMatcher {
             .downcast_ref::<BooleanArray>()
             .cloned()
             .ok_or_else(|| DataFusionError::Internal("IN list did not return booleans".into()))?;
-        Ok(match mask.nulls() {
-            Some(_) => prep_null_mask_filter(&mask),
-            None => mask,
-        })
+        Ok(nulls_as_false(mask))
+    }
+
+    /// The rows of a cached key batch that match: on the encoded values
+    /// when its encoding can compare them (the type matches and the
+    /// encoding evaluates the predicate), else on the decoded batch.
+    fn matches_cached(&self, key: &CachedColumn) -> Result<BooleanArray> {
+        match key {
+            CachedColumn::Liquid { array, .. } => match array.evaluate(&self.predicate) {
+                Some(mask) => Ok(nulls_as_false(mask)),
+                None => self.matches(array.to_arrow()),
+            },
+            CachedColumn::Arrow(array) => self.matches(array.clone()),
+        }
+    }
+}
+
+/// A filter mask whose nulls (null keys) select nothing.
+fn nulls_as_false(mask: BooleanArray) -> BooleanArray {
+    match mask.nulls() {
+        Some(_) => prep_null_mask_filter(&mask),
+        None => mask,
     }
 }
 
@@ -307,19 +392,22 @@ fn read_from_memory(
         loaded.push(columns);
     }
     let mut out = Vec::new();
+    let mut decoded = DecodedDictionaries::default();
     for columns in loaded {
         let find = |c: usize| columns.iter().find(|(x, _)| *x == c).map(|(_, col)| col);
         let key = find(request.key_column).ok_or_else(|| DataFusionError::Internal("key column not loaded".into()))?;
-        let mask = matcher.matches(key.to_arrow())?;
+        let mask = matcher.matches_cached(key)?;
         let rows = mask.true_count();
         if rows == 0 {
             continue;
         }
+        // Only the matching rows of the projected columns are decoded.
+        let indices = UInt32Array::from_iter_values(mask.values().set_indices().map(|i| i as u32));
         let arrays = request
             .projection
             .iter()
             .map(|&c| match find(c) {
-                Some(col) => Ok(compact_views(col.filter(&mask)?)),
+                Some(col) => Ok(compact_views(col.filter_rows(&mask, &indices, &mut decoded)?)),
                 None => Ok(new_null_array(table.schema_ref().field(c).data_type(), rows)),
             })
             .collect::<Result<Vec<_>>>()?;
@@ -328,73 +416,97 @@ fn read_from_memory(
     Ok(Some(out))
 }
 
-/// The matching rows of the candidate ranges of `groups` (ascending row
-/// groups), read from the page and disk tiers.
-async fn read_pages(
+/// The rows of `groups` (ascending row groups, each with its pinned keys
+/// and the matching rows' positions) from the page and disk tiers: the key
+/// column comes from the pinned keys, the other projected columns from
+/// Parquet's reader with exactly those rows as its selection (only their
+/// pages are read, located through the offset index).
+async fn read_rows(
     table: &CachedParquetTable,
     index: &KeyIndex,
-    matcher: &KeyMatcher,
-    groups: Vec<(usize, Vec<Range<usize>>)>,
+    groups: Vec<(usize, ArrayRef, UInt32Array)>,
     request: &KeyLookup,
     out_schema: &SchemaRef,
-) -> Result<Vec<RecordBatch>> {
+) -> Result<RecordBatch> {
     let file = &index.file;
+    let schema = table.schema_ref();
+    let rows: usize = groups.iter().map(|(_, _, positions)| positions.len()).sum();
+    let keys = groups
+        .iter()
+        .map(|(_, keys, positions)| Ok(take(keys.as_ref(), positions, None)?))
+        .collect::<Result<Vec<_>>>()?;
+    let keys = concat(&keys.iter().map(|k| k.as_ref()).collect::<Vec<_>>())?;
     let metadata = file.reader.metadata().clone();
     let parquet_schema = metadata.file_metadata().schema_descr();
-    let key_root = file.file_columns[request.key_column]
-        .ok_or_else(|| DataFusionError::Internal("key column not in file".into()))?;
     let roots: Vec<usize> = request
         .projection
         .iter()
+        .filter(|&&c| c != request.key_column)
         .filter_map(|&c| file.file_columns[c])
         .collect();
-    // The selection spans the chosen row groups back to back.
-    let mut offset = 0;
-    let mut ranges = Vec::new();
-    for (rg, rg_ranges) in &groups {
-        ranges.extend(rg_ranges.iter().map(|r| offset + r.start..offset + r.end));
-        offset += file.rows(*rg);
-    }
-    let selection = RowSelection::from_consecutive_ranges(ranges.into_iter(), offset);
-    let key_matcher = matcher.clone();
-    let predicate = ArrowPredicateFn::new(
-        ProjectionMask::roots(parquet_schema, [key_root]),
-        move |batch: RecordBatch| {
-            key_matcher
-                .matches(batch.column(0).clone())
-                .map_err(|e| datafusion::arrow::error::ArrowError::ExternalError(Box::new(e)))
-        },
-    );
-    let reader = CachedFileReader {
-        store: table.sources().store.clone(),
-        object: file.object.clone(),
-        metadata: metadata.clone(),
+    let read = match roots.is_empty() {
+        true => None,
+        false => {
+            // The selection spans the chosen row groups back to back.
+            let mut offset = 0;
+            let mut ranges = Vec::with_capacity(rows);
+            for (rg, _, positions) in &groups {
+                ranges.extend(
+                    positions
+                        .values()
+                        .iter()
+                        .map(|&p| offset + p as usize..offset + p as usize + 1),
+                );
+                offset += file.rows(*rg);
+            }
+            let selection = RowSelection::from_consecutive_ranges(ranges.into_iter(), offset);
+            let reader = CachedFileReader {
+                store: table.sources().store.clone(),
+                object: file.object.clone(),
+                metadata: metadata.clone(),
+            };
+            let context = |e: DataFusionError| e.context(format!("looking up keys in {}", file.meta.location));
+            let stream = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, file.reader.clone())
+                .with_projection(ProjectionMask::roots(parquet_schema, roots))
+                .with_row_groups(groups.iter().map(|(rg, _, _)| *rg).collect())
+                .with_row_selection(selection)
+                .with_batch_size(rows.max(1))
+                .build()
+                .map_err(|e| context(e.into()))?;
+            let batches: Vec<RecordBatch> = stream.try_collect().await.map_err(|e| context(e.into()))?;
+            let batch = match batches.as_slice() {
+                [one] => one.clone(),
+                _ => concat_batches(
+                    &batches
+                        .first()
+                        .map_or_else(|| Arc::new(Schema::empty()), |b| b.schema()),
+                    &batches,
+                )?,
+            };
+            if batch.num_rows() != rows {
+                return Err(DataFusionError::Internal(format!(
+                    "a lookup selected {rows} rows of {} and read {}",
+                    file.meta.location,
+                    batch.num_rows()
+                )));
+            }
+            Some(batch)
+        }
     };
-    let context = |e: DataFusionError| e.context(format!("looking up keys in {}", file.meta.location));
-    let stream = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, file.reader.clone())
-        .with_projection(ProjectionMask::roots(parquet_schema, roots))
-        .with_row_groups(groups.iter().map(|(rg, _)| *rg).collect())
-        .with_row_selection(selection)
-        .with_row_filter(RowFilter::new(vec![Box::new(predicate)]))
-        .with_batch_size(BATCH_ROWS)
-        .build()
-        .map_err(|e| context(e.into()))?;
-    let read: Vec<RecordBatch> = stream.try_collect().await.map_err(|e| context(e.into()))?;
-    let schema = table.schema_ref();
-    read.iter()
-        .map(|batch| {
-            let arrays = request
-                .projection
-                .iter()
-                .map(|&c| {
-                    let field = schema.field(c);
-                    match batch.column_by_name(field.name()) {
-                        Some(a) if file.file_columns[c].is_some() => conform(a, field.data_type()).map(compact_views),
-                        _ => Ok(new_null_array(field.data_type(), batch.num_rows())),
-                    }
-                })
-                .collect::<Result<Vec<_>>>()?;
-            Ok(RecordBatch::try_new(out_schema.clone(), arrays)?)
+    let arrays = request
+        .projection
+        .iter()
+        .map(|&c| {
+            let field = schema.field(c);
+            let column = match c == request.key_column {
+                true => Some(&keys),
+                false => read.as_ref().and_then(|b| b.column_by_name(field.name())),
+            };
+            match column {
+                Some(a) if file.file_columns[c].is_some() => conform(a, field.data_type()).map(compact_views),
+                _ => Ok(new_null_array(field.data_type(), rows)),
+            }
         })
-        .collect()
+        .collect::<Result<Vec<_>>>()?;
+    Ok(RecordBatch::try_new(out_schema.clone(), arrays)?)
 }

@@ -158,6 +158,29 @@ async fn lookups_answer_like_datafusion_on_every_key_type() {
     check_same("lookup by id", &got, &want, false).unwrap();
     // 0, 2999, 3000, 9999, 12345 once; 550 in both files.
     assert_eq!(got.iter().map(RecordBatch::num_rows).sum::<usize>(), 7);
+    // Only the key (answered from the pinned keys, no page of another
+    // column read), and only other columns (the key not returned).
+    for cols in [vec!["id"], vec!["payload", "name"]] {
+        let ids: ArrayRef = Arc::new(Int64Array::from(vec![
+            Some(2_999),
+            Some(550),
+            None,
+            Some(12_345),
+            Some(-4),
+        ]));
+        let list = cols.join(", ");
+        let got = client
+            .lookup("t", "id", ids, Some(cols.iter().map(|c| c.to_string()).collect()))
+            .await
+            .unwrap();
+        let want = expected(
+            &base,
+            &format!("SELECT {list} FROM t WHERE id IN (2999, 550, NULL, 12345, -4)"),
+        )
+        .await;
+        check_same(&format!("lookup of {list} by id"), &got, &want, false).unwrap();
+        assert_eq!(got.iter().map(RecordBatch::num_rows).sum::<usize>(), 4, "{list}");
+    }
 
     // Strings (nulls in the column, a duplicate-heavy key), all columns.
     let names: Vec<Option<String>> = vec![Some("n-7".into()), Some("n-499".into()), Some("nope".into()), None];

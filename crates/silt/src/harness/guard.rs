@@ -719,9 +719,9 @@ mod tests {
         assert_eq!((f.value, f.verdict), (Some(2.1), Verdict::Ok));
     }
 
-    #[test]
-    fn missing_figures_and_missing_baselines() {
-        let baseline = Baseline {
+    /// A one-pass baseline from a 2-core release machine with `figures`.
+    fn baseline_of<const N: usize>(figures: [(String, BaselineFigure); N]) -> Baseline {
+        Baseline {
             schema_version: SCHEMA_VERSION,
             created_unix: 0,
             machine: Machine {
@@ -730,12 +730,16 @@ mod tests {
                 build: "release".into(),
             },
             runs: 1,
-            figures: [
-                ("gone".to_string(), base(1.0, None)),
-                ("kept".to_string(), base(1.0, None)),
-            ]
-            .into(),
-        };
+            figures: figures.into(),
+        }
+    }
+
+    #[test]
+    fn missing_figures_and_missing_baselines() {
+        let baseline = baseline_of([
+            ("gone".to_string(), base(1.0, None)),
+            ("kept".to_string(), base(1.0, None)),
+        ]);
         let measured: BTreeMap<String, Vec<f64>> =
             [("kept".to_string(), vec![1.1]), ("new".to_string(), vec![3.0])].into();
         let figures = compare(&measured, Some(&baseline));
@@ -770,17 +774,7 @@ mod tests {
         assert_eq!(spread_threshold(&[1.0, 1.1, 1.2]), None, "within the default");
         // Range 0.62 over median 1.5: 41%, rounded up to 45%.
         assert_eq!(spread_threshold(&[1.2, 1.5, 1.82]), Some(0.45));
-        let old = Baseline {
-            schema_version: SCHEMA_VERSION,
-            created_unix: 0,
-            machine: Machine {
-                cores: 2,
-                memory_bytes: 0,
-                build: "release".into(),
-            },
-            runs: 1,
-            figures: [("one".to_string(), base(1.0, Some(0.4)))].into(),
-        };
+        let old = baseline_of([("one".to_string(), base(1.0, Some(0.4)))]);
         let figures = vec![
             judge("one", &[1.3], None),
             judge("three", &[1.2, 1.5, 1.82], None),

@@ -223,6 +223,9 @@ async fn measure(
             .preload("lookup", None, args.preload == "memory", |_| {})
             .await
             .context("preloading the lookup table")?;
+        // Measure the steady state: the background transcoder's backlog
+        // from the preload (it encodes at half a core) drained first.
+        session.settle().await?;
     }
     let mut askers = Vec::new();
     for _ in 0..args.clients.max(1) {
