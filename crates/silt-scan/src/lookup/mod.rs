@@ -217,7 +217,7 @@ fn coalesce(schema: &SchemaRef, batches: Vec<RecordBatch>) -> Result<Vec<RecordB
         match run.len() {
             0 => {}
             1 => out.append(run),
-            _ => out.push(concat_batches(schema, run.drain(..).collect::<Vec<_>>().iter())?),
+            _ => out.push(concat_batches(schema, std::mem::take(run).iter())?),
         }
         Ok(())
     };
