@@ -14,6 +14,7 @@
 //! encodings share: null handling, gathering rows for `filter`/`take`,
 //! the predicate skeleton ([`Evaluate`], [`evaluate`]) and [`PlainArray`].
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use arrow::array::{
@@ -148,6 +149,9 @@ fn encode_native<N: IntNative>(array: &ArrayRef) -> Option<LiquidArrayRef> {
         reference: min,
         max_offset,
     };
+    // One pass at encode time; comparisons on a sorted batch then binary
+    // search instead of scanning it (a key column written in key order).
+    let sorted = nulls.is_none() && values.is_sorted();
     Some(by_word!(width, W => {
         let offsets = frame.offsets::<W>(values, nulls.as_ref());
         Arc::new(ForArray {
@@ -155,6 +159,7 @@ fn encode_native<N: IntNative>(array: &ArrayRef) -> Option<LiquidArrayRef> {
             nulls,
             frame,
             offsets: BitPacked::pack(&offsets, width),
+            sorted,
         }) as LiquidArrayRef
     }))
 }
@@ -205,6 +210,9 @@ struct ForArray<N: IntNative, W: PackWord> {
     nulls: Option<NullBuffer>,
     frame: Frame<N>,
     offsets: BitPacked<W>,
+    /// No nulls and the values in ascending order: a comparison's rows are
+    /// one contiguous run, found by binary search.
+    sorted: bool,
 }
 
 impl<N: IntNative, W: PackWord> ForArray<N, W> {
@@ -241,7 +249,22 @@ impl<N: IntNative, W: PackWord> ForArray<N, W> {
             return constant_bits(len, !negate);
         }
         let (lo, hi) = (lo as u64, hi as u64);
+        if self.sorted {
+            return run_bits(len, std::iter::once(self.run_of(lo, hi)), negate);
+        }
         self.offset_bits(|o| (lo <= o && o <= hi) != negate)
+    }
+
+    /// On a sorted batch: the rows whose offset lies in `lo..=hi`, by binary
+    /// search (random access to single packed values).
+    fn run_of(&self, lo: u64, hi: u64) -> Range<usize> {
+        let first_not_below = |bound: u64| partition_point(self.offsets.len(), |i| self.offsets.get(i).widen() < bound);
+        let start = first_not_below(lo);
+        let end = match hi.checked_add(1) {
+            Some(after) => first_not_below(after),
+            None => self.offsets.len(),
+        };
+        start..end.max(start)
     }
 
     /// `test` applied to every offset, block by block.
@@ -353,6 +376,7 @@ impl<N: IntNative, W: PackWord> Evaluate for ForArray<N, W> {
         match set.as_slice() {
             [] => constant_bits(self.offsets.len(), false),
             [k] => self.range_bits(i128::from(*k), i128::from(*k), false),
+            _ if self.sorted => run_bits(self.offsets.len(), set.iter().map(|&k| self.run_of(k, k)), false),
             _ => self.offset_bits(|o| set.binary_search(&o).is_ok()),
         }
     }
@@ -380,6 +404,33 @@ pub(crate) fn compact_nulls(nulls: Option<&NullBuffer>) -> Option<NullBuffer> {
 /// Heap bytes of a null buffer.
 pub(crate) fn nulls_heap_size(nulls: Option<&NullBuffer>) -> usize {
     nulls.map_or(0, |n| n.buffer().capacity())
+}
+
+/// Bits set on the rows of `runs` (ascending, disjoint), all others unset;
+/// inverted when `negate`.
+fn run_bits(len: usize, runs: impl Iterator<Item = Range<usize>>, negate: bool) -> BooleanBuffer {
+    let mut bits = arrow::array::BooleanBufferBuilder::new(len);
+    for run in runs {
+        bits.append_n(run.start - bits.len(), negate);
+        bits.append_n(run.len(), !negate);
+    }
+    bits.append_n(len - bits.len(), negate);
+    bits.finish()
+}
+
+/// The first index in `0..n` for which `before` is false (`before` holds
+/// on a prefix).
+fn partition_point(n: usize, before: impl Fn(usize) -> bool) -> usize {
+    let (mut lo, mut hi) = (0, n);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if before(mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
 }
 
 /// All-true or all-false bits.

@@ -403,3 +403,28 @@ fn a_mostly_default_column_takes_the_dominant_form() {
         liquid.heap_size()
     );
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+    /// Sorted batches without nulls (a key column written in key order) take
+    /// the binary-search path of the comparisons: narrow values with many
+    /// duplicates, and wide ones spread over the whole range.
+    #[test]
+    fn sorted_integers(
+        mut narrow in prop::collection::vec(-50i64..50, 0..3000),
+        mut wide in prop::collection::vec(any::<u32>(), 0..3000),
+        lits in prop::collection::vec(prop::option::of(-60i64..60), 3),
+        seed in any::<u64>(),
+    ) {
+        narrow.sort_unstable();
+        wide.sort_unstable();
+        let make = |v: Vec<Option<i64>>| -> ArrayRef { Arc::new(Int64Array::from(v)) };
+        let literals = lits.iter().map(|l| make(vec![*l])).collect();
+        let list = lits.iter().flatten().copied().chain(narrow.iter().step_by(97).copied());
+        check_all(make(narrow.iter().map(|v| Some(*v)).collect()), literals, make(list.map(Some).collect()), seed)?;
+        let make = |v: Vec<Option<u32>>| -> ArrayRef { Arc::new(UInt32Array::from(v)) };
+        let literals = [Some(0), wide.first().map(|v| v.saturating_sub(1)), Some(u32::MAX)].map(|l| make(vec![l]));
+        let list = wide.iter().step_by(89).copied().map(Some).collect();
+        check_all(make(wide.iter().map(|v| Some(*v)).collect()), literals.to_vec(), make(list), seed)?;
+    }
+}
