@@ -376,7 +376,11 @@ impl<N: IntNative, W: PackWord> Evaluate for ForArray<N, W> {
         match set.as_slice() {
             [] => constant_bits(self.offsets.len(), false),
             [k] => self.range_bits(i128::from(*k), i128::from(*k), false),
-            _ if self.sorted => run_bits(self.offsets.len(), set.iter().map(|&k| self.run_of(k, k)), false),
+            // Two binary searches per key beat a scan only for a few keys
+            // (a join filter's list may hold thousands).
+            _ if self.sorted && set.len() * SEARCHES_PER_SCAN <= self.offsets.len() => {
+                run_bits(self.offsets.len(), set.iter().map(|&k| self.run_of(k, k)), false)
+            }
             _ => self.offset_bits(|o| set.binary_search(&o).is_ok()),
         }
     }
@@ -405,6 +409,11 @@ pub(crate) fn compact_nulls(nulls: Option<&NullBuffer>) -> Option<NullBuffer> {
 pub(crate) fn nulls_heap_size(nulls: Option<&NullBuffer>) -> usize {
     nulls.map_or(0, |n| n.buffer().capacity())
 }
+
+/// Rows a sorted batch must have per key of an IN list for the list to be
+/// found by binary search rather than a scan (a search reads ~2 log2(rows)
+/// single packed values; a scan unpacks every row once and looks it up).
+const SEARCHES_PER_SCAN: usize = 64;
 
 /// Bits set on the rows of `runs` (ascending, disjoint), all others unset;
 /// inverted when `negate`.
