@@ -428,8 +428,9 @@ fn run_bits(len: usize, runs: impl Iterator<Item = Range<usize>>, negate: bool) 
 }
 
 /// The first index in `0..n` for which `before` is false (`before` holds
-/// on a prefix).
-fn partition_point(n: usize, before: impl Fn(usize) -> bool) -> usize {
+/// on a prefix): `slice::partition_point` for data reached by index (packed
+/// values, statistics arrays).
+pub fn partition_point(n: usize, before: impl Fn(usize) -> bool) -> usize {
     let (mut lo, mut hi) = (0, n);
     while lo < hi {
         let mid = lo + (hi - lo) / 2;

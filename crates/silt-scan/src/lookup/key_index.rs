@@ -15,6 +15,8 @@ use datafusion::arrow::datatypes::{DataType, FieldRef};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::parquet::arrow::arrow_reader::statistics::StatisticsConverter;
 
+use silt_liquid::integer::partition_point;
+
 use crate::column_loader::FileContext;
 
 /// One unit of the key column's index: a page, or a whole row group when
@@ -186,21 +188,6 @@ fn is_sorted(mins: &ArrayRef, maxes: &ArrayRef) -> Result<bool> {
         make_comparator(mins.as_ref(), maxes.as_ref(), SortOptions::default()).map_err(DataFusionError::from)?;
     Ok((0..mins.len()).all(|i| within(i, i) != Ordering::Greater)
         && (1..mins.len()).all(|i| cmp(i - 1, i) != Ordering::Greater))
-}
-
-/// The first index in `0..n` for which `before` is false (`before` is true
-/// on a prefix).
-fn partition_point(n: usize, before: impl Fn(usize) -> bool) -> usize {
-    let (mut lo, mut hi) = (0, n);
-    while lo < hi {
-        let mid = lo + (hi - lo) / 2;
-        if before(mid) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    lo
 }
 
 #[cfg(test)]

@@ -436,8 +436,6 @@ async fn read_rows(
         .map(|(_, keys, positions)| Ok(take(keys.as_ref(), positions, None)?))
         .collect::<Result<Vec<_>>>()?;
     let keys = concat(&keys.iter().map(|k| k.as_ref()).collect::<Vec<_>>())?;
-    let metadata = file.reader.metadata().clone();
-    let parquet_schema = metadata.file_metadata().schema_descr();
     let roots: Vec<usize> = request
         .projection
         .iter()
@@ -460,20 +458,17 @@ async fn read_rows(
                 offset += file.rows(*rg);
             }
             let selection = RowSelection::from_consecutive_ranges(ranges.into_iter(), offset);
-            let reader = CachedFileReader {
-                store: table.sources().store.clone(),
-                object: file.object.clone(),
-                metadata: metadata.clone(),
-            };
-            let context = |e: DataFusionError| e.context(format!("looking up keys in {}", file.meta.location));
-            let stream = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, file.reader.clone())
-                .with_projection(ProjectionMask::roots(parquet_schema, roots))
-                .with_row_groups(groups.iter().map(|(rg, _, _)| *rg).collect())
-                .with_row_selection(selection)
-                .with_batch_size(rows.max(1))
-                .build()
-                .map_err(|e| context(e.into()))?;
-            let batches: Vec<RecordBatch> = stream.try_collect().await.map_err(|e| context(e.into()))?;
+            let row_groups = groups.iter().map(|(rg, _, _)| *rg).collect();
+            let batches = read_file_rows(
+                table,
+                file,
+                roots,
+                row_groups,
+                Some(selection),
+                rows,
+                "looking up keys in",
+            )
+            .await?;
             let batch = match batches.as_slice() {
                 [one] => one.clone(),
                 _ => concat_batches(
@@ -509,4 +504,35 @@ async fn read_rows(
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(RecordBatch::try_new(out_schema.clone(), arrays)?)
+}
+
+/// Root columns `roots` of `row_groups` of the pinned `file` (only
+/// `selection`'s rows, when given), read through the cache tiers in batches
+/// of at most `batch_size` rows; errors say `doing` and the file.
+async fn read_file_rows(
+    table: &CachedParquetTable,
+    file: &FileContext,
+    roots: Vec<usize>,
+    row_groups: Vec<usize>,
+    selection: Option<RowSelection>,
+    batch_size: usize,
+    doing: &str,
+) -> Result<Vec<RecordBatch>> {
+    let metadata = file.reader.metadata().clone();
+    let context = |e: DataFusionError| e.context(format!("{doing} {}", file.meta.location));
+    let projection = ProjectionMask::roots(metadata.file_metadata().schema_descr(), roots);
+    let reader = CachedFileReader {
+        store: table.sources().store.clone(),
+        object: file.object.clone(),
+        metadata,
+    };
+    let mut builder = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, file.reader.clone())
+        .with_projection(projection)
+        .with_row_groups(row_groups)
+        .with_batch_size(batch_size.max(1));
+    if let Some(selection) = selection {
+        builder = builder.with_row_selection(selection);
+    }
+    let stream = builder.build().map_err(|e| context(e.into()))?;
+    stream.try_collect().await.map_err(|e| context(e.into()))
 }

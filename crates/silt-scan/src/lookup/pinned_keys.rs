@@ -16,14 +16,10 @@ use std::ops::Range;
 use datafusion::arrow::array::{Array, ArrayRef, UInt32Array};
 use datafusion::arrow::compute::concat;
 use datafusion::error::{DataFusionError, Result};
-use datafusion::parquet::arrow::ProjectionMask;
-use datafusion::parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
-use futures::TryStreamExt;
 use silt_cache::ObjectKey;
 
-use super::{KeyIndex, KeyMatcher};
+use super::{KeyIndex, KeyMatcher, read_file_rows};
 use crate::cached_table::CachedParquetTable;
-use crate::file_reader::CachedFileReader;
 
 /// Decoded key columns of row groups: (object version, table column, row
 /// group) to the row group's keys in the file's type.
@@ -67,22 +63,18 @@ impl PinnedKeys {
 /// The whole key column chunk of row group `rg`, through the cache tiers.
 async fn read_keys(table: &CachedParquetTable, index: &KeyIndex, rg: usize) -> Result<ArrayRef> {
     let file = &index.file;
-    let metadata = file.reader.metadata().clone();
     let root =
         file.file_columns[index.column].ok_or_else(|| DataFusionError::Internal("key column not in file".into()))?;
-    let reader = CachedFileReader {
-        store: table.sources().store.clone(),
-        object: file.object.clone(),
-        metadata: metadata.clone(),
-    };
-    let context = |e: DataFusionError| e.context(format!("reading the keys of {}", file.meta.location));
-    let stream = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, file.reader.clone())
-        .with_projection(ProjectionMask::roots(metadata.file_metadata().schema_descr(), [root]))
-        .with_row_groups(vec![rg])
-        .with_batch_size(file.rows(rg).max(1))
-        .build()
-        .map_err(|e| context(e.into()))?;
-    let batches: Vec<_> = stream.try_collect().await.map_err(|e| context(e.into()))?;
+    let batches = read_file_rows(
+        table,
+        file,
+        vec![root],
+        vec![rg],
+        None,
+        file.rows(rg),
+        "reading the keys of",
+    )
+    .await?;
     let columns: Vec<&dyn Array> = batches.iter().map(|b| b.column(0).as_ref()).collect();
     match columns.as_slice() {
         [] => Ok(datafusion::arrow::array::new_empty_array(index.field.data_type())),
