@@ -63,6 +63,18 @@ impl ServerError {
         }
     }
 
+    /// Whether this failure is an object changing under the query (a read
+    /// found another version than the one its listing validated): the query
+    /// runner restarts a query once on it, before anything was sent.
+    pub fn is_version_changed(&self) -> bool {
+        match self {
+            ServerError::DataFusion(e) | ServerError::Read { source: e, .. } => {
+                CacheError::find(e).is_some_and(CacheError::is_changed)
+            }
+            _ => false,
+        }
+    }
+
     /// The gRPC status a client sees: the code says whose fault it is, the
     /// message says what failed and where.
     pub fn to_status(&self) -> Status {

@@ -6,6 +6,7 @@
 
 pub mod admin;
 pub mod auth;
+pub mod catalog;
 pub mod change_notices;
 pub mod config;
 pub mod engine;
@@ -13,18 +14,14 @@ pub mod error;
 pub mod flight;
 pub mod guard;
 pub mod history;
-pub mod lookup;
 pub mod memory_pressure;
 pub mod metrics;
 pub mod partial_aggregate;
-pub mod pending_plans;
 pub mod preload;
-pub mod query_clock;
-pub mod query_log;
-pub mod query_slots;
-pub mod query_trace;
+pub mod query;
 pub mod registry;
 pub mod s3_api;
+pub mod server_tiers;
 pub mod stats;
 pub mod system_tables;
 pub mod table_metrics;
@@ -43,6 +40,7 @@ use tracing::info;
 pub use config::ServerConfig;
 pub use engine::Engine;
 pub use error::ServerError;
+pub use query::QueryRunner;
 
 /// Largest gRPC message accepted (requests are small; results are split
 /// into messages of a few MiB by the encoder).
@@ -58,7 +56,8 @@ pub struct ServerHandle {
     pub engine: Arc<Engine>,
     shutdown: Vec<oneshot::Sender<()>>,
     tasks: Vec<JoinHandle<Result<(), ServerError>>>,
-    /// Tasks that live as long as the server (the history sampler).
+    /// Tasks that live as long as the server (the history sampler, the
+    /// expiry of kept plans).
     background: Vec<JoinHandle<()>>,
     /// Kernel watches of `file://` tables under `notify` (dropped with the
     /// handle: the tables then rely on the sweep).
@@ -121,8 +120,14 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, ServerError> {
     let tls_files = tls::TlsFiles::load(&config)?;
     let metrics = metrics::ServerMetrics::new();
     let auth_token = config.auth_token.clone().filter(|t| !t.is_empty());
-    let engine = Engine::new(config, metrics).await?;
-    let sampler = history::spawn_sampler(&engine);
+    let tiers = server_tiers::ServerTiers::open(&config, &metrics)?;
+    let engine = Engine::new(config, metrics, tiers)?;
+    let runner = QueryRunner::new(engine.clone());
+    // The observers: each takes the engine, none is started by it.
+    system_tables::register(&engine)?;
+    memory_pressure::spawn(Arc::downgrade(&engine), engine.config().memory_pressure_floor);
+    engine.start_registration(engine.config().registration_wait).await;
+    let background = vec![history::spawn_sampler(&engine), runner.spawn_plan_expiry()];
     let file_watches = change_notices::file_watch::start(&engine);
 
     let mut shutdown = Vec::new();
@@ -130,7 +135,7 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, ServerError> {
 
     let (tx, rx) = oneshot::channel::<()>();
     shutdown.push(tx);
-    let service = FlightServiceServer::new(flight::SiltFlightService::new(engine.clone()))
+    let service = FlightServiceServer::new(flight::SiltFlightService::new(runner))
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(usize::MAX);
     let service = tonic::service::interceptor::InterceptedService::new(service, auth::BearerAuth::new(auth_token));
@@ -183,7 +188,7 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, ServerError> {
         engine,
         shutdown,
         tasks,
-        background: vec![sampler],
+        background,
         _file_watches: file_watches,
     })
 }

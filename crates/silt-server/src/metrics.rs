@@ -12,7 +12,7 @@ use silt_cache::CacheMetrics;
 use silt_scan::ScanMetrics;
 use silt_store::StoreMetrics;
 
-use crate::query_trace::Stage;
+use crate::query::stage::Stage;
 
 static METADATA: Metadata<'static> = Metadata::new("silt_server", Level::INFO, None);
 
@@ -99,11 +99,11 @@ pub struct ServerMetrics {
     pub lookup_row_groups_bloom_skipped: Counter,
     /// `silt_query_stage_seconds{stage}`: per query, the server time in each
     /// stage (validation, planning, scan, encode, send; see
-    /// [`crate::query_trace`]), in [`Stage::ALL`] order.
+    /// [`crate::query::trace`]), in [`Stage::ALL`] order.
     query_stages: [Histogram; 5],
     /// The queries running and lately finished (not a Prometheus series:
     /// `/stats`, the dashboard and `silt_system.queries` read it).
-    pub query_log: crate::query_log::QueryLog,
+    pub query_log: crate::query::log::QueryLog,
 }
 
 impl ServerMetrics {

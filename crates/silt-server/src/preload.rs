@@ -118,8 +118,7 @@ async fn decode_into_memory(engine: &Engine, request: &PreloadRequest) -> Result
         projection: request.columns.clone().map(|columns| Projection { columns }),
         ..Default::default()
     };
-    let mut stream = engine
-        .plan_scan(&scan)
+    let mut stream = crate::query::plan::scan(engine, &scan, None)
         .await?
         .with_admission(Admission::Every)
         .execute()

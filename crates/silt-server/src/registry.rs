@@ -19,6 +19,7 @@ use silt_scan::{CachedParquetTable, ParquetTable, ScanShared, TableOptions, regi
 use silt_store::{FaultyStore, MeteredStore, RetryingStore, S3Settings, TableLocation};
 use tracing::{info, warn};
 
+use crate::catalog::{CatalogEntry, EntryKind};
 use crate::config::TableConfig;
 use crate::engine::Engine;
 use crate::error::ServerError;
@@ -28,31 +29,6 @@ use crate::guard;
 const REGISTER_TIMEOUT: Duration = Duration::from_secs(60);
 /// Tables that failed to register are retried at most this often.
 const RETRY_INTERVAL: Duration = Duration::from_secs(5);
-
-/// Whether a name is a table or a view, and whether it is usable now.
-#[derive(Debug, Clone)]
-pub struct CatalogEntry {
-    pub kind: EntryKind,
-    /// `Some(cause)` while the table or view could not be registered.
-    pub unavailable: Option<String>,
-    /// Tables (for a view: the tables it reads) this entry depends on.
-    pub tables: Vec<String>,
-}
-
-#[derive(Debug, Clone)]
-pub enum EntryKind {
-    Table { index: usize, config: TableConfig },
-    View { sql: String },
-}
-
-impl CatalogEntry {
-    pub fn type_name(&self) -> &'static str {
-        match self.kind {
-            EntryKind::Table { .. } => "TABLE",
-            EntryKind::View { .. } => "VIEW",
-        }
-    }
-}
 
 /// A registered, available Parquet table: what [`Engine::resolve_table`]
 /// gives every surface that reads a table by name.
@@ -271,7 +247,7 @@ impl Engine {
     /// pass every [`RETRY_INTERVAL`] while anything is unavailable. Requests
     /// never register anything nor wait on a registration. The task ends
     /// when the engine is dropped.
-    pub(crate) async fn start_registration(self: &Arc<Self>, wait: Duration) {
+    pub async fn start_registration(self: &Arc<Self>, wait: Duration) {
         let engine = Arc::downgrade(self);
         let (first_done_tx, first_done) = tokio::sync::oneshot::channel();
         tokio::spawn(async move {

@@ -126,8 +126,8 @@ const SLOW_QUERIES: usize = 20;
 
 /// The queries running now and the slowest of the last hour.
 fn queries_json(engine: &Engine) -> Value {
-    use crate::query_log::unix_ms;
-    use crate::query_trace::Stage;
+    use crate::query::log::unix_ms;
+    use crate::query::stage::Stage;
     let log = &engine.metrics().query_log;
     let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
     let running: Vec<Value> = log

@@ -12,7 +12,7 @@
 //!   (`pages`) and the disk tier a page of object bytes.
 //! - `tables`: the catalog, with each table's lookups and hit ratio.
 //! - `queries`: the queries running now and those finished in the last
-//!   hour (at most 1,000; [`crate::query_log`]), with their stage times.
+//!   hour (at most 1,000; [`crate::query::log`]), with their stage times.
 //! - `store_requests`: object-store requests per operation since start,
 //!   and one `all` row with failures and request latency.
 //!
@@ -31,7 +31,8 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit}
 use datafusion::catalog::{MemTable, SchemaProvider, TableProvider};
 use datafusion::error::{DataFusionError, Result};
 
-use crate::engine::{CATALOG, Engine};
+use crate::catalog::CATALOG;
+use crate::engine::Engine;
 use crate::error::ServerError;
 
 /// The schema's name.
@@ -201,8 +202,8 @@ fn tables(engine: &Engine) -> Result<RecordBatch> {
         .iter()
         .map(|(name, entry)| {
             let url = match &entry.kind {
-                crate::engine::EntryKind::Table { config, .. } => Some(config.url.clone()),
-                crate::engine::EntryKind::View { .. } => None,
+                crate::catalog::EntryKind::Table { config, .. } => Some(config.url.clone()),
+                crate::catalog::EntryKind::View { .. } => None,
             };
             let counts = stores.get(name).map(|s| {
                 let c = s.counters();
@@ -254,8 +255,8 @@ fn tables(engine: &Engine) -> Result<RecordBatch> {
 }
 
 fn queries(engine: &Engine) -> Result<RecordBatch> {
-    use crate::query_log::unix_ms;
-    use crate::query_trace::Stage;
+    use crate::query::log::unix_ms;
+    use crate::query::stage::Stage;
     let log = &engine.metrics().query_log;
     let finished = log.finished();
     let running = log.running();

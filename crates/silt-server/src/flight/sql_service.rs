@@ -4,6 +4,7 @@
 //! run through the parent module.
 
 use super::*;
+use crate::query::Request as QueryRequest;
 
 static SQL_INFO: LazyLock<SqlInfoData> = LazyLock::new(|| {
     let mut b = SqlInfoDataBuilder::new();
@@ -40,7 +41,7 @@ impl FlightSqlService for SiltFlightService {
         query: CommandStatementQuery,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        self.statement_info(&query.query, request.into_inner()).await
+        self.statement_info(&query.query, request.get_ref()).await
     }
 
     async fn get_flight_info_prepared_statement(
@@ -49,7 +50,7 @@ impl FlightSqlService for SiltFlightService {
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
         let sql = handle_sql(&cmd.prepared_statement_handle)?;
-        self.statement_info(&sql, request.into_inner()).await
+        self.statement_info(&sql, request.get_ref()).await
     }
 
     async fn get_flight_info_catalogs(
@@ -94,16 +95,11 @@ impl FlightSqlService for SiltFlightService {
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
         let any = cmd.into_any();
-        if let Some(lookup) = unpack_lookup(&any)? {
-            let schema = self.counted(self.engine.lookup_schema(&lookup).await)?;
-            return self.info(&schema, any, None, request.get_ref());
-        }
-        let Some(scan) = unpack_scan(&any)? else {
+        let Some(query) = unpack_query(&any)? else {
             return Err(Status::unimplemented(format!("unsupported command {}", any.type_url)));
         };
-        let planned = self.plan_scan(scan).await?;
-        let rows = self.engine.row_count(&planned).await;
-        self.info(&planned.schema(), any, rows, request.get_ref())
+        let described = self.runner.describe(&query).await?;
+        self.info(&described.schema, any, described.rows, request.get_ref())
     }
 
     async fn do_get_statement(
@@ -111,13 +107,8 @@ impl FlightSqlService for SiltFlightService {
         ticket: TicketStatementQuery,
         _request: Request<Ticket>,
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
-        let (sql, planned) = self.pending.redeem(&handle_sql(&ticket.statement_handle)?);
-        if planned.is_none()
-            && let Some(lookup) = self.sql_lookup(&sql).await
-        {
-            return self.stream_lookup(&lookup).await;
-        }
-        self.stream(Query::Sql(sql), planned).await
+        let handle = handle_sql(&ticket.statement_handle)?;
+        self.respond(self.runner.run_statement(&handle).await)
     }
 
     async fn do_get_prepared_statement(
@@ -126,7 +117,7 @@ impl FlightSqlService for SiltFlightService {
         _request: Request<Ticket>,
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
         let sql = handle_sql(&query.prepared_statement_handle)?;
-        self.stream(Query::Sql(sql), None).await
+        self.respond(self.runner.run(QueryRequest::Sql(sql)).await)
     }
 
     async fn do_get_fallback(
@@ -134,16 +125,13 @@ impl FlightSqlService for SiltFlightService {
         _request: Request<Ticket>,
         message: Any,
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
-        if let Some(lookup) = unpack_lookup(&message)? {
-            return self.stream_lookup(&lookup).await;
-        }
-        let Some(scan) = unpack_scan(&message)? else {
+        let Some(query) = unpack_query(&message)? else {
             return Err(Status::unimplemented(format!(
                 "unsupported ticket {}",
                 message.type_url
             )));
         };
-        self.stream(Query::Scan(scan), None).await
+        self.respond(self.runner.run(query).await)
     }
 
     async fn do_get_catalogs(
@@ -174,11 +162,11 @@ impl FlightSqlService for SiltFlightService {
         _request: Request<Ticket>,
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
         let mut builder = query.into_builder();
-        for (name, entry) in self.engine.catalog() {
+        for (name, entry) in self.engine().catalog() {
             if entry.unavailable.is_some() {
                 continue;
             }
-            let Some(schema) = self.engine.table_schema(&name).await else {
+            let Some(schema) = self.engine().table_schema(&name).await else {
                 continue;
             };
             builder
@@ -215,8 +203,11 @@ impl FlightSqlService for SiltFlightService {
         query: ActionCreatePreparedStatementRequest,
         _request: Request<Action>,
     ) -> Result<ActionCreatePreparedStatementResult, Status> {
-        let planned = self.plan_statement(&query.query).await?;
-        let schema = planned.schema();
+        let schema = self
+            .runner
+            .describe(&QueryRequest::Sql(query.query.clone()))
+            .await?
+            .schema;
         let message: IpcMessage = SchemaAsIpc::new(&schema, &IpcWriteOptions::default())
             .try_into()
             .map_err(|e| Status::internal(format!("encoding schema: {e}")))?;
@@ -243,7 +234,7 @@ impl FlightSqlService for SiltFlightService {
         let action = request.into_inner();
         if action.r#type == ACTION_STATS {
             let body = self
-                .engine
+                .engine()
                 .off_worker(|e| crate::stats::stats_json(e).to_string())
                 .await
                 .map_err(|e| Status::internal(format!("computing stats: {e}")))?;
@@ -254,7 +245,7 @@ impl FlightSqlService for SiltFlightService {
             let request: crate::preload::PreloadRequest = serde_json::from_slice(&action.body)
                 .map_err(|e| Status::invalid_argument(format!("malformed preload request: {e}")))?;
             let (tx, rx) = tokio::sync::mpsc::channel(16);
-            let task = tokio::spawn(crate::preload::run(self.engine.clone(), request, tx));
+            let task = tokio::spawn(crate::preload::run(self.engine().clone(), request, tx));
             let to_result = |p: &crate::preload::PreloadProgress| arrow_flight::Result {
                 body: serde_json::to_vec(p).unwrap_or_default().into(),
             };
@@ -278,18 +269,17 @@ fn handle_sql(handle: &[u8]) -> Result<String, Status> {
     String::from_utf8(handle.to_vec()).map_err(|_| Status::invalid_argument("statement handle is not UTF-8 SQL"))
 }
 
-fn unpack_scan(any: &Any) -> Result<Option<ScanRequest>, Status> {
-    any.unpack::<ScanRequest>()
-        .map_err(|e| Status::invalid_argument(format!("malformed scan request: {e}")))
-}
-
-/// A `LookupRequest` ticket or command, decoded.
-fn unpack_lookup(any: &Any) -> Result<Option<LookupQuery>, Status> {
-    let request = any
+/// Silt's own ticket or command (a `LookupRequest` or a `ScanRequest`),
+/// decoded; `None` for any other message.
+fn unpack_query(any: &Any) -> Result<Option<QueryRequest>, Status> {
+    let lookup = any
         .unpack::<LookupRequest>()
         .map_err(|e| Status::invalid_argument(format!("malformed lookup request: {e}")))?;
-    request
-        .map(|r| LookupQuery::from_request(&r))
-        .transpose()
-        .map_err(|e| e.to_status())
+    if let Some(request) = lookup {
+        return Ok(Some(QueryRequest::Lookup(LookupQuery::from_request(&request)?)));
+    }
+    let scan = any
+        .unpack::<ScanRequest>()
+        .map_err(|e| Status::invalid_argument(format!("malformed scan request: {e}")))?;
+    Ok(scan.map(QueryRequest::Scan))
 }

@@ -14,7 +14,8 @@ use s3s::{S3, S3Request, S3Response, S3Result};
 use super::bucket::Bucket;
 use super::listing::{ListParams, list_objects};
 use super::peers::{FORWARDED, PeerRoute, Peers};
-use crate::engine::{Engine, EntryKind};
+use crate::catalog::EntryKind;
+use crate::engine::Engine;
 
 /// Silt's tables as S3 buckets (read-only).
 pub(super) struct TableBuckets {

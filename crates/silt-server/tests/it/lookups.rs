@@ -428,7 +428,7 @@ async fn a_statement_is_planned_once_and_a_stale_ticket_is_planned_again() {
     // runs: the SQL it carries is planned.
     let handle = format!(
         "{}999999\nSELECT count(*) AS c FROM t",
-        silt_server::pending_plans::PLAN_MARK
+        silt_server::query::pending::PLAN_MARK
     );
     let ticket = arrow_flight::sql::TicketStatementQuery {
         statement_handle: handle.into_bytes().into(),

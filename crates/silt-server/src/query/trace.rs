@@ -34,49 +34,9 @@ use std::time::{Duration, Instant};
 use futures::Stream;
 use tracing::{Instrument, Span};
 
+use super::log::Outcome;
+pub use super::stage::Stage;
 use crate::metrics::ServerMetrics;
-use crate::query_log::Outcome;
-
-/// A stage of a query's server-side time (see the module docs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stage {
-    Validation,
-    Planning,
-    Scan,
-    Encode,
-    Send,
-}
-
-impl Stage {
-    pub const ALL: [Stage; 5] = [
-        Stage::Validation,
-        Stage::Planning,
-        Stage::Scan,
-        Stage::Encode,
-        Stage::Send,
-    ];
-
-    /// The `stage` label value and span name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Stage::Validation => "validation",
-            Stage::Planning => "planning",
-            Stage::Scan => "scan",
-            Stage::Encode => "encode",
-            Stage::Send => "send",
-        }
-    }
-
-    fn span(self, parent: &Span) -> Span {
-        match self {
-            Stage::Validation => tracing::info_span!(target: "silt::query", parent: parent, "validation"),
-            Stage::Planning => tracing::info_span!(target: "silt::query", parent: parent, "planning"),
-            Stage::Scan => tracing::info_span!(target: "silt::query", parent: parent, "scan"),
-            Stage::Encode => tracing::info_span!(target: "silt::query", parent: parent, "encode"),
-            Stage::Send => tracing::info_span!(target: "silt::query", parent: parent, "send"),
-        }
-    }
-}
 
 /// One query's stage clock. Cheap to clone (shared); the stages are
 /// recorded once, when the last clone is dropped (the result stream ended,

@@ -2,7 +2,7 @@
 //! operator: the dashboard's "running" and "slow queries" panels, `/stats`
 //! and `silt_system.queries`.
 //!
-//! A [`crate::query_trace::QueryTrace`] registers its query here when it is
+//! A [`super::trace::QueryTrace`] registers its query here when it is
 //! made and moves it to the finished list when its last clone drops (the
 //! result stream ended, failed or was abandoned), with its stage times, rows
 //! and bytes sent. The finished list keeps the last [`KEEP_FINISHED`]
@@ -16,7 +16,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 
-use crate::query_trace::Stage;
+use super::stage::Stage;
 
 /// Finished queries kept, at most.
 pub const KEEP_FINISHED: usize = 1000;

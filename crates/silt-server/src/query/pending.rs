@@ -16,8 +16,8 @@ use parking_lot::Mutex;
 
 use silt_cache::ValidationGate;
 
-use crate::engine::PlannedQuery;
-use crate::query_trace::QueryTrace;
+use super::plan::PlannedQuery;
+use super::trace::QueryTrace;
 
 /// A plan made by `GetFlightInfo`, with the validation gate its speculative
 /// listings registered on (confirmed before its `DoGet` answers) and the

@@ -1,0 +1,355 @@
+//! Planning: a SQL statement or a pushdown scan to a DataFusion plan, in a
+//! context of its own (own memory pool, the query's validation gate and scan
+//! scope as session extensions), after checking the names it reads.
+//!
+//! The query runner ([`super::QueryRunner`]) calls these for every attempt;
+//! preload plans a scan with them too.
+
+use std::collections::BTreeSet;
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::common::TableReference;
+use datafusion::common::stats::Precision;
+use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+use datafusion::execution::SendableRecordBatchStream;
+use datafusion::execution::memory_pool::{GreedyMemoryPool, TrackConsumersPool};
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::execution::session_state::SessionStateBuilder;
+use datafusion::logical_expr::{Expr, LogicalPlan};
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::prelude::{DataFrame, SessionContext};
+use datafusion_proto::bytes::Serializeable;
+use object_store::ObjectStoreExt;
+use silt_cache::ValidationGate;
+use silt_proto::{ROW_MARKER_COLUMN, ScanRequest, SegmentScope};
+use silt_scan::PushdownScan;
+use silt_scan::column_loader::Admission;
+use silt_scan::plan_pushdown;
+use silt_scan::scope::ScanScope;
+
+use crate::catalog::{CatalogEntry, EntryKind};
+use crate::engine::Engine;
+use crate::error::ServerError;
+use crate::guard;
+
+/// A planned query, ready to execute in its own context.
+pub struct PlannedQuery {
+    pub ctx: SessionContext,
+    pub df: DataFrame,
+    /// The objects the query reads (table URLs), for error messages.
+    pub sources: String,
+    /// The physical plan to run instead of `df`'s, when a pushed partial
+    /// aggregate sits on the scan ([`crate::partial_aggregate`]).
+    pub physical: Option<Arc<dyn ExecutionPlan>>,
+}
+
+impl PlannedQuery {
+    pub fn schema(&self) -> SchemaRef {
+        match &self.physical {
+            Some(plan) => plan.schema(),
+            None => Arc::new(self.df.schema().as_arrow().clone()),
+        }
+    }
+
+    /// This query with every scan admitting decoded column chunks to the
+    /// memory tier as `admission` says (the default is
+    /// [`Admission::SecondTouch`]).
+    pub fn with_admission(mut self, admission: Admission) -> Self {
+        let admission = Arc::new(admission);
+        let (mut state, plan) = self.df.into_parts();
+        state.config_mut().set_extension(admission.clone());
+        self.df = DataFrame::new(state, plan);
+        self.ctx.state_ref().write().config_mut().set_extension(admission);
+        self
+    }
+
+    /// Execute all partitions in parallel, merged into one stream.
+    pub async fn execute(self) -> Result<SendableRecordBatchStream, ServerError> {
+        let sources = self.sources;
+        let stream = match self.physical {
+            Some(plan) => datafusion::physical_plan::execute_stream(plan, self.ctx.task_ctx()),
+            None => self.df.execute_stream().await,
+        };
+        stream.map_err(|e| ServerError::reading(&sources, e))
+    }
+
+    /// Row count of what the plan reads, from Parquet statistics (exact when
+    /// the files' footers say so): a scan's `GetFlightInfo` reports it.
+    pub async fn row_count(&self) -> Option<usize> {
+        let plan = self.df.clone().create_physical_plan().await.ok()?;
+        row_count_of(plan.as_ref())
+    }
+}
+
+/// The scan scope a request carries, with its row bitmaps. A request whose
+/// bitmaps do not pair up with its row groups is refused.
+fn scan_scope(scope: &SegmentScope) -> Result<ScanScope, ServerError> {
+    let mut scan_scope = ScanScope::new(scope.objects.iter().map(|o| {
+        let groups = o.row_groups.iter().map(|&g| g as usize).collect();
+        (o.path.clone(), o.version.clone(), groups)
+    }));
+    for o in &scope.objects {
+        if o.selections.is_empty() {
+            continue;
+        }
+        if o.selections.len() != o.row_groups.len() {
+            return Err(ServerError::InvalidRequest(format!(
+                "scope of '{}' has {} row groups but {} row selections",
+                o.path,
+                o.row_groups.len(),
+                o.selections.len()
+            )));
+        }
+        for (&group, bitmap) in o.row_groups.iter().zip(&o.selections) {
+            if !bitmap.is_empty() {
+                scan_scope.select(&o.path, group as usize, bitmap.clone());
+            }
+        }
+    }
+    Ok(scan_scope)
+}
+
+fn row_count_of(plan: &dyn datafusion::physical_plan::ExecutionPlan) -> Option<usize> {
+    use datafusion::physical_plan::statistics::{StatisticsArgs, StatisticsContext};
+    let stats = StatisticsContext::new().compute(plan, &StatisticsArgs::new()).ok()?;
+    {
+        match stats.num_rows {
+            Precision::Exact(n) | Precision::Inexact(n) => Some(n),
+            Precision::Absent => None,
+        }
+    }
+}
+
+/// A context for one query: shares tables and caches with every other
+/// query, but has its own memory pool so a query over the limit fails alone.
+/// A `gate` travels in the session config (see [`ValidationGate`]) so the
+/// query's listings may run ahead of their validation.
+pub(super) fn query_context(
+    engine: &Engine,
+    gate: Option<&Arc<ValidationGate>>,
+) -> Result<SessionContext, ServerError> {
+    let limit = usize::try_from(engine.config.query_memory_limit).unwrap_or(usize::MAX);
+    let pool = TrackConsumersPool::new(GreedyMemoryPool::new(limit), NonZeroUsize::new(3).expect("3 > 0"));
+    let runtime = RuntimeEnvBuilder::from_runtime_env(engine.base.runtime_env().as_ref())
+        .with_memory_pool(Arc::new(pool))
+        .build_arc()?;
+    let mut state = SessionStateBuilder::new_from_existing(engine.base.state())
+        .with_runtime_env(runtime)
+        .build();
+    if let Some(gate) = gate {
+        state.config_mut().set_extension(gate.clone());
+    }
+    Ok(SessionContext::new_with_state(state))
+}
+
+/// Check the names a query reads and return the objects behind them
+/// (for error messages). Single-object tables get a HEAD so a deleted
+/// object is reported instead of read as an empty table (speculative
+/// under `gate`, like the query's listings).
+async fn check_names(
+    engine: &Engine,
+    refs: &[TableReference],
+    gate: Option<&Arc<ValidationGate>>,
+) -> Result<String, ServerError> {
+    let catalog = engine.catalog();
+    let all: BTreeSet<String> = catalog.keys().cloned().collect();
+    guard::check_references(refs, &all)?;
+    let mut tables = BTreeSet::new();
+    for r in refs.iter().filter(|r| !guard::names_system_table(r)) {
+        let entry = catalog.get(r.table());
+        if let Some(cause) = entry.and_then(|e| e.unavailable.clone()) {
+            return Err(ServerError::Unavailable {
+                name: r.table().to_string(),
+                cause,
+            });
+        }
+        tables.extend(entry.map(|e| e.tables.clone()).unwrap_or_default());
+    }
+    let mut urls = Vec::new();
+    for t in &tables {
+        let Some(CatalogEntry {
+            kind: EntryKind::Table { config, .. },
+            ..
+        }) = catalog.get(t)
+        else {
+            continue;
+        };
+        urls.push(format!("{t}={}", config.url));
+        let single = engine.single_files.read().get(t).cloned();
+        if let Some((mut store, path)) = single {
+            if let Some(gate) = gate
+                && let Some(cached) = engine.stores.read().get(t)
+            {
+                store = Arc::new(cached.gated(gate.clone()));
+            }
+            match store.head(&path).await {
+                Ok(_) => {}
+                Err(object_store::Error::NotFound { .. }) => {
+                    return Err(ServerError::ObjectNotFound {
+                        table: t.clone(),
+                        url: config.url.clone(),
+                    });
+                }
+                Err(e) => return Err(ServerError::reading(&urls.join(", "), e.into())),
+            }
+        }
+    }
+    Ok(urls.join(", "))
+}
+
+/// Plans one SQL statement from a Flight SQL client, refusing anything but
+/// a read-only query over registered tables. With a `gate`, the query's
+/// listings may be speculative: its results are held until the gate
+/// confirms the versions it read.
+pub async fn sql(engine: &Engine, sql: &str, gate: Option<&Arc<ValidationGate>>) -> Result<PlannedQuery, ServerError> {
+    let statement = guard::parse_single_query(sql)?;
+    let ctx = query_context(engine, gate)?;
+    let state = ctx.state();
+    let refs = state.resolve_table_references(&statement)?;
+    let sources = check_names(engine, &refs, gate).await?;
+    let plan: LogicalPlan = state
+        .statement_to_plan(statement)
+        .await
+        .map_err(|e| ServerError::reading(&sources, e))?;
+    guard::check_plan(&plan, &engine.available())?;
+    let df = ctx
+        .execute_logical_plan(plan)
+        .await
+        .map_err(|e| ServerError::reading(&sources, e))?;
+    Ok(PlannedQuery {
+        ctx,
+        df,
+        sources,
+        physical: None,
+    })
+}
+
+/// `sql`, a scan's SQL-text filter, as an expression over `table`'s
+/// columns. A subquery, an aggregate or a window is refused: a filter
+/// reads one row of the table.
+async fn parse_scan_filter(ctx: &SessionContext, table: &str, sql: &str) -> Result<Expr, ServerError> {
+    let invalid = |e: &dyn std::fmt::Display| {
+        ServerError::InvalidRequest(format!("the SQL filter {sql:?} of scan on '{table}': {e}"))
+    };
+    let df = ctx.table(TableReference::bare(table)).await.map_err(|e| invalid(&e))?;
+    let expr = df.parse_sql_expr(sql).map_err(|e| invalid(&e))?;
+    let mut nested = false;
+    expr.apply(|e| {
+        nested |= matches!(
+            e,
+            Expr::ScalarSubquery(_)
+                | Expr::Exists(_)
+                | Expr::InSubquery(_)
+                | Expr::AggregateFunction(_)
+                | Expr::WindowFunction(_)
+        );
+        Ok(TreeNodeRecursion::Continue)
+    })
+    .map_err(|e| invalid(&e))?;
+    if nested {
+        return Err(invalid(
+            &"only a row-level expression is allowed (no subquery, aggregate or window)",
+        ));
+    }
+    Ok(expr)
+}
+
+/// Plans a pushdown scan from Silt's client (gated like [`sql`]).
+pub async fn scan(
+    engine: &Engine,
+    request: &ScanRequest,
+    gate: Option<&Arc<ValidationGate>>,
+) -> Result<PlannedQuery, ServerError> {
+    let sources = check_names(engine, &[TableReference::bare(request.table.as_str())], gate).await?;
+    let ctx = query_context(engine, gate)?;
+    let task = ctx.task_ctx();
+    let filters = request
+        .filters
+        .iter()
+        .enumerate()
+        .map(|(i, bytes)| {
+            Expr::from_bytes_with_ctx(bytes, &task)
+                .map_err(|e| ServerError::InvalidRequest(format!("filter #{i} of scan on '{}': {e}", request.table)))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let filters = match request.filter_sql.as_deref().filter(|f| !f.trim().is_empty()) {
+        None => filters,
+        Some(sql) => {
+            let mut filters = filters;
+            filters.push(parse_scan_filter(&ctx, &request.table, sql).await?);
+            filters
+        }
+    };
+    let limit = request
+        .limit
+        .map(|l| usize::try_from(l).map_err(|_| ServerError::InvalidRequest(format!("limit {l} is too large"))))
+        .transpose()?;
+    if let Some(scope) = &request.scope {
+        let scope = scan_scope(scope)?;
+        ctx.state_ref().write().config_mut().set_extension(Arc::new(scope));
+    }
+    if request.layout_only {
+        let df = layout(engine, request, &ctx).await?;
+        return Ok(PlannedQuery {
+            ctx,
+            df,
+            sources,
+            physical: None,
+        });
+    }
+    let scan = PushdownScan {
+        table: request.table.clone(),
+        projection: request.projection.as_ref().map(|p| p.columns.clone()),
+        filters,
+        limit,
+    };
+    let df = plan_pushdown(&ctx, scan, ROW_MARKER_COLUMN)
+        .await
+        .map_err(|e| ServerError::reading(&sources, e))?;
+    guard::check_plan(df.logical_plan(), &engine.available())?;
+    let physical = match &request.partial_aggregate {
+        None => None,
+        Some(fragment) => {
+            let scan = df
+                .clone()
+                .create_physical_plan()
+                .await
+                .map_err(|e| ServerError::reading(&sources, e))?;
+            let plan = crate::partial_aggregate::attach(fragment, scan, &task, &request.table)?;
+            engine.metrics().partial_aggregates.increment(1);
+            Some(plan)
+        }
+    };
+    Ok(PlannedQuery {
+        ctx,
+        df,
+        sources,
+        physical,
+    })
+}
+
+/// The layout a client cache plans a scan from ([`silt_scan::scope`]):
+/// the table's object versions as `ctx` lists them (gated like a scan),
+/// their row groups, and the sizes of the projected columns.
+async fn layout(engine: &Engine, request: &ScanRequest, ctx: &SessionContext) -> Result<DataFrame, ServerError> {
+    let table = engine.resolve_table(&request.table, "layouts are only of").await?;
+    let columns: Vec<String> = match &request.projection {
+        Some(p) => p.columns.clone(),
+        None => table
+            .parquet()?
+            .schema_ref()
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect(),
+    };
+    let sources = format!("{}={}", table.name, table.config.url);
+    let batch = table
+        .parquet()?
+        .layout(&ctx.state(), &columns)
+        .await
+        .map_err(|e| ServerError::reading(&sources, e))?;
+    Ok(ctx.read_batch(batch)?)
+}
