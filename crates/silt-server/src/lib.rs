@@ -127,7 +127,7 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, ServerError> {
     system_tables::register(&engine)?;
     memory_pressure::spawn(Arc::downgrade(&engine), engine.config().memory_pressure_floor);
     engine.start_registration(engine.config().registration_wait).await;
-    let background = vec![history::spawn_sampler(&engine), runner.spawn_plan_expiry()];
+    let background = vec![stats::spawn_sampler(&engine), runner.spawn_plan_expiry()];
     let file_watches = change_notices::file_watch::start(&engine);
 
     let mut shutdown = Vec::new();

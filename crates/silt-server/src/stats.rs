@@ -2,16 +2,20 @@
 //! `silt stats`).
 //!
 //! Tier figures come from the same counters `/metrics` renders, so the two
-//! never disagree; sizes come from the tiers themselves.
+//! never disagree; sizes come from the tiers themselves. The dashboard's
+//! history samples the same counters ([`spawn_sampler`] fills
+//! [`crate::history::History`]).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 use silt_cache::hit_ratio;
 
 use crate::engine::Engine;
+use crate::history::{INTERVAL, Sample, TIERS};
 
 /// Every metric, each tier's use against its budget, per-table hit ratios,
 /// and the catalog.
@@ -25,7 +29,7 @@ pub fn stats_json(engine: &Engine) -> Value {
         .collect();
     let get = |series: &str| value(&snapshot, series);
     let s3_sent = get("silt_s3_bytes_sent_total");
-    let would_read = crate::history::chunk_bytes(engine) + s3_sent;
+    let would_read = chunk_bytes(engine) + s3_sent;
     let sent = get("silt_flight_bytes_sent_total") + s3_sent;
     json!({
         "metrics": metrics,
@@ -41,7 +45,7 @@ pub fn stats_json(engine: &Engine) -> Value {
         "queries": queries_json(engine),
         "plan_aware": plan_aware_json(engine),
         "history": {
-            "interval_seconds": crate::history::INTERVAL.as_secs(),
+            "interval_seconds": INTERVAL.as_secs(),
             "samples": engine.history().samples(),
         },
     })
@@ -314,4 +318,59 @@ fn tables_json(engine: &Engine) -> Value {
         })
         .collect();
     Value::Object(tables)
+}
+
+/// The counters of `engine` now.
+pub fn take_sample(engine: &Engine) -> Sample {
+    let snapshot = engine.metrics().snapshot();
+    let get = |series: &str| value(&snapshot, series);
+    let per_tier = |name: &str| {
+        TIERS
+            .iter()
+            .map(|&tier| (tier, counter(&snapshot, name, tier)))
+            .collect()
+    };
+    Sample {
+        t: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs(),
+        hits: per_tier("silt_cache_hits_total"),
+        misses: per_tier("silt_cache_misses_total"),
+        store_get_requests: get("silt_object_store_get_requests_total"),
+        store_get_bytes: get("silt_object_store_get_bytes_total"),
+        flight_bytes_sent: get("silt_flight_bytes_sent_total"),
+        s3_bytes_sent: get("silt_s3_bytes_sent_total"),
+        column_chunk_bytes: chunk_bytes(engine),
+        queries: get("silt_queries_total"),
+    }
+}
+
+/// Samples `engine` every [`INTERVAL`] until it is dropped. The sample is
+/// taken on a blocking thread: it renders every metric and walks the
+/// per-table counters, which is no work for an async worker.
+pub fn spawn_sampler(engine: &Arc<Engine>) -> tokio::task::JoinHandle<()> {
+    let weak: Weak<Engine> = Arc::downgrade(engine);
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(INTERVAL);
+        loop {
+            tick.tick().await;
+            let Some(engine) = weak.upgrade() else {
+                return;
+            };
+            let sampled = engine.off_worker(|e| e.history().push(take_sample(e))).await;
+            if sampled.is_err() {
+                return;
+            }
+        }
+    })
+}
+
+/// Compressed column-chunk bytes the scans of all tables read.
+pub fn chunk_bytes(engine: &Engine) -> u64 {
+    engine
+        .table_stores()
+        .values()
+        .map(|s| s.counters().chunk_bytes.load(Ordering::Relaxed))
+        .sum()
 }
