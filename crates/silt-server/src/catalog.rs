@@ -4,6 +4,7 @@
 //! read it, and none of them needs the others for these.
 
 use crate::config::TableConfig;
+use crate::error::UnavailableCause;
 
 /// Catalog name under which tables are visible (`silt.public.<table>`).
 pub const CATALOG: &str = "silt";
@@ -14,8 +15,9 @@ pub const SCHEMA: &str = "public";
 #[derive(Debug, Clone)]
 pub struct CatalogEntry {
     pub kind: EntryKind,
-    /// `Some(cause)` while the table or view could not be registered.
-    pub unavailable: Option<String>,
+    /// `Some(cause)` while the table or view could not be registered: the
+    /// error itself, so queries naming it keep its kind.
+    pub unavailable: Option<UnavailableCause>,
     /// Tables (for a view: the tables it reads) this entry depends on.
     pub tables: Vec<String>,
 }

@@ -70,7 +70,7 @@ use silt_cache::MemoryForm;
 use silt_cache::policy::PolicyKind;
 use silt_store::{FaultConfig, RetryPolicy, S3Settings};
 
-use crate::error::ServerError;
+use crate::error::{ConfigError, ServerError, SizeError};
 
 /// Everything `silt serve` needs to run.
 #[derive(Debug, Clone, Deserialize)]
@@ -248,7 +248,7 @@ impl ClusterConfig {
                 .servers
                 .iter()
                 .position(|s| normalize(s) == normalize(me))
-                .ok_or_else(|| ServerError::Config(format!("cluster.self {me:?} is not in cluster.servers")));
+                .ok_or_else(|| ConfigError::SelfNotAMember { self_url: me.clone() }.into());
         }
         let matches: Vec<usize> = (0..self.servers.len())
             .filter(|&i| {
@@ -260,23 +260,21 @@ impl ClusterConfig {
             .collect();
         match matches.as_slice() {
             [i] => Ok(*i),
-            _ => Err(ServerError::Config(format!(
-                "cannot tell which of cluster.servers is this server (listening on {listen}): set cluster.self"
-            ))),
+            _ => Err(ConfigError::SelfUnknown { listen }.into()),
         }
     }
 
     fn validate(&self) -> Result<(), ServerError> {
         if !self.admin.is_empty() && self.admin.len() != self.servers.len() {
-            return Err(ServerError::Config(format!(
-                "cluster.admin lists {} URLs for {} cluster.servers: give one per server, in the same order",
-                self.admin.len(),
-                self.servers.len()
-            )));
+            return Err(ConfigError::AdminCount {
+                admin: self.admin.len(),
+                servers: self.servers.len(),
+            }
+            .into());
         }
         for url in self.admin.iter().chain(&self.servers) {
             if url::Url::parse(url).is_err() {
-                return Err(ServerError::Config(format!("cluster: {url:?} is not a URL")));
+                return Err(ConfigError::NotAUrl { url: url.clone() }.into());
             }
         }
         Ok(())
@@ -410,9 +408,17 @@ impl Default for ServerConfig {
 impl ServerConfig {
     /// Read a TOML config file.
     pub fn from_file(path: &Path) -> Result<Self, ServerError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ServerError::Config(format!("reading {}: {e}", path.display())))?;
-        toml::from_str(&text).map_err(|e| ServerError::Config(format!("{}: {e}", path.display())))
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        toml::from_str(&text).map_err(|source| {
+            ConfigError::Parse {
+                path: path.to_path_buf(),
+                source,
+            }
+            .into()
+        })
     }
 
     /// Add `NAME=URL` (from `--table`).
@@ -446,9 +452,7 @@ impl ServerConfig {
         match (&self.tls_cert, &self.tls_key) {
             (Some(_), Some(_)) | (None, None) => {}
             _ => {
-                return Err(ServerError::Config(
-                    "TLS needs both tls_cert and tls_key (--tls-cert, --tls-key)".into(),
-                ));
+                return Err(ConfigError::TlsHalf.into());
             }
         }
         let has_token = self.auth_token.as_deref().is_some_and(|t| !t.is_empty());
@@ -457,10 +461,7 @@ impl ServerConfig {
                 .chain(self.admin)
                 .find(|a| !a.ip().is_loopback());
             if let Some(addr) = exposed {
-                return Err(ServerError::Config(format!(
-                    "refusing to accept the auth token in plaintext on {addr} (not a loopback address): \
-                     serve TLS with --tls-cert and --tls-key, or pass --allow-insecure if the network is trusted"
-                )));
+                return Err(ConfigError::PlaintextToken { addr }.into());
             }
         }
         Ok(())
@@ -472,34 +473,36 @@ impl ServerConfig {
             validate_name(name)?;
         }
         if let Some(dup) = self.views.keys().find(|v| self.tables.contains_key(*v)) {
-            return Err(ServerError::Config(format!(
-                "'{dup}' is defined both as a table and as a view"
-            )));
+            return Err(ConfigError::TableAndView { name: dup.clone() }.into());
         }
         if self.page_size == 0 || self.page_size > (256 << 20) {
-            return Err(ServerError::Config(format!(
-                "page_size must be between 1 byte and 256 MiB, got {}",
-                self.page_size
-            )));
+            return Err(ConfigError::PageSize {
+                page_size: self.page_size,
+            }
+            .into());
         }
-        for (what, rate) in [
+        for (setting, rate) in [
             ("store.fail_rate", self.store.fail_rate),
             ("store.truncate_rate", self.store.truncate_rate),
         ] {
             if !(0.0..=1.0).contains(&rate) {
-                return Err(ServerError::Config(format!(
-                    "{what} must be between 0 and 1, got {rate}"
-                )));
+                return Err(ConfigError::Rate { setting, rate }.into());
             }
         }
         if self.store.mbps.is_some_and(|m| m <= 0.0 || !m.is_finite()) {
-            return Err(ServerError::Config("store.mbps must be positive".into()));
+            return Err(ConfigError::NotPositive { setting: "store.mbps" }.into());
         }
         if self.store.request_timeout.is_zero() {
-            return Err(ServerError::Config("store.request_timeout must be positive".into()));
+            return Err(ConfigError::NotPositive {
+                setting: "store.request_timeout",
+            }
+            .into());
         }
         if self.query_timeout.is_zero() {
-            return Err(ServerError::Config("query_timeout must be positive".into()));
+            return Err(ConfigError::NotPositive {
+                setting: "query_timeout",
+            }
+            .into());
         }
         self.validate_transport()?;
         self.cluster.validate()?;
@@ -510,19 +513,18 @@ impl ServerConfig {
             (Some(id), Some(secret)) if !id.is_empty() && !secret.is_empty() => {}
             (None, None) => {}
             _ => {
-                return Err(ServerError::Config(
-                    "s3_api needs both access_key_id and secret_access_key, neither empty".into(),
-                ));
+                return Err(ConfigError::S3ApiKeys.into());
             }
         }
         Ok(())
     }
 }
 
-fn split_assignment<'a>(arg: &'a str, what: &str) -> Result<(&'a str, &'a str), ServerError> {
-    let (name, value) = arg
-        .split_once('=')
-        .ok_or_else(|| ServerError::Config(format!("expected {what}, got '{arg}'")))?;
+fn split_assignment<'a>(arg: &'a str, what: &'static str) -> Result<(&'a str, &'a str), ServerError> {
+    let (name, value) = arg.split_once('=').ok_or_else(|| ConfigError::Assignment {
+        what,
+        arg: arg.to_string(),
+    })?;
     let name = name.trim();
     validate_name(name)?;
     Ok((name, value.trim()))
@@ -537,18 +539,16 @@ pub fn validate_name(name: &str) -> Result<(), ServerError> {
     if ok {
         Ok(())
     } else {
-        Err(ServerError::Config(format!(
-            "invalid table or view name '{name}': use letters, digits and '_', not starting with a digit"
-        )))
+        Err(ConfigError::InvalidName { name: name.to_string() }.into())
     }
 }
 
 /// Parse a byte size: `1048576`, `512KiB`, `64MiB`, `1GiB`, `1.5GB`, `10k`.
-pub fn parse_bytes(s: &str) -> Result<u64, String> {
+pub fn parse_bytes(s: &str) -> Result<u64, SizeError> {
     let t = s.trim();
     let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let value: f64 = num.parse().map_err(|_| format!("invalid size '{s}'"))?;
+    let value: f64 = num.parse().map_err(|_| SizeError::Number { input: s.to_string() })?;
     let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1,
         "k" | "kb" => 1_000,
@@ -560,9 +560,10 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
         "t" | "tb" => 1_000_000_000_000,
         "tib" => 1 << 40,
         other => {
-            return Err(format!(
-                "invalid size unit '{other}' in '{s}' (use B, KiB, MiB, GiB, KB, MB, GB)"
-            ));
+            return Err(SizeError::Unit {
+                unit: other.to_string(),
+                input: s.to_string(),
+            });
         }
     };
     Ok((value * mult as f64).round() as u64)

@@ -27,7 +27,7 @@ use silt_scan::lookup::LookupIndexes;
 
 pub use crate::catalog::{CATALOG, CatalogEntry, EntryKind, SCHEMA};
 use crate::config::ServerConfig;
-use crate::error::ServerError;
+use crate::error::{ServerError, UnavailableCause};
 use crate::history::History;
 use crate::metrics::ServerMetrics;
 use crate::query::slots::QuerySlots;
@@ -125,7 +125,7 @@ impl Engine {
                         index,
                         config: table.clone(),
                     },
-                    unavailable: Some("not registered yet".into()),
+                    unavailable: Some(UnavailableCause::NotRegisteredYet),
                     tables: vec![name.clone()],
                 },
             );
@@ -135,7 +135,7 @@ impl Engine {
                 name.clone(),
                 CatalogEntry {
                     kind: EntryKind::View { sql: sql.clone() },
-                    unavailable: Some("not registered yet".into()),
+                    unavailable: Some(UnavailableCause::NotRegisteredYet),
                     tables: Vec::new(),
                 },
             );

@@ -1,22 +1,40 @@
 //! Errors of the cache server and how they reach clients.
+//!
+//! Every failure is a typed [`ServerError`] until it leaves the server: the
+//! variants (and the sub-enums they wrap: [`ConfigError`], [`RequestError`],
+//! [`GuardRefusal`]) keep the table, column, path or limit they are about, so
+//! the edge chooses its answer by kind, in one place per edge — the Flight
+//! status in [`ServerError::to_status`], the S3 error in
+//! `crate::s3_api::errors`. The text of each is the message clients read.
+//!
+//! A leaf of the crate: it imports no other module of it, so any module can
+//! name its errors without a circle.
+
+mod config;
+mod request;
+
+use std::sync::Arc;
 
 use datafusion::error::DataFusionError;
 use silt_cache::CacheError;
 use tonic::Status;
 
+pub use config::{ConfigError, SizeError, TlsError};
+pub use request::{FragmentError, GuardRefusal, IpcError, KeysError, RequestError, SqlFilterError};
+
 /// Everything that can fail inside the server.
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
     #[error("configuration: {0}")]
-    Config(String),
+    Config(#[from] ConfigError),
     #[error("refused: {0}")]
-    Refused(String),
+    Refused(#[from] GuardRefusal),
     #[error("unknown table '{name}' (registered: {registered})")]
     UnknownTable { name: String, registered: String },
     #[error("table '{name}' is unavailable: {cause}")]
-    Unavailable { name: String, cause: String },
+    Unavailable { name: String, cause: UnavailableCause },
     #[error("invalid request: {0}")]
-    InvalidRequest(String),
+    InvalidRequest(#[from] RequestError),
     #[error("query exceeded its time limit of {0:?} and was cancelled")]
     Timeout(std::time::Duration),
     #[error("{0}")]
@@ -43,6 +61,28 @@ pub enum ServerError {
     },
     #[error("{0}")]
     Transport(String),
+}
+
+/// Why a table or view cannot be used now, kept as the error its
+/// registration failed with (not its text), so what answers a query naming
+/// the table can still tell a timeout from a missing object or a bad view.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum UnavailableCause {
+    /// Registration has not run yet (the server is starting).
+    #[error("not registered yet")]
+    NotRegisteredYet,
+    /// The catalog lists the table but its store is gone (a failed retry).
+    #[error("not registered")]
+    NotRegistered,
+    /// The last registration attempt failed with this error.
+    #[error(transparent)]
+    Failed(Arc<ServerError>),
+}
+
+impl From<ServerError> for UnavailableCause {
+    fn from(e: ServerError) -> Self {
+        UnavailableCause::Failed(Arc::new(e))
+    }
 }
 
 impl ServerError {

@@ -19,21 +19,18 @@ use datafusion::sql::parser::{DFParser, Statement as DFStatement};
 use datafusion::sql::sqlparser::ast::Statement as SqlStatement;
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 
-use crate::error::ServerError;
+use crate::error::{GuardRefusal, RequestError, ServerError};
 
 /// Parse `sql` and accept it only if it is a single read-only query.
 pub fn parse_single_query(sql: &str) -> Result<DFStatement, ServerError> {
-    let mut statements = DFParser::parse_sql_with_dialect(sql, &GenericDialect {})
-        .map_err(|e| ServerError::InvalidRequest(format!("SQL parse error: {e}")))?;
+    let mut statements = DFParser::parse_sql_with_dialect(sql, &GenericDialect {}).map_err(RequestError::SqlParse)?;
     if statements.len() != 1 {
-        return Err(ServerError::Refused(format!(
-            "exactly one SQL statement per request is allowed, got {}",
-            statements.len()
-        )));
+        return Err(GuardRefusal::StatementCount {
+            count: statements.len(),
+        }
+        .into());
     }
-    let statement = statements
-        .pop_front()
-        .ok_or_else(|| ServerError::InvalidRequest("empty SQL".into()))?;
+    let statement = statements.pop_front().ok_or(RequestError::EmptySql)?;
     check_read_only(&statement)?;
     Ok(statement)
 }
@@ -55,9 +52,7 @@ fn check_read_only(statement: &DFStatement) -> Result<(), ServerError> {
 fn refuse(statement_text: &str) -> ServerError {
     let kind: Vec<&str> = statement_text.split_whitespace().take(2).collect();
     let kind = kind.join(" ").to_uppercase();
-    ServerError::Refused(format!(
-        "only read-only queries (SELECT, EXPLAIN SELECT) are allowed; '{kind} ...' is not"
-    ))
+    GuardRefusal::NotReadOnly { kind }.into()
 }
 
 /// Check the tables a statement names before planning it.
@@ -99,7 +94,7 @@ pub fn check_plan(plan: &LogicalPlan, registered: &BTreeSet<String>) -> Result<(
         .with_allow_dml(false)
         .with_allow_statements(false)
         .verify_plan(plan)
-        .map_err(|e| ServerError::Refused(e.to_string()))?;
+        .map_err(GuardRefusal::Plan)?;
     let mut bad: Option<String> = None;
     plan.apply_with_subqueries(|node| {
         if let LogicalPlan::TableScan(scan) = node
@@ -113,7 +108,7 @@ pub fn check_plan(plan: &LogicalPlan, registered: &BTreeSet<String>) -> Result<(
     })
     .map_err(ServerError::DataFusion)?;
     match bad {
-        Some(name) => Err(ServerError::Refused(format!("'{name}' is not a registered table"))),
+        Some(table) => Err(GuardRefusal::Unregistered { table }.into()),
         None => Ok(()),
     }
 }

@@ -143,7 +143,7 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, ServerError> {
     if let Some(files) = &tls_files {
         builder = builder
             .tls_config(files.tonic_config())
-            .map_err(|e| ServerError::Config(format!("TLS: {e}")))?;
+            .map_err(|e| ServerError::Config(error::ConfigError::FlightTls(e)))?;
     }
     tasks.push(tokio::spawn(async move {
         builder

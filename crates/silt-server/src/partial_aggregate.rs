@@ -28,7 +28,7 @@ use datafusion_proto::protobuf::{self, PhysicalPlanNode};
 use prost::Message;
 use silt_proto::ROW_MARKER_COLUMN;
 
-use crate::error::ServerError;
+use crate::error::{FragmentError, RequestError, ServerError};
 
 /// `scan` with the partial aggregate `fragment` (the encoded plan of
 /// `ScanRequest::partial_aggregate`) on top; `table` names the scan in
@@ -39,44 +39,51 @@ pub fn attach(
     task: &TaskContext,
     table: &str,
 ) -> Result<Arc<dyn ExecutionPlan>, ServerError> {
-    let invalid = |what: String| ServerError::InvalidRequest(format!("partial aggregate on '{table}': {what}"));
-    let node = PhysicalPlanNode::decode(fragment).map_err(|e| invalid(format!("not a physical plan: {e}")))?;
+    let invalid = |reason| -> ServerError {
+        RequestError::PartialAggregate {
+            table: table.to_string(),
+            reason,
+        }
+        .into()
+    };
+    let node = PhysicalPlanNode::decode(fragment).map_err(|e| invalid(FragmentError::NotAPlan(e)))?;
     check_shape(&node).map_err(invalid)?;
     let codec = ScanLeafCodec { scan };
     let plan = datafusion_proto::bytes::physical_plan_from_bytes_with_extension_codec(fragment, task, &codec)
-        .map_err(|e| invalid(e.to_string()))?;
+        .map_err(|e| invalid(FragmentError::Decode(e)))?;
     let partial = plan
         .downcast_ref::<AggregateExec>()
         .is_some_and(|a| matches!(a.mode(), AggregateMode::Partial));
     if !partial {
-        return Err(invalid(format!("the root is {}, not a partial aggregate", plan.name())));
+        return Err(invalid(FragmentError::RootIs {
+            root: plan.name().to_string(),
+        }));
     }
     Ok(plan)
 }
 
 /// Checks, on the protobuf, that the fragment is a partial aggregate over a
 /// chain of projections and filters ending in one leaf.
-fn check_shape(root: &PhysicalPlanNode) -> Result<(), String> {
+fn check_shape(root: &PhysicalPlanNode) -> Result<(), FragmentError> {
     let Some(PhysicalPlanType::Aggregate(agg)) = &root.physical_plan_type else {
-        return Err("the root must be an aggregate".into());
+        return Err(FragmentError::RootNotAggregate);
     };
     if agg.mode != protobuf::AggregateMode::Partial as i32 {
-        return Err("only a partial aggregate may be pushed".into());
+        return Err(FragmentError::NotPartial);
     }
     let mut next = agg.input.as_deref();
     loop {
-        let node = next.ok_or("an operator has no input")?;
+        let node = next.ok_or(FragmentError::NoInput)?;
         next = match &node.physical_plan_type {
             Some(PhysicalPlanType::Projection(p)) => p.input.as_deref(),
             Some(PhysicalPlanType::Filter(f)) => f.input.as_deref(),
             Some(PhysicalPlanType::Extension(leaf)) if leaf.inputs.is_empty() => return Ok(()),
             Some(other) => {
-                return Err(format!(
-                    "operator {} is not allowed in a pushed fragment",
-                    variant(other)
-                ));
+                return Err(FragmentError::Operator {
+                    operator: variant(other),
+                });
             }
-            None => return Err("an operator is empty".into()),
+            None => return Err(FragmentError::EmptyOperator),
         };
     }
 }

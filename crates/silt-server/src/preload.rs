@@ -21,7 +21,7 @@ use silt_scan::footer::pinned_footer;
 use tokio::sync::mpsc;
 
 use crate::engine::Engine;
-use crate::error::ServerError;
+use crate::error::{RequestError, ServerError};
 
 /// What to preload (the action's JSON body).
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -76,10 +76,11 @@ pub async fn run(
                 .iter()
                 .find(|c| !schema.columns().iter().any(|d| d.path().parts().first() == Some(c)))
             {
-                return Err(ServerError::InvalidRequest(format!(
-                    "table '{}' has no column '{missing}'",
-                    request.table
-                )));
+                return Err(RequestError::NoColumn {
+                    table: request.table.clone(),
+                    column: missing.clone(),
+                }
+                .into());
             }
         }
         let roots = request.columns.as_deref().map(|names| root_indices(&parquet, names));

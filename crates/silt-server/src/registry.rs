@@ -22,7 +22,7 @@ use tracing::{info, warn};
 use crate::catalog::{CatalogEntry, EntryKind};
 use crate::config::TableConfig;
 use crate::engine::Engine;
-use crate::error::ServerError;
+use crate::error::{ConfigError, RequestError, ServerError, UnavailableCause};
 use crate::guard;
 
 /// How long registering one table (listing + reading footers) may take.
@@ -45,9 +45,12 @@ pub struct ResolvedTable {
 impl ResolvedTable {
     /// The cached Parquet table the scans use.
     pub fn parquet(&self) -> Result<&CachedParquetTable, ServerError> {
-        self.provider
-            .downcast_ref::<CachedParquetTable>()
-            .ok_or_else(|| ServerError::InvalidRequest(format!("table '{}' is not a cached Parquet table", self.name)))
+        self.provider.downcast_ref::<CachedParquetTable>().ok_or_else(|| {
+            RequestError::NotCachedParquet {
+                table: self.name.clone(),
+            }
+            .into()
+        })
     }
 
     /// The table's objects as its scans list them (namespaced paths, sorted),
@@ -97,7 +100,7 @@ impl Engine {
             .collect()
     }
 
-    fn set_status(&self, name: &str, unavailable: Option<String>) {
+    fn set_status(&self, name: &str, unavailable: Option<UnavailableCause>) {
         if let Some(e) = self.catalog.write().get_mut(name) {
             e.unavailable = unavailable;
         }
@@ -133,7 +136,7 @@ impl Engine {
                         self.single_files.write().remove(name.as_str());
                     }
                 }
-                self.set_status(name, result.err().map(|e| e.to_string()));
+                self.set_status(name, result.err().map(UnavailableCause::from));
             }),
             EntryKind::View { .. } => None,
         });
@@ -149,7 +152,7 @@ impl Engine {
                             self.set_status(&name, None);
                             progressed = true;
                         }
-                        Err(e) => self.set_status(&name, Some(e.to_string())),
+                        Err(e) => self.set_status(&name, Some(e.into())),
                     }
                 }
             }
@@ -216,12 +219,17 @@ impl Engine {
 
     async fn register_view(&self, name: &str, sql: &str) -> Result<(), ServerError> {
         // A view's SQL is configuration: its failures say which view.
-        let invalid = |e: &dyn std::fmt::Display| ServerError::Config(format!("view '{name}': {e}"));
-        let statement = guard::parse_single_query(sql).map_err(|e| invalid(&e))?;
+        let invalid = |e: ServerError| ConfigError::View {
+            name: name.to_string(),
+            source: Box::new(e),
+        };
+        let statement = guard::parse_single_query(sql).map_err(invalid)?;
         let state = self.base.state();
-        let refs = state.resolve_table_references(&statement).map_err(|e| invalid(&e))?;
+        let refs = state
+            .resolve_table_references(&statement)
+            .map_err(|e| invalid(e.into()))?;
         let registered: BTreeSet<String> = self.available().into_iter().filter(|n| n != name).collect();
-        guard::check_references(&refs, &registered).map_err(|e| invalid(&e))?;
+        guard::check_references(&refs, &registered).map_err(invalid)?;
         let catalog = self.catalog();
         let mut tables: Vec<String> = refs
             .iter()
@@ -232,12 +240,15 @@ impl Engine {
         if let Some(e) = self.catalog.write().get_mut(name) {
             e.tables = tables;
         }
-        let plan = state.statement_to_plan(statement).await.map_err(|e| invalid(&e))?;
+        let plan = state
+            .statement_to_plan(statement)
+            .await
+            .map_err(|e| invalid(e.into()))?;
         let view = datafusion::catalog::view::ViewTable::new(plan, Some(sql.to_string()));
         let _ = self.base.deregister_table(name);
         self.base
             .register_table(name, Arc::new(view))
-            .map_err(|e| invalid(&e))?;
+            .map_err(|e| invalid(e.into()))?;
         Ok(())
     }
 
@@ -297,13 +308,15 @@ impl Engine {
             });
         }
         let EntryKind::Table { config, .. } = entry.kind else {
-            return Err(ServerError::InvalidRequest(format!(
-                "{uses} tables; '{name}' is a view"
-            )));
+            return Err(RequestError::IsAView {
+                uses: uses.to_string(),
+                name: name.to_string(),
+            }
+            .into());
         };
         let store = self.table_store(name).ok_or_else(|| ServerError::Unavailable {
             name: name.to_string(),
-            cause: "not registered".into(),
+            cause: UnavailableCause::NotRegistered,
         })?;
         let provider = self.base_context().table_provider(TableReference::bare(name)).await?;
         let ignore_subdirectory = self

@@ -25,7 +25,12 @@ pub fn stats_json(engine: &Engine) -> Value {
     let catalog: serde_json::Map<String, Value> = engine
         .catalog()
         .into_iter()
-        .map(|(name, e)| (name, json!({"type": e.type_name(), "unavailable": e.unavailable})))
+        .map(|(name, e)| {
+            (
+                name,
+                json!({"type": e.type_name(), "unavailable": e.unavailable.as_ref().map(ToString::to_string)}),
+            )
+        })
         .collect();
     let get = |series: &str| value(&snapshot, series);
     let s3_sent = get("silt_s3_bytes_sent_total");

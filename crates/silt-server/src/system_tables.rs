@@ -33,7 +33,7 @@ use datafusion::error::{DataFusionError, Result};
 
 use crate::catalog::CATALOG;
 use crate::engine::Engine;
-use crate::error::ServerError;
+use crate::error::{ConfigError, ServerError};
 
 /// The schema's name.
 pub const SYSTEM_SCHEMA: &str = "silt_system";
@@ -50,7 +50,7 @@ pub fn register(engine: &Arc<Engine>) -> Result<(), ServerError> {
     let catalog = engine
         .base
         .catalog(CATALOG)
-        .ok_or_else(|| ServerError::Config(format!("catalog '{CATALOG}' is missing")))?;
+        .ok_or(ConfigError::MissingCatalog { catalog: CATALOG })?;
     catalog.register_schema(
         SYSTEM_SCHEMA,
         Arc::new(SystemSchema {
@@ -217,7 +217,13 @@ fn tables(engine: &Engine) -> Result<RecordBatch> {
                     memory_bytes: memory.get(s.store_id()).copied().unwrap_or(0),
                 }
             });
-            (name.clone(), entry.type_name(), url, entry.unavailable.clone(), counts)
+            (
+                name.clone(),
+                entry.type_name(),
+                url,
+                entry.unavailable.as_ref().map(ToString::to_string),
+                counts,
+            )
         })
         .collect();
     let col = |f: fn(&TableCounts) -> u64| -> ArrayRef {

@@ -21,7 +21,7 @@ use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
 use crate::config::ServerConfig;
-use crate::error::ServerError;
+use crate::error::{ConfigError, ServerError, TlsError};
 
 /// A client that does not finish its handshake in this long is dropped.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -50,12 +50,10 @@ impl TlsFiles {
             key_pem: read(key)?,
         };
         // Parse now: a bad file fails the start, naming the file.
-        files.rustls_config().map_err(|e| {
-            ServerError::Config(format!(
-                "TLS certificate {} / key {}: {e}",
-                cert.display(),
-                key.display()
-            ))
+        files.rustls_config().map_err(|source| ConfigError::TlsFiles {
+            cert: cert.clone(),
+            key: key.clone(),
+            source,
         })?;
         Ok(Some(files))
     }
@@ -68,21 +66,19 @@ impl TlsFiles {
     }
 
     /// The admin endpoint's TLS settings (HTTP/1.1 and HTTP/2 by ALPN).
-    pub fn rustls_config(&self) -> Result<rustls::ServerConfig, String> {
+    pub fn rustls_config(&self) -> Result<rustls::ServerConfig, TlsError> {
         let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&self.cert_pem)
             .collect::<Result<_, _>>()
-            .map_err(|e| format!("reading the certificate: {e}"))?;
+            .map_err(TlsError::Certificate)?;
         if certs.is_empty() {
-            return Err("the certificate file holds no CERTIFICATE block".into());
+            return Err(TlsError::NoCertificate);
         }
-        let key = PrivateKeyDer::from_pem_slice(&self.key_pem).map_err(|e| format!("reading the private key: {e}"))?;
+        let key = PrivateKeyDer::from_pem_slice(&self.key_pem).map_err(TlsError::PrivateKey)?;
         let mut config =
             rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-                .with_safe_default_protocol_versions()
-                .map_err(|e| e.to_string())?
+                .with_safe_default_protocol_versions()?
                 .with_no_client_auth()
-                .with_single_cert(certs, key)
-                .map_err(|e| e.to_string())?;
+                .with_single_cert(certs, key)?;
         config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         Ok(config)
     }
@@ -102,7 +98,7 @@ pub async fn serve_admin(
     files: TlsFiles,
     mut shutdown: oneshot::Receiver<()>,
 ) -> Result<(), ServerError> {
-    let config = files.rustls_config().map_err(ServerError::Config)?;
+    let config = files.rustls_config().map_err(ConfigError::Tls)?;
     let acceptor = TlsAcceptor::from(Arc::new(config));
     let (closing, closing_rx) = watch::channel(false);
     let mut connections = JoinSet::new();

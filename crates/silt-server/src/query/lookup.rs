@@ -16,7 +16,7 @@ use silt_proto::LookupRequest;
 use silt_scan::lookup::{KeyLookup, is_lookup_type, lookup};
 
 use crate::engine::Engine;
-use crate::error::ServerError;
+use crate::error::{IpcError, KeysError, RequestError, ServerError};
 use crate::metrics::ServerMetrics;
 
 /// A lookup to run: the table, key column, keys and columns, by name.
@@ -33,22 +33,29 @@ impl LookupQuery {
     /// Decodes a [`LookupRequest`] (keys as an Arrow IPC stream of one
     /// one-column batch).
     pub fn from_request(request: &LookupRequest) -> Result<Self, ServerError> {
-        let bad = |m: String| ServerError::InvalidRequest(format!("lookup on '{}': {m}", request.table));
-        let batches =
-            decode_ipc_stream(&request.keys).map_err(|e| bad(format!("keys are not an Arrow IPC stream: {e}")))?;
+        let bad = |reason| -> ServerError {
+            RequestError::LookupKeys {
+                table: request.table.clone(),
+                reason,
+            }
+            .into()
+        };
+        let batches = decode_ipc_stream(&request.keys).map_err(|e| bad(KeysError::NotIpc(e)))?;
         let mut arrays = Vec::new();
         for batch in batches {
             if batch.num_columns() != 1 {
-                return Err(bad(format!("keys must be one column, got {}", batch.num_columns())));
+                return Err(bad(KeysError::Columns {
+                    columns: batch.num_columns(),
+                }));
             }
             arrays.push(batch.column(0).clone());
         }
         let keys = match arrays.len() {
-            0 => return Err(bad("no keys".into())),
+            0 => return Err(bad(KeysError::NoKeys)),
             1 => arrays.pop().unwrap_or_else(|| new_null_array(&DataType::Null, 0)),
             _ => {
                 let refs: Vec<&dyn Array> = arrays.iter().map(|a| a.as_ref()).collect();
-                datafusion::arrow::compute::concat(&refs).map_err(|e| bad(e.to_string()))?
+                datafusion::arrow::compute::concat(&refs).map_err(|e| bad(KeysError::Concat(e)))?
             }
         };
         Ok(LookupQuery {
@@ -65,22 +72,22 @@ impl LookupQuery {
 /// present (a blocking reader allocates whatever a corrupt length prefix
 /// declares: a hostile stream could abort the process), and a panic in a
 /// decoder on malformed buffers is an error, not a dead connection.
-fn decode_ipc_stream(bytes: &[u8]) -> Result<Vec<RecordBatch>, String> {
+fn decode_ipc_stream(bytes: &[u8]) -> Result<Vec<RecordBatch>, IpcError> {
     std::panic::catch_unwind(|| {
         let mut decoder = StreamDecoder::new();
         let mut buffer = Buffer::from(bytes);
         let mut batches = Vec::new();
         while !buffer.is_empty() {
-            match decoder.decode(&mut buffer).map_err(|e| e.to_string())? {
+            match decoder.decode(&mut buffer)? {
                 Some(batch) => batches.push(batch),
                 None if buffer.is_empty() => break,
                 None => {}
             }
         }
-        decoder.finish().map_err(|e| e.to_string())?;
+        decoder.finish()?;
         Ok(batches)
     })
-    .unwrap_or_else(|_| Err("malformed Arrow IPC buffers".into()))
+    .unwrap_or(Err(IpcError::Malformed))
 }
 
 /// Output schema of `query` (what a `GetFlightInfo` reports), checking
@@ -117,12 +124,11 @@ impl Found {
 /// out, and runs the lookup again on a changed version).
 pub async fn attempt(engine: &Engine, query: &LookupQuery, gate: Arc<ValidationGate>) -> Result<Found, ServerError> {
     let resolved = engine.resolve_table(&query.table, "lookups read").await?;
-    let table = Some(resolved.parquet()?).filter(|t| t.is_cached()).ok_or_else(|| {
-        ServerError::InvalidRequest(format!(
-            "table '{}' has nested columns; query it with SQL instead",
-            query.table
-        ))
-    })?;
+    let table = Some(resolved.parquet()?)
+        .filter(|t| t.is_cached())
+        .ok_or_else(|| RequestError::NestedColumns {
+            table: query.table.clone(),
+        })?;
     let schema = table.schema_ref();
     let (key_column, projection) = resolve(&schema, query)?;
     let request = KeyLookup {
@@ -153,24 +159,24 @@ pub async fn attempt(engine: &Engine, query: &LookupQuery, gate: Arc<ValidationG
 /// Table indices of the key column and the projection.
 fn resolve(schema: &SchemaRef, query: &LookupQuery) -> Result<(usize, Vec<usize>), ServerError> {
     let index = |name: &str| {
-        schema
-            .index_of(name)
-            .map_err(|_| ServerError::InvalidRequest(format!("table '{}' has no column '{name}'", query.table)))
+        schema.index_of(name).map_err(|_| RequestError::NoColumn {
+            table: query.table.clone(),
+            column: name.to_string(),
+        })
     };
     let key = index(&query.key_column)?;
     let key_type = schema.field(key).data_type();
     if !is_lookup_type(key_type) {
-        return Err(ServerError::InvalidRequest(format!(
-            "lookups need an integer, string or date key column; '{}' is {key_type}",
-            query.key_column
-        )));
+        return Err(RequestError::LookupKeyType {
+            column: query.key_column.clone(),
+            data_type: key_type.clone(),
+        }
+        .into());
     }
     let projection = match &query.projection {
         None => (0..schema.fields().len()).collect(),
         Some(names) if names.is_empty() => {
-            return Err(ServerError::InvalidRequest(
-                "a lookup returns at least one column".into(),
-            ));
+            return Err(RequestError::EmptyProjection.into());
         }
         Some(names) => names.iter().map(|n| index(n)).collect::<Result<_, _>>()?,
     };

@@ -31,7 +31,7 @@ use silt_scan::scope::ScanScope;
 
 use crate::catalog::{CatalogEntry, EntryKind};
 use crate::engine::Engine;
-use crate::error::ServerError;
+use crate::error::{RequestError, ServerError, SqlFilterError};
 use crate::guard;
 
 /// A planned query, ready to execute in its own context.
@@ -95,12 +95,12 @@ fn scan_scope(scope: &SegmentScope) -> Result<ScanScope, ServerError> {
             continue;
         }
         if o.selections.len() != o.row_groups.len() {
-            return Err(ServerError::InvalidRequest(format!(
-                "scope of '{}' has {} row groups but {} row selections",
-                o.path,
-                o.row_groups.len(),
-                o.selections.len()
-            )));
+            return Err(RequestError::ScopeSelections {
+                path: o.path.clone(),
+                row_groups: o.row_groups.len(),
+                selections: o.selections.len(),
+            }
+            .into());
         }
         for (&group, bitmap) in o.row_groups.iter().zip(&o.selections) {
             if !bitmap.is_empty() {
@@ -230,11 +230,16 @@ pub async fn sql(engine: &Engine, sql: &str, gate: Option<&Arc<ValidationGate>>)
 /// columns. A subquery, an aggregate or a window is refused: a filter
 /// reads one row of the table.
 async fn parse_scan_filter(ctx: &SessionContext, table: &str, sql: &str) -> Result<Expr, ServerError> {
-    let invalid = |e: &dyn std::fmt::Display| {
-        ServerError::InvalidRequest(format!("the SQL filter {sql:?} of scan on '{table}': {e}"))
+    let invalid = |reason| RequestError::ScanFilterSql {
+        table: table.to_string(),
+        sql: sql.to_string(),
+        reason,
     };
-    let df = ctx.table(TableReference::bare(table)).await.map_err(|e| invalid(&e))?;
-    let expr = df.parse_sql_expr(sql).map_err(|e| invalid(&e))?;
+    let df = ctx
+        .table(TableReference::bare(table))
+        .await
+        .map_err(|e| invalid(SqlFilterError::Plan(e)))?;
+    let expr = df.parse_sql_expr(sql).map_err(|e| invalid(SqlFilterError::Plan(e)))?;
     let mut nested = false;
     expr.apply(|e| {
         nested |= matches!(
@@ -247,11 +252,9 @@ async fn parse_scan_filter(ctx: &SessionContext, table: &str, sql: &str) -> Resu
         );
         Ok(TreeNodeRecursion::Continue)
     })
-    .map_err(|e| invalid(&e))?;
+    .map_err(|e| invalid(SqlFilterError::Plan(e)))?;
     if nested {
-        return Err(invalid(
-            &"only a row-level expression is allowed (no subquery, aggregate or window)",
-        ));
+        return Err(invalid(SqlFilterError::NotRowLevel).into());
     }
     Ok(expr)
 }
@@ -270,8 +273,11 @@ pub async fn scan(
         .iter()
         .enumerate()
         .map(|(i, bytes)| {
-            Expr::from_bytes_with_ctx(bytes, &task)
-                .map_err(|e| ServerError::InvalidRequest(format!("filter #{i} of scan on '{}': {e}", request.table)))
+            Expr::from_bytes_with_ctx(bytes, &task).map_err(|source| RequestError::ScanFilter {
+                table: request.table.clone(),
+                index: i,
+                source,
+            })
         })
         .collect::<Result<Vec<_>, _>>()?;
     let filters = match request.filter_sql.as_deref().filter(|f| !f.trim().is_empty()) {
@@ -284,7 +290,7 @@ pub async fn scan(
     };
     let limit = request
         .limit
-        .map(|l| usize::try_from(l).map_err(|_| ServerError::InvalidRequest(format!("limit {l} is too large"))))
+        .map(|l| usize::try_from(l).map_err(|_| RequestError::LimitTooLarge { limit: l }))
         .transpose()?;
     if let Some(scope) = &request.scope {
         let scope = scan_scope(scope)?;
