@@ -29,9 +29,10 @@ pub enum ClientError {
     Url(String),
     #[error("TLS: {0}")]
     Tls(String),
-    #[error("Silt server {url}: {message}")]
+    #[error("Silt server {url}: {message} ({code:?})")]
     Server {
         url: String,
+        /// The server's own message, as it sent it.
         message: String,
         /// The gRPC status code the server answered with.
         code: tonic::Code,
@@ -43,13 +44,54 @@ pub enum ClientError {
     },
     #[error("Silt server {url} sent a malformed response: {message}")]
     Protocol { url: String, message: String },
+    /// A scan's stream failed after it had started: kept typed (not
+    /// flattened into the query's error text) so a caller can still read the
+    /// server's status code and message. The text is the one these errors
+    /// always had, when the failure was a DataFusion external error.
+    #[error("scan of '{table}' on {url}: External error: {source}")]
+    Scan {
+        table: String,
+        url: String,
+        #[source]
+        source: Box<ClientError>,
+    },
 }
 
 impl ClientError {
+    /// The first `ClientError` in `e` or its chain of sources: what a query
+    /// that failed on a server's answer keeps of it (see [`Self::status`]).
+    pub fn find<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a ClientError> {
+        let mut next = Some(e);
+        while let Some(err) = next {
+            if let Some(found) = err.downcast_ref::<ClientError>() {
+                return Some(found);
+            }
+            // DataFusion's external errors hold theirs as a box, not a source.
+            if let Some(DataFusionError::External(inner)) = err.downcast_ref::<DataFusionError>()
+                && let Some(found) = inner.downcast_ref::<ClientError>()
+            {
+                return Some(found);
+            }
+            next = err.source();
+        }
+        None
+    }
+
+    /// The status code and message the server answered with, also when it
+    /// came mid-stream ([`ClientError::Scan`]); `None` for errors that are
+    /// not the server's answer (connection, URL, TLS, malformed response).
+    pub fn status(&self) -> Option<(tonic::Code, &str)> {
+        match self {
+            ClientError::Server { code, message, .. } => Some((*code, message)),
+            ClientError::Scan { source, .. } => source.status(),
+            _ => None,
+        }
+    }
+
     /// Whether the server refused because an object changed under the
     /// request (`ABORTED`): a scan scoped to object versions that are gone.
     pub fn is_changed(&self) -> bool {
-        matches!(self, ClientError::Server { code, .. } if *code == tonic::Code::Aborted)
+        self.status().is_some_and(|(code, _)| code == tonic::Code::Aborted)
     }
 
     /// Whether the server could not be reached or failed in transport (as
@@ -65,6 +107,7 @@ impl ClientError {
             ClientError::Connect { .. } => true,
             ClientError::Server { in_transport: true, .. } => true,
             ClientError::Server { code, .. } => matches!(code, Code::Unavailable | Code::Unknown | Code::Cancelled),
+            ClientError::Scan { source, .. } => source.is_unavailable(),
             _ => false,
         }
     }
@@ -183,7 +226,7 @@ impl SiltClient {
     fn server_error(&self, status: tonic::Status) -> ClientError {
         ClientError::Server {
             url: self.url.clone(),
-            message: format!("{} ({:?})", status.message(), status.code()),
+            message: status.message().to_string(),
             code: status.code(),
             in_transport: failed_in_transport(&status),
         }
@@ -356,6 +399,15 @@ impl SiltClient {
         self.flight_error(e).into()
     }
 
+    /// A scan of `table` whose stream failed with `e` after it started.
+    pub fn scan_error(&self, table: &str, e: FlightError) -> ClientError {
+        ClientError::Scan {
+            table: table.to_string(),
+            url: self.url.clone(),
+            source: Box::new(self.flight_error(e)),
+        }
+    }
+
     /// Server statistics as a JSON string (the `silt.stats` action).
     /// Runs a Silt action and returns each result message's body.
     async fn action_stream(
@@ -417,7 +469,24 @@ impl SiltClient {
 
 #[cfg(test)]
 mod tests {
-    use super::failed_in_transport;
+    use super::{ClientError, failed_in_transport};
+    use arrow_flight::error::FlightError;
+    use datafusion::error::DataFusionError;
+
+    #[tokio::test]
+    async fn a_failed_stream_keeps_the_servers_code_and_message_under_the_same_text() {
+        let client = super::SiltClient::connect_lazy("http://127.0.0.1:1").unwrap();
+        let status = tonic::Status::aborted("object changed");
+        let e = DataFusionError::from(client.scan_error("t", FlightError::Tonic(Box::new(status))));
+        assert_eq!(
+            e.to_string(),
+            "External error: scan of 't' on http://127.0.0.1:1: External error: \
+             Silt server http://127.0.0.1:1: object changed (Aborted)"
+        );
+        let kept = ClientError::find(&e).expect("the client error is kept");
+        assert_eq!(kept.status(), Some((tonic::Code::Aborted, "object changed")));
+        assert!(kept.is_changed());
+    }
 
     #[test]
     fn a_reset_stream_is_a_transport_failure_and_a_server_verdict_is_not() {

@@ -316,12 +316,8 @@ pub(crate) async fn server_scan(
     let (client, table, out) = (client.clone(), request.table.clone(), out.clone());
     Ok(stream
         .map(move |r| {
-            r.map_err(|e| {
-                DataFusionError::External(
-                    format!("scan of '{table}' on {}: {}", client.url(), client.describe_error(e)).into(),
-                )
-            })
-            .and_then(|b| adapt(b, &out))
+            r.map_err(|e| DataFusionError::from(client.scan_error(&table, e)))
+                .and_then(|b| adapt(b, &out))
         })
         .boxed())
 }

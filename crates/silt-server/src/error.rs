@@ -11,6 +11,7 @@
 //! name its errors without a circle.
 
 mod config;
+mod protocol;
 mod request;
 
 use std::sync::Arc;
@@ -20,6 +21,7 @@ use silt_cache::CacheError;
 use tonic::Status;
 
 pub use config::{ConfigError, SizeError, TlsError};
+pub use protocol::ProtocolError;
 pub use request::{FragmentError, GuardRefusal, IpcError, KeysError, RequestError, SqlFilterError};
 
 /// Everything that can fail inside the server.
@@ -61,6 +63,10 @@ pub enum ServerError {
     },
     #[error("{0}")]
     Transport(String),
+    /// A Flight request refused or failed outside the query engine; its
+    /// text carries no prefix (clients have always read it bare).
+    #[error("{0}")]
+    Protocol(#[from] ProtocolError),
 }
 
 /// Why a table or view cannot be used now, kept as the error its
@@ -129,6 +135,7 @@ impl ServerError {
             ServerError::DataFusion(e) | ServerError::Read { source: e, .. } => datafusion_status(e, msg),
             ServerError::ObjectNotFound { .. } => Status::not_found(msg),
             ServerError::Store(_) | ServerError::Io { .. } | ServerError::Transport(_) => Status::internal(msg),
+            ServerError::Protocol(e) => protocol_status(e, msg),
         }
     }
 }
@@ -150,6 +157,25 @@ fn datafusion_status(e: &DataFusionError, msg: String) -> Status {
     }
 }
 
+/// The status of a request the Flight service refused or failed itself.
+fn protocol_status(e: &ProtocolError, msg: String) -> Status {
+    match e {
+        ProtocolError::UnsupportedCommand { .. } | ProtocolError::UnsupportedTicket { .. } => {
+            Status::unimplemented(msg)
+        }
+        ProtocolError::ReadOnly { .. } => Status::permission_denied(msg),
+        ProtocolError::UnknownAction { .. }
+        | ProtocolError::MalformedScan(_)
+        | ProtocolError::MalformedLookup(_)
+        | ProtocolError::MalformedPreload(_)
+        | ProtocolError::HandleNotUtf8 => Status::invalid_argument(msg),
+        ProtocolError::ListingTable { .. }
+        | ProtocolError::EncodingSchema(_)
+        | ProtocolError::Stats(_)
+        | ProtocolError::Preload(_) => Status::internal(msg),
+    }
+}
+
 /// The status of a read that failed in the cache, by the kind it kept.
 fn cache_status(e: &CacheError, msg: String) -> Status {
     match e {
@@ -166,5 +192,107 @@ fn cache_status(e: &CacheError, msg: String) -> Status {
 impl From<ServerError> for Status {
     fn from(e: ServerError) -> Status {
         e.to_status()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use tonic::Code;
+
+    use super::*;
+
+    #[test]
+    fn an_unavailable_table_keeps_the_error_it_failed_with() {
+        let timeout = ServerError::StoreTimeout {
+            url: "s3://b/t/".into(),
+            after: Duration::from_secs(60),
+        };
+        let e = ServerError::Unavailable {
+            name: "t".into(),
+            cause: timeout.into(),
+        };
+        let status = e.to_status();
+        assert_eq!(status.code(), Code::Unavailable);
+        assert_eq!(
+            status.message(),
+            "table 't' is unavailable: timed out after 60s reading s3://b/t/"
+        );
+        let ServerError::Unavailable {
+            cause: UnavailableCause::Failed(cause),
+            ..
+        } = &e
+        else {
+            panic!("{e}")
+        };
+        assert!(matches!(cause.as_ref(), ServerError::StoreTimeout { .. }));
+        let starting = ServerError::Unavailable {
+            name: "t".into(),
+            cause: UnavailableCause::NotRegisteredYet,
+        };
+        assert_eq!(starting.to_string(), "table 't' is unavailable: not registered yet");
+        let _shared: UnavailableCause = UnavailableCause::Failed(Arc::new(starting));
+    }
+
+    #[test]
+    fn flight_service_refusals_keep_their_bare_text_and_code() {
+        let cases: [(ProtocolError, Code, &str); 4] = [
+            (
+                ProtocolError::UnsupportedCommand { type_url: "x.Y".into() },
+                Code::Unimplemented,
+                "unsupported command x.Y",
+            ),
+            (
+                ProtocolError::ReadOnly {
+                    type_url: "x.Put".into(),
+                },
+                Code::PermissionDenied,
+                "refused: Silt is read-only (x.Put is not supported)",
+            ),
+            (
+                ProtocolError::UnknownAction { action: "drop".into() },
+                Code::InvalidArgument,
+                "unknown action 'drop'",
+            ),
+            (
+                ProtocolError::HandleNotUtf8,
+                Code::InvalidArgument,
+                "statement handle is not UTF-8 SQL",
+            ),
+        ];
+        for (e, code, text) in cases {
+            let status = ServerError::from(e).to_status();
+            assert_eq!((status.code(), status.message()), (code, text));
+        }
+    }
+
+    #[test]
+    fn typed_refusals_read_as_the_strings_they_replaced() {
+        let e: ServerError = ConfigError::Rate {
+            setting: "store.fail_rate",
+            rate: 1.5,
+        }
+        .into();
+        assert_eq!(
+            e.to_string(),
+            "configuration: store.fail_rate must be between 0 and 1, got 1.5"
+        );
+        assert_eq!(e.to_status().code(), Code::InvalidArgument);
+        let e: ServerError = GuardRefusal::NotReadOnly {
+            kind: "DROP TABLE".into(),
+        }
+        .into();
+        assert_eq!(
+            e.to_string(),
+            "refused: only read-only queries (SELECT, EXPLAIN SELECT) are allowed; 'DROP TABLE ...' is not"
+        );
+        assert_eq!(e.to_status().code(), Code::PermissionDenied);
+        let e: ServerError = RequestError::LimitTooLarge { limit: u64::MAX }.into();
+        assert_eq!(
+            e.to_string(),
+            format!("invalid request: limit {} is too large", u64::MAX)
+        );
     }
 }

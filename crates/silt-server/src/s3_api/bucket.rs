@@ -1,6 +1,6 @@
 //! A registered table seen as an S3 bucket: which keys it holds, where each
-//! key's object is in the table's store, and what a failed store call means
-//! to an S3 client.
+//! key's object is in the table's store (what a failed call means to an S3
+//! client is [`super::errors`]).
 
 use std::sync::Arc;
 
@@ -8,12 +8,12 @@ use futures::TryStreamExt;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt};
 use s3s::{S3Error, s3_error};
-use silt_cache::{CacheError, CachedStore, ObjectVersion};
+use silt_cache::{CachedStore, ObjectVersion};
 use silt_store::TableLocation;
 
 use super::BODY_CHUNK_PAGES;
+use super::errors::{S3Failure, no_such_key, s3_error};
 use crate::engine::Engine;
-use crate::error::ServerError;
 use crate::registry::ResolvedTable;
 
 /// What makes an object under a prefix part of the table (as for queries).
@@ -54,19 +54,16 @@ impl Bucket {
         let table = engine
             .resolve_table(name, "the S3 API serves")
             .await
-            .map_err(|e| match e {
-                ServerError::UnknownTable { .. } | ServerError::InvalidRequest(_) => {
-                    s3_error!(NoSuchBucket, "no table {name:?}")
-                }
-                ServerError::Unavailable { cause, .. } => {
-                    s3_error!(ServiceUnavailable, "table {name:?} is unavailable: {cause}")
-                }
-                other => s3_error!(InternalError, "table {name:?}: {other}"),
-            })?;
+            .map_err(|error| s3_error(S3Failure::Bucket { table: name, error }))?;
         let url = table.config.url.clone();
         let store = table.store.clone();
-        let location = TableLocation::parse(&url)
-            .map_err(|e| s3_error!(InternalError, "table {name:?} has an invalid URL {url:?}: {e}"))?;
+        let location = TableLocation::parse(&url).map_err(|error| {
+            s3_error(S3Failure::TableUrl {
+                table: name,
+                url: &url,
+                error,
+            })
+        })?;
         let path = store.qualify(&ObjectPath::from(location.path.as_str()));
         let layout = match (location.is_prefix, path.filename()) {
             (false, Some(file)) => Layout::Single {
@@ -93,43 +90,27 @@ impl Bucket {
                 if self.table.holds(&path) {
                     Ok(path)
                 } else {
-                    Err(self.no_such_key(key))
+                    Err(no_such_key(&self.name, key))
                 }
             }
             Layout::Single { key: only, path } if key == only => Ok(path.clone()),
-            _ => Err(self.no_such_key(key)),
+            _ => Err(no_such_key(&self.name, key)),
         }
     }
 
-    fn no_such_key(&self, key: &str) -> S3Error {
-        s3_error!(NoSuchKey, "no object {key:?} in table {:?}", self.name)
-    }
-
     /// What a failed store call on `key` ("" for the whole table) tells the
-    /// client — the one place `object_store` errors become S3 errors: a
-    /// missing object is `NoSuchKey`; a version gone upstream
-    /// (`Precondition`, which readers retry once after revalidating before
-    /// they get here) and a store timeout are `ServiceUnavailable`, worth a
-    /// retry; anything else
-    /// is an `InternalError` naming the object and the table's URL.
-    pub fn store_error(&self, key: &str, e: object_store::Error) -> S3Error {
+    /// client ([`super::errors`]), naming the object by key, table and URL.
+    pub fn store_error(&self, key: &str, error: object_store::Error) -> S3Error {
         let object = match &self.layout {
             Layout::Prefix { .. } => format!("object {key:?} of table {:?} ({}{key})", self.name, self.url),
             Layout::Single { .. } => format!("object {key:?} of table {:?} ({})", self.name, self.url),
         };
-        match e {
-            object_store::Error::NotFound { .. } => self.no_such_key(key),
-            object_store::Error::Precondition { .. } => {
-                s3_error!(e, ServiceUnavailable, "{object} changed while it was read: {e}")
-            }
-            other if matches!(CacheError::find(&other), Some(CacheError::Timeout { .. })) => {
-                s3_error!(ServiceUnavailable, "reading {object} timed out: {other}")
-            }
-            other => {
-                tracing::warn!(error = %other, "S3 API: reading {object} failed");
-                s3_error!(InternalError, "reading {object}: {other}")
-            }
-        }
+        s3_error(S3Failure::Object {
+            table: &self.name,
+            key,
+            object,
+            error,
+        })
     }
 
     /// Every object of the bucket, sorted by key. A prefix is listed through

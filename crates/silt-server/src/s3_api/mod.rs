@@ -25,6 +25,9 @@
 //! one response is pinned to one version, the first chunk is read before the
 //! headers go out, the rest streams in chunks of [`BODY_CHUNK_PAGES`] pages.
 //!
+//! **Errors** ([`errors`]): every failure of a table or of a read becomes
+//! an S3 error in one function, by its kind.
+//!
 //! **Across a fleet** ([`peers`]): with `[cluster]` `servers` and `admin`,
 //! each body chunk is read from the member that owns it (rendezvous
 //! hashing), so any member answers for the whole fleet.
@@ -40,6 +43,7 @@
 //! pair the first service is skipped and signatures are ignored.
 
 mod bucket;
+mod errors;
 mod listing;
 pub mod peers;
 mod read;

@@ -1,0 +1,54 @@
+//! What the Flight SQL service refuses or fails at before a query runs:
+//! commands, tickets and actions it does not know or cannot decode, and the
+//! few things it encodes itself. Typed so that the Flight status of each is
+//! chosen in [`super::ServerError::to_status`] with the others, not where
+//! the refusal is written.
+
+use datafusion::arrow::error::ArrowError;
+
+/// A Flight request the service refuses or fails to answer, before or
+/// beside the query engine.
+#[derive(Debug, thiserror::Error)]
+pub enum ProtocolError {
+    /// A Flight SQL command that is neither SQL, a scan nor a lookup
+    /// (`UNIMPLEMENTED`).
+    #[error("unsupported command {type_url}")]
+    UnsupportedCommand { type_url: String },
+    /// A ticket this server did not issue (`UNIMPLEMENTED`).
+    #[error("unsupported ticket {type_url}")]
+    UnsupportedTicket { type_url: String },
+    /// A write of any kind (`PERMISSION_DENIED`).
+    #[error("refused: Silt is read-only ({type_url} is not supported)")]
+    ReadOnly { type_url: String },
+    /// An action that is not `silt.stats` or `silt.preload` (`INVALID_ARGUMENT`).
+    #[error("unknown action '{action}'")]
+    UnknownAction { action: String },
+    /// A scan request or ticket that does not decode (`INVALID_ARGUMENT`).
+    #[error("malformed scan request: {0}")]
+    MalformedScan(#[source] ArrowError),
+    /// A lookup request or ticket that does not decode (`INVALID_ARGUMENT`).
+    #[error("malformed lookup request: {0}")]
+    MalformedLookup(#[source] ArrowError),
+    /// A preload action whose body is not its JSON (`INVALID_ARGUMENT`).
+    #[error("malformed preload request: {0}")]
+    MalformedPreload(#[source] serde_json::Error),
+    /// A prepared statement's handle is its SQL (`INVALID_ARGUMENT`).
+    #[error("statement handle is not UTF-8 SQL")]
+    HandleNotUtf8,
+    /// A table's row of `GetTables` could not be built (`INTERNAL`).
+    #[error("listing table {name}: {source}")]
+    ListingTable {
+        name: String,
+        #[source]
+        source: ArrowError,
+    },
+    /// A result schema could not be encoded as Arrow IPC (`INTERNAL`).
+    #[error("encoding schema: {0}")]
+    EncodingSchema(#[source] ArrowError),
+    /// The task computing the stats action's answer failed (`INTERNAL`).
+    #[error("computing stats: {0}")]
+    Stats(#[source] tokio::task::JoinError),
+    /// The preload task failed (`INTERNAL`).
+    #[error("preload failed: {0}")]
+    Preload(#[source] tokio::task::JoinError),
+}
