@@ -13,6 +13,7 @@
 mod config;
 mod protocol;
 mod request;
+mod transport;
 
 use std::sync::Arc;
 
@@ -23,6 +24,7 @@ use tonic::Status;
 pub use config::{ConfigError, SizeError, TlsError};
 pub use protocol::ProtocolError;
 pub use request::{FragmentError, GuardRefusal, IpcError, KeysError, RequestError, SqlFilterError};
+pub use transport::TransportError;
 
 /// Everything that can fail inside the server.
 #[derive(Debug, thiserror::Error)]
@@ -61,8 +63,9 @@ pub enum ServerError {
         #[source]
         source: std::io::Error,
     },
+    /// A listener that could not start or stopped with an error.
     #[error("{0}")]
-    Transport(String),
+    Transport(#[from] TransportError),
     /// A Flight request refused or failed outside the query engine; its
     /// text carries no prefix (clients have always read it bare).
     #[error("{0}")]
@@ -192,6 +195,14 @@ fn cache_status(e: &CacheError, msg: String) -> Status {
 impl From<ServerError> for Status {
     fn from(e: ServerError) -> Status {
         e.to_status()
+    }
+}
+
+/// So the Flight service can answer `Err(ProtocolError::...)?` directly,
+/// through the one mapping.
+impl From<ProtocolError> for Status {
+    fn from(e: ProtocolError) -> Status {
+        ServerError::from(e).to_status()
     }
 }
 

@@ -40,7 +40,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 use crate::catalog::{CATALOG, SCHEMA};
 use crate::engine::Engine;
-use crate::error::ServerError;
+use crate::error::{ProtocolError, ServerError};
 use crate::query::lookup::LookupQuery;
 use crate::query::{Answer, QueryRunner};
 
@@ -99,7 +99,7 @@ impl SiltFlightService {
         let endpoint = FlightEndpoint::new().with_ticket(Ticket::new(ticket.encode_to_vec()));
         let info = FlightInfo::new()
             .try_with_schema(schema)
-            .map_err(|e| Status::internal(format!("encoding schema: {e}")))?
+            .map_err(ProtocolError::EncodingSchema)?
             .with_descriptor(descriptor.clone())
             .with_endpoint(endpoint)
             .with_total_records(total_records.map_or(-1, |n| n as i64))

@@ -40,6 +40,7 @@ use tracing::info;
 pub use config::ServerConfig;
 pub use engine::Engine;
 pub use error::ServerError;
+use error::TransportError;
 pub use query::QueryRunner;
 
 /// Largest gRPC message accepted (requests are small; results are split
@@ -85,7 +86,7 @@ impl ServerHandle {
             t.abort();
         }
         for t in self.tasks.drain(..) {
-            t.await.map_err(|e| ServerError::Transport(e.to_string()))??;
+            t.await.map_err(TransportError::Task)??;
         }
         Ok(())
     }
@@ -93,7 +94,7 @@ impl ServerHandle {
     /// Run until the server stops (for `silt serve`).
     pub async fn wait(mut self) -> Result<(), ServerError> {
         for t in self.tasks.drain(..) {
-            t.await.map_err(|e| ServerError::Transport(e.to_string()))??;
+            t.await.map_err(TransportError::Task)??;
         }
         Ok(())
     }
@@ -105,16 +106,14 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, ServerError> {
     let bind = |addr: SocketAddr| async move {
         TcpListener::bind(addr)
             .await
-            .map_err(|e| ServerError::Transport(format!("cannot listen on {addr}: {e}")))
+            .map_err(|source| TransportError::Listen { addr, source })
     };
     let flight_listener = bind(config.listen).await?;
     let admin_listener = match config.admin {
         Some(a) => Some(bind(a).await?),
         None => None,
     };
-    let flight_addr = flight_listener
-        .local_addr()
-        .map_err(|e| ServerError::Transport(e.to_string()))?;
+    let flight_addr = flight_listener.local_addr().map_err(TransportError::LocalAddr)?;
     let admin_addr = admin_listener.as_ref().and_then(|l| l.local_addr().ok());
 
     let tls_files = tls::TlsFiles::load(&config)?;
@@ -152,7 +151,7 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, ServerError> {
                 let _ = rx.await;
             })
             .await
-            .map_err(|e| ServerError::Transport(format!("Flight service: {e}")))
+            .map_err(|e| TransportError::Flight(e).into())
     }));
     info!(%flight_addr, "Flight SQL listening");
 
@@ -176,7 +175,7 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, ServerError> {
                         let _ = rx.await;
                     })
                     .await
-                    .map_err(|e| ServerError::Transport(format!("admin endpoint: {e}")))
+                    .map_err(|e| TransportError::Admin(e).into())
             }));
             info!(admin_addr = ?admin_addr, "admin HTTP listening");
         }

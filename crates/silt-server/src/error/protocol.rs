@@ -40,7 +40,7 @@ pub enum ProtocolError {
     ListingTable {
         name: String,
         #[source]
-        source: ArrowError,
+        source: arrow_flight::error::FlightError,
     },
     /// A result schema could not be encoded as Arrow IPC (`INTERNAL`).
     #[error("encoding schema: {0}")]

@@ -96,7 +96,7 @@ impl FlightSqlService for SiltFlightService {
     ) -> Result<Response<FlightInfo>, Status> {
         let any = cmd.into_any();
         let Some(query) = unpack_query(&any)? else {
-            return Err(Status::unimplemented(format!("unsupported command {}", any.type_url)));
+            return Err(ProtocolError::UnsupportedCommand { type_url: any.type_url }.into());
         };
         let described = self.runner.describe(&query).await?;
         self.info(&described.schema, any, described.rows, request.get_ref())
@@ -126,10 +126,10 @@ impl FlightSqlService for SiltFlightService {
         message: Any,
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
         let Some(query) = unpack_query(&message)? else {
-            return Err(Status::unimplemented(format!(
-                "unsupported ticket {}",
-                message.type_url
-            )));
+            return Err(ProtocolError::UnsupportedTicket {
+                type_url: message.type_url,
+            }
+            .into());
         };
         self.respond(self.runner.run(query).await)
     }
@@ -171,7 +171,10 @@ impl FlightSqlService for SiltFlightService {
             };
             builder
                 .append(CATALOG, SCHEMA, &name, entry.type_name(), &schema)
-                .map_err(|e| Status::internal(format!("listing table {name}: {e}")))?;
+                .map_err(|source| ProtocolError::ListingTable {
+                    name: name.clone(),
+                    source,
+                })?;
         }
         let schema = builder.schema();
         Ok(Response::new(one_batch(schema, builder.build())))
@@ -192,10 +195,10 @@ impl FlightSqlService for SiltFlightService {
         _request: Request<PeekableFlightDataStream>,
         message: Any,
     ) -> Result<Response<<Self as FlightService>::DoPutStream>, Status> {
-        Err(Status::permission_denied(format!(
-            "refused: Silt is read-only ({} is not supported)",
-            message.type_url
-        )))
+        Err(ProtocolError::ReadOnly {
+            type_url: message.type_url,
+        }
+        .into())
     }
 
     async fn do_action_create_prepared_statement(
@@ -210,7 +213,7 @@ impl FlightSqlService for SiltFlightService {
             .schema;
         let message: IpcMessage = SchemaAsIpc::new(&schema, &IpcWriteOptions::default())
             .try_into()
-            .map_err(|e| Status::internal(format!("encoding schema: {e}")))?;
+            .map_err(ProtocolError::EncodingSchema)?;
         Ok(ActionCreatePreparedStatementResult {
             prepared_statement_handle: query.query.into_bytes().into(),
             dataset_schema: message.0,
@@ -237,13 +240,13 @@ impl FlightSqlService for SiltFlightService {
                 .engine()
                 .off_worker(|e| crate::stats::stats_json(e).to_string())
                 .await
-                .map_err(|e| Status::internal(format!("computing stats: {e}")))?;
+                .map_err(ProtocolError::Stats)?;
             let result = arrow_flight::Result { body: body.into() };
             return Ok(Response::new(Box::pin(futures::stream::once(async { Ok(result) }))));
         }
         if action.r#type == ACTION_PRELOAD {
-            let request: crate::preload::PreloadRequest = serde_json::from_slice(&action.body)
-                .map_err(|e| Status::invalid_argument(format!("malformed preload request: {e}")))?;
+            let request: crate::preload::PreloadRequest =
+                serde_json::from_slice(&action.body).map_err(ProtocolError::MalformedPreload)?;
             let (tx, rx) = tokio::sync::mpsc::channel(16);
             let task = tokio::spawn(crate::preload::run(self.engine().clone(), request, tx));
             let to_result = |p: &crate::preload::PreloadProgress| arrow_flight::Result {
@@ -254,32 +257,28 @@ impl FlightSqlService for SiltFlightService {
                 match task.await {
                     Ok(Ok(report)) => Ok(to_result(&report)),
                     Ok(Err(e)) => Err(e.to_status()),
-                    Err(e) => Err(Status::internal(format!("preload failed: {e}"))),
+                    Err(e) => Err(ProtocolError::Preload(e).into()),
                 }
             });
             return Ok(Response::new(Box::pin(progress.chain(last))));
         }
-        Err(Status::invalid_argument(format!("unknown action '{}'", action.r#type)))
+        Err(ProtocolError::UnknownAction { action: action.r#type }.into())
     }
 
     async fn register_sql_info(&self, _id: i32, _result: &SqlInfo) {}
 }
 
 fn handle_sql(handle: &[u8]) -> Result<String, Status> {
-    String::from_utf8(handle.to_vec()).map_err(|_| Status::invalid_argument("statement handle is not UTF-8 SQL"))
+    String::from_utf8(handle.to_vec()).map_err(|_| ProtocolError::HandleNotUtf8.into())
 }
 
 /// Silt's own ticket or command (a `LookupRequest` or a `ScanRequest`),
 /// decoded; `None` for any other message.
 fn unpack_query(any: &Any) -> Result<Option<QueryRequest>, Status> {
-    let lookup = any
-        .unpack::<LookupRequest>()
-        .map_err(|e| Status::invalid_argument(format!("malformed lookup request: {e}")))?;
+    let lookup = any.unpack::<LookupRequest>().map_err(ProtocolError::MalformedLookup)?;
     if let Some(request) = lookup {
         return Ok(Some(QueryRequest::Lookup(LookupQuery::from_request(&request)?)));
     }
-    let scan = any
-        .unpack::<ScanRequest>()
-        .map_err(|e| Status::invalid_argument(format!("malformed scan request: {e}")))?;
+    let scan = any.unpack::<ScanRequest>().map_err(ProtocolError::MalformedScan)?;
     Ok(scan.map(QueryRequest::Scan))
 }
