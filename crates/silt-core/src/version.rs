@@ -1,4 +1,10 @@
 //! Object versions: what makes two reads of the same path the same bytes.
+//!
+//! A version travels as three strings, each owned here so that every user
+//! spells it the same way: the cache tag ([`ObjectVersion::tag`], in every
+//! [`ObjectKey`](crate::ObjectKey)), the wire token a client and a server
+//! compare in scan scopes ([`ObjectVersion::wire_token`]), and the entity
+//! tag the S3 API shows ([`ObjectVersion::entity_tag`]).
 
 use std::sync::Arc;
 
@@ -42,6 +48,7 @@ impl ObjectVersion {
         }
     }
 
+    /// The version `meta` (a LIST or HEAD answer) describes.
     pub fn from_meta(meta: &ObjectMeta) -> Self {
         let tag: Arc<str> = match &meta.e_tag {
             Some(e) => Arc::from(e.as_str()),
@@ -57,5 +64,39 @@ impl ObjectVersion {
             tag,
             meta: meta.clone(),
         }
+    }
+
+    /// The version as a client and a server compare it in scan scopes
+    /// (`silt_scan::scope`): size, modification time and ETag, the three
+    /// things [`ObjectVersion::same`] compares.
+    pub fn wire_token(&self) -> String {
+        Self::wire_token_of(&self.meta)
+    }
+
+    /// [`ObjectVersion::wire_token`] of the version `meta` describes,
+    /// without building the version.
+    pub fn wire_token_of(meta: &ObjectMeta) -> String {
+        format!(
+            "{}:{}:{}",
+            meta.size,
+            meta.last_modified.timestamp_nanos_opt().unwrap_or_default(),
+            meta.e_tag.as_deref().unwrap_or("")
+        )
+    }
+
+    /// The entity tag S3 clients see, unquoted: the upstream ETag (else the
+    /// size-mtime [`tag`](Self::tag)) as one strong entity tag. Characters an
+    /// entity tag (or the XML it is written into unescaped) cannot hold
+    /// become `_`, the same way in listings, HEAD and GET, so clients can
+    /// compare them.
+    pub fn entity_tag(&self) -> String {
+        let raw = self.tag.trim_start_matches("W/").trim_matches('"');
+        raw.chars()
+            .map(|c| match c {
+                '&' | '<' | '>' | '\'' => '_',
+                c if c == '!' || ('#'..='~').contains(&c) => c,
+                _ => '_',
+            })
+            .collect()
     }
 }
