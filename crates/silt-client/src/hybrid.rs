@@ -55,7 +55,7 @@ use silt_proto::{ObjectSegments, Projection, ScanRequest, SegmentScope, layout};
 use crate::client::{ClientError, SiltClient};
 use crate::exec::{SiltScanExec, server_scan};
 use crate::local_cache::{LocalCache, benefit_per_byte};
-use crate::path_cost::{CostModel, RowGroupSizes};
+use crate::path_cost::{PathCost, RowGroupSizes};
 use silt_core::{CachedColumn, ChunkKey, ObjectKey};
 
 /// What a scan needs to run its row groups locally.
@@ -546,7 +546,7 @@ fn choose(plan: &LocalPlan, table: &str, group: &RowGroup, pending: &mut usize) 
         .as_ref()
         .is_none_or(|f| f.columns.iter().all(|&c| segments[c].is_some()));
     if filter_cached && plan.fragment.is_none() {
-        let model = CostModel {
+        let model = PathCost {
             link_bytes_per_second: plan.cache.link_bytes_per_second(),
             selectivity,
         };

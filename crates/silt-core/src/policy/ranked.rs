@@ -14,25 +14,26 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::{CacheKey, EvictionPolicy};
 
-/// A score ordered by `f64::total_cmp`.
+/// A score or priority, ordered with `total_cmp` so it can key an ordered
+/// map (here and in [`Lfu`](super::Lfu)).
 #[derive(Debug, Clone, Copy)]
-struct Score(f64);
+pub(super) struct Priority(pub(super) f64);
 
-impl PartialEq for Score {
+impl PartialEq for Priority {
     fn eq(&self, other: &Self) -> bool {
         self.cmp(other) == Ordering::Equal
     }
 }
 
-impl Eq for Score {}
+impl Eq for Priority {}
 
-impl PartialOrd for Score {
+impl PartialOrd for Priority {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
     }
 }
 
-impl Ord for Score {
+impl Ord for Priority {
     fn cmp(&self, other: &Self) -> Ordering {
         self.0.total_cmp(&other.0)
     }
@@ -42,8 +43,8 @@ impl Ord for Score {
 #[derive(Debug)]
 pub struct Ranked<K> {
     /// Each key's place in `order`.
-    places: HashMap<K, (Score, u64)>,
-    order: BTreeMap<(Score, u64), K>,
+    places: HashMap<K, (Priority, u64)>,
+    order: BTreeMap<(Priority, u64), K>,
     /// Scorings so far: the tie-breaker.
     seq: u64,
 }
@@ -68,7 +69,7 @@ impl<K: CacheKey> Ranked<K> {
     pub fn set(&mut self, key: K, score: f64) {
         self.remove(&key);
         self.seq += 1;
-        let place = (Score(score), self.seq);
+        let place = (Priority(score), self.seq);
         self.order.insert(place, key.clone());
         self.places.insert(key, place);
     }
