@@ -417,8 +417,7 @@ impl ScanSets {
         self.epoch.fetch_add(1, Ordering::Release);
     }
 
-    /// Registered scans that will still read column `column` of row group
-    /// `row_group` of `object`.
+    /// Registered scans that will still read `chunk`.
     pub fn remaining_for_chunk(&self, chunk: &ChunkKey) -> u32 {
         self.chunk_uses(chunk).scans
     }

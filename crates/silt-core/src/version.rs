@@ -100,3 +100,31 @@ impl ObjectVersion {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(e_tag: Option<&str>) -> ObjectMeta {
+        ObjectMeta {
+            location: object_store::path::Path::from("t/a.parquet"),
+            last_modified: Default::default(),
+            size: 7,
+            e_tag: e_tag.map(str::to_string),
+            version: None,
+        }
+    }
+
+    #[test]
+    fn a_version_spells_its_three_encodings() {
+        let tagged = ObjectVersion::from_meta(&meta(Some("\"abc\"")));
+        assert_eq!(&*tagged.tag, "\"abc\"");
+        assert_eq!(tagged.wire_token(), "7:0:\"abc\"");
+        assert_eq!(tagged.wire_token(), ObjectVersion::wire_token_of(&tagged.meta));
+        assert_eq!(tagged.entity_tag(), "abc");
+        let untagged = ObjectVersion::from_meta(&meta(None));
+        assert_eq!(&*untagged.tag, "7-0");
+        assert_eq!(untagged.wire_token(), "7:0:");
+        assert_eq!(untagged.entity_tag(), "7-0");
+    }
+}
