@@ -39,17 +39,17 @@ use parking_lot::Mutex;
 
 mod validation;
 
+use crate::ObjectVersion;
 use crate::change_notices::ChangeNotices;
 use crate::counters::TableCounters;
 use crate::error::{CacheError, CacheResult};
 use crate::freshness::Freshness;
-use crate::key::{ObjectKey, PinnedObject};
 use crate::page_store::{Admit, Source};
 use crate::probe::Probes;
 use crate::tiers::CacheTiers;
 use crate::validation_gate::ValidationGate;
-use crate::version::ObjectVersion;
 use crate::versions::Validation;
+use crate::{ObjectKey, PinnedObject};
 
 /// A cached listing: when it was made and what it returned.
 type Listing = (Instant, Arc<Vec<ObjectMeta>>);

@@ -10,7 +10,7 @@
 //! A query that finds its columns here skips the object store, the disk and
 //! Parquet decoding alike; this is what makes a warm pushdown scan cost only
 //! its filter. Entries are one column of one batch of up to
-//! [`BATCH_ROWS`] rows of one row group of one object version, so a query
+//! [`BATCH_ROWS`](crate::BATCH_ROWS) rows of one row group of one object version, so a query
 //! touching two columns of a wide table keeps only those two in memory.
 
 use std::collections::HashMap;
@@ -18,102 +18,15 @@ use std::sync::{Arc, Weak};
 
 use parking_lot::{Mutex, RwLock};
 
-use arrow::array::{Array, ArrayRef, BooleanArray, UInt32Array};
-use arrow::error::ArrowError;
-use silt_liquid::LiquidArrayRef;
-use silt_liquid::shared_dict::DecodedDictionaries;
+use arrow::array::{Array, ArrayRef};
 
-use crate::decode_flights::{ChunkId, DecodeFlights};
+use crate::decode_flights::DecodeFlights;
 use crate::first_touch::FirstTouches;
-use crate::key::ObjectKey;
+use crate::held::{Held, HeldUnit};
 use crate::page_cache::CacheMetrics;
 use crate::policy::{BudgetedCache, PolicyKind, Reservations};
 use crate::scan_sets::{MemoryResidency, ScanSets};
-use crate::segments::Segment;
-
-/// Rows per cached batch (the unit of the memory tier and of the scan).
-pub const BATCH_ROWS: usize = 8192;
-
-/// Identifies one column of one batch of one row group of one object
-/// version.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct BatchKey {
-    /// The object version the column was decoded from.
-    pub object: ObjectKey,
-    pub row_group: u32,
-    /// Root column index in the table's schema.
-    pub column: u32,
-    /// Batch index within the row group (rows `batch * BATCH_ROWS ..`).
-    pub batch: u32,
-}
-
-/// One cached column batch: decoded Arrow as admitted, or its liquid form
-/// once the transcoder has converted it. Queries use whichever is there.
-#[derive(Debug, Clone)]
-pub enum CachedColumn {
-    /// Plain decoded Arrow.
-    Arrow(ArrayRef),
-    /// The liquid encoding (compressed, filterable without decoding).
-    Liquid {
-        /// The encoded batch.
-        array: LiquidArrayRef,
-        /// Heap bytes of the Arrow form it replaced (for the compression ratio).
-        arrow_bytes: usize,
-    },
-}
-
-impl CachedColumn {
-    /// Heap bytes the entry holds (the sizes of its buffers, as allocated).
-    pub fn heap_size(&self) -> usize {
-        match self {
-            CachedColumn::Arrow(a) => a.get_array_memory_size(),
-            CachedColumn::Liquid { array, .. } => array.heap_size(),
-        }
-    }
-
-    /// The column as Arrow (decoding the liquid form).
-    pub fn to_arrow(&self) -> ArrayRef {
-        match self {
-            CachedColumn::Arrow(a) => a.clone(),
-            CachedColumn::Liquid { array, .. } => array.to_arrow(),
-        }
-    }
-
-    /// Only the rows `selection` selects, as Arrow: the liquid form decodes
-    /// just those rows.
-    pub fn filter(&self, selection: &BooleanArray) -> Result<ArrayRef, ArrowError> {
-        match self {
-            CachedColumn::Arrow(a) => arrow::compute::filter(a, selection),
-            CachedColumn::Liquid { array, .. } => Ok(array.filter(selection)),
-        }
-    }
-
-    /// [`CachedColumn::filter`] given the selected rows' `indices` too
-    /// (`selection`'s set rows, ascending), so a scan projecting several
-    /// columns finds them once per batch: the liquid form takes by index,
-    /// Arrow's filter kernel is faster with the mask.
-    /// `decoded` keeps the dictionaries a scan's earlier batches of this
-    /// column decoded ([`LiquidArray::take_reusing`](silt_liquid::LiquidArray::take_reusing)).
-    pub fn filter_rows(
-        &self,
-        selection: &BooleanArray,
-        indices: &UInt32Array,
-        decoded: &mut DecodedDictionaries,
-    ) -> Result<ArrayRef, ArrowError> {
-        match self {
-            CachedColumn::Arrow(a) => arrow::compute::filter(a, selection),
-            CachedColumn::Liquid { array, .. } => Ok(array.take_reusing(indices, decoded)),
-        }
-    }
-
-    /// Which form the entry is in: `"arrow"` or `"liquid"`.
-    pub fn form(&self) -> &'static str {
-        match self {
-            CachedColumn::Arrow(_) => "arrow",
-            CachedColumn::Liquid { .. } => "liquid",
-        }
-    }
-}
+use crate::{BatchKey, CachedColumn, ChunkKey, MemoryForm, ObjectKey};
 
 /// A column of a store's table: (store, column index).
 type ColumnId = (Arc<str>, u32);
@@ -135,27 +48,6 @@ pub struct ColumnUsage {
     pub bytes: u64,
     /// Heap bytes the same batches take as Arrow.
     pub arrow_bytes: u64,
-}
-
-/// The form the memory tier keeps columns in (`--memory-form`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum MemoryForm {
-    /// Decoded Arrow only (the "arrow-pushdown" design).
-    Arrow,
-    /// Arrow at admission, transcoded to liquid in the background.
-    #[default]
-    Liquid,
-}
-
-impl std::str::FromStr for MemoryForm {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "arrow" => Ok(MemoryForm::Arrow),
-            "liquid" => Ok(MemoryForm::Liquid),
-            other => Err(format!("unknown memory form {other:?}: expected arrow or liquid")),
-        }
-    }
 }
 
 /// Decides what becomes of column batches admitted in Arrow form: the
@@ -198,19 +90,15 @@ struct Entries {
     /// from memory or decodes all of it again (`ColumnLoader::load`), so a
     /// chunk an eviction broke holds dead bytes: its other batches go too
     /// ([`Entries::drop_evicted`]).
-    chunks: HashMap<ChunkId, Vec<u32>>,
+    chunks: HashMap<ChunkKey, Vec<u32>>,
     budget: BudgetedCache<BatchKey>,
-}
-
-fn chunk_of(key: &BatchKey) -> ChunkId {
-    (key.object.clone(), key.row_group, key.column)
 }
 
 impl Entries {
     /// Holds `column` at `key` (already admitted to the budget); returns
     /// what it replaced.
     fn put(&mut self, key: BatchKey, column: CachedColumn) -> Option<CachedColumn> {
-        let batches = self.chunks.entry(chunk_of(&key)).or_default();
+        let batches = self.chunks.entry(key.chunk()).or_default();
         if !batches.contains(&key.batch) {
             batches.push(key.batch);
         }
@@ -219,7 +107,7 @@ impl Entries {
 
     /// Lets go of `key`'s value (already out of the budget).
     fn take(&mut self, key: &BatchKey) -> Option<CachedColumn> {
-        let chunk = chunk_of(key);
+        let chunk = key.chunk();
         if let Some(batches) = self.chunks.get_mut(&chunk) {
             batches.retain(|&b| b != key.batch);
             if batches.is_empty() {
@@ -236,7 +124,7 @@ impl Entries {
         let (mut dropped, mut siblings) = (Vec::new(), 0);
         for victim in victims {
             dropped.extend(self.take(victim));
-            let Some(batches) = self.chunks.get(&chunk_of(victim)).cloned() else {
+            let Some(batches) = self.chunks.get(&victim.chunk()).cloned() else {
                 continue;
             };
             for batch in batches {
@@ -349,10 +237,9 @@ impl ColumnCacheBuilder {
 }
 
 impl MemoryResidency for ColumnCache {
-    fn holds_chunk(&self, object: &ObjectKey, row_group: u32, column: u32, batches: u32) -> bool {
-        let chunk = (object.clone(), row_group, column);
+    fn holds_chunk(&self, chunk: &ChunkKey, batches: u32) -> bool {
         let entries = self.entries.lock();
-        let held = entries.chunks.get(&chunk).map_or(0, Vec::len);
+        let held = entries.chunks.get(chunk).map_or(0, Vec::len);
         held >= usize::try_from(batches).unwrap_or(usize::MAX)
     }
 }
@@ -551,46 +438,34 @@ impl ColumnCache {
                 });
             u.batches += 1;
             u.bytes += v.heap_size() as u64;
-            u.arrow_bytes += match &v {
-                CachedColumn::Arrow(_) => v.heap_size() as u64,
-                CachedColumn::Liquid { arrow_bytes, .. } => *arrow_bytes as u64,
-            };
+            u.arrow_bytes += v.arrow_bytes() as u64;
         }
         let mut out: Vec<ColumnUsage> = usage.into_values().collect();
         out.sort_by(|a, b| (&a.store, a.column, a.form).cmp(&(&b.store, b.column, b.form)));
         out
     }
 
-    /// One [`Segment`] per column chunk of a row group held (its batches
-    /// summed), in no particular order. Walks every entry: for
-    /// introspection, not for query paths.
-    pub fn segments(&self) -> Vec<Segment> {
-        let mut chunks: HashMap<(ObjectKey, u32, u32, &'static str), Segment> = HashMap::new();
+    /// One [`HeldUnit`] per column chunk held (its batches summed) per
+    /// form, in no particular order. Walks every entry: for introspection,
+    /// not for query paths.
+    pub fn held_units(&self) -> Vec<HeldUnit> {
+        let mut chunks: HashMap<(ChunkKey, &'static str), HeldUnit> = HashMap::new();
         // A copy: scans label columns under the write lock, and this walk is long.
         let names = self.column_names.read().clone();
         for (k, v) in self.snapshot() {
             let form = v.form();
-            let s = chunks
-                .entry((k.object.clone(), k.row_group, k.column, form))
-                .or_insert_with(|| Segment {
-                    tier: "memory",
-                    object: k.object.clone(),
-                    row_group: Some(k.row_group),
-                    column: Some(k.column),
-                    column_name: names.get(&(k.object.store.clone(), k.column)).cloned(),
-                    page: None,
-                    form,
-                    batches: 0,
-                    bytes: 0,
-                    arrow_bytes: 0,
-                });
-            let bytes = v.heap_size() as u64;
+            let s = chunks.entry((k.chunk(), form)).or_insert_with(|| HeldUnit {
+                tier: "memory",
+                held: Held::Chunk(k.chunk()),
+                column_name: names.get(&(k.object.store.clone(), k.column)).cloned(),
+                form,
+                batches: 0,
+                bytes: 0,
+                arrow_bytes: 0,
+            });
             s.batches += 1;
-            s.bytes += bytes;
-            s.arrow_bytes += match &v {
-                CachedColumn::Arrow(_) => bytes,
-                CachedColumn::Liquid { arrow_bytes, .. } => *arrow_bytes as u64,
-            };
+            s.bytes += v.heap_size() as u64;
+            s.arrow_bytes += v.arrow_bytes() as u64;
         }
         chunks.into_values().collect()
     }
@@ -697,6 +572,7 @@ fn own_view_buffers(array: ArrayRef) -> ArrayRef {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::BATCH_ROWS;
     use arrow::array::Int64Array;
 
     fn key(batch: u32, version: &str) -> BatchKey {
@@ -815,13 +691,16 @@ mod tests {
         cache.insert(at(0, 0), column(1000));
         cache.insert(at(0, 1), column(1000));
         cache.insert(at(1, 0), column(1000));
-        assert!(cache.holds_chunk(&object, 0, 1, 2));
-        assert!(!cache.holds_chunk(&object, 1, 1, 2), "half of row group 1");
+        assert!(cache.holds_chunk(&ChunkKey::new(object.clone(), 0, 1), 2));
+        assert!(
+            !cache.holds_chunk(&ChunkKey::new(object.clone(), 1, 1), 2),
+            "half of row group 1"
+        );
         // LRU evicts row group 0's batch 0; its batch 1 is of no use alone.
         cache.insert(at(1, 1), column(1000));
         assert!(!cache.contains(&at(0, 0)) && !cache.contains(&at(0, 1)));
-        assert!(cache.holds_chunk(&object, 1, 1, 2));
-        assert!(!cache.holds_chunk(&object, 0, 1, 2));
+        assert!(cache.holds_chunk(&ChunkKey::new(object.clone(), 1, 1), 2));
+        assert!(!cache.holds_chunk(&ChunkKey::new(object.clone(), 0, 1), 2));
         assert_eq!(cache.weighted_size(), one * 2);
         assert_eq!(cache.entry_count(), 2);
         // A chunk's own batches being admitted are not taken with it.
@@ -852,9 +731,7 @@ mod tests {
             [(1, 0..10), (2, 20..30)]
                 .into_iter()
                 .map(|(column, bytes)| crate::ReservedChunk {
-                    object: object.clone(),
-                    row_group: 0,
-                    column,
+                    chunk: ChunkKey::new(object.clone(), 0, column),
                     bytes: vec![bytes],
                     batches: 2,
                 })
@@ -867,7 +744,11 @@ mod tests {
         let a = sets.register(chunks(), 10);
         assert_eq!(page(0), 0, "column 1 is read from memory");
         assert_eq!(page(2), 1, "half of column 2 is not in memory");
-        assert_eq!(sets.remaining_for_chunk(&object, 0, 1), 1, "memory keeps it");
+        assert_eq!(
+            sets.remaining_for_chunk(&ChunkKey::new(object.clone(), 0, 1)),
+            1,
+            "memory keeps it"
+        );
         cache.insert(at(2, 1), column(10));
         a.started();
         assert_eq!((page(0), page(2)), (0, 0), "memory got column 2 while a was queued");
@@ -880,7 +761,7 @@ mod tests {
         assert_eq!(Reservations::<crate::PageKey>::running_scans(&*sets, &key(2)), 1);
         drop(a);
         drop(b);
-        assert_eq!(sets.reserved_segments(), (0, 0));
+        assert_eq!(sets.reserved_entries(), (0, 0));
     }
 
     /// A plan-aware LRU memory tier of `capacity` bytes and its scan sets.
@@ -910,9 +791,7 @@ mod tests {
             let bytes = std::iter::once(0..10).collect();
             sets.register(
                 vec![crate::ReservedChunk {
-                    object: key.object.clone(),
-                    row_group: key.row_group,
-                    column: key.column,
+                    chunk: key.chunk(),
                     bytes,
                     batches: 1,
                 }],
@@ -928,7 +807,7 @@ mod tests {
         assert!(cache.contains(&at(0)), "the reserved batch was evicted");
         assert!(!cache.contains(&at(1)));
         scan.passed(&at(0).object, 0);
-        assert_eq!(sets.reserved_segments(), (0, 0));
+        assert_eq!(sets.reserved_entries(), (0, 0));
         for rg in 4..7 {
             cache.insert(at(rg), column(1000));
         }
@@ -953,7 +832,8 @@ mod tests {
     /// nowhere else is kept in memory.
     #[test]
     fn a_reserved_chunk_whose_pages_are_held_below_is_not_protected() {
-        use crate::page_cache::{Page, PageCache, PageCacheConfig, PageKey};
+        use crate::PageKey;
+        use crate::page_cache::{Page, PageCache, PageCacheConfig};
         let one = column(1000).heap_size() as u64;
         let (sets, cache) = plan_aware_lru(one * 3);
         let buffer = PageCache::new(
@@ -976,9 +856,7 @@ mod tests {
         // One scan will read row groups 0 and 1 (pages 0 and 1); the page
         // buffer holds page 0.
         let chunk = |rg: u32| crate::ReservedChunk {
-            object: object.clone(),
-            row_group: rg,
-            column: 1,
+            chunk: ChunkKey::new(object.clone(), rg, 1),
             bytes: std::iter::once(u64::from(rg) * 100..u64::from(rg) * 100 + 100).collect(),
             batches: 1,
         };
@@ -1003,6 +881,7 @@ mod tests {
 #[cfg(test)]
 mod liquid_tests {
     use super::*;
+    use crate::BATCH_ROWS;
     use arrow::array::Int64Array;
     use std::time::Duration;
 

@@ -17,7 +17,7 @@
 //! query is therefore served from memory from its third run on (the second
 //! run admits), and a one-off query leaves the memory tier alone.
 
-use crate::decode_flights::ChunkId;
+use crate::ChunkKey;
 
 /// How many chunks are remembered (least recently touched forgotten first):
 /// a forgotten chunk counts as untouched again. About 100 bytes each.
@@ -26,7 +26,7 @@ const REMEMBERED: u64 = 1 << 17;
 /// The column chunks read once without admission. Shared by every scan of a
 /// server (held by the memory tier).
 pub struct FirstTouches {
-    seen: moka::sync::Cache<ChunkId, ()>,
+    seen: moka::sync::Cache<ChunkKey, ()>,
 }
 
 impl Default for FirstTouches {
@@ -40,7 +40,7 @@ impl Default for FirstTouches {
 impl FirstTouches {
     /// Whether this is the first touch of `chunk` (since it was forgotten),
     /// recording the touch: `true` once, then `false` while remembered.
-    pub fn first(&self, chunk: &ChunkId) -> bool {
+    pub fn first(&self, chunk: &ChunkKey) -> bool {
         self.seen.entry(chunk.clone()).or_insert(()).is_fresh()
     }
 }
@@ -48,20 +48,21 @@ impl FirstTouches {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::key::ObjectKey;
+    use crate::ObjectKey;
+
+    fn at(object: &ObjectKey, row_group: u32, column: u32) -> ChunkKey {
+        ChunkKey::new(object.clone(), row_group, column)
+    }
 
     #[test]
     fn a_chunk_is_first_once() {
         let touches = FirstTouches::default();
         let object = ObjectKey::new("s", "t/a.parquet", "v1");
-        let chunk: ChunkId = (object.clone(), 0, 3);
+        let chunk = at(&object, 0, 3);
         assert!(touches.first(&chunk));
         assert!(!touches.first(&chunk));
-        assert!(
-            touches.first(&(object.clone(), 0, 4)),
-            "another column is its own chunk"
-        );
-        assert!(touches.first(&(object, 1, 3)), "another row group is its own chunk");
+        assert!(touches.first(&at(&object, 0, 4)), "another column is its own chunk");
+        assert!(touches.first(&at(&object, 1, 3)), "another row group is its own chunk");
         assert!(!touches.first(&chunk));
     }
 }

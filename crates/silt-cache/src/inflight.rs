@@ -1,16 +1,15 @@
 //! Deduplication of concurrent misses: when several queries miss the same
 //! page at once, one of them fetches it and the others wait for its result
-//! (when the part it fetches holds what they need).
+//! (when the part it fetches holds what they need). Built on the generic
+//! [`SingleFlight`], each flight of a page being the part it fetches.
 
-use std::collections::HashMap;
 use std::ops::Range;
-use std::sync::Arc;
 
-use parking_lot::Mutex;
-use tokio::sync::watch;
+use silt_core::single_flight::{self, Decision, Follower, Leader, SingleFlight};
 
+use crate::PageKey;
 use crate::error::CacheError;
-use crate::page_cache::{Page, PageKey, still_needed};
+use crate::page_cache::{Page, still_needed};
 
 /// What a fetch of a page ended with, as seen by those waiting for it. The
 /// error is the fetcher's own, typed (a waiter on a deleted object gets
@@ -25,7 +24,7 @@ pub(crate) enum Claim {
     Fetch(FetchClaim),
     /// Another request is fetching a part that holds what the caller
     /// needs: wait on this.
-    Wait(watch::Receiver<Option<Outcome>>),
+    Wait(Follower<Outcome>),
     /// Another request is fetching a part of the page that holds one end of
     /// what the caller needs (the neighbouring column chunk's, say): the
     /// caller fetches the `rest` alongside, under `claim` (so later requests
@@ -33,64 +32,29 @@ pub(crate) enum Claim {
     /// wait for that fetch and then make a second round trip.
     Alongside {
         rest: Range<u64>,
-        rx: watch::Receiver<Option<Outcome>>,
+        rx: Follower<Outcome>,
         claim: FetchClaim,
     },
 }
 
-/// A part of a page being fetched: the part (page coordinates) its fetcher
-/// will publish, and where the outcome appears.
-struct Fetching {
-    part: Range<u64>,
-    rx: watch::Receiver<Option<Outcome>>,
-}
-
-/// Per page, the parts being fetched (usually one).
-type Pages = Arc<Mutex<HashMap<PageKey, Vec<Fetching>>>>;
-
-/// The right and duty to fetch one part of a page. Dropped without
-/// [`FetchClaim::finish`] (its query was cancelled mid-fetch), it forgets the
-/// claim at once: its waiters fetch the page themselves, and no entry is
-/// left behind.
-pub(crate) struct FetchClaim {
-    key: PageKey,
-    tx: Option<watch::Sender<Option<Outcome>>>,
-    pages: Pages,
-}
+/// The right and duty to fetch one part (page coordinates) of a page.
+/// Dropped without [`FetchClaim::finish`] (its query was cancelled
+/// mid-fetch), it forgets the claim at once: its waiters fetch the page
+/// themselves, and no entry is left behind.
+pub(crate) struct FetchClaim(Leader<PageKey, Outcome, Range<u64>>);
 
 impl FetchClaim {
     /// Publishes the outcome of the fetch to its waiters and forgets the claim.
-    pub(crate) fn finish(mut self, outcome: Outcome) {
-        if let Some(tx) = self.tx.take() {
-            let _ = tx.send(Some(outcome));
-            self.forget(&tx);
-        }
-    }
-
-    fn forget(&self, tx: &watch::Sender<Option<Outcome>>) {
-        let mut pages = self.pages.lock();
-        if let Some(parts) = pages.get_mut(&self.key) {
-            parts.retain(|f| !f.rx.same_channel(&tx.subscribe()));
-            if parts.is_empty() {
-                pages.remove(&self.key);
-            }
-        }
+    pub(crate) fn finish(self, outcome: Outcome) {
+        self.0.publish(outcome);
     }
 }
 
-impl Drop for FetchClaim {
-    fn drop(&mut self) {
-        if let Some(tx) = self.tx.take() {
-            // Forget first: a waiter woken by the drop must not find this claim.
-            self.forget(&tx);
-        }
-    }
-}
-
-/// Pages being fetched right now, shared by every store of a server.
+/// Pages being fetched right now (per page, the parts being fetched,
+/// usually one), shared by every store of a server.
 #[derive(Default)]
 pub(crate) struct InFlight {
-    pages: Pages,
+    pages: SingleFlight<PageKey, Outcome, Range<u64>>,
 }
 
 impl InFlight {
@@ -99,44 +63,44 @@ impl InFlight {
     /// waits if a part being fetched holds what it needs, fetches the rest
     /// alongside if one holds an end of it, else fetches it all alongside.
     pub(crate) fn claim(&self, key: &PageKey, part: Range<u64>, need: &Range<u64>) -> Claim {
-        let mut pages = self.pages.lock();
-        let parts = pages.entry(key.clone()).or_default();
-        // Parts whose fetcher went away are taken over.
-        parts.retain(|f| f.rx.has_changed().is_ok());
-        if let Some(f) = parts
-            .iter()
-            .find(|f| f.part.start <= need.start && need.end <= f.part.end)
-        {
-            return Claim::Wait(f.rx.clone());
-        }
-        let end = parts
-            .iter()
-            .map(|f| (still_needed(need, Some(f.part.clone())), f))
-            .find(|(rest, _)| rest != need)
-            .map(|(rest, f)| (rest, f.rx.clone()));
-        let (tx, rx) = watch::channel(None);
-        let part = end.as_ref().map_or(part, |(rest, _)| rest.clone());
-        parts.push(Fetching { part, rx });
-        let claim = FetchClaim {
-            key: key.clone(),
-            tx: Some(tx),
-            pages: self.pages.clone(),
-        };
-        match end {
-            Some((rest, rx)) => Claim::Alongside { rest, rx, claim },
-            None => Claim::Fetch(claim),
+        let mut rest = None;
+        let claim = self.pages.claim_by(key, |parts| {
+            if let Some(i) = parts.iter().position(|p| p.start <= need.start && need.end <= p.end) {
+                return Decision::Follow(i);
+            }
+            let end = parts
+                .iter()
+                .map(|p| still_needed(need, Some(p.clone())))
+                .position(|r| r != *need);
+            match end {
+                Some(i) => {
+                    let r = still_needed(need, Some(parts[i].clone()));
+                    rest = Some(r.clone());
+                    Decision::LeadBeside(i, r)
+                }
+                None => Decision::Lead(part),
+            }
+        });
+        match claim {
+            single_flight::Claim::Lead(leader) => Claim::Fetch(FetchClaim(leader)),
+            single_flight::Claim::Follow(rx) => Claim::Wait(rx),
+            single_flight::Claim::LeadBeside { leader, follower } => Claim::Alongside {
+                rest: rest.expect("fetched alongside a part"),
+                rx: follower,
+                claim: FetchClaim(leader),
+            },
         }
     }
 
     /// Pages claimed and not yet fetched (0 when nothing is in flight).
     pub(crate) fn len(&self) -> usize {
-        self.pages.lock().len()
+        self.pages.len()
     }
 
     /// Waits for another request's fetch. `None` when that request went away
     /// without finishing (the caller then fetches the page itself).
-    pub(crate) async fn wait(mut rx: watch::Receiver<Option<Outcome>>) -> Option<Outcome> {
-        rx.wait_for(|o| o.is_some()).await.ok().and_then(|o| o.clone())
+    pub(crate) async fn wait(rx: Follower<Outcome>) -> Option<Outcome> {
+        rx.wait().await
     }
 }
 

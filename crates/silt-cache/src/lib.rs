@@ -1,5 +1,10 @@
 //! Silt's cache tiers.
 //!
+//! The words the tiers use for what they hold (object keys and versions,
+//! chunk, batch and page keys, column forms, eviction policies) live in the
+//! leaf crate `silt-core`, shared with the client's compute-side cache; they
+//! are re-exported here.
+//!
 //! Every read of object bytes the server makes (Parquet footers and column
 //! chunks alike) goes through [`CachedStore`], an `ObjectStore` wrapper, so
 //! there is exactly one place where bytes enter the server. It keeps pages
@@ -21,38 +26,37 @@ pub mod disk;
 mod error;
 mod first_touch;
 mod freshness;
+mod held;
 mod inflight;
-mod key;
 mod page_cache;
 mod page_store;
-pub mod policy;
 mod probe;
 mod scan_sets;
-mod segments;
 mod tiers;
 pub mod transcoder;
 mod validation_gate;
-mod version;
 mod versions;
+
+/// The eviction policies, from the vocabulary crate (`silt-core`).
+pub use silt_core::policy;
+/// The words for cached things, from the vocabulary crate (`silt-core`).
+pub use silt_core::{
+    BATCH_ROWS, BatchKey, CachedColumn, ChunkKey, MemoryForm, ObjectKey, ObjectVersion, PageKey, PinnedObject,
+};
 
 pub use cached_store::CachedStore;
 pub use change_notices::ChangeNotices;
-pub use column_cache::{
-    BATCH_ROWS, BatchKey, CachedColumn, ColumnCache, ColumnCacheBuilder, ColumnUsage, MemoryForm, TranscodePolicy,
-    TranscodePolicyFactory,
-};
+pub use column_cache::{ColumnCache, ColumnCacheBuilder, ColumnUsage, TranscodePolicy, TranscodePolicyFactory};
 pub use counters::{ColumnCounts, TableCounters, hit_ratio};
-pub use decode_flights::{ChunkId, DecodeClaim, DecodeFlights, DecodeGuard};
+pub use decode_flights::{DecodeClaim, DecodeFlights, DecodeGuard};
 pub use disk::{DiskConfig, DiskMetrics, DiskStats, DiskTier};
 pub use error::{CacheError, CacheResult};
 pub use first_touch::FirstTouches;
 pub use freshness::{DEFAULT_SWEEP, Freshness};
-pub use key::{ObjectKey, PinnedObject};
-pub use page_cache::{CacheMetrics, Page, PageCache, PageCacheConfig, PageKey};
+pub use held::{Held, HeldUnit};
+pub use page_cache::{CacheMetrics, Page, PageCache, PageCacheConfig};
 pub use page_store::{Admit, PageStore, PageStoreBuilder, PageTier, Source};
-pub use scan_sets::{PlanHorizon, ReservedChunk, ScanSet, ScanSets, SegmentState};
-pub use segments::Segment;
+pub use scan_sets::{EntryState, PlanHorizon, ReservedChunk, ScanSet, ScanSets};
 pub use tiers::{CacheTiers, VersionedTier};
 pub use validation_gate::ValidationGate;
-pub use version::ObjectVersion;
 pub use versions::VersionRegistry;

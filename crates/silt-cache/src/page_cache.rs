@@ -7,8 +7,8 @@ use bytes::{Bytes, BytesMut};
 use metrics::{Counter, Gauge, Key, Label, Level, Metadata, Recorder};
 use moka::sync::Cache;
 
-use crate::key::ObjectKey;
-use crate::segments::Segment;
+use crate::held::HeldUnit;
+use crate::{ObjectKey, PageKey};
 
 static METADATA: Metadata<'static> = Metadata::new("silt_cache", Level::INFO, None);
 
@@ -102,21 +102,6 @@ impl CacheMetrics {
             bytes: Gauge::noop(),
             reserved_evictions: Counter::noop(),
         }
-    }
-}
-
-/// Identifies one page of one version of one object.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct PageKey {
-    /// The object version the page is of.
-    pub object: ObjectKey,
-    /// Page number: bytes `page * page_size ..` of the object.
-    pub page: u64,
-}
-
-impl PageKey {
-    pub fn new(object: ObjectKey, page: u64) -> Self {
-        PageKey { object, page }
     }
 }
 
@@ -295,12 +280,12 @@ impl PageCache {
             .invalidate_entries_if(move |k, _| keep.is_other_version(&k.object));
     }
 
-    /// One [`Segment`] per page held. Walks every entry: for
+    /// One [`HeldUnit`] per page held. Walks every entry: for
     /// introspection, not for query paths.
-    pub fn segments(&self) -> Vec<Segment> {
+    pub fn held_units(&self) -> Vec<HeldUnit> {
         self.pages
             .iter()
-            .map(|(k, v)| Segment::page("pages", &k, v.len() as u64))
+            .map(|(k, v)| HeldUnit::page("pages", &k, v.len() as u64))
             .collect()
     }
 

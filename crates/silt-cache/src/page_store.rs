@@ -36,13 +36,14 @@ use bytes::{Bytes, BytesMut};
 use object_store::path::Path;
 use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
 
+use crate::ObjectVersion;
+use crate::PageKey;
 use crate::counters::TableCounters;
 use crate::error::{CacheError, CacheResult};
 use crate::inflight::{Claim, FetchClaim, InFlight};
-use crate::key::{ObjectKey, PinnedObject};
-use crate::page_cache::{Page, PageCache, PageKey, fetch_joining, joined};
+use crate::page_cache::{Page, PageCache, fetch_joining, joined};
 use crate::policy::{CostModel, MeasuredCost};
-use crate::version::ObjectVersion;
+use crate::{ObjectKey, PinnedObject};
 
 /// A tier below memory that keeps pages (the disk tier). A trait so the read
 /// path does not depend on how pages are stored. Calls block on I/O; callers

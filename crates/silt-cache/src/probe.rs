@@ -8,24 +8,23 @@
 //! the next one, which every query that arrived meanwhile joins. With
 //! queries arriving continuously there is therefore at most one request in
 //! flight per probe, and each query waits at most for the end of the one
-//! before plus one round trip.
+//! before plus one round trip. The requests in flight are a
+//! [`SingleFlight`] keyed by probe.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use futures::FutureExt;
-use futures::future::{BoxFuture, Shared};
+use futures::future::BoxFuture;
 use object_store::ObjectMeta;
 use object_store::path::Path;
 use parking_lot::Mutex;
+use silt_core::single_flight::{Claim, Decision, SingleFlight};
 
 use crate::error::{CacheError, CacheResult};
 
 /// What a validation answered: the objects listed (one for a HEAD).
 pub(crate) type Answer = CacheResult<Arc<Vec<ObjectMeta>>>;
-
-type SharedAnswer = Shared<BoxFuture<'static, Answer>>;
 
 /// What is validated: a LIST of a prefix or a HEAD of one object
 /// (namespaced paths).
@@ -45,24 +44,21 @@ impl Probe {
     }
 }
 
-/// The latest validation of a probe.
-struct Generation {
-    /// When its request was started (before it was sent).
-    sent: Instant,
-    answer: SharedAnswer,
-}
-
-/// The latest validation per probe of one table's store.
+/// The validations of one table's store: per probe, the one in flight (its
+/// part: when its request was started, before it was sent) and the latest
+/// answered one.
 #[derive(Default)]
 pub(crate) struct Probes {
-    latest: Mutex<HashMap<Probe, Generation>>,
+    in_flight: SingleFlight<Probe, Answer, Instant>,
+    answered: Arc<Mutex<HashMap<Probe, (Instant, Answer)>>>,
 }
 
 impl Probes {
     /// The answer of a validation of `probe` sent at or after `since`: the
-    /// one in flight if it qualifies, else a new one (after the one in
-    /// flight, if any, has finished). `send` makes the request; it runs on
-    /// its own task, so it completes even if every waiter goes away.
+    /// latest answered or the one in flight if it qualifies, else a new one
+    /// (after the one in flight, if any, has finished). `send` makes the
+    /// request; it runs on its own task, so it completes even if every
+    /// waiter goes away.
     pub(crate) async fn after(
         &self,
         probe: &Probe,
@@ -70,35 +66,45 @@ impl Probes {
         send: impl Fn() -> BoxFuture<'static, Answer>,
     ) -> Answer {
         loop {
-            let step = {
-                let mut latest = self.latest.lock();
-                match latest.get(probe) {
-                    Some(g) if g.sent >= since => Ok(g.answer.clone()),
-                    Some(g) if g.answer.peek().is_none() => Err(g.answer.clone()),
-                    _ => {
-                        let sent = Instant::now();
-                        let task = tokio::spawn(send());
-                        let path = probe.path();
-                        let answer = async move { task.await.unwrap_or_else(|e| Err(join_error(path, e))) }
-                            .boxed()
-                            .shared();
-                        latest.insert(
-                            probe.clone(),
-                            Generation {
-                                sent,
-                                answer: answer.clone(),
-                            },
-                        );
-                        Ok(answer)
-                    }
+            if let Some((sent, answer)) = self.answered.lock().get(probe)
+                && *sent >= since
+            {
+                return answer.clone();
+            }
+            let mut sent = since;
+            let claim = self.in_flight.claim_by(probe, |live| match live.first() {
+                Some(&flying) => {
+                    sent = flying;
+                    Decision::Follow(0)
+                }
+                None => {
+                    sent = Instant::now();
+                    Decision::Lead(sent)
+                }
+            });
+            let follower = match claim {
+                Claim::Follow(follower) | Claim::LeadBeside { follower, .. } => follower,
+                Claim::Lead(leader) => {
+                    let follower = leader.follower();
+                    let task = tokio::spawn(send());
+                    let (probe, answered) = (probe.clone(), self.answered.clone());
+                    tokio::spawn(async move {
+                        let answer = task.await.unwrap_or_else(|e| Err(join_error(probe.path(), e)));
+                        // Recorded before it is published: a query arriving
+                        // between the two finds it here.
+                        answered.lock().insert(probe, (sent, answer.clone()));
+                        leader.publish(answer);
+                    });
+                    follower
                 }
             };
-            match step {
-                Ok(answer) => return answer.await,
-                // Sent before `since`: let it finish, then start the next.
-                Err(older) => {
-                    let _ = older.await;
-                }
+            let answer = follower.wait().await;
+            // Sent before `since` (let it finish, then start the next), or
+            // its task went away unanswered: go round again.
+            if let Some(answer) = answer
+                && sent >= since
+            {
+                return answer;
             }
         }
     }

@@ -10,8 +10,8 @@
 //! reservation outlives its query.
 //!
 //! The tiers ask [`ScanSets`] how many registered scans still need a
-//! segment (a memory-tier batch or a disk page) through the
-//! [`Reservations`] trait, and evict by its [`SegmentState`]: `Cached`
+//! tier entry (a memory-tier batch or a disk page) through the
+//! [`Reservations`] trait, and evict by its [`EntryState`]: `Cached`
 //! before `Reserved`, among `Reserved` the one whose next use is furthest
 //! first: one no running scan needs (only queued queries, which run later)
 //! before one a running scan needs ([`ScanSet::started`] marks a scan
@@ -47,15 +47,13 @@ use std::sync::{Arc, OnceLock, Weak};
 
 use parking_lot::Mutex;
 
-use crate::column_cache::BatchKey;
-use crate::key::ObjectKey;
-use crate::page_cache::PageKey;
 use crate::policy::Reservations;
+use crate::{BatchKey, ChunkKey, ObjectKey, PageKey};
 
-/// The state of a segment (a memory-tier batch or a disk page) in the
+/// The state of a tier entry (a memory-tier batch or a disk page) in the
 /// plan-aware tiers. One enum so that every tier means the same thing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SegmentState {
+pub enum EntryState {
     /// Being fetched or decoded by one request; every other request for it
     /// waits for that one (`InFlight` for pages, [`crate::DecodeFlights`]
     /// for batches) instead of fetching or decoding it again.
@@ -66,7 +64,7 @@ pub enum SegmentState {
     /// kept, fewest remaining scans first
     /// (`silt_cache_reserved_evictions_total`).
     Reserved {
-        /// Registered scans that have not passed the segment yet.
+        /// Registered scans that have not passed the entry yet.
         remaining_scans: u32,
     },
     /// Held, and no registered scan needs it (or, a memory-tier batch, its
@@ -74,27 +72,22 @@ pub enum SegmentState {
     Cached,
 }
 
-impl SegmentState {
-    /// The state of a held segment with `remaining_scans` registered readers.
+impl EntryState {
+    /// The state of a held entry with `remaining_scans` registered readers.
     pub fn held(remaining_scans: u32) -> Self {
         if remaining_scans > 0 {
-            SegmentState::Reserved { remaining_scans }
+            EntryState::Reserved { remaining_scans }
         } else {
-            SegmentState::Cached
+            EntryState::Cached
         }
     }
 }
 
-/// One column chunk a scan will read: the segment of the memory tier
-/// (object version, row group, table column) and its bytes in the object.
+/// One column chunk a scan will read and its bytes in the object.
 #[derive(Debug, Clone)]
 pub struct ReservedChunk {
-    /// The pinned object version.
-    pub object: ObjectKey,
-    /// Row group in the object.
-    pub row_group: u32,
-    /// Table column index (as in [`BatchKey::column`]).
-    pub column: u32,
+    /// The chunk (of the pinned object version).
+    pub chunk: ChunkKey,
     /// Byte ranges of the column chunk in the object (its leaves).
     pub bytes: Vec<Range<u64>>,
     /// Batches of [`crate::BATCH_ROWS`] rows in the row group: how many
@@ -106,9 +99,8 @@ pub struct ReservedChunk {
 /// scan reads it from memory and not from its disk pages. Implemented by
 /// [`crate::ColumnCache`].
 pub trait MemoryResidency: Send + Sync {
-    /// Whether batches `0..batches` of `column` of `row_group` of `object`
-    /// are all held.
-    fn holds_chunk(&self, object: &ObjectKey, row_group: u32, column: u32, batches: u32) -> bool;
+    /// Whether batches `0..batches` of `chunk` are all held.
+    fn holds_chunk(&self, chunk: &ChunkKey, batches: u32) -> bool;
 }
 
 /// Whether the tiers below memory (the page buffer, the disk) hold pages of
@@ -120,7 +112,7 @@ pub trait PageResidency: Send + Sync {
     fn holds_pages(&self, object: &ObjectKey, pages: &[u64]) -> bool;
 }
 
-/// How many registered scans will read a segment, and how many of them run.
+/// How many registered scans will read an entry (a chunk or a page), and how many of them run.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 struct Uses {
     scans: u32,
@@ -146,7 +138,7 @@ impl AsMut<Uses> for ChunkUses {
     }
 }
 
-/// Reference counts of one object version's reserved segments.
+/// Reference counts of one object version's reserved entries.
 #[derive(Default)]
 struct ObjectScans {
     /// (row group, column) -> scans that will read it, and its pages.
@@ -182,11 +174,11 @@ struct HeldChunk {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PlanHorizon {
     /// Every registered scan, queued or running (Column Cache's rule: a
-    /// queued plan's segments are Reserved too).
+    /// queued plan's entries are Reserved too).
     #[default]
     Queued,
     /// Only running scans; what queued queries will read is registered
-    /// (and shown) but evicted by the policy like any Cached segment.
+    /// (and shown) but evicted by the policy like any Cached entry.
     Running,
 }
 
@@ -249,7 +241,7 @@ impl Default for ScanSets {
 
 impl std::fmt::Debug for ScanSets {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let (chunks, pages) = self.reserved_segments();
+        let (chunks, pages) = self.reserved_entries();
         f.debug_struct("ScanSets")
             .field("active", &self.active_sets())
             .field("chunks", &chunks)
@@ -304,7 +296,7 @@ impl ScanSets {
             .filter(|c| {
                 let in_memory = memory
                     .as_ref()
-                    .is_some_and(|m| m.holds_chunk(object, rg, c.column, c.batches));
+                    .is_some_and(|m| m.holds_chunk(&ChunkKey::new(object.clone(), rg, c.column), c.batches));
                 !in_memory || below.as_ref().is_some_and(|b| b.holds_pages(object, &c.pages))
             })
             .flat_map(|c| c.pages.iter().copied())
@@ -321,7 +313,7 @@ impl ScanSets {
     /// set is dropped.
     pub fn register(self: &Arc<Self>, chunks: Vec<ReservedChunk>, page_size: u64) -> ScanSet {
         let mut held: HashMap<(ObjectKey, u32), HeldGroup> = HashMap::new();
-        for chunk in chunks {
+        for ReservedChunk { chunk, bytes, batches } in chunks {
             let group = held
                 .entry((chunk.object, chunk.row_group))
                 .or_insert_with(|| HeldGroup {
@@ -331,15 +323,14 @@ impl ScanSets {
             if group.chunks.iter().any(|c| c.column == chunk.column) {
                 continue;
             }
-            let pages = chunk
-                .bytes
+            let pages = bytes
                 .iter()
                 .filter(|r| r.end > r.start)
                 .flat_map(|r| r.start / page_size.max(1)..=(r.end - 1) / page_size.max(1))
                 .collect();
             group.chunks.push(HeldChunk {
                 column: chunk.column,
-                batches: chunk.batches,
+                batches,
                 pages,
             });
         }
@@ -367,7 +358,7 @@ impl ScanSets {
         self.active.fetch_add(1, Ordering::Relaxed);
         ScanSet {
             sets: self.clone(),
-            held: Mutex::new(Held {
+            held: Mutex::new(Unpassed {
                 groups: held,
                 running: false,
             }),
@@ -426,17 +417,16 @@ impl ScanSets {
         self.epoch.fetch_add(1, Ordering::Release);
     }
 
-    /// Registered scans that will still read column `column` of row group
-    /// `row_group` of `object`.
-    pub fn remaining_for_chunk(&self, object: &ObjectKey, row_group: u32, column: u32) -> u32 {
-        self.chunk_uses(object, row_group, column).scans
+    /// Registered scans that will still read `chunk`.
+    pub fn remaining_for_chunk(&self, chunk: &ChunkKey) -> u32 {
+        self.chunk_uses(chunk).scans
     }
 
-    fn chunk_uses(&self, object: &ObjectKey, row_group: u32, column: u32) -> Uses {
+    fn chunk_uses(&self, chunk: &ChunkKey) -> Uses {
         self.objects
             .lock()
-            .get(object)
-            .and_then(|s| s.chunks.get(&(row_group, column)).map(|c| c.uses))
+            .get(&chunk.object)
+            .and_then(|s| s.chunks.get(&(chunk.row_group, chunk.column)).map(|c| c.uses))
             .unwrap_or_default()
     }
 
@@ -460,7 +450,7 @@ impl ScanSets {
 
     /// Reserved (column chunks, pages) summed over objects: both 0 when no
     /// scan set is registered.
-    pub fn reserved_segments(&self) -> (u64, u64) {
+    pub fn reserved_entries(&self) -> (u64, u64) {
         let objects = self.objects.lock();
         objects.values().fold((0, 0), |(c, p), s| {
             (c + s.chunks.len() as u64, p + s.pages.len() as u64)
@@ -545,7 +535,7 @@ impl Reservations<PageKey> for ScanSets {
 }
 
 /// What a scan set still holds, and whether its scan has started.
-struct Held {
+struct Unpassed {
     groups: HashMap<(ObjectKey, u32), HeldGroup>,
     running: bool,
 }
@@ -555,7 +545,7 @@ struct Held {
 /// cancelled).
 pub struct ScanSet {
     sets: Arc<ScanSets>,
-    held: Mutex<Held>,
+    held: Mutex<Unpassed>,
 }
 
 impl std::fmt::Debug for ScanSet {
@@ -581,7 +571,7 @@ impl ScanSet {
     }
 
     /// The scan has read (or skipped) row group `row_group` of `object`: its
-    /// segments are no longer reserved by this scan. Idempotent.
+    /// entries are no longer reserved by this scan. Idempotent.
     pub fn passed(&self, object: &ObjectKey, row_group: u32) {
         // Released under the scan's lock, so a concurrent `started` counts
         // each group as running exactly when its release uncounts it.
@@ -608,9 +598,7 @@ mod tests {
 
     fn chunk(version: &str, rg: u32, column: u32, bytes: Range<u64>) -> ReservedChunk {
         ReservedChunk {
-            object: ObjectKey::new("t0", "a.parquet", version),
-            row_group: rg,
-            column,
+            chunk: ChunkKey::new(ObjectKey::new("t0", "a.parquet", version), rg, column),
             bytes: vec![bytes],
             batches: 1,
         }
@@ -622,7 +610,7 @@ mod tests {
         let object = ObjectKey::new("t0", "a.parquet", "v1");
         let a = sets.register(vec![chunk("v1", 0, 1, 0..100), chunk("v1", 1, 1, 100..250)], 100);
         let b = sets.register(vec![chunk("v1", 0, 1, 0..100), chunk("v1", 0, 1, 0..100)], 100);
-        assert_eq!(sets.remaining_for_chunk(&object, 0, 1), 2);
+        assert_eq!(sets.remaining_for_chunk(&ChunkKey::new(object.clone(), 0, 1)), 2);
         assert_eq!(sets.remaining_for_page(&object, 0), 2);
         let page = |p| PageKey::new(object.clone(), p);
         assert_eq!(Reservations::<PageKey>::running_scans(&*sets, &page(0)), 0);
@@ -634,14 +622,14 @@ mod tests {
         a.passed(&object, 0);
         a.passed(&object, 0);
         assert_eq!(Reservations::<PageKey>::running_scans(&*sets, &page(0)), 0);
-        assert_eq!(sets.remaining_for_chunk(&object, 0, 1), 1);
-        assert_eq!(sets.remaining_for_chunk(&object, 1, 1), 1);
+        assert_eq!(sets.remaining_for_chunk(&ChunkKey::new(object.clone(), 0, 1)), 1);
+        assert_eq!(sets.remaining_for_chunk(&ChunkKey::new(object.clone(), 1, 1)), 1);
         drop(b);
-        assert_eq!(sets.remaining_for_chunk(&object, 0, 1), 0);
+        assert_eq!(sets.remaining_for_chunk(&ChunkKey::new(object.clone(), 0, 1)), 0);
         assert_eq!(sets.active_sets(), 1);
         drop(a);
-        assert_eq!((sets.active_sets(), sets.reserved_segments()), (0, (0, 0)));
-        assert_eq!(SegmentState::held(0), SegmentState::Cached);
+        assert_eq!((sets.active_sets(), sets.reserved_entries()), (0, (0, 0)));
+        assert_eq!(EntryState::held(0), EntryState::Cached);
     }
 
     #[test]
@@ -659,7 +647,7 @@ mod tests {
         queued.started();
         assert_eq!(Reservations::<PageKey>::remaining_scans(&*sets, &key), 1);
         drop(queued);
-        assert_eq!(sets.reserved_segments(), (0, 0));
+        assert_eq!(sets.reserved_entries(), (0, 0));
         assert_eq!("Running".parse::<PlanHorizon>(), Ok(PlanHorizon::Running));
         assert!("soon".parse::<PlanHorizon>().is_err());
     }

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 
+use crate::ObjectKey;
 use crate::column_cache::ColumnCache;
-use crate::key::ObjectKey;
 use crate::page_store::PageStore;
 use crate::versions::{Validation, VersionRegistry};
 

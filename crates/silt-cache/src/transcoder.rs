@@ -31,7 +31,8 @@ use std::time::{Duration, Instant};
 
 use silt_liquid::ColumnEncoder;
 
-use crate::column_cache::{BatchKey, CachedColumn, ColumnCache, MemoryForm, TranscodePolicy};
+use crate::column_cache::{ColumnCache, TranscodePolicy};
+use crate::{BatchKey, CachedColumn, MemoryForm};
 
 /// Fraction of one core the transcoder may use (on the 2-core machines we
 /// target, a quarter of the CPU: queries keep the rest).
@@ -173,7 +174,7 @@ impl TranscodePolicy for LiquidTranscoder {
 
 /// The column of a file (object version) a batch belongs to: its key
 /// without the row group and batch index.
-type ColumnKey = (crate::key::ObjectKey, u32);
+type ColumnKey = (crate::ObjectKey, u32);
 
 /// The background thread's end of a [`LiquidTranscoder`].
 struct Worker {
@@ -335,9 +336,10 @@ mod tests {
     use arrow::array::{ArrayRef, Int64Array};
 
     use super::*;
-    use crate::column_cache::{BatchKey, CachedColumn, ColumnCache};
-    use crate::key::ObjectKey;
+    use crate::ObjectKey;
+    use crate::column_cache::ColumnCache;
     use crate::page_cache::CacheMetrics;
+    use crate::{BatchKey, CachedColumn};
 
     /// Nice values of this process's threads named `name` (from `/proc`).
     fn nice_of_threads_named(name: &str) -> Vec<i32> {

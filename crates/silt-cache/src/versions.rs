@@ -6,7 +6,7 @@ use std::time::Instant;
 use object_store::path::Path;
 use parking_lot::RwLock;
 
-use crate::version::ObjectVersion;
+use crate::ObjectVersion;
 
 /// What a validation found, compared with the one before it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

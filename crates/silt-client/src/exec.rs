@@ -129,7 +129,7 @@ impl SiltScanExec {
             let members: Vec<&str> = fleet.clients().map(SiltClient::url).collect();
             let mine = planned
                 .iter()
-                .filter(|g| share.task_of(&members, &crate::fleet::segment_name(&g.object, g.index)) == share.task);
+                .filter(|g| share.task_of(&members, &crate::fleet::row_group_name(&g.object, g.index)) == share.task);
             scan.request.scope = Some(crate::hybrid::scope_of(mine));
         }
         scan.share = Some(Arc::new(share));

@@ -1,26 +1,26 @@
 //! A fleet of cache servers behind one client: rendezvous placement per
-//! segment and failover (Alluxio's client-side consistent hashing, with no
+//! row group and failover (Alluxio's client-side consistent hashing, with no
 //! master on the read path).
 //!
 //! Every server registers the same tables over the same store. A scan asks
 //! any server for the table's layout (the validated object versions and
 //! their row groups), then sends each row group, in scans scoped to runs
 //! of at most [`ROW_GROUPS_PER_SCAN`] row groups ([`ScanRequest::scope`]),
-//! to its *owner*: the member with the highest [`weight`] for the segment
-//! `object#row_group` (rendezvous, or highest-random-weight, hashing). Every client computes the same owners
+//! to its *owner*: the member with the highest [`weight`] for the row group's
+//! name `object#row_group` ([`row_group_name`]) (rendezvous, or highest-random-weight, hashing). Every client computes the same owners
 //! without talking to the others, and a member joining or leaving moves
-//! only the segments it wins or held, ~1/N of them.
+//! only the row groups it wins or held, ~1/N of them.
 //!
 //! **Failover.** A member that cannot be reached or fails in transport
 //! (connect errors, streams broken in HTTP/2, `UNAVAILABLE`, `UNKNOWN`,
 //! `CANCELLED`: see
 //! [`ClientError::is_unavailable`]) is skipped for [`BACKOFF`];
-//! its segments go to the next member in their rendezvous order, which
+//! its row groups go to the next member in their rendezvous order, which
 //! reads them from the store and caches them. A run's rows are emitted
 //! only once its scan completed, so a member dying mid-scan costs a retry
 //! of its run's row groups elsewhere, never a duplicate or missing row.
 //! After the back-off the member is tried again and, if it answers, gets
-//! its segments back. Errors of the query itself (a bad filter, an object
+//! its row groups back. Errors of the query itself (a bad filter, an object
 //! that changed) fail the query as on one server; unlike the hybrid path,
 //! an object overwritten between the layout and a run is not retried with
 //! a new layout (runs stream as they complete, so some rows may be out):
@@ -35,13 +35,14 @@
 use std::collections::HashSet;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::error::Result;
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
+use silt_core::Backoff;
 use silt_proto::ScanRequest;
 
 use crate::client::{ClientError, SiltClient};
@@ -50,7 +51,7 @@ use crate::hybrid::RowGroup;
 /// How long a member that failed is skipped: longer than a connection
 /// attempt may take (10 s), so a member that drops packets costs at most
 /// one wait per back-off.
-pub const BACKOFF: Duration = Duration::from_secs(15);
+pub const BACKOFF: Duration = silt_core::backoff::BACKOFF;
 
 /// Scans in flight per member.
 const SCANS_PER_MEMBER: usize = 2;
@@ -64,8 +65,8 @@ const ROW_GROUPS_PER_SCAN: usize = 8;
 #[derive(Debug)]
 struct Member {
     client: SiltClient,
-    /// Skipped until then, after a failure.
-    down_until: Mutex<Option<Instant>>,
+    /// Skipped for a while after a failure.
+    backoff: Backoff,
 }
 
 /// The servers of a fleet (see the module docs).
@@ -90,7 +91,7 @@ impl Fleet {
             .map(|url| {
                 Ok(Member {
                     client: SiltClient::connect_lazy(url)?.with_token(token.clone()),
-                    down_until: Mutex::new(None),
+                    backoff: Backoff::default(),
                 })
             })
             .collect::<std::result::Result<_, ClientError>>()?;
@@ -120,10 +121,10 @@ impl Fleet {
         self.members.is_empty()
     }
 
-    /// Members in rendezvous order for `segment` (highest weight first).
-    pub fn rendezvous(&self, segment: &str) -> Vec<usize> {
+    /// Members in rendezvous order for the placement name `name` (highest weight first).
+    pub fn rendezvous(&self, name: &str) -> Vec<usize> {
         let urls: Vec<&str> = self.clients().map(SiltClient::url).collect();
-        rendezvous_order(&urls, segment)
+        rendezvous_order(&urls, name)
     }
 
     /// Scans of `table` go whole to the owner of its name (a view: its
@@ -141,28 +142,19 @@ impl Fleet {
 
     /// Whether member `i` is being skipped after a failure.
     pub fn is_down(&self, i: usize) -> bool {
-        let until = self.members[i].down_until.lock().unwrap_or_else(|p| p.into_inner());
-        until.is_some_and(|t| Instant::now() < t)
+        self.members[i].backoff.is_down()
     }
 
-    fn mark_down(&self, i: usize) {
-        *self.members[i].down_until.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now() + self.backoff);
-    }
-
-    fn mark_up(&self, i: usize) {
-        *self.members[i].down_until.lock().unwrap_or_else(|p| p.into_inner()) = None;
-    }
-
-    /// Runs `call` on the members in `segment`'s rendezvous order, members
+    /// Runs `call` on the members in `name`'s rendezvous order, members
     /// in back-off last, until one answers or fails with an error of the
     /// request itself (returned as is). Members that fail in transport are
     /// put in back-off.
-    pub async fn with_failover<T, F, Fut>(&self, segment: &str, call: F) -> std::result::Result<T, ClientError>
+    pub async fn with_failover<T, F, Fut>(&self, name: &str, call: F) -> std::result::Result<T, ClientError>
     where
         F: Fn(SiltClient) -> Fut,
         Fut: Future<Output = std::result::Result<T, ClientError>>,
     {
-        let order = self.rendezvous(segment);
+        let order = self.rendezvous(name);
         let (up, down): (Vec<usize>, Vec<usize>) = order.into_iter().partition(|&i| !self.is_down(i));
         let mut last = None;
         for i in up.into_iter().chain(down) {
@@ -183,10 +175,10 @@ impl Fleet {
     {
         let answer = call(self.members[i].client.clone()).await;
         match &answer {
-            Ok(_) => self.mark_up(i),
+            Ok(_) => self.members[i].backoff.recover(),
             Err(e) if e.is_unavailable() => {
                 tracing::warn!(server = self.members[i].client.url(), error = %e, "fleet member failed; its work goes to the next one");
-                self.mark_down(i);
+                self.members[i].backoff.fail_for(self.backoff);
             }
             Err(_) => {}
         }
@@ -253,14 +245,14 @@ impl Fleet {
                 continue;
             }
             for g in self.layout(&table, None).await?.unwrap_or_default() {
-                owned[self.rendezvous(&segment_name(&g.object, g.index))[0]] += 1;
+                owned[self.rendezvous(&row_group_name(&g.object, g.index))[0]] += 1;
             }
         }
         Ok(owned)
     }
 }
 
-pub use silt_proto::placement::{rendezvous_order, segment_name, weight};
+pub use silt_proto::placement::{rendezvous_order, row_group_name, weight};
 
 /// The share of a scan's row groups that one task of a distributed query
 /// reads ([`crate::distributed`]): the tasks are placed beside fleet
@@ -281,17 +273,17 @@ pub struct TaskShare {
 }
 
 impl TaskShare {
-    /// The task that reads `segment` among `members` (the fleet's URLs).
-    pub fn task_of(&self, members: &[&str], segment: &str) -> usize {
+    /// The task that reads `name` among `members` (the fleet's URLs).
+    pub fn task_of(&self, members: &[&str], name: &str) -> usize {
         // No task beside any member (homes outside the fleet): every task
         // is a candidate, spread by task alone.
-        let home = rendezvous_order(members, segment)
+        let home = rendezvous_order(members, name)
             .into_iter()
             .map(|i| members[i])
             .find(|m| self.homes.iter().any(|h| h == m));
         (0..self.homes.len())
             .filter(|&t| home.is_none_or(|home| self.homes[t] == home))
-            .max_by_key(|t| weight(&format!("task-{t}"), segment))
+            .max_by_key(|t| weight(&format!("task-{t}"), name))
             .unwrap_or(0)
     }
 }
@@ -317,7 +309,7 @@ pub async fn run(
             .map(|mut groups| {
                 if let Some(share) = &share {
                     let members: Vec<&str> = fleet.clients().map(SiltClient::url).collect();
-                    groups.retain(|g| share.task_of(&members, &segment_name(&g.object, g.index)) == share.task);
+                    groups.retain(|g| share.task_of(&members, &row_group_name(&g.object, g.index)) == share.task);
                 }
                 groups
             }),
@@ -334,8 +326,8 @@ pub async fn run(
     // ROW_GROUPS_PER_SCAN: one request per run, not per row group.
     let mut runs: Vec<(usize, Vec<RowGroup>)> = Vec::new();
     for group in groups {
-        let segment = segment_name(&group.object, group.index);
-        let order = fleet.rendezvous(&segment);
+        let name = row_group_name(&group.object, group.index);
+        let order = fleet.rendezvous(&name);
         let owner = order.iter().copied().find(|&i| !fleet.is_down(i)).unwrap_or(order[0]);
         match runs
             .iter_mut()
@@ -389,8 +381,8 @@ async fn scan_run(
             scope: Some(crate::hybrid::scope_of(std::iter::once(group))),
             ..request.clone()
         };
-        let segment = segment_name(&group.object, group.index);
-        rows.extend(scan_on_owner(fleet, &segment, &scoped, out).await?);
+        let name = row_group_name(&group.object, group.index);
+        rows.extend(scan_on_owner(fleet, &name, &scoped, out).await?);
     }
     Ok(rows)
 }
@@ -405,15 +397,10 @@ fn rows_of(batches: Vec<RecordBatch>, out: &SchemaRef) -> Result<Vec<RecordBatch
 }
 
 /// All of `request`'s batches (rows only, in `out`'s schema) from the
-/// owner of `segment`, failing over.
-async fn scan_on_owner(
-    fleet: &Fleet,
-    segment: &str,
-    request: &ScanRequest,
-    out: &SchemaRef,
-) -> Result<Vec<RecordBatch>> {
+/// owner of `name`, failing over.
+async fn scan_on_owner(fleet: &Fleet, name: &str, request: &ScanRequest, out: &SchemaRef) -> Result<Vec<RecordBatch>> {
     let batches = fleet
-        .with_failover(segment, |c| {
+        .with_failover(name, |c| {
             let request = request.clone();
             async move { c.scan_all(&request).await }
         })
@@ -439,7 +426,7 @@ mod tests {
         let mut moved = 0;
         let mut owned = [0usize; 3];
         for s in 0..segments {
-            let name = segment_name(&format!("t/part-{}.parquet", s / 16), (s % 16) as u32);
+            let name = row_group_name(&format!("t/part-{}.parquet", s / 16), (s % 16) as u32);
             let before = rendezvous_order(&three, &name)[0];
             let after = rendezvous_order(&four, &name)[0];
             owned[before] += 1;
@@ -470,7 +457,7 @@ mod tests {
         };
         let mut per_task = [0usize; 2];
         for s in 0..3000 {
-            let name = segment_name(&format!("t/part-{}.parquet", s / 16), (s % 16) as u32);
+            let name = row_group_name(&format!("t/part-{}.parquet", s / 16), (s % 16) as u32);
             let task = share.task_of(&m, &name);
             let owner = rendezvous_order(&m, &name)[0];
             if owner < 2 {
@@ -491,7 +478,7 @@ mod tests {
             homes: vec![members[0].clone(), members[0].clone()],
         };
         let first = (0..3000)
-            .filter(|s| doubled.task_of(&m, &segment_name("t/a.parquet", *s)) == 0)
+            .filter(|s| doubled.task_of(&m, &row_group_name("t/a.parquet", *s)) == 0)
             .count();
         assert!((first as f64 / 3000.0 - 0.5).abs() < 0.05, "{first}");
     }

@@ -54,8 +54,9 @@ use silt_proto::{ObjectSegments, Projection, ScanRequest, SegmentScope, layout};
 
 use crate::client::{ClientError, SiltClient};
 use crate::exec::{SiltScanExec, server_scan};
-use crate::local_cache::{LocalCache, Segment, SegmentKey, benefit_per_byte};
-use crate::path_cost::{CostModel, RowGroupSizes};
+use crate::local_cache::{LocalCache, benefit_per_byte};
+use crate::path_cost::{PathCost, RowGroupSizes};
+use silt_core::{CachedColumn, ChunkKey, ObjectKey};
 
 /// What a scan needs to run its row groups locally.
 #[derive(Debug, Clone)]
@@ -64,6 +65,9 @@ pub struct LocalPlan {
     /// Table columns read, in the order of `wide_schema`: the projected
     /// ones, then those only the filters read.
     pub needed: Vec<String>,
+    /// The index in the table's schema of each of `needed`: the column of
+    /// its cached chunks' [`ChunkKey`]s.
+    pub columns: Vec<u32>,
     /// How many of `needed` (its first ones) are projected.
     pub projected: usize,
     pub wide_schema: SchemaRef,
@@ -111,7 +115,11 @@ impl LocalFilter {
     /// The rows of a row group of `rows` rows that pass, nulls folded to
     /// false, from its `segments` (per needed column; the filter's must be
     /// there). Also returns the filter's columns decoded, for reuse.
-    fn evaluate(&self, segments: &[Option<Segment>], rows: usize) -> Result<(BooleanArray, Vec<(usize, ArrayRef)>)> {
+    fn evaluate(
+        &self,
+        segments: &[Option<CachedColumn>],
+        rows: usize,
+    ) -> Result<(BooleanArray, Vec<(usize, ArrayRef)>)> {
         let decoded: Vec<(usize, ArrayRef)> = self
             .columns
             .iter()
@@ -187,9 +195,9 @@ impl RowGroup {
 
 enum Choice {
     /// Every needed segment is cached.
-    Local(Vec<Option<Segment>>),
+    Local(Vec<Option<CachedColumn>>),
     /// The filter's segments are cached, and some projected ones.
-    Hybrid(Vec<Option<Segment>>),
+    Hybrid(Vec<Option<CachedColumn>>),
     Fetch,
     Pushdown,
 }
@@ -421,7 +429,7 @@ impl LocalRun {
     /// The output of one row group run here: from its cached `segments`
     /// (per needed column; the missing ones fetched after filtering), or
     /// (`None`) with its columns fetched and admitted first.
-    async fn row_group(self, group: RowGroup, segments: Option<Vec<Option<Segment>>>) -> Result<Vec<RecordBatch>> {
+    async fn row_group(self, group: RowGroup, segments: Option<Vec<Option<CachedColumn>>>) -> Result<Vec<RecordBatch>> {
         let plan = &self.plan;
         let segments = match segments {
             Some(segments) => segments,
@@ -432,7 +440,7 @@ impl LocalRun {
                 let keys = keys_of(&self.request.table, plan, &group);
                 plan.cache
                     .insert_group(keys.into_iter().zip(arrays.iter().cloned()).collect());
-                arrays.into_iter().map(|a| Some(Segment::Arrow(a))).collect()
+                arrays.into_iter().map(|a| Some(CachedColumn::Arrow(a))).collect()
             }
         };
         let (mask, decoded) = match &plan.filter {
@@ -465,7 +473,7 @@ impl LocalRun {
                     });
                 }
                 match (&segments[c], all) {
-                    (Some(segment), Some(m)) => segment.filter(m),
+                    (Some(segment), Some(m)) => Ok(segment.filter(m)?),
                     (Some(segment), None) => Ok(segment.to_arrow()),
                     (None, _) => fetched
                         .next()
@@ -485,17 +493,11 @@ impl LocalRun {
 }
 
 /// The cache keys of `group`'s needed columns, in `plan.needed` order.
-fn keys_of(table: &str, plan: &LocalPlan, group: &RowGroup) -> Vec<SegmentKey> {
-    let table: Arc<str> = Arc::from(table);
-    plan.needed
+fn keys_of(table: &str, plan: &LocalPlan, group: &RowGroup) -> Vec<ChunkKey> {
+    let object = ObjectKey::new(table, group.object.clone(), group.version.clone());
+    plan.columns
         .iter()
-        .map(|c| SegmentKey {
-            table: table.clone(),
-            object: group.object.clone(),
-            version: group.version.clone(),
-            row_group: group.index,
-            column: Arc::from(c.as_str()),
-        })
+        .map(|&c| ChunkKey::new(object.clone(), group.index, c))
         .collect()
 }
 
@@ -515,7 +517,7 @@ fn choose(plan: &LocalPlan, table: &str, group: &RowGroup, pending: &mut usize) 
         (None, None) => 1.0,
     };
     let selectivity = plan.cache.selectivity(&plan.filters_key).unwrap_or(unobserved);
-    let uses: Vec<(SegmentKey, f64)> = keys
+    let uses: Vec<(ChunkKey, f64)> = keys
         .iter()
         .enumerate()
         .map(|(i, k)| (k.clone(), benefit_per_byte(i < plan.projected, selectivity)))
@@ -526,7 +528,7 @@ fn choose(plan: &LocalPlan, table: &str, group: &RowGroup, pending: &mut usize) 
         return Choice::Local(segments);
     }
     // Arrow in memory is about the uncompressed chunk size.
-    let sized: Vec<(SegmentKey, usize)> = keys
+    let sized: Vec<(ChunkKey, usize)> = keys
         .into_iter()
         .zip(&plan.needed)
         .map(|(k, c)| (k, group.bytes[c]))
@@ -544,7 +546,7 @@ fn choose(plan: &LocalPlan, table: &str, group: &RowGroup, pending: &mut usize) 
         .as_ref()
         .is_none_or(|f| f.columns.iter().all(|&c| segments[c].is_some()));
     if filter_cached && plan.fragment.is_none() {
-        let model = CostModel {
+        let model = PathCost {
             link_bytes_per_second: plan.cache.link_bytes_per_second(),
             selectivity,
         };
@@ -556,7 +558,7 @@ fn choose(plan: &LocalPlan, table: &str, group: &RowGroup, pending: &mut usize) 
 }
 
 /// `group`'s needed bytes by where they are, for the cost model.
-fn sizes_of(plan: &LocalPlan, group: &RowGroup, segments: &[Option<Segment>]) -> RowGroupSizes {
+fn sizes_of(plan: &LocalPlan, group: &RowGroup, segments: &[Option<CachedColumn>]) -> RowGroupSizes {
     let mut sizes = RowGroupSizes {
         rows: group.rows,
         ..Default::default()

@@ -37,7 +37,9 @@ pub mod tls;
 
 pub use client::{ClientError, SiltClient};
 pub use exec::SiltScanExec;
-pub use local_cache::{CachePolicy, LocalCache, Segment, SegmentForm};
+pub use local_cache::{CachePolicy, LocalCache};
+/// The column forms the compute-side cache keeps chunks in (the server's).
+pub use silt_core::{CachedColumn, MemoryForm};
 pub use table::SiltTable;
 
 use std::sync::Arc;
@@ -81,14 +83,14 @@ pub async fn register_tables_with(ctx: &SessionContext, client: &SiltClient) -> 
 /// How the client side of Silt runs: today, its compute-side cache.
 #[derive(Debug, Clone, Default)]
 pub struct SiltTableOptions {
-    /// Bytes of decoded column segments the client keeps next to its
+    /// Bytes of decoded column chunks the client keeps next to its
     /// DataFusion ([`local_cache`]); 0 (the default) keeps none and pushes
     /// every scan down whole.
     pub local_cache_bytes: u64,
-    /// Which segments a full local cache gives up first.
+    /// Which column chunks a full local cache gives up first.
     pub local_cache_policy: CachePolicy,
-    /// The form segments are kept in: liquid (default) or Arrow.
-    pub local_cache_form: SegmentForm,
+    /// The form column chunks are kept in: liquid (default) or Arrow.
+    pub local_cache_form: MemoryForm,
     /// Bytes per second between this client and the server, which the
     /// per-row-group path choice charges for bytes that travel
     /// ([`path_cost`]); `None`: [`path_cost::DEFAULT_LINK_BYTES_PER_SECOND`].

@@ -1,112 +1,41 @@
-//! The compute-side cache: decoded column segments kept next to the
-//! client's DataFusion, so a scan whose row groups are all here runs without
-//! moving data (FlexPushdownDB's "caching" half of hybrid execution).
+//! The compute-side cache: decoded column chunks kept next to the client's
+//! DataFusion, so a scan whose row groups are all here runs without moving
+//! data (FlexPushdownDB's "caching" half of hybrid execution).
 //!
-//! A *segment* is one column of one row group of one object version
-//! ([`SegmentKey`]); versions come from the server's validated listing, so a
-//! segment of an overwritten object is never found again under the new
-//! version (it ages out under the policy). Sizes are Arrow's own
-//! `get_array_memory_size` of the stored arrays, and the budget is never
-//! exceeded: a segment that does not fit after evicting what the policy
-//! allows is not admitted.
+//! Entries are column chunks, one column of one row group of one object
+//! version, named by the same [`ChunkKey`] the server's tiers use (the
+//! table's name as the store, the column's index in the table); versions
+//! come from the server's validated listing, so a chunk of an overwritten
+//! object is never found again under the new version (it ages out under the
+//! policy). Sizes are the held form's heap size
+//! ([`CachedColumn::heap_size`]), and the budget is never exceeded: a chunk
+//! that does not fit after evicting what the policy allows is not admitted.
 //!
-//! Eviction and admission follow a [`CachePolicy`]. The default,
-//! Weighted-LFU, scores a segment by how often scans used it times its
-//! *benefit per byte*: what a scan pays when the segment is not here, i.e.
-//! the bytes pushdown would move for it (its share of the result: observed
-//! selectivity, for a projected column) plus the server's work of scanning
-//! it, per byte of cache it takes. A filter-only column of a selective scan
-//! thus ranks below a projected column of an unselective one, which is
-//! FlexPushdownDB's point: keep what saves the most, not what is used most.
+//! Eviction and admission follow a [`CachePolicy`], a score per chunk kept
+//! in a [`Ranked`] order (so finding victims walks only the lowest-scored
+//! chunks). The default, Weighted-LFU, scores a chunk by how often scans
+//! used it times its *benefit per byte*: what a scan pays when the chunk is
+//! not here, i.e. the bytes pushdown would move for it (its share of the
+//! result: observed selectivity, for a projected column) plus the server's
+//! work of scanning it, per byte of cache it takes. A filter-only column of
+//! a selective scan thus ranks below a projected column of an unselective
+//! one, which is FlexPushdownDB's point: keep what saves the most, not what
+//! is used most.
 //!
-//! Segments are kept in the liquid encoding by default ([`SegmentForm`]):
-//! close to Parquet's size, so the same budget holds ~2-4x the row groups
-//! Arrow would, and a filtered read decodes only the rows that pass
-//! ([`Segment::filter`]). Types liquid cannot encode stay Arrow.
+//! Chunks are kept in the server's column forms ([`CachedColumn`] in a
+//! [`MemoryForm`]), liquid by default: close to Parquet's size, so the same
+//! budget holds ~2-4x the row groups Arrow would, and a filtered read
+//! decodes only the rows that pass ([`CachedColumn::filter`]). Types liquid
+//! cannot encode stay Arrow.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::sync::Mutex;
 
-use datafusion::arrow::array::{Array, ArrayRef, BooleanArray};
-use datafusion::arrow::compute::filter;
-use datafusion::error::Result;
-use silt_liquid::{ColumnEncoder, LiquidArrayRef};
+use datafusion::arrow::array::ArrayRef;
+use silt_core::policy::Ranked;
+use silt_core::{CachedColumn, ChunkKey, MemoryForm};
 
-/// The form segments are kept in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum SegmentForm {
-    /// The liquid encoding (`silt-liquid`), Arrow for types it lacks.
-    #[default]
-    Liquid,
-    /// Decoded Arrow arrays: no decoding on use, ~4x the memory.
-    Arrow,
-}
-
-impl std::str::FromStr for SegmentForm {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.to_ascii_lowercase().as_str() {
-            "liquid" => Ok(SegmentForm::Liquid),
-            "arrow" => Ok(SegmentForm::Arrow),
-            other => Err(format!("unknown segment form '{other}' (liquid, arrow)")),
-        }
-    }
-}
-
-/// One cached column segment.
-#[derive(Debug, Clone)]
-pub enum Segment {
-    Arrow(ArrayRef),
-    Liquid(LiquidArrayRef),
-}
-
-impl Segment {
-    /// `array` in `form` (Arrow when liquid has no smaller form of it).
-    pub fn encode(array: ArrayRef, form: SegmentForm) -> Segment {
-        if form == SegmentForm::Liquid && silt_liquid::is_supported(array.data_type()) {
-            let liquid = ColumnEncoder::new(array.data_type()).encode(&array);
-            if let Some(liquid) = liquid.filter(|l| l.heap_size() < array.get_array_memory_size()) {
-                return Segment::Liquid(liquid);
-            }
-        }
-        Segment::Arrow(array)
-    }
-
-    /// Every row, decoded.
-    pub fn to_arrow(&self) -> ArrayRef {
-        match self {
-            Segment::Arrow(a) => a.clone(),
-            Segment::Liquid(l) => l.to_arrow(),
-        }
-    }
-
-    /// The rows `mask` selects (a null does not select), decoding only
-    /// those when liquid.
-    pub fn filter(&self, mask: &BooleanArray) -> Result<ArrayRef> {
-        Ok(match self {
-            Segment::Arrow(a) => filter(a, mask)?,
-            Segment::Liquid(l) => l.filter(mask),
-        })
-    }
-
-    /// Bytes it holds in memory (Arrow's `get_array_memory_size`, liquid's
-    /// heap size).
-    pub fn memory_size(&self) -> usize {
-        match self {
-            Segment::Arrow(a) => a.get_array_memory_size(),
-            Segment::Liquid(l) => l.heap_size(),
-        }
-    }
-
-    /// Whether it is kept in the liquid encoding.
-    pub fn is_liquid(&self) -> bool {
-        matches!(self, Segment::Liquid(_))
-    }
-}
-
-/// Which segments a full cache gives up first.
+/// Which column chunks a full cache gives up first: what a chunk is scored by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum CachePolicy {
     /// Uses × benefit per byte (see the module docs).
@@ -131,37 +60,27 @@ impl std::str::FromStr for CachePolicy {
     }
 }
 
-/// One column of one row group of one object version of one table.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct SegmentKey {
-    pub table: Arc<str>,
-    pub object: Arc<str>,
-    pub version: Arc<str>,
-    pub row_group: u32,
-    pub column: Arc<str>,
-}
-
 /// Relative cost of moving a byte from the server (per byte of result).
 const NETWORK_WEIGHT: f64 = 1.0;
 /// Relative cost of the server scanning a byte of a column.
 const SCAN_WEIGHT: f64 = 0.25;
 
-/// The benefit per byte of keeping a segment: `selectivity` of the scans
+/// The benefit per byte of keeping a column chunk: `selectivity` of the scans
 /// that read it when the column is returned, plus the server's scan work.
 pub fn benefit_per_byte(projected: bool, selectivity: f64) -> f64 {
     let moved = if projected { selectivity.clamp(0.0, 1.0) } else { 0.0 };
     moved * NETWORK_WEIGHT + SCAN_WEIGHT
 }
 
-/// Uses of a segment (cached or not) that make it worth fetching.
+/// Uses of a column chunk (cached or not) that make it worth fetching.
 pub const ADMIT_AFTER_USES: u64 = 2;
 
-/// Segments remembered while not cached (their use counts, for admission).
+/// Column chunks remembered while not cached (their use counts, for admission).
 const GHOSTS_REMEMBERED: usize = 1 << 16;
 
 #[derive(Debug)]
 struct Entry {
-    segment: Segment,
+    column: CachedColumn,
     bytes: usize,
 }
 
@@ -170,15 +89,17 @@ struct Usage {
     uses: u64,
     last_use: u64,
     benefit: f64,
-    /// The segment's size in memory when it was last fetched (0: never).
+    /// The chunk's size in memory when it was last fetched (0: never).
     bytes: usize,
 }
 
 #[derive(Debug, Default)]
 struct Inner {
-    entries: HashMap<SegmentKey, Entry>,
-    /// Uses of every segment seen (cached or not, bounded for the latter).
-    usage: HashMap<SegmentKey, Usage>,
+    entries: HashMap<ChunkKey, Entry>,
+    /// The cached chunks by the policy's score, lowest first.
+    ranked: Ranked<ChunkKey>,
+    /// Uses of every chunk seen (cached or not, bounded for the latter).
+    usage: HashMap<ChunkKey, Usage>,
     used: usize,
     tick: u64,
     /// Observed selectivity per (table, filters).
@@ -200,12 +121,12 @@ pub struct LocalCacheStats {
     pub rejected: u64,
 }
 
-/// Decoded column segments under a byte budget (see the module docs).
+/// Decoded column chunks under a byte budget (see the module docs).
 #[derive(Debug)]
 pub struct LocalCache {
     budget: usize,
     policy: CachePolicy,
-    form: SegmentForm,
+    form: MemoryForm,
     /// Bytes per second to the server ([`crate::path_cost`]).
     link_bytes_per_second: f64,
     /// Scans never pushed down ([`crate::SiltTableOptions::caching_only`]).
@@ -218,7 +139,7 @@ impl LocalCache {
         LocalCache {
             budget,
             policy,
-            form: SegmentForm::default(),
+            form: MemoryForm::default(),
             link_bytes_per_second: crate::path_cost::DEFAULT_LINK_BYTES_PER_SECOND,
             caching_only: false,
             inner: Mutex::new(Inner::default()),
@@ -231,13 +152,14 @@ impl LocalCache {
         self
     }
 
-    /// This cache, keeping segments in `form`.
-    pub fn with_form(mut self, form: SegmentForm) -> Self {
+    /// This cache, keeping column chunks in `form`.
+    pub fn with_form(mut self, form: MemoryForm) -> Self {
         self.form = form;
         self
     }
 
-    pub fn form(&self) -> SegmentForm {
+    /// The form column chunks are kept in.
+    pub fn form(&self) -> MemoryForm {
         self.form
     }
 
@@ -281,8 +203,9 @@ impl LocalCache {
     }
 
     /// Records that a scan uses `keys` (each with its benefit per byte).
-    pub fn record_use(&self, keys: &[(SegmentKey, f64)]) {
+    pub fn record_use(&self, keys: &[(ChunkKey, f64)]) {
         let mut inner = self.lock();
+        let inner = &mut *inner;
         inner.tick += 1;
         let tick = inner.tick;
         if inner.usage.len() > GHOSTS_REMEMBERED + inner.entries.len() {
@@ -299,16 +222,20 @@ impl LocalCache {
             } else {
                 0.7 * usage.benefit + 0.3 * benefit
             };
+            let score = self.score(Some(usage));
+            if inner.entries.contains_key(key) {
+                inner.ranked.set(key.clone(), score);
+            }
         }
     }
 
-    /// Each of `keys`' segments that is cached (each counted as a hit or
-    /// a miss).
-    pub fn get_each(&self, keys: &[SegmentKey]) -> Vec<Option<Segment>> {
+    /// Each of `keys`' column chunks that is cached (each counted as a hit
+    /// or a miss).
+    pub fn get_each(&self, keys: &[ChunkKey]) -> Vec<Option<CachedColumn>> {
         let mut inner = self.lock();
-        let found: Vec<Option<Segment>> = keys
+        let found: Vec<Option<CachedColumn>> = keys
             .iter()
-            .map(|k| inner.entries.get(k).map(|e| e.segment.clone()))
+            .map(|k| inner.entries.get(k).map(|e| e.column.clone()))
             .collect();
         let hits = found.iter().filter(|f| f.is_some()).count() as u64;
         inner.stats.hits += hits;
@@ -325,10 +252,10 @@ impl LocalCache {
         }
     }
 
-    /// Cached segments the policy would give up, lowest score first, to
-    /// free `bytes`, none of them scoring `limit` or more and none in
-    /// `keep`; `None` when that cannot free enough.
-    fn victims(&self, inner: &Inner, bytes: usize, limit: f64, keep: &[SegmentKey]) -> Option<Vec<SegmentKey>> {
+    /// Cached chunks the policy would give up, lowest score first, to free
+    /// `bytes`, none of them scoring `limit` or more and none in `keep`;
+    /// `None` when that cannot free enough.
+    fn victims(&self, inner: &Inner, bytes: usize, limit: f64, keep: &[ChunkKey]) -> Option<Vec<ChunkKey>> {
         if bytes > self.budget {
             return None;
         }
@@ -336,20 +263,13 @@ impl LocalCache {
         if needed == 0 {
             return Some(Vec::new());
         }
-        let mut ranked: Vec<(f64, &SegmentKey, usize)> = inner
-            .entries
-            .iter()
-            .filter(|(k, _)| !keep.contains(k))
-            .map(|(k, e)| (self.score(inner.usage.get(k)), k, e.bytes))
-            .collect();
-        ranked.sort_by(|a, b| a.0.total_cmp(&b.0));
         let mut out = Vec::new();
-        for (score, key, size) in ranked {
+        for (key, score) in inner.ranked.lowest().filter(|(k, _)| !keep.contains(k)) {
             if score >= limit {
                 return None;
             }
             out.push(key.clone());
-            needed = needed.saturating_sub(size);
+            needed = needed.saturating_sub(inner.entries[key].bytes);
             if needed == 0 {
                 return Some(out);
             }
@@ -357,78 +277,82 @@ impl LocalCache {
         None
     }
 
-    /// Whether the policy would keep `segments` (keys and their estimated
+    /// Whether the policy would keep `chunks` (keys and their estimated
     /// sizes) if fetched, on top of `pending` bytes this scan already plans
     /// to fetch: each has been used [`ADMIT_AFTER_USES`] times, and they fit
-    /// in free space or in place of segments that score lower. Returns the
-    /// bytes they are expected to take (a segment fetched before counts at
+    /// in free space or in place of chunks that score lower. Returns the
+    /// bytes they are expected to take (a chunk fetched before counts at
     /// its real size, not the estimate).
-    pub fn admission(&self, segments: &[(SegmentKey, usize)], pending: usize) -> Option<usize> {
-        if self.budget == 0 || segments.is_empty() {
+    pub fn admission(&self, chunks: &[(ChunkKey, usize)], pending: usize) -> Option<usize> {
+        if self.budget == 0 || chunks.is_empty() {
             return None;
         }
         let inner = self.lock();
-        let used_enough = segments
+        let used_enough = chunks
             .iter()
             .all(|(k, _)| inner.usage.get(k).is_some_and(|u| u.uses >= ADMIT_AFTER_USES));
         if !used_enough {
             return None;
         }
-        let bytes: usize = segments
+        let bytes: usize = chunks
             .iter()
             .map(|(k, estimate)| match inner.usage.get(k).map(|u| u.bytes) {
                 Some(known) if known > 0 => known,
                 _ => *estimate,
             })
             .sum();
-        let score = segments
+        let score = chunks
             .iter()
             .map(|(k, _)| self.score(inner.usage.get(k)))
             .fold(f64::INFINITY, f64::min);
-        let keep: Vec<SegmentKey> = segments.iter().map(|(k, _)| k.clone()).collect();
+        let keep: Vec<ChunkKey> = chunks.iter().map(|(k, _)| k.clone()).collect();
         self.victims(&inner, bytes + pending, score, &keep).map(|_| bytes)
     }
 
-    /// Admits a row group's `segments` together (all or none), in the
-    /// cache's [`SegmentForm`], evicting segments that score lower than the
+    /// Admits a row group's column `chunks` together (all or none), in the
+    /// cache's [`MemoryForm`], evicting chunks that score lower than the
     /// lowest of them. Returns whether they were admitted (not when they
     /// cannot fit).
-    pub fn insert_group(&self, segments: Vec<(SegmentKey, ArrayRef)>) -> bool {
+    pub fn insert_group(&self, chunks: Vec<(ChunkKey, ArrayRef)>) -> bool {
         // Encode before locking: scans of other row groups go on meanwhile.
-        let segments: Vec<(SegmentKey, Segment, usize)> = segments
+        let chunks: Vec<(ChunkKey, CachedColumn, usize)> = chunks
             .into_iter()
             .map(|(k, a)| {
-                let segment = Segment::encode(a, self.form);
-                let bytes = segment.memory_size();
-                (k, segment, bytes)
+                let column = CachedColumn::encode(a, self.form);
+                let bytes = column.heap_size();
+                (k, column, bytes)
             })
             .collect();
         let mut inner = self.lock();
-        for (key, _, bytes) in &segments {
+        let inner = &mut *inner;
+        for (key, _, bytes) in &chunks {
             if let Some(old) = inner.entries.remove(key) {
                 inner.used -= old.bytes;
+                inner.ranked.remove(key);
             }
             inner.usage.entry(key.clone()).or_default().bytes = *bytes;
         }
-        let total: usize = segments.iter().map(|(_, _, b)| b).sum();
-        let score = segments
+        let total: usize = chunks.iter().map(|(_, _, b)| b).sum();
+        let score = chunks
             .iter()
             .map(|(k, _, _)| self.score(inner.usage.get(k)))
             .fold(f64::INFINITY, f64::min);
-        let keep: Vec<SegmentKey> = segments.iter().map(|(k, _, _)| k.clone()).collect();
-        let Some(victims) = self.victims(&inner, total, score, &keep) else {
-            inner.stats.rejected += segments.len() as u64;
+        let keep: Vec<ChunkKey> = chunks.iter().map(|(k, _, _)| k.clone()).collect();
+        let Some(victims) = self.victims(inner, total, score, &keep) else {
+            inner.stats.rejected += chunks.len() as u64;
             return false;
         };
         for victim in victims {
             if let Some(e) = inner.entries.remove(&victim) {
+                inner.ranked.remove(&victim);
                 inner.used -= e.bytes;
                 inner.stats.evicted += 1;
             }
         }
-        for (key, segment, bytes) in segments {
+        for (key, column, bytes) in chunks {
             inner.used += bytes;
-            inner.entries.insert(key, Entry { segment, bytes });
+            inner.ranked.set(key.clone(), self.score(inner.usage.get(&key)));
+            inner.entries.insert(key, Entry { column, bytes });
             inner.stats.admitted += 1;
         }
         true
@@ -480,18 +404,19 @@ fn observe(map: &mut HashMap<String, f64>, key: &str, kept: usize, read: usize) 
 
 #[cfg(test)]
 mod tests {
-    use datafusion::arrow::array::Int64Array;
+    use std::sync::Arc;
+
+    use datafusion::arrow::array::{Array, BooleanArray, Int64Array};
+    use datafusion::arrow::compute::filter;
+    use silt_core::ObjectKey;
 
     use super::*;
 
-    fn key(rg: u32, column: &str) -> SegmentKey {
-        SegmentKey {
-            table: "t".into(),
-            object: "t/a.parquet".into(),
-            version: "v1".into(),
-            row_group: rg,
-            column: column.into(),
-        }
+    /// Column `column` (by name, of the tests' table) of row group `rg`.
+    fn key(rg: u32, column: &str) -> ChunkKey {
+        let columns = ["a", "frequent", "valuable", "big"];
+        let index = columns.iter().position(|c| *c == column).expect("a test column") as u32;
+        ChunkKey::new(ObjectKey::new("t", "t/a.parquet", "v1"), rg, index)
     }
 
     fn array(rows: usize) -> ArrayRef {
@@ -499,7 +424,7 @@ mod tests {
     }
 
     fn arrow_cache(budget: usize, policy: CachePolicy) -> LocalCache {
-        LocalCache::new(budget, policy).with_form(SegmentForm::Arrow)
+        LocalCache::new(budget, policy).with_form(MemoryForm::Arrow)
     }
 
     #[test]
@@ -564,8 +489,8 @@ mod tests {
         let cache = LocalCache::new(1 << 20, CachePolicy::Lru);
         let old = key(0, "a");
         cache.insert_group(vec![(old.clone(), array(10))]);
-        let new = SegmentKey {
-            version: "v2".into(),
+        let new = ChunkKey {
+            object: ObjectKey::new("t", "t/a.parquet", "v2"),
             ..old.clone()
         };
         assert!(cache.get_each(&[new])[0].is_none());
@@ -578,12 +503,12 @@ mod tests {
             (0..10_000i64).map(|i| (i % 7 != 0).then_some(i % 1000)),
         ));
         let cache = LocalCache::new(1 << 20, CachePolicy::Lru);
-        assert_eq!(cache.form(), SegmentForm::Liquid, "liquid by default");
+        assert_eq!(cache.form(), MemoryForm::Liquid, "liquid by default");
         assert!(cache.insert_group(vec![(key(0, "a"), values.clone())]));
         let segment = cache.get_each(&[key(0, "a")])[0].clone().unwrap();
         assert!(segment.is_liquid());
-        assert!(segment.memory_size() < values.get_array_memory_size() / 2);
-        assert_eq!(cache.used(), segment.memory_size(), "accounted at its liquid size");
+        assert!(segment.heap_size() < values.get_array_memory_size() / 2);
+        assert_eq!(cache.used(), segment.heap_size(), "accounted at its liquid size");
         assert_eq!(&segment.to_arrow(), &values);
         let mask = BooleanArray::from_iter((0..10_000).map(|i| match i % 3 {
             0 => Some(true),

@@ -47,14 +47,16 @@ pub struct RowGroupSizes {
     pub projected_missing: usize,
 }
 
-/// The link and the scan's observed selectivity.
+/// The path cost model of one scan: the link and the scan's observed
+/// selectivity. (Not the eviction policies' `silt_core::policy::CostModel`,
+/// which prices a cache miss.)
 #[derive(Debug, Clone, Copy)]
-pub struct CostModel {
+pub struct PathCost {
     pub link_bytes_per_second: f64,
     pub selectivity: f64,
 }
 
-impl CostModel {
+impl PathCost {
     fn link(&self, bytes: f64) -> f64 {
         bytes / self.link_bytes_per_second.max(1.0)
     }
@@ -87,8 +89,8 @@ impl CostModel {
 mod tests {
     use super::*;
 
-    fn model(selectivity: f64) -> CostModel {
-        CostModel {
+    fn model(selectivity: f64) -> PathCost {
+        PathCost {
             link_bytes_per_second: DEFAULT_LINK_BYTES_PER_SECOND,
             selectivity,
         }
@@ -130,11 +132,11 @@ mod tests {
             projected_local: 400_000,
             projected_missing: 400_000,
         };
-        let fast = CostModel {
+        let fast = PathCost {
             link_bytes_per_second: 1e12,
             selectivity: 0.2,
         };
-        let slow = CostModel {
+        let slow = PathCost {
             link_bytes_per_second: 1e8,
             selectivity: 0.2,
         };

@@ -115,6 +115,10 @@ impl SiltTable {
             .iter()
             .map(|n| self.schema.field_with_name(n).ok().cloned())
             .collect::<Option<_>>()?;
+        let columns: Vec<u32> = needed
+            .iter()
+            .map(|n| self.schema.index_of(n).ok().map(|i| i as u32))
+            .collect::<Option<_>>()?;
         let wide_schema = Arc::new(datafusion::arrow::datatypes::Schema::new(fields));
         let filter = match conjunction(bare) {
             None => None,
@@ -128,6 +132,7 @@ impl SiltTable {
         Some(Arc::new(LocalPlan {
             cache,
             needed,
+            columns,
             projected,
             wide_schema,
             filter,

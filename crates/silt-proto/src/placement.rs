@@ -1,4 +1,5 @@
-//! Placement: which member of a fleet owns a segment, by rendezvous
+//! Placement: which member of a fleet owns a named unit (a row group, an
+//! S3 body chunk), by rendezvous
 //! (highest-random-weight) hashing. Part of the wire contract: every client
 //! (the Rust fleet client, `silt worker`s, a server forwarding an S3 GET to
 //! its owner) must compute the same owners without talking to the others,
@@ -18,17 +19,17 @@ pub fn member_name(url: &str) -> String {
 }
 
 /// The name rendezvous hashing places: one row group of one object.
-pub fn segment_name(object: &str, row_group: u32) -> String {
+pub fn row_group_name(object: &str, row_group: u32) -> String {
     format!("{object}#{row_group}")
 }
 
-/// The rendezvous weight of `server` for `segment`: FNV-1a (64 bit) of
-/// `server`, a zero byte and `segment`, then MurmurHash3's 64-bit
+/// The rendezvous weight of `server` for the unit named `name`: FNV-1a
+/// (64 bit) of `server`, a zero byte and `name`, then MurmurHash3's 64-bit
 /// finalizer. Fixed here (not Rust's `Hash`) so that every client, in any
 /// language or version, picks the same owners.
-pub fn weight(server: &str, segment: &str) -> u64 {
+pub fn weight(server: &str, name: &str) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in server.as_bytes().iter().chain(&[0u8]).chain(segment.as_bytes()) {
+    for &b in server.as_bytes().iter().chain(&[0u8]).chain(name.as_bytes()) {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
@@ -39,14 +40,10 @@ pub fn weight(server: &str, segment: &str) -> u64 {
     h ^ (h >> 33)
 }
 
-/// Indices of `servers` by descending [`weight`] for `segment` (ties by
+/// Indices of `servers` by descending [`weight`] for the unit named `name` (ties by
 /// index, so the order is total).
-pub fn rendezvous_order(servers: &[&str], segment: &str) -> Vec<usize> {
-    let mut order: Vec<(u64, usize)> = servers
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (weight(s, segment), i))
-        .collect();
+pub fn rendezvous_order(servers: &[&str], name: &str) -> Vec<usize> {
+    let mut order: Vec<(u64, usize)> = servers.iter().enumerate().map(|(i, s)| (weight(s, name), i)).collect();
     order.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     order.into_iter().map(|(_, i)| i).collect()
 }
@@ -64,7 +61,7 @@ mod tests {
             weight("http://127.0.0.1:50051", "lineitem/part-0.parquet#3"),
             14_811_625_242_926_266_543
         );
-        assert_eq!(segment_name("t/a.parquet", 7), "t/a.parquet#7");
+        assert_eq!(row_group_name("t/a.parquet", 7), "t/a.parquet#7");
         assert_eq!(member_name(" grpc://a:1/ "), "http://a:1");
         assert_eq!(member_name("grpc+tcp://a:1"), "http://a:1");
         assert_eq!(member_name("http://a:1"), "http://a:1");

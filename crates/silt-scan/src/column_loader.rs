@@ -18,7 +18,7 @@ use datafusion::parquet::file::metadata::ParquetMetaData;
 use futures::TryStreamExt;
 use object_store::ObjectMeta;
 use silt_cache::{
-    BATCH_ROWS, BatchKey, CachedColumn, CachedStore, ColumnCache, DecodeClaim, DecodeFlights, PinnedObject,
+    BATCH_ROWS, BatchKey, CachedColumn, CachedStore, ChunkKey, ColumnCache, DecodeClaim, DecodeFlights, PinnedObject,
 };
 use std::sync::atomic::Ordering;
 
@@ -98,12 +98,12 @@ impl FileContext {
 
     /// The memory-tier key of batch `batch` of table column `column` in row group `rg`.
     pub fn batch_key(&self, rg: usize, column: usize, batch: usize) -> BatchKey {
-        BatchKey {
-            object: self.object.key.clone(),
-            row_group: rg as u32,
-            column: column as u32,
-            batch: batch as u32,
-        }
+        self.chunk_key(rg, column).batch(batch as u32)
+    }
+
+    /// The column chunk of table column `column` in row group `rg`.
+    pub fn chunk_key(&self, rg: usize, column: usize) -> ChunkKey {
+        ChunkKey::new(self.object.key.clone(), rg as u32, column as u32)
     }
 }
 
@@ -180,7 +180,7 @@ impl ColumnLoader {
             let flights = self.batches.decodes();
             let (mut mine, mut guards, mut waits) = (Vec::new(), Vec::new(), Vec::new());
             for slot in to_decode {
-                match flights.claim((file.object.key.clone(), rg as u32, columns[slot] as u32)) {
+                match flights.claim(file.chunk_key(rg, columns[slot])) {
                     DecodeClaim::Decode(guard) => {
                         mine.push(slot);
                         guards.push(guard);
@@ -231,9 +231,7 @@ impl ColumnLoader {
 
     /// Records a read of chunk (`rg`, `c`) of `file`: whether it is the first.
     fn touched(&self, file: &FileContext, rg: usize, c: usize) -> bool {
-        self.batches
-            .first_touches()
-            .first(&(file.object.key.clone(), rg as u32, c as u32))
+        self.batches.first_touches().first(&file.chunk_key(rg, c))
     }
 
     /// The rows `selection` keeps of `columns` (present in the file) of row

@@ -11,7 +11,7 @@ use datafusion::datasource::physical_plan::parquet::ParquetFileMetrics;
 use datafusion::parquet::file::metadata::ParquetMetaData;
 use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
 use object_store::ObjectMeta;
-use silt_cache::{PinnedObject, ReservedChunk};
+use silt_cache::{ChunkKey, PinnedObject, ReservedChunk};
 
 use crate::chunks::{column_chunk_ranges, root_indices};
 use crate::scan_filter::ScanFilter;
@@ -54,9 +54,7 @@ pub fn scan_set_chunks(
                     continue; // the file lacks it: read as nulls, nothing to hold
                 };
                 chunks.push(ReservedChunk {
-                    object: file.object.key.clone(),
-                    row_group: rg as u32,
-                    column: column as u32,
+                    chunk: ChunkKey::new(file.object.key.clone(), rg as u32, column as u32),
                     bytes: column_chunk_ranges(metadata, [rg], Some(&[root])),
                     batches: batches(metadata, rg),
                 });

@@ -17,18 +17,7 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::parquet::file::metadata::ParquetMetaData;
 use object_store::ObjectMeta;
 use object_store::path::Path;
-use silt_cache::CacheError;
-
-/// The version of a listed object as a client sees it: size, modification
-/// time and ETag, the three things `ObjectVersion::same` compares.
-pub fn version_token(meta: &ObjectMeta) -> String {
-    format!(
-        "{}:{}:{}",
-        meta.size,
-        meta.last_modified.timestamp_nanos_opt().unwrap_or_default(),
-        meta.e_tag.as_deref().unwrap_or("")
-    )
-}
+use silt_cache::{CacheError, ObjectVersion};
 
 /// The row groups of object versions a scan is limited to, and within a
 /// row group, optionally, the rows to return.
@@ -77,7 +66,7 @@ impl ScanScope {
     pub fn restrict(&self, files: Vec<ObjectMeta>) -> Result<(Vec<ObjectMeta>, ScopedRowGroups)> {
         let by_path: HashMap<&str, &ObjectMeta> = files.iter().map(|m| (m.location.as_ref(), m)).collect();
         for (path, (version, _)) in &self.objects {
-            let current = by_path.get(path.as_str()).map(|m| version_token(m));
+            let current = by_path.get(path.as_str()).map(|m| ObjectVersion::wire_token_of(m));
             if current.as_deref() != Some(version.as_str()) {
                 return Err(DataFusionError::External(Box::new(CacheError::changed(path, version))));
             }
@@ -111,7 +100,7 @@ impl LayoutBuilder {
     /// A column the file lacks has no row (the client then never finds
     /// that row group complete in its cache, and scans it on the server).
     pub fn add(&mut self, meta: &ObjectMeta, metadata: &ParquetMetaData, columns: &[String]) {
-        let version = version_token(meta);
+        let version = ObjectVersion::wire_token_of(meta);
         let schema = metadata.file_metadata().schema_descr();
         let leaves: Vec<(&String, Vec<usize>)> = columns
             .iter()
@@ -171,7 +160,11 @@ mod tests {
     #[test]
     fn scope_keeps_its_objects_and_refuses_other_versions() {
         let files = vec![meta("t/a.parquet", 10), meta("t/b.parquet", 20)];
-        let scope = ScanScope::new([("t/b.parquet".to_string(), version_token(&files[1]), vec![2, 0])]);
+        let scope = ScanScope::new([(
+            "t/b.parquet".to_string(),
+            ObjectVersion::wire_token_of(&files[1]),
+            vec![2, 0],
+        )]);
         let (kept, groups) = scope.restrict(files.clone()).unwrap();
         assert_eq!(kept, vec![files[1].clone()]);
         assert_eq!(
@@ -186,7 +179,7 @@ mod tests {
 
         let stale = ScanScope::new([(
             "t/b.parquet".to_string(),
-            version_token(&meta("t/b.parquet", 21)),
+            ObjectVersion::wire_token_of(&meta("t/b.parquet", 21)),
             vec![0],
         )]);
         let err = stale.restrict(files.clone()).unwrap_err();

@@ -61,7 +61,7 @@ pub fn stats_json(engine: &Engine) -> Value {
 fn plan_aware_json(engine: &Engine) -> Value {
     let tiers = engine.tiers();
     let sets = tiers.scan_sets();
-    let (chunks, pages) = sets.reserved_segments();
+    let (chunks, pages) = sets.reserved_entries();
     let (decoded, waited) = tiers.batches().decodes().counts();
     json!({
         "enabled": engine.config().plan_aware,

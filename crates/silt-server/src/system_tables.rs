@@ -128,12 +128,12 @@ fn cache_segments(engine: &Engine) -> Result<RecordBatch> {
         .map(|(name, store)| (store.store_id().clone(), name))
         .collect();
     let tiers = engine.tiers();
-    let mut segments = tiers.batches().segments();
-    segments.extend(tiers.pages().memory().segments());
+    let mut held = tiers.batches().held_units();
+    held.extend(tiers.pages().memory().held_units());
     if let Some(disk) = engine.disk_tier() {
-        segments.extend(disk.segments());
+        held.extend(disk.held_units());
     }
-    let s = &segments;
+    let s = &held;
     batch(
         vec![
             utf8("table_name", true),
@@ -151,17 +151,19 @@ fn cache_segments(engine: &Engine) -> Result<RecordBatch> {
         ],
         vec![
             Arc::new(StringArray::from_iter(
-                s.iter().map(|x| table_of.get(&x.object.store).cloned()),
+                s.iter().map(|x| table_of.get(&x.object().store).cloned()),
             )),
             Arc::new(StringArray::from_iter_values(s.iter().map(|x| x.tier))),
-            Arc::new(StringArray::from_iter_values(s.iter().map(|x| x.object.path.as_ref()))),
             Arc::new(StringArray::from_iter_values(
-                s.iter().map(|x| x.object.version.as_ref()),
+                s.iter().map(|x| x.object().path.as_ref()),
             )),
-            Arc::new(UInt32Array::from_iter(s.iter().map(|x| x.row_group))),
-            Arc::new(UInt32Array::from_iter(s.iter().map(|x| x.column))),
+            Arc::new(StringArray::from_iter_values(
+                s.iter().map(|x| x.object().version.as_ref()),
+            )),
+            Arc::new(UInt32Array::from_iter(s.iter().map(|x| x.row_group()))),
+            Arc::new(UInt32Array::from_iter(s.iter().map(|x| x.column()))),
             Arc::new(StringArray::from_iter(s.iter().map(|x| x.column_name.as_deref()))),
-            Arc::new(UInt64Array::from_iter(s.iter().map(|x| x.page))),
+            Arc::new(UInt64Array::from_iter(s.iter().map(|x| x.page_number()))),
             Arc::new(StringArray::from_iter_values(s.iter().map(|x| x.form))),
             Arc::new(UInt64Array::from_iter_values(s.iter().map(|x| x.batches))),
             Arc::new(UInt64Array::from_iter_values(s.iter().map(|x| x.bytes))),

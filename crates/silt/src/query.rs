@@ -63,14 +63,14 @@ pub struct QueryArgs {
     /// the interactive shell and in scripts of several queries.
     #[arg(long, default_value = "0", value_parser = silt_server::config::parse_bytes)]
     local_cache: u64,
-    /// Which segments a full --local-cache gives up first: weighted-lfu
-    /// (uses x what a segment saves per byte), lfu or lru.
+    /// Which column chunks a full --local-cache gives up first: weighted-lfu
+    /// (uses x what a chunk saves per byte), lfu or lru.
     #[arg(long, default_value = "weighted-lfu")]
     local_cache_policy: silt_client::CachePolicy,
-    /// Form of the --local-cache's segments: liquid (compressed, filtered
+    /// Form of the --local-cache's column chunks: liquid (compressed, filtered
     /// rows decoded alone) or arrow (no decoding, ~4x the memory).
     #[arg(long, default_value = "liquid")]
-    local_cache_form: silt_client::SegmentForm,
+    local_cache_form: silt_client::MemoryForm,
     /// Megabits per second between this client and the server, for the
     /// choice between pushing a row group down and filtering it here
     /// [default: 10000, a server in the same rack].

@@ -15,11 +15,11 @@ use object_store::path::Path;
 use object_store::{ObjectMeta, Result};
 
 use super::CachedStore;
+use crate::ObjectVersion;
 use crate::error::{CacheError, CacheResult};
 use crate::freshness::Freshness;
 use crate::probe::{Answer, Probe};
 use crate::validation_gate::ValidationGate;
-use crate::version::ObjectVersion;
 
 impl CachedStore {
     /// This store, listing and HEADing for the query that owns `gate`: under

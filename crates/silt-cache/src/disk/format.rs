@@ -33,7 +33,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::page_cache::PageKey;
+use crate::PageKey;
 
 /// Size of the header block; also the alignment of the data and of slots.
 pub(crate) const HEADER_LEN: usize = 4096;

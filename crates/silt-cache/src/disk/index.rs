@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::slots::SlotAllocator;
-use crate::page_cache::PageKey;
+use crate::PageKey;
 use crate::policy::{BudgetedCache, CostModel, PolicyKind, Reservations};
 
 /// (store, path): the unit whose versions are dropped together.
@@ -120,7 +120,7 @@ impl Index {
         let mut out = Vec::new();
         for ((store, path), versions) in &self.objects {
             for (version, pages) in versions {
-                let object = crate::key::ObjectKey::new(store.clone(), path.clone(), version.clone());
+                let object = crate::ObjectKey::new(store.clone(), path.clone(), version.clone());
                 out.extend(
                     pages
                         .iter()

@@ -54,11 +54,26 @@ use std::path::PathBuf;
 
 use std::sync::Arc;
 
-use crate::page_cache::PageKey;
+use crate::PageKey;
 use crate::policy::{PolicyKind, Reservations};
 
 pub use metrics::{DiskMetrics, DiskStats};
 pub use tier::{DiskTier, lock_dir};
+
+impl DiskTier {
+    /// Opens (creating if needed) the tier in `config.dir` and starts
+    /// rebuilding the index from the region files on a background thread;
+    /// returns at once. While recovery runs, pages it has not reached yet
+    /// are misses and new pages go to slots known to be free.
+    ///
+    /// Here, where the tier and its [`recovery`] meet: recovery drives the
+    /// tier, and the tier knows nothing of recovery.
+    pub fn open(config: DiskConfig, metrics: DiskMetrics) -> std::io::Result<Arc<DiskTier>> {
+        let tier = Self::create(config, metrics)?;
+        recovery::spawn(&tier)?;
+        Ok(tier)
+    }
+}
 
 /// Configuration of a [`DiskTier`].
 #[derive(Clone)]

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::{DiskConfig, DiskMetrics, DiskTier, recovery};
-use crate::page_cache::PageKey;
+use crate::PageKey;
 use crate::policy::PolicyKind;
 
 /// Refetch cost given to pages whose cost does not matter to the test.

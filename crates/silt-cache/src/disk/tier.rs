@@ -13,8 +13,9 @@ use super::full::{WritePause, is_out_of_space};
 use super::index::{Admission, Adopted, Entry, Index};
 use super::metrics::Counters;
 use super::regions::{Geometry, Regions};
-use super::{DiskConfig, DiskMetrics, DiskStats, recovery};
-use crate::page_cache::{Page, PageKey};
+use super::{DiskConfig, DiskMetrics, DiskStats};
+use crate::PageKey;
+use crate::page_cache::Page;
 
 /// Largest read of neighbouring slots made as one request.
 const MAX_RUN_BYTES: u64 = 8 << 20;
@@ -51,17 +52,9 @@ pub struct DiskTier {
 }
 
 impl DiskTier {
-    /// Opens (creating if needed) the tier in `config.dir` and starts
-    /// rebuilding the index from the region files on a background thread;
-    /// returns at once. While recovery runs, pages it has not reached yet
-    /// are misses and new pages go to slots known to be free.
-    pub fn open(config: DiskConfig, metrics: DiskMetrics) -> std::io::Result<Arc<DiskTier>> {
-        let tier = Self::create(config, metrics)?;
-        recovery::spawn(&tier)?;
-        Ok(tier)
-    }
-
-    /// `open` without starting recovery (tests start it when they choose).
+    /// The tier in `config.dir`, opened (created if needed) without
+    /// starting recovery: [`DiskTier::open`] starts it (tests start it when
+    /// they choose).
     pub(super) fn create(config: DiskConfig, metrics: DiskMetrics) -> std::io::Result<Arc<DiskTier>> {
         fs::create_dir_all(&config.dir)?;
         let lock = lock_dir(&config.dir)?;
@@ -302,13 +295,13 @@ impl DiskTier {
         self.counters.miss_bytes(bytes);
     }
 
-    /// One [`Segment`](crate::Segment) per page held. Walks the index under
+    /// One [`HeldUnit`](crate::HeldUnit) per page held. Walks the index under
     /// its lock: for introspection, not for query paths.
-    pub fn segments(&self) -> Vec<crate::Segment> {
+    pub fn held_units(&self) -> Vec<crate::HeldUnit> {
         let pages = self.lock().pages();
         pages
             .iter()
-            .map(|(key, size)| crate::Segment::page("disk", key, *size))
+            .map(|(key, size)| crate::HeldUnit::page("disk", key, *size))
             .collect()
     }
 

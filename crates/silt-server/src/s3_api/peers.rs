@@ -4,8 +4,8 @@
 //! from the member that owns it, so the fleet caches each chunk once and
 //! behaves as one cache to byte readers.
 //!
-//! **Ownership.** The chunk `n` of key `k` in table `t` is the segment
-//! `t/k@n`, owned by the member with the highest rendezvous weight
+//! **Ownership.** The chunk `n` of key `k` in table `t` is placed by the
+//! name `t/k@n`, owned by the member with the highest rendezvous weight
 //! ([`silt_proto::placement`], the hash the Flight clients place row groups
 //! with) among `cluster.servers`.
 //!
@@ -21,13 +21,14 @@
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use metrics::Counter;
 use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::path::Path as ObjectPath;
 use object_store::{ClientOptions, GetOptions, GetRange, ObjectStore, RetryConfig};
+use silt_core::Backoff;
 
 use crate::config::ServerConfig;
 use crate::metrics::ServerMetrics;
@@ -37,7 +38,7 @@ use crate::metrics::ServerMetrics;
 pub const FORWARDED: &str = "x-silt-forwarded";
 
 /// How long a member that failed a forwarded read is skipped.
-pub const BACKOFF: Duration = Duration::from_secs(15);
+pub const BACKOFF: Duration = silt_core::backoff::BACKOFF;
 
 /// Deadline of one forwarded read (a chunk is at most 8 pages): well under
 /// a client's own timeout, so a stalled owner still leaves time to read the
@@ -64,7 +65,8 @@ impl PeerRoute {
 struct Peer {
     /// Its admin listener (`http://host:port`).
     admin: String,
-    down_until: Mutex<Option<Instant>>,
+    /// Skipped for [`BACKOFF`] after a failure in transport.
+    backoff: Backoff,
 }
 
 /// This server's view of its fleet, for the S3 API.
@@ -105,7 +107,7 @@ impl Peers {
                 .iter()
                 .map(|a| Peer {
                     admin: a.trim_end_matches('/').to_string(),
-                    down_until: Mutex::new(None),
+                    backoff: Backoff::default(),
                 })
                 .collect(),
             key: config.s3_api_key(),
@@ -126,14 +128,9 @@ impl Peers {
     /// another member that is not in back-off.
     pub fn remote_owner(&self, table: &str, key: &str, chunk: u64) -> Option<usize> {
         let members: Vec<&str> = self.members.iter().map(String::as_str).collect();
-        let segment = format!("{table}/{key}@{chunk}");
-        let owner = silt_proto::placement::rendezvous_order(&members, &segment)[0];
-        (owner != self.me && !self.is_down(owner)).then_some(owner)
-    }
-
-    fn is_down(&self, i: usize) -> bool {
-        let until = self.peers[i].down_until.lock().unwrap_or_else(|p| p.into_inner());
-        until.is_some_and(|t| Instant::now() < t)
+        let name = format!("{table}/{key}@{chunk}");
+        let owner = silt_proto::placement::rendezvous_order(&members, &name)[0];
+        (owner != self.me && !self.peers[owner].backoff.is_down()).then_some(owner)
     }
 
     /// `span` of `key` read from member `owner`, if it answers with the
@@ -189,8 +186,7 @@ impl Peers {
                 );
                 if !answered {
                     tracing::warn!(peer = %self.peers[owner].admin, error = %e, "S3 API: a fleet member failed a forwarded read; reading locally, skipping it for {BACKOFF:?}");
-                    *self.peers[owner].down_until.lock().unwrap_or_else(|p| p.into_inner()) =
-                        Some(Instant::now() + BACKOFF);
+                    self.peers[owner].backoff.fail_for(BACKOFF);
                 }
                 None
             }

@@ -148,21 +148,9 @@ pub(super) fn timestamp(version: &ObjectVersion) -> Timestamp {
     Timestamp::from(SystemTime::from(version.meta.last_modified))
 }
 
-/// The ETag clients see: the upstream ETag (else Silt's size-mtime tag) as
-/// one strong entity tag. Characters an entity tag (or the XML it is written
-/// into unescaped) cannot hold become `_`, the same way in listings, HEAD and
-/// GET, so clients can compare them.
+/// The ETag clients see: [`ObjectVersion::entity_tag`], strong.
 pub(super) fn entity_tag(version: &ObjectVersion) -> ETag {
-    let raw = version.tag.trim_start_matches("W/").trim_matches('"');
-    let inner: String = raw
-        .chars()
-        .map(|c| match c {
-            '&' | '<' | '>' | '\'' => '_',
-            c if c == '!' || ('#'..='~').contains(&c) => c,
-            _ => '_',
-        })
-        .collect();
-    ETag::Strong(inner)
+    ETag::Strong(version.entity_tag())
 }
 
 /// One object at one version (the S3 side of a `silt_cache::PinnedObject`):

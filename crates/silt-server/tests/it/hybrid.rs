@@ -18,7 +18,7 @@ use datafusion::prelude::{ParquetReadOptions, SessionContext, col, lit};
 use datafusion_proto::bytes::Serializeable;
 use silt_bench::compare::check_same;
 use silt_bench::tpch;
-use silt_client::{SegmentForm, SiltTable, SiltTableOptions};
+use silt_client::{MemoryForm, SiltTable, SiltTableOptions};
 use silt_proto::{ObjectSegments, Projection, ScanRequest, SegmentScope, layout};
 use silt_server::config::TableConfig;
 
@@ -177,7 +177,7 @@ async fn ssb_13_queries_through_the_hybrid_client() {
     assert!(stats.hits > 0, "{stats:?}");
     // The large cache again with Arrow segments (the others are liquid).
     let arrow = SiltTableOptions {
-        local_cache_form: SegmentForm::Arrow,
+        local_cache_form: MemoryForm::Arrow,
         ..options(SIZES[2].1)
     };
     let ctx = client_with(&fx.server, &arrow).await;
@@ -215,7 +215,7 @@ async fn run_with_plan(ctx: &SessionContext, sql: &str) -> (Vec<RecordBatch>, Ar
 async fn the_hybrid_path_filters_here_and_fetches_the_surviving_rows() {
     let fx = Fixture::start().await;
     let base = crate::common::baseline_ctx().await;
-    for form in [SegmentForm::Liquid, SegmentForm::Arrow] {
+    for form in [MemoryForm::Liquid, MemoryForm::Arrow] {
         let ctx = client_with(
             &fx.server,
             &SiltTableOptions {
@@ -259,7 +259,7 @@ async fn the_hybrid_path_filters_here_and_fetches_the_surviving_rows() {
             let rows: usize = got.iter().map(RecordBatch::num_rows).sum();
             assert_eq!(rows > 0, keeps_rows, "{sql}");
         }
-        if form == SegmentForm::Liquid {
+        if form == MemoryForm::Liquid {
             let provider = ctx.table_provider("lineitem").await.unwrap();
             let table = provider.downcast_ref::<SiltTable>().unwrap();
             let cache = table.local_cache().unwrap();

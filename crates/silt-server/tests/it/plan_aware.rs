@@ -29,7 +29,7 @@ async fn assert_nothing_held(fx: &Fixture) {
     let sets = tiers.scan_sets();
     assert_eq!(fx.metric("silt_queries_active"), 0.0);
     assert_eq!(sets.active_sets(), 0, "scan sets left registered: {sets:?}");
-    assert_eq!(sets.reserved_segments(), (0, 0), "reservations leaked: {sets:?}");
+    assert_eq!(sets.reserved_entries(), (0, 0), "reservations leaked: {sets:?}");
     assert_eq!(tiers.batches().decodes().in_flight(), 0, "decodes left in flight");
     assert_eq!(tiers.pages().pages_in_flight(), 0, "page fetches left in flight");
 }
@@ -112,9 +112,9 @@ fn chunks_held(engine: &Engine) -> usize {
     let mut chunks: Vec<_> = engine
         .tiers()
         .batches()
-        .segments()
+        .held_units()
         .into_iter()
-        .map(|s| (s.object, s.row_group, s.column))
+        .map(|s| s.held)
         .collect();
     chunks.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
     chunks.dedup();

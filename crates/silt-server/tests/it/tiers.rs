@@ -477,9 +477,9 @@ fn columns_held(server: &ServerHandle, table: &str) -> Vec<String> {
         .engine
         .tiers()
         .batches()
-        .segments()
+        .held_units()
         .into_iter()
-        .filter(|s| s.object.path.contains(table))
+        .filter(|s| s.object().path.contains(table))
         .filter_map(|s| s.column_name.map(|n| n.to_string()))
         .collect();
     names.sort();

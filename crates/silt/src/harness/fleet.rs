@@ -30,7 +30,7 @@ use datafusion::prelude::SessionContext;
 use serde::Serialize;
 use silt_bench::compare::{check_same, is_ordered};
 use silt_bench::results::quantile;
-use silt_client::fleet::{Fleet, rendezvous_order, segment_name};
+use silt_client::fleet::{Fleet, rendezvous_order, row_group_name};
 use silt_client::script::run_script_last_query;
 
 use super::child::{ChildGuard, spawn_and_wait};
@@ -405,7 +405,7 @@ fn movement(suite: &Suite, from: usize) -> anyhow::Result<Movement> {
                 file.file_name().unwrap_or_default().to_string_lossy()
             );
             for (rg, meta) in reader.metadata().row_groups().iter().enumerate() {
-                let name = segment_name(&object, rg as u32);
+                let name = row_group_name(&object, rg as u32);
                 let size = meta.compressed_size().max(0) as u64;
                 segments += 1;
                 bytes += size;

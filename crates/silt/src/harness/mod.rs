@@ -66,9 +66,9 @@ pub struct CommonArgs {
     /// Compute-side cache of the `hybrid` mode's client.
     #[arg(long, default_value = "4GiB", value_parser = parse_bytes)]
     local_cache: u64,
-    /// Form of the compute-side cache's segments: liquid or arrow.
+    /// Form of the compute-side cache's column chunks: liquid or arrow.
     #[arg(long, default_value = "liquid")]
-    local_cache_form: silt_client::SegmentForm,
+    local_cache_form: silt_client::MemoryForm,
     /// Folder of the results; the run writes into `<out>/<name>/`.
     #[arg(long, default_value = "bench-results")]
     out: PathBuf,

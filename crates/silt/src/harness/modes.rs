@@ -106,8 +106,8 @@ pub struct StoreSetup {
     pub validation: String,
     /// The compute-side cache of the `hybrid` client, bytes.
     pub local_cache: u64,
-    /// The form of its segments.
-    pub local_cache_form: silt_client::SegmentForm,
+    /// The form of its column chunks.
+    pub local_cache_form: silt_client::MemoryForm,
 }
 
 /// Counters of an object store the client itself reads.

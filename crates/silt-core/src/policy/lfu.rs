@@ -21,10 +21,10 @@
 //! The same machinery with a cost-derived weight is
 //! [`WeightedLfu`](super::WeightedLfu).
 
-use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
 use std::marker::PhantomData;
 
+use super::ranked::Priority;
 use super::{CacheKey, EvictionPolicy, PolicyKind};
 
 /// How an entry's refetch cost turns into the weight its frequency is
@@ -47,30 +47,6 @@ impl Weighting for Uniform {
 
     fn weight(_cost: f64) -> f64 {
         1.0
-    }
-}
-
-/// A priority; ordered with `total_cmp` so it can key an ordered map.
-#[derive(Debug, Clone, Copy)]
-struct Priority(f64);
-
-impl PartialEq for Priority {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-
-impl Eq for Priority {}
-
-impl PartialOrd for Priority {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Priority {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.0.total_cmp(&other.0)
     }
 }
 

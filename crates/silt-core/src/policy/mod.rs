@@ -25,6 +25,10 @@
 //!   a main FIFO with reinsertion and a ghost queue; one-hit wonders never
 //!   reach main, so scans do not flush what is read again.
 //!
+//! - [`Ranked`]: keys by a score their owner computes (not configurable by
+//!   name): the client's compute-side cache, which scores column chunks by
+//!   uses times benefit per byte, evicts through it.
+//!
 //! [`replay`] runs any of them (and Belady's offline optimum) over an access
 //! trace, which is how they are compared.
 //!
@@ -41,6 +45,7 @@ mod cost;
 mod lfu;
 mod list;
 mod lru;
+mod ranked;
 pub mod replay;
 mod s3_fifo;
 mod sieve;
@@ -52,6 +57,7 @@ pub use budget::{BudgetedCache, Insertion, Reservations};
 pub use cost::{CostModel, MeasuredCost, Pushdown};
 pub use lfu::{Lfu, Uniform, Weighting};
 pub use lru::Lru;
+pub use ranked::Ranked;
 pub use s3_fifo::S3Fifo;
 pub use sieve::Sieve;
 pub use weighted_lfu::{ByCost, WeightedLfu};

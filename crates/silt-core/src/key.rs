@@ -1,8 +1,9 @@
 //! The one key every cached thing hangs off: an object at one version.
 //!
-//! A page of bytes ([`PageKey`](crate::PageKey)), a decoded column batch
-//! ([`BatchKey`](crate::BatchKey)), a footer in the metadata tier and a disk
-//! page file all name the object they came from with an [`ObjectKey`]. A
+//! A page of bytes ([`PageKey`]), a column chunk ([`ChunkKey`](crate::ChunkKey))
+//! and its decoded batches ([`BatchKey`](crate::BatchKey)), a footer in the
+//! metadata tier and a disk page all name the object they came from with an
+//! [`ObjectKey`]. A
 //! query validates each object once at its start and carries the key (with
 //! its [`ObjectVersion`]) down to every read, so nothing below the scan looks
 //! a version up again and no read can mix two versions.
@@ -22,8 +23,11 @@ use crate::version::ObjectVersion;
 /// Cloning is three reference-count increments.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ObjectKey {
+    /// The store (one per table) the object is read through.
     pub store: Arc<str>,
+    /// The object's path within its store.
     pub path: Arc<str>,
+    /// The version tag ([`ObjectVersion::tag`]).
     pub version: Arc<str>,
 }
 
@@ -55,6 +59,23 @@ impl fmt::Display for ObjectKey {
     }
 }
 
+/// Identifies one page of one version of one object: the unit of the page
+/// buffer and of the disk tier.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PageKey {
+    /// The object version the page is of.
+    pub object: ObjectKey,
+    /// Page number: bytes `page * page_size ..` of the object.
+    pub page: u64,
+}
+
+impl PageKey {
+    /// Page `page` of `object`.
+    pub fn new(object: ObjectKey, page: u64) -> Self {
+        PageKey { object, page }
+    }
+}
+
 /// An object a query has pinned: its key and the full version it validated
 /// (size and ETag are needed to read it: ranges are checked against the
 /// size, misses are fetched with `If-Match` on the ETag).
@@ -65,7 +86,9 @@ impl fmt::Display for ObjectKey {
 /// happens to the shared tiers meanwhile.
 #[derive(Debug, Clone)]
 pub struct PinnedObject {
+    /// The pinned version's key.
     pub key: ObjectKey,
+    /// The full version validated.
     pub version: ObjectVersion,
     learned_etag: Arc<OnceLock<String>>,
 }

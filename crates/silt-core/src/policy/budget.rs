@@ -9,8 +9,8 @@
 //! the policy does.
 //!
 //! **Plan-aware eviction.** Given [`Reservations`] (the server's scan sets,
-//! `crate::ScanSets`), the cache evicts by
-//! [`SegmentState`](crate::SegmentState): a victim the policy proposes that
+//! `silt_cache::ScanSets`), the cache evicts by
+//! `silt_cache::EntryState`: a victim the policy proposes that
 //! registered scans will still read (`Reserved`) is set aside, out of the
 //! policy's order, and the policy proposes the next; only when the policy has
 //! nothing left (every entry is `Reserved`) does a set-aside entry go, the
@@ -54,12 +54,12 @@ struct SetAside {
 
 /// How many registered scans still need a key, and how many of those are
 /// running: the plan's knowledge the tiers evict by. Implemented by
-/// `crate::ScanSets`.
+/// `silt_cache::ScanSets`.
 pub trait Reservations<K>: Send + Sync {
-    /// Registered scans that have not yet passed `key`'s segment.
+    /// Registered scans that have not yet passed `key`.
     fn remaining_scans(&self, key: &K) -> u32;
 
-    /// Of those, scans already executing (not waiting for a slot): a segment
+    /// Of those, scans already executing (not waiting for a slot): an entry
     /// a running scan needs is used sooner than one only queued queries
     /// need, so among Reserved entries it is evicted last.
     fn running_scans(&self, key: &K) -> u32 {

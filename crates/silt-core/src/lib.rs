@@ -1,0 +1,29 @@
+//! The words for cached things, shared by the server's cache tiers
+//! (`silt-cache`) and a client's compute-side cache (`silt-client`):
+//!
+//! - what is cached is named by an [`ObjectKey`] (one object at one
+//!   version), a [`PageKey`] (a page of its bytes), a [`ChunkKey`] (one
+//!   column of one row group) or a [`BatchKey`] (one batch of a chunk);
+//! - an [`ObjectVersion`] owns the version's three encodings (cache tag,
+//!   wire token, S3 entity tag);
+//! - a cached column batch is a [`CachedColumn`] in a [`MemoryForm`];
+//! - [`policy`] orders what a byte-budgeted cache evicts;
+//! - [`single_flight`] de-duplicates concurrent loads of one key, and
+//!   [`backoff`] skips a failed fleet member for a while.
+//!
+//! A leaf crate: it knows nothing of stores, scans, servers or clients.
+
+pub mod backoff;
+mod chunk;
+mod column;
+mod key;
+pub mod policy;
+pub mod single_flight;
+mod version;
+
+pub use backoff::Backoff;
+pub use chunk::{BATCH_ROWS, BatchKey, ChunkKey};
+pub use column::{CachedColumn, MemoryForm};
+pub use key::{ObjectKey, PageKey, PinnedObject};
+pub use single_flight::SingleFlight;
+pub use version::ObjectVersion;
