@@ -1,7 +1,16 @@
-//! The catalog's words: the names tables are visible under and what a
-//! catalog entry is (a table or a view, available or not). A leaf: the
-//! engine holds the catalog, the registry fills it, planning and the guard
-//! read it, and none of them needs the others for these.
+//! The catalog: the names tables are visible under, what a catalog entry is
+//! (a table or a view, available or not), and the [`Catalog`] itself. A
+//! leaf: the engine holds the catalog, the registry fills it, planning, the
+//! guard and the `silt_system` tables read it, and none of them needs the
+//! others for it.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use object_store::ObjectStore;
+use object_store::path::Path as ObjectPath;
+use parking_lot::RwLock;
+use silt_cache::CachedStore;
 
 use crate::config::TableConfig;
 use crate::error::UnavailableCause;
@@ -35,5 +44,41 @@ impl CatalogEntry {
             EntryKind::Table { .. } => "TABLE",
             EntryKind::View { .. } => "VIEW",
         }
+    }
+}
+
+/// The store and path of a table whose URL names one object.
+pub type SingleObject = (Arc<dyn ObjectStore>, ObjectPath);
+
+/// Every name the server serves and what is behind it. Shared (`Arc`) by
+/// the engine and the `silt_system` schema, which reads it without holding
+/// the engine; written only by the registry.
+#[derive(Default)]
+pub struct Catalog {
+    pub(crate) entries: RwLock<BTreeMap<String, CatalogEntry>>,
+    /// Each registered table's cached store (for preload and per-table stats).
+    pub(crate) stores: RwLock<BTreeMap<String, Arc<CachedStore>>>,
+    /// Tables whose URL names one object: checked with a HEAD before each
+    /// query so a deleted object is an error, not an empty table.
+    pub(crate) single_files: RwLock<BTreeMap<String, SingleObject>>,
+}
+
+impl Catalog {
+    /// A catalog of `entries`, nothing registered yet.
+    pub fn new(entries: BTreeMap<String, CatalogEntry>) -> Self {
+        Catalog {
+            entries: RwLock::new(entries),
+            ..Default::default()
+        }
+    }
+
+    /// A snapshot of the entries (tables and views, available or not).
+    pub fn entries(&self) -> BTreeMap<String, CatalogEntry> {
+        self.entries.read().clone()
+    }
+
+    /// The cached store of each registered table.
+    pub fn table_stores(&self) -> BTreeMap<String, Arc<CachedStore>> {
+        self.stores.read().clone()
     }
 }

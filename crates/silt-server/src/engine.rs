@@ -9,8 +9,6 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use parking_lot::RwLock;
-
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::TableReference;
 use datafusion::execution::cache::cache_manager::CacheManagerConfig;
@@ -18,14 +16,12 @@ use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::execution::session_state::{SessionState, SessionStateBuilder};
 use datafusion::prelude::{SessionConfig, SessionContext};
-use object_store::ObjectStore;
 use object_store::memory::InMemory;
-use object_store::path::Path as ObjectPath;
-use silt_cache::{CacheTiers, CachedStore, DiskTier};
+use silt_cache::{CacheTiers, DiskTier};
 use silt_scan::MetadataTier;
 use silt_scan::lookup::LookupIndexes;
 
-pub use crate::catalog::{CATALOG, CatalogEntry, EntryKind, SCHEMA};
+pub use crate::catalog::{CATALOG, Catalog, CatalogEntry, EntryKind, SCHEMA};
 use crate::config::ServerConfig;
 use crate::error::{ServerError, UnavailableCause};
 use crate::history::History;
@@ -41,9 +37,6 @@ const LOOKUP_INDEX_BUDGET: u64 = 64 << 20;
 /// page.
 const LOOKUP_KEYS_BUDGET: u64 = 128 << 20;
 
-/// The store and path of a table whose URL names one object.
-type SingleObject = (Arc<dyn ObjectStore>, ObjectPath);
-
 /// Owns the DataFusion context shared by all queries. Fields are
 /// `pub(crate)` for its other halves: table registration and resolution
 /// ([`crate::registry`]) and planning ([`crate::query::plan`]).
@@ -55,12 +48,8 @@ pub struct Engine {
     pub(crate) tiers: Arc<CacheTiers>,
     disk: Option<Arc<DiskTier>>,
     metadata: Arc<MetadataTier>,
-    /// Each registered table's cached store (for preload and per-table stats).
-    pub(crate) stores: RwLock<BTreeMap<String, Arc<CachedStore>>>,
-    pub(crate) catalog: RwLock<BTreeMap<String, CatalogEntry>>,
-    /// Tables whose URL names one object: checked with a HEAD before each
-    /// query so a deleted object is an error, not an empty table.
-    pub(crate) single_files: RwLock<BTreeMap<String, SingleObject>>,
+    /// The tables and views served, with their stores.
+    pub(crate) catalog: Arc<Catalog>,
     /// Held by a registration pass (one at a time).
     pub(crate) registering: tokio::sync::Mutex<()>,
     /// Per object version and key column: what point lookups need.
@@ -150,9 +139,7 @@ impl Engine {
             tiers,
             disk,
             metadata,
-            stores: RwLock::new(BTreeMap::new()),
-            catalog: RwLock::new(catalog),
-            single_files: RwLock::new(BTreeMap::new()),
+            catalog: Arc::new(Catalog::new(catalog)),
             registering: tokio::sync::Mutex::new(()),
             lookup_indexes: LookupIndexes::new(LOOKUP_INDEX_BUDGET, LOOKUP_KEYS_BUDGET),
             listing_state,

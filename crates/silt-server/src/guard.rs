@@ -64,9 +64,9 @@ pub fn check_references(refs: &[TableReference], registered: &BTreeSet<String>) 
         }
         let qualifier_ok = match r {
             TableReference::Bare { .. } => true,
-            TableReference::Partial { schema, .. } => schema.as_ref() == crate::engine::SCHEMA,
+            TableReference::Partial { schema, .. } => schema.as_ref() == crate::catalog::SCHEMA,
             TableReference::Full { catalog, schema, .. } => {
-                catalog.as_ref() == crate::engine::CATALOG && schema.as_ref() == crate::engine::SCHEMA
+                catalog.as_ref() == crate::catalog::CATALOG && schema.as_ref() == crate::catalog::SCHEMA
             }
         };
         if !qualifier_ok || !registered.contains(name) {
@@ -82,7 +82,7 @@ pub fn check_references(refs: &[TableReference], registered: &BTreeSet<String>) 
 /// Whether `r` names a table of `silt_system` (qualified by that schema,
 /// and by the catalog `silt` if by any).
 pub fn names_system_table(r: &TableReference) -> bool {
-    let catalog_ok = r.catalog().is_none_or(|c| c == crate::engine::CATALOG);
+    let catalog_ok = r.catalog().is_none_or(|c| c == crate::catalog::CATALOG);
     catalog_ok && crate::system_tables::is_system_table(r.schema(), r.table())
 }
 

@@ -73,26 +73,27 @@ impl ResolvedTable {
 impl Engine {
     /// The cached store of each registered table.
     pub fn table_stores(&self) -> BTreeMap<String, Arc<CachedStore>> {
-        self.stores.read().clone()
+        self.catalog.table_stores()
     }
 
     /// The cached store of registered table `name`.
     pub fn table_store(&self, name: &str) -> Option<Arc<CachedStore>> {
-        self.stores.read().get(name).cloned()
+        self.catalog.stores.read().get(name).cloned()
     }
 
     /// A snapshot of the catalog (tables and views, available or not).
     pub fn catalog(&self) -> BTreeMap<String, CatalogEntry> {
-        self.catalog.read().clone()
+        self.catalog.entries()
     }
 
     /// The catalog entry of `name`.
     pub fn catalog_entry(&self, name: &str) -> Option<CatalogEntry> {
-        self.catalog.read().get(name).cloned()
+        self.catalog.entries.read().get(name).cloned()
     }
 
     pub(crate) fn available(&self) -> BTreeSet<String> {
         self.catalog
+            .entries
             .read()
             .iter()
             .filter(|(_, e)| e.unavailable.is_none())
@@ -101,7 +102,7 @@ impl Engine {
     }
 
     fn set_status(&self, name: &str, unavailable: Option<UnavailableCause>) {
-        if let Some(e) = self.catalog.write().get_mut(name) {
+        if let Some(e) = self.catalog.entries.write().get_mut(name) {
             e.unavailable = unavailable;
         }
     }
@@ -132,8 +133,8 @@ impl Engine {
                         warn!(table = %name, error = %e, "table unavailable");
                         // Failed or timed out part way: no store of it stays
                         // listed (stats) or HEADed.
-                        self.stores.write().remove(name.as_str());
-                        self.single_files.write().remove(name.as_str());
+                        self.catalog.stores.write().remove(name.as_str());
+                        self.catalog.single_files.write().remove(name.as_str());
                     }
                 }
                 self.set_status(name, result.err().map(UnavailableCause::from));
@@ -194,11 +195,12 @@ impl Engine {
                 },
                 other => ServerError::reading(&config.url, other.into()),
             })?;
-            self.single_files
+            self.catalog
+                .single_files
                 .write()
                 .insert(name.to_string(), (cached.clone() as Arc<dyn ObjectStore>, path));
         }
-        self.stores.write().insert(name.to_string(), cached.clone());
+        self.catalog.stores.write().insert(name.to_string(), cached.clone());
         let table = ParquetTable {
             name,
             location: &location,
@@ -237,7 +239,7 @@ impl Engine {
             .collect();
         tables.sort();
         tables.dedup();
-        if let Some(e) = self.catalog.write().get_mut(name) {
+        if let Some(e) = self.catalog.entries.write().get_mut(name) {
             e.tables = tables;
         }
         let plan = state
@@ -290,7 +292,7 @@ impl Engine {
     }
 
     fn any_unavailable(&self) -> bool {
-        self.catalog.read().values().any(|e| e.unavailable.is_some())
+        self.catalog.entries.read().values().any(|e| e.unavailable.is_some())
     }
 
     /// Resolves `name` to an available Parquet table: unknown names, views

@@ -20,8 +20,9 @@
 //! with their schema (`silt_system.queries`), so a table of the lake called
 //! `queries` keeps its bare name.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Weak};
 
 use async_trait::async_trait;
 use datafusion::arrow::array::{
@@ -31,9 +32,12 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit}
 use datafusion::catalog::{MemTable, SchemaProvider, TableProvider};
 use datafusion::error::{DataFusionError, Result};
 
-use crate::catalog::CATALOG;
+use silt_cache::{CacheTiers, CachedStore, DiskTier};
+
+use crate::catalog::{CATALOG, Catalog, CatalogEntry};
 use crate::engine::Engine;
 use crate::error::{ConfigError, ServerError};
+use crate::metrics::ServerMetrics;
 
 /// The schema's name.
 pub const SYSTEM_SCHEMA: &str = "silt_system";
@@ -45,26 +49,70 @@ pub fn is_system_table(schema: Option<&str>, table: &str) -> bool {
     schema == Some(SYSTEM_SCHEMA) && SYSTEM_TABLES.contains(&table)
 }
 
-/// Adds the `silt_system` schema to `engine`'s catalog.
-pub fn register(engine: &Arc<Engine>) -> Result<(), ServerError> {
+/// Adds the `silt_system` schema to `engine`'s catalog. The schema holds
+/// the parts of the engine it reports on (the catalog, the tiers, the
+/// metrics), not the engine: the engine's context holds the schema.
+pub fn register(engine: &Engine) -> Result<(), ServerError> {
     let catalog = engine
         .base
         .catalog(CATALOG)
         .ok_or(ConfigError::MissingCatalog { catalog: CATALOG })?;
+    let sources = Sources {
+        catalog: engine.catalog.clone(),
+        tiers: engine.tiers().clone(),
+        disk: engine.disk_tier().cloned(),
+        metrics: engine.metrics().clone(),
+    };
     catalog.register_schema(
         SYSTEM_SCHEMA,
         Arc::new(SystemSchema {
-            engine: Arc::downgrade(engine),
+            sources: Arc::new(sources),
         }),
     )?;
     Ok(())
 }
 
-/// The schema provider: each table is built from the engine's state when a
+/// The schema provider: each table is built from the server's state when a
 /// query asks for it.
 #[derive(Debug)]
 struct SystemSchema {
-    engine: Weak<Engine>,
+    sources: Arc<Sources>,
+}
+
+/// What the system tables report on.
+struct Sources {
+    catalog: Arc<Catalog>,
+    tiers: Arc<CacheTiers>,
+    disk: Option<Arc<DiskTier>>,
+    metrics: Arc<ServerMetrics>,
+}
+
+impl std::fmt::Debug for Sources {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("silt_system sources")
+    }
+}
+
+impl Sources {
+    fn catalog(&self) -> BTreeMap<String, CatalogEntry> {
+        self.catalog.entries()
+    }
+
+    fn table_stores(&self) -> BTreeMap<String, Arc<CachedStore>> {
+        self.catalog.table_stores()
+    }
+
+    fn tiers(&self) -> &Arc<CacheTiers> {
+        &self.tiers
+    }
+
+    fn disk_tier(&self) -> Option<&Arc<DiskTier>> {
+        self.disk.as_ref()
+    }
+
+    fn metrics(&self) -> &Arc<ServerMetrics> {
+        &self.metrics
+    }
 }
 
 #[async_trait]
@@ -77,12 +125,9 @@ impl SchemaProvider for SystemSchema {
         if !SYSTEM_TABLES.contains(&name) {
             return Ok(None);
         }
-        let Some(engine) = self.engine.upgrade() else {
-            return Ok(None);
-        };
-        let name = name.to_string();
-        let batch = engine
-            .off_worker(move |e| snapshot(e, &name))
+        // Off the async workers: it renders every metric or walks the tiers.
+        let (sources, name) = (self.sources.clone(), name.to_string());
+        let batch = tokio::task::spawn_blocking(move || snapshot(&sources, &name))
             .await
             .map_err(|e| DataFusionError::External(Box::new(e)))??;
         let table = MemTable::try_new(batch.schema(), vec![vec![batch]])?;
@@ -95,7 +140,7 @@ impl SchemaProvider for SystemSchema {
 }
 
 /// The system table `name` now, as one batch.
-fn snapshot(engine: &Engine, name: &str) -> Result<RecordBatch> {
+fn snapshot(engine: &Sources, name: &str) -> Result<RecordBatch> {
     match name {
         "cache_segments" => cache_segments(engine),
         "tables" => tables(engine),
@@ -121,7 +166,7 @@ fn f64f(name: &str) -> Field {
     Field::new(name, DataType::Float64, true)
 }
 
-fn cache_segments(engine: &Engine) -> Result<RecordBatch> {
+fn cache_segments(engine: &Sources) -> Result<RecordBatch> {
     let table_of: std::collections::HashMap<Arc<str>, String> = engine
         .table_stores()
         .into_iter()
@@ -193,7 +238,7 @@ impl TableCounts {
     }
 }
 
-fn tables(engine: &Engine) -> Result<RecordBatch> {
+fn tables(engine: &Sources) -> Result<RecordBatch> {
     let catalog = engine.catalog();
     let stores = engine.table_stores();
     let mut memory: std::collections::HashMap<Arc<str>, u64> = Default::default();
@@ -262,7 +307,7 @@ fn tables(engine: &Engine) -> Result<RecordBatch> {
     )
 }
 
-fn queries(engine: &Engine) -> Result<RecordBatch> {
+fn queries(engine: &Sources) -> Result<RecordBatch> {
     use crate::query::log::unix_ms;
     use crate::query::stage::Stage;
     let log = &engine.metrics().query_log;
@@ -339,7 +384,7 @@ fn queries(engine: &Engine) -> Result<RecordBatch> {
     batch(fields, columns)
 }
 
-fn store_requests(engine: &Engine) -> Result<RecordBatch> {
+fn store_requests(engine: &Sources) -> Result<RecordBatch> {
     let snapshot = engine.metrics().snapshot();
     let get = |series: &str| crate::stats::value(&snapshot, series);
     let (gets, heads, lists) = (

@@ -177,10 +177,10 @@ async fn check_names(
             continue;
         };
         urls.push(format!("{t}={}", config.url));
-        let single = engine.single_files.read().get(t).cloned();
+        let single = engine.catalog.single_files.read().get(t).cloned();
         if let Some((mut store, path)) = single {
             if let Some(gate) = gate
-                && let Some(cached) = engine.stores.read().get(t)
+                && let Some(cached) = engine.catalog.stores.read().get(t)
             {
                 store = Arc::new(cached.gated(gate.clone()));
             }
