@@ -98,12 +98,14 @@ impl Probes {
                     follower
                 }
             };
-            let answer = follower.wait().await;
-            // Sent before `since` (let it finish, then start the next), or
-            // its task went away unanswered: go round again.
-            if let Some(answer) = answer
-                && sent >= since
-            {
+            // The validation's task went away unanswered (only a runtime
+            // shutting down drops it): an error, not another round, which
+            // would spawn into the dying runtime again and again.
+            let Some(answer) = follower.wait().await else {
+                return Err(unanswered(probe.path()));
+            };
+            // Sent before `since`: it has finished, start the next.
+            if sent >= since {
                 return answer;
             }
         }
@@ -116,6 +118,17 @@ fn join_error(path: String, e: tokio::task::JoinError) -> CacheError {
         source: Arc::new(object_store::Error::Generic {
             store: "CachedStore",
             source: Box::new(e),
+        }),
+    }
+}
+
+/// The error of a validation whose task ended without an answer.
+fn unanswered(path: String) -> CacheError {
+    CacheError::Store {
+        path,
+        source: Arc::new(object_store::Error::Generic {
+            store: "CachedStore",
+            source: "the validation's task ended without an answer (the runtime is shutting down)".into(),
         }),
     }
 }
