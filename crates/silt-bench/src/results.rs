@@ -102,7 +102,7 @@ pub struct QueryResult {
 }
 
 /// Server time of one query by stage, in milliseconds (see
-/// `silt_server::query_trace`): exclusive, so their sum is the server's
+/// `silt_server::query::trace`): exclusive, so their sum is the server's
 /// share of the latency and the rest is the client and the network.
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
 pub struct ServerStages {

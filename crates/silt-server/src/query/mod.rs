@@ -102,6 +102,8 @@ pub struct QueryRunner {
 }
 
 impl QueryRunner {
+    /// The runner of `engine`'s queries: one per server, shared by every
+    /// transport that runs queries.
     pub fn new(engine: Arc<Engine>) -> Arc<Self> {
         Arc::new(QueryRunner {
             engine,
@@ -110,6 +112,8 @@ impl QueryRunner {
         })
     }
 
+    /// The engine the queries run on (the transport's metadata calls read
+    /// its catalog).
     pub fn engine(&self) -> &Arc<Engine> {
         &self.engine
     }
