@@ -296,11 +296,15 @@ async fn attempt(
     context: &Arc<TaskContext>,
     counters: &PathCounters,
 ) -> std::result::Result<BoxStream<'static, Result<RecordBatch>>, Failure> {
+    // With the scan's filters (and join filters): the server leaves out
+    // row groups their statistics rule out, as the scan itself would.
     let layout_request = ScanRequest {
         table: request.table.clone(),
         projection: Some(Projection {
             columns: plan.needed.clone(),
         }),
+        filters: request.filters.clone(),
+        filter_sql: request.filter_sql.clone(),
         layout_only: true,
         query: request.query.clone(),
         ..Default::default()

@@ -1,9 +1,11 @@
 //! DataFusion integration for Silt.
 //!
 //! Register a Silt server's tables in a `SessionContext` and query them as
-//! usual; every table scan — its projection, its filters and its limit — runs
-//! on the cache server, and only matching rows of the needed columns come
-//! back. An aggregate over one table runs its partial half on the server
+//! usual. Each scan's projection, filters and limit can run on the cache
+//! server, so only matching rows of the needed columns come back; by
+//! default the client also keeps a compute-side cache ([`local_cache`]) and
+//! chooses per row group where it runs ([`hybrid`]): here from the cache,
+//! here on rows filtered here, or on the server. An aggregate over one table runs its partial half on the server
 //! too ([`partial_aggregate`]), so only per-group states come back. Joins,
 //! final aggregates and sorts run locally.
 //!
@@ -34,6 +36,7 @@ pub mod query_context;
 pub mod script;
 mod table;
 pub mod tls;
+pub mod views;
 
 pub use client::{ClientError, SiltClient};
 pub use exec::SiltScanExec;
@@ -80,12 +83,15 @@ pub async fn register_tables_with(ctx: &SessionContext, client: &SiltClient) -> 
     register_tables_with_options(ctx, client, &SiltTableOptions::default()).await
 }
 
-/// How the client side of Silt runs: today, its compute-side cache.
-#[derive(Debug, Clone, Default)]
+/// How the client side of Silt runs: its compute-side cache and the link
+/// to the server. The default decides per row group: a compute-side cache
+/// of [`default_local_cache_bytes`], so scans choose between local,
+/// hybrid, fetch and pushdown ([`hybrid`]).
+#[derive(Debug, Clone)]
 pub struct SiltTableOptions {
     /// Bytes of decoded column chunks the client keeps next to its
-    /// DataFusion ([`local_cache`]); 0 (the default) keeps none and pushes
-    /// every scan down whole.
+    /// DataFusion ([`local_cache`]); 0 keeps none and pushes every scan
+    /// down whole. Default: [`default_local_cache_bytes`].
     pub local_cache_bytes: u64,
     /// Which column chunks a full local cache gives up first.
     pub local_cache_policy: CachePolicy,
@@ -101,8 +107,35 @@ pub struct SiltTableOptions {
     pub caching_only: bool,
 }
 
+impl Default for SiltTableOptions {
+    fn default() -> Self {
+        SiltTableOptions {
+            local_cache_bytes: default_local_cache_bytes(),
+            local_cache_policy: CachePolicy::default(),
+            local_cache_form: MemoryForm::default(),
+            link_bytes_per_second: None,
+            caching_only: false,
+        }
+    }
+}
+
+/// The most a default compute-side cache takes: 4 GiB.
+pub const DEFAULT_LOCAL_CACHE_CAP: u64 = 4 << 30;
+
+/// The compute-side cache a client keeps unless told otherwise: a quarter
+/// of the machine's memory (its cgroup's limit if smaller), at most
+/// [`DEFAULT_LOCAL_CACHE_CAP`]; 1 GiB where the memory is unknown. A
+/// quarter leaves the query's own operators (joins, sorts, aggregates) the
+/// rest; the cap keeps a client on a big machine from holding more than a
+/// cache server's memory tier would.
+pub fn default_local_cache_bytes() -> u64 {
+    silt_core::machine::share_of_memory(4, DEFAULT_LOCAL_CACHE_CAP, 1 << 30)
+}
+
 /// Like [`register_tables_with`], with `options`. The tables registered
-/// share one compute-side cache of `options.local_cache_bytes`.
+/// share one compute-side cache of `options.local_cache_bytes`. With a
+/// cache, a view of the server is planned here over the tables under it
+/// ([`views`]), so its scans get the same per-row-group choice.
 pub async fn register_tables_with_options(
     ctx: &SessionContext,
     client: &SiltClient,
@@ -124,11 +157,26 @@ pub async fn register_tables_with_options(
         )
     });
     let entries = client.list_entries().await?;
+    let mut server_views = Vec::new();
     for (name, kind) in &entries {
-        // A view's rows are computed on the server: no row groups to keep.
-        let cache = cache.clone().filter(|_| kind != "VIEW");
-        let table = SiltTable::try_new(client.clone(), name).await?.with_local_cache(cache);
-        ctx.register_table(name.as_str(), Arc::new(table))?;
+        let table = SiltTable::try_new(client.clone(), name).await?;
+        if kind == "VIEW" {
+            server_views.push(table);
+            continue;
+        }
+        ctx.register_table(name.as_str(), Arc::new(table.with_local_cache(cache.clone())))?;
+    }
+    // Views after every table they may read.
+    let definitions = match &cache {
+        Some(_) if !server_views.is_empty() => views::definitions(client).await,
+        _ => Default::default(),
+    };
+    for view in server_views {
+        let name = view.name().to_string();
+        match views::plan_here(ctx, &view, definitions.get(&name)).await {
+            Some(local) => ctx.register_table(name.as_str(), local)?,
+            None => ctx.register_table(name.as_str(), Arc::new(view))?,
+        };
     }
     Ok(entries.into_iter().map(|(name, _)| name).collect())
 }

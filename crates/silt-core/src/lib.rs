@@ -9,7 +9,9 @@
 //! - a cached column batch is a [`CachedColumn`] in a [`MemoryForm`];
 //! - [`policy`] orders what a byte-budgeted cache evicts;
 //! - [`single_flight`] de-duplicates concurrent loads of one key, and
-//!   [`backoff`] skips a failed fleet member for a while.
+//!   [`backoff`] skips a failed fleet member for a while;
+//! - [`machine`] says how much memory there is, for budgets that default
+//!   to a share of it.
 //!
 //! A leaf crate: it knows nothing of stores, scans, servers or clients.
 
@@ -17,6 +19,7 @@ pub mod backoff;
 mod chunk;
 mod column;
 mod key;
+pub mod machine;
 pub mod policy;
 pub mod single_flight;
 mod version;

@@ -47,7 +47,8 @@ pub struct ScanRequest {
     pub scope: Option<SegmentScope>,
     /// Return the table's layout instead of rows: one row per (object, row
     /// group, projected column) with the object's validated version, in the
-    /// schema of [`layout_schema`]. Filters are ignored.
+    /// schema of [`layout_schema`]. Filters only leave out the row groups
+    /// whose statistics rule them out (no rows are read).
     #[prost(bool, tag = "7")]
     pub layout_only: bool,
     /// The client query this scan is part of. Under `validation = "always"`

@@ -20,12 +20,14 @@ use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::Session;
 use datafusion::common::Statistics;
 use datafusion::datasource::listing::ListingTable;
+use datafusion::datasource::physical_plan::parquet::ParquetFileMetrics;
 use datafusion::datasource::physical_plan::parquet::metadata::DFParquetMetadata;
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::empty::EmptyExec;
+use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
 use futures::{StreamExt, TryStreamExt};
 use object_store::{ObjectMeta, ObjectStore};
 use silt_cache::{CacheError, ValidationGate};
@@ -147,8 +149,10 @@ impl CachedParquetTable {
     /// The table's layout for a client that caches row groups itself
     /// ([`crate::scope`]): per listed object version, row group and column
     /// of `columns`, the rows and the column chunk's uncompressed size.
-    /// Lists like a scan (validated the same way).
-    pub async fn layout(&self, state: &dyn Session, columns: &[String]) -> Result<RecordBatch> {
+    /// Lists like a scan (validated the same way). Row groups whose
+    /// statistics rule out `filters` (the scan's) are left out, as a scan
+    /// would skip them: the client never fetches or runs what cannot match.
+    pub async fn layout(&self, state: &dyn Session, columns: &[String], filters: &[Expr]) -> Result<RecordBatch> {
         if !self.cached {
             return Err(DataFusionError::Plan(
                 "the table has nested columns: it has no row-group layout for a client cache".into(),
@@ -166,9 +170,16 @@ impl CachedParquetTable {
             .buffered(FOOTER_CONCURRENCY)
             .try_collect()
             .await?;
+        let schema = self.schema();
+        let filter = ScanFilter::try_new(state, &schema, filters)?;
+        let scratch = ParquetFileMetrics::new(0, "", &ExecutionPlanMetricsSet::new());
         let mut layout = LayoutBuilder::default();
         for (meta, metadata) in &footers {
-            layout.add(meta, metadata, columns);
+            let groups = match &filter {
+                Some(filter) => filter.row_groups(&schema, metadata, &scratch),
+                None => (0..metadata.num_row_groups()).collect(),
+            };
+            layout.add(meta, metadata, columns, &groups);
         }
         layout.finish()
     }

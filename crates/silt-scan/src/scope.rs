@@ -96,10 +96,11 @@ pub struct LayoutBuilder {
 }
 
 impl LayoutBuilder {
-    /// One row per (row group, column of `columns`) of `meta`'s version.
-    /// A column the file lacks has no row (the client then never finds
-    /// that row group complete in its cache, and scans it on the server).
-    pub fn add(&mut self, meta: &ObjectMeta, metadata: &ParquetMetaData, columns: &[String]) {
+    /// One row per (row group of `groups`, column of `columns`) of
+    /// `meta`'s version. A column the file lacks has no row (the client
+    /// then never finds that row group complete in its cache, and scans it
+    /// on the server).
+    pub fn add(&mut self, meta: &ObjectMeta, metadata: &ParquetMetaData, columns: &[String], groups: &[usize]) {
         let version = ObjectVersion::wire_token_of(meta);
         let schema = metadata.file_metadata().schema_descr();
         let leaves: Vec<(&String, Vec<usize>)> = columns
@@ -111,7 +112,10 @@ impl LayoutBuilder {
                 (name, leaves)
             })
             .collect();
-        for (rg, group) in metadata.row_groups().iter().enumerate() {
+        for &rg in groups {
+            let Some(group) = metadata.row_groups().get(rg) else {
+                continue;
+            };
             for (name, leaves) in &leaves {
                 if leaves.is_empty() {
                     continue;

@@ -248,9 +248,9 @@ fn tables(engine: &Sources) -> Result<RecordBatch> {
     let rows: Vec<_> = catalog
         .iter()
         .map(|(name, entry)| {
-            let url = match &entry.kind {
-                crate::catalog::EntryKind::Table { config, .. } => Some(config.url.clone()),
-                crate::catalog::EntryKind::View { .. } => None,
+            let (url, definition) = match &entry.kind {
+                crate::catalog::EntryKind::Table { config, .. } => (Some(config.url.clone()), None),
+                crate::catalog::EntryKind::View { sql } => (None, Some(sql.clone())),
             };
             let counts = stores.get(name).map(|s| {
                 let c = s.counters();
@@ -270,6 +270,7 @@ fn tables(engine: &Sources) -> Result<RecordBatch> {
                 url,
                 entry.unavailable.as_ref().map(ToString::to_string),
                 counts,
+                definition,
             )
         })
         .collect();
@@ -290,6 +291,7 @@ fn tables(engine: &Sources) -> Result<RecordBatch> {
             f64f("hit_ratio"),
             u64f("column_chunk_bytes", true),
             u64f("memory_bytes", true),
+            utf8("definition", true),
         ],
         vec![
             Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.0.as_str()))),
@@ -303,6 +305,7 @@ fn tables(engine: &Sources) -> Result<RecordBatch> {
             Arc::new(ratio),
             col(|c| c.chunk_bytes),
             col(|c| c.memory_bytes),
+            Arc::new(StringArray::from_iter(rows.iter().map(|r| r.5.as_deref()))),
         ],
     )
 }

@@ -146,7 +146,9 @@ async fn silt_server(
     }
     let server = silt_server::start(cfg).await?;
     let ctx = SessionContext::new();
-    silt_client::register_tables(&ctx, &server.flight_url()).await?;
+    // The server's cache against no cache: nothing kept on the client.
+    let client = silt_client::SiltClient::connect(&server.flight_url()).await?;
+    silt_client::register_tables_with_options(&ctx, &client, &crate::harness::pushdown_only()).await?;
     Ok((server, ctx))
 }
 

@@ -59,10 +59,12 @@ pub struct QueryArgs {
     token: Option<String>,
     /// Keep up to this much decoded data (e.g. 2GiB) in a compute-side
     /// cache in this process: row groups used twice are fetched once and
-    /// then answered here; the rest are pushed down. 0: none. Pays off in
-    /// the interactive shell and in scripts of several queries.
-    #[arg(long, default_value = "0", value_parser = silt_server::config::parse_bytes)]
-    local_cache: u64,
+    /// then answered here, each of the others runs where the cost model
+    /// says (here on rows filtered here, or pushed down). 0: none, every
+    /// scan pushed down whole [default: a quarter of the machine's memory,
+    /// at most 4 GiB].
+    #[arg(long, value_parser = silt_server::config::parse_bytes)]
+    local_cache: Option<u64>,
     /// Which column chunks a full --local-cache gives up first: weighted-lfu
     /// (uses x what a chunk saves per byte), lfu or lru.
     #[arg(long, default_value = "weighted-lfu")]
@@ -89,19 +91,21 @@ fn split_servers(server: &str) -> Vec<String> {
 
 /// A client-side DataFusion context with the server's tables registered.
 pub async fn connect(server: &str, token: Option<String>) -> anyhow::Result<SessionContext> {
-    connect_with(server, token, &SiltTableOptions::default()).await
+    connect_with(server, token, &SiltTableOptions::default(), false).await
 }
 
-/// [`connect`] with `options` (a compute-side cache).
+/// [`connect`] with `options` (a compute-side cache; `explicit_cache`:
+/// the user asked for one, so a fleet, which keeps none yet, says so).
 pub async fn connect_with(
     server: &str,
     token: Option<String>,
     options: &SiltTableOptions,
+    explicit_cache: bool,
 ) -> anyhow::Result<SessionContext> {
     let ctx = SessionContext::new_with_config(SessionConfig::new().with_information_schema(true));
     let servers = split_servers(server);
     if servers.len() > 1 {
-        if options.local_cache_bytes > 0 {
+        if explicit_cache {
             tracing::warn!("--local-cache is not used with a fleet of servers (yet)");
         }
         let fleet = silt_client::fleet::Fleet::connect(&servers, token)?;
@@ -152,19 +156,20 @@ pub async fn run(mut args: QueryArgs) -> anyhow::Result<()> {
         return lookup(&args, &server, target).await;
     }
     let options = SiltTableOptions {
-        local_cache_bytes: args.local_cache,
+        local_cache_bytes: args.local_cache.unwrap_or_else(silt_client::default_local_cache_bytes),
         local_cache_policy: args.local_cache_policy,
         caching_only: false,
         local_cache_form: args.local_cache_form,
         link_bytes_per_second: args.link_mbps.map(|m| m * 1e6 / 8.0),
     };
+    let explicit_cache = args.local_cache.is_some_and(|b| b > 0);
     let ctx = if args.distributed {
-        if args.local_cache > 0 {
+        if explicit_cache {
             tracing::warn!("--local-cache is not used with --distributed");
         }
         connect_distributed(&server, &args.workers, args.token.clone()).await?
     } else {
-        connect_with(&server, args.token.clone(), &options).await?
+        connect_with(&server, args.token.clone(), &options, explicit_cache).await?
     };
     let sql = match (&args.sql, &args.file) {
         (Some(s), _) => s.clone(),

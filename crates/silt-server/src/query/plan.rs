@@ -297,7 +297,7 @@ pub async fn scan(
         ctx.state_ref().write().config_mut().set_extension(Arc::new(scope));
     }
     if request.layout_only {
-        let df = layout(engine, request, &ctx).await?;
+        let df = layout(engine, request, &ctx, &filters).await?;
         return Ok(PlannedQuery {
             ctx,
             df,
@@ -338,8 +338,14 @@ pub async fn scan(
 
 /// The layout a client cache plans a scan from ([`silt_scan::scope`]):
 /// the table's object versions as `ctx` lists them (gated like a scan),
-/// their row groups, and the sizes of the projected columns.
-async fn layout(engine: &Engine, request: &ScanRequest, ctx: &SessionContext) -> Result<DataFrame, ServerError> {
+/// their row groups that `filters` (the scan's) may match by statistics,
+/// and the sizes of the projected columns.
+async fn layout(
+    engine: &Engine,
+    request: &ScanRequest,
+    ctx: &SessionContext,
+    filters: &[Expr],
+) -> Result<DataFrame, ServerError> {
     let table = engine.resolve_table(&request.table, "layouts are only of").await?;
     let columns: Vec<String> = match &request.projection {
         Some(p) => p.columns.clone(),
@@ -354,7 +360,7 @@ async fn layout(engine: &Engine, request: &ScanRequest, ctx: &SessionContext) ->
     let sources = format!("{}={}", table.name, table.config.url);
     let batch = table
         .parquet()?
-        .layout(&ctx.state(), &columns)
+        .layout(&ctx.state(), &columns, filters)
         .await
         .map_err(|e| ServerError::reading(&sources, e))?;
     Ok(ctx.read_batch(batch)?)

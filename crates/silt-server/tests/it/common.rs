@@ -135,7 +135,19 @@ pub async fn client_with(server: &ServerHandle, options: &silt_client::SiltTable
     ctx
 }
 
-/// A DataFusion context with `server`'s tables registered (Silt's client).
+/// A DataFusion context with `server`'s tables registered through a
+/// client without a compute-side cache: every scan pushed down whole, for
+/// tests of what the server does with a scan.
+pub async fn pushdown_client(server: &ServerHandle) -> SessionContext {
+    let options = silt_client::SiltTableOptions {
+        local_cache_bytes: 0,
+        ..Default::default()
+    };
+    client_with(server, &options).await
+}
+
+/// A DataFusion context with `server`'s tables registered (Silt's default
+/// client: a compute-side cache, the choice per row group).
 pub async fn client(server: &ServerHandle) -> SessionContext {
     let ctx = SessionContext::new();
     silt_client::register_tables(&ctx, &server.flight_url())

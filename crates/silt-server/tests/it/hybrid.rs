@@ -1,10 +1,11 @@
-//! The hybrid client — Silt's DataFusion client with a compute-side cache
-//! ([`silt_client::hybrid`]) — gives plain DataFusion's answers at three
-//! cache sizes: none, small (row groups compete for it, some are evicted
-//! or refused) and large (every row group ends up local). Each query runs
-//! three times: the first pushes everything down, the second fetches the
-//! row groups the cache admits, the third answers them locally and pushes
-//! down the rest.
+//! The default client — Silt's DataFusion client with its compute-side
+//! cache ([`silt_client::hybrid`]) — gives plain DataFusion's answers at
+//! three cache sizes: none (every scan pushed down whole), small (row
+//! groups compete for it, some are evicted or refused) and the default
+//! (`SiltTableOptions::default()`, what `register_tables` keeps: every row
+//! group ends up local). Each query runs three times: the first pushes
+//! everything down, the second fetches the row groups the cache admits, the
+//! third answers them locally and pushes down the rest.
 
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
@@ -26,8 +27,8 @@ use crate::benchmarks::compare_suite;
 use crate::common::{Fixture, client_with, data_root};
 use crate::ssb::{ssb_fixture, ssb_queries};
 
-/// The cache sizes every suite runs at.
-const SIZES: [(&str, u64); 3] = [("none", 0), ("small", 128 << 10), ("large", 1 << 30)];
+/// The cache sizes every suite runs at (`None`: the default client's).
+const SIZES: [(&str, Option<u64>); 3] = [("none", Some(0)), ("small", Some(128 << 10)), ("default", None)];
 /// The runs of each query (see the module docs).
 const RUNS: [&str; 3] = ["pushdown", "fetch", "local"];
 
@@ -60,15 +61,19 @@ pub fn tpch_over_row_groups(cfg: &mut silt_server::config::ServerConfig) {
     }
 }
 
-fn options(bytes: u64) -> SiltTableOptions {
-    SiltTableOptions {
-        local_cache_bytes: bytes,
-        ..Default::default()
+/// The default client's options with a cache of `bytes` (`None`: the default size).
+fn options(bytes: Option<u64>) -> SiltTableOptions {
+    match bytes {
+        Some(bytes) => SiltTableOptions {
+            local_cache_bytes: bytes,
+            ..Default::default()
+        },
+        None => SiltTableOptions::default(),
     }
 }
 
 /// Runs `files` at every size of [`SIZES`], three times each, and fails
-/// with every difference. Returns the last (large) context.
+/// with every difference. Returns the last (default) context.
 async fn run_at_every_size(fx: &Fixture, base: &SessionContext, dir: &str, files: &[String]) -> SessionContext {
     let mut failures = Vec::new();
     let mut last = None;
@@ -109,7 +114,7 @@ async fn explain_analyze(ctx: &SessionContext, sql: &str) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tpch_22_queries_through_the_hybrid_client() {
+async fn tpch_22_queries_through_the_default_client() {
     let dir = tpch_row_groups_dir();
     let fx = Fixture::start_with(|cfg| {
         cfg.tables.clear();
@@ -162,32 +167,45 @@ async fn tpch_22_queries_through_the_hybrid_client() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn clickbench_43_queries_through_the_hybrid_client() {
+async fn clickbench_43_queries_through_the_default_client() {
     let fx = Fixture::start().await;
     let base = crate::common::baseline_ctx().await;
     let files: Vec<String> = (0..=42).map(|n| format!("q{n:02}.sql")).collect();
-    run_at_every_size(&fx, &base, "bench/clickbench/queries", &files).await;
+    let ctx = run_at_every_size(&fx, &base, "bench/clickbench/queries", &files).await;
+    // The server's `hits` view is planned here over `hits_raw`, so its
+    // scans kept row groups in the cache and answered from it.
+    let hits = ctx.table_provider("hits").await.unwrap();
+    assert!(
+        hits.downcast_ref::<SiltTable>().is_none(),
+        "hits is planned on the client"
+    );
+    let stats = cache_of(&ctx, "hits_raw").await.stats();
+    assert!(stats.hits > 0 && stats.admitted > 0, "{stats:?}");
+    // Without a cache it stays one pushed table.
+    let pushed = client_with(&fx.server, &options(Some(0))).await;
+    let hits = pushed.table_provider("hits").await.unwrap();
+    assert!(hits.downcast_ref::<SiltTable>().is_some(), "hits is pushed whole");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ssb_13_queries_through_the_hybrid_client() {
+async fn ssb_13_queries_through_the_default_client() {
     let (fx, base) = ssb_fixture().await;
     let ctx = run_at_every_size(&fx, &base, "bench/ssb/queries", &ssb_queries()).await;
     let stats = cache_of(&ctx, "lineorder").await.stats();
     assert!(stats.hits > 0, "{stats:?}");
-    // The large cache again with Arrow segments (the others are liquid).
+    // The default cache again with Arrow segments (the others are liquid).
     let arrow = SiltTableOptions {
         local_cache_form: MemoryForm::Arrow,
         ..options(SIZES[2].1)
     };
     let ctx = client_with(&fx.server, &arrow).await;
     let failures = compare_suite(&fx, &base, &ctx, "bench/ssb/queries", &ssb_queries(), &RUNS).await;
-    assert!(failures.is_empty(), "[large arrow cache] {}", failures.join("\n"));
+    assert!(failures.is_empty(), "[default arrow cache] {}", failures.join("\n"));
     assert!(cache_of(&ctx, "lineorder").await.stats().hits > 0);
 }
 
 /// Sum of counter `name` over the nodes of `plan` (after it ran).
-fn plan_counter(plan: &Arc<dyn ExecutionPlan>, name: &str) -> usize {
+pub fn plan_counter(plan: &Arc<dyn ExecutionPlan>, name: &str) -> usize {
     let mut sum = 0;
     plan.apply(|node| {
         if let Some(value) = node.metrics().and_then(|m| m.sum_by_name(name)) {
@@ -242,8 +260,12 @@ async fn the_hybrid_path_filters_here_and_fetches_the_surviving_rows() {
                 "SELECT l_comment, l_shipinstruct, l_orderkey FROM lineitem WHERE l_quantity < 40",
                 true,
             ),
-            // A filter that keeps no row asks the server for nothing.
-            ("SELECT l_comment, l_shipmode FROM lineitem WHERE l_quantity < 0", false),
+            // A filter that keeps no row asks the server for nothing (one
+            // statistics cannot rule out: quantities are whole numbers).
+            (
+                "SELECT l_comment, l_shipmode FROM lineitem WHERE l_quantity > 39.25 AND l_quantity < 39.75",
+                false,
+            ),
             // No filter: the missing column's every row, the rest local.
             ("SELECT l_comment, l_returnflag FROM lineitem", true),
         ] {
@@ -354,4 +376,100 @@ async fn a_row_bitmap_selects_rows_of_a_scoped_row_group() {
     let err = client.scan_all(&scan(vec![0xff], Vec::new())).await.unwrap_err();
     assert!(err.to_string().contains("row selection"), "{err}");
     assert!(!client.scan_all(&scan(bitmap, Vec::new())).await.unwrap().is_empty());
+}
+
+/// One scan whose row groups take all four paths at once — local (every
+/// needed column cached), fetch (its columns become worth caching now),
+/// hybrid (the filter's and a wide projected column cached, a narrow one
+/// fetched for the surviving rows) and pushdown (nothing cached) — shown by
+/// the scan's counters, and the answer is DataFusion's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_scan_takes_all_four_paths_and_equals_datafusion() {
+    use datafusion::arrow::array::{Int64Array, StringArray};
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    use datafusion::parquet::arrow::ArrowWriter;
+    use datafusion::parquet::file::properties::WriterProperties;
+
+    const RG: i64 = 20_000;
+    let data = tempfile::tempdir().unwrap();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let file = data.path().join("t/four.parquet");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    // k sorted (so statistics tell row groups apart), `wide` ~200 bytes a row, `narrow` 8.
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Int64, false),
+        Field::new("wide", DataType::Utf8, false),
+        Field::new("narrow", DataType::Int64, false),
+    ]));
+    let rows = 4 * RG;
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            Arc::new(Int64Array::from_iter_values(0..rows)),
+            Arc::new(StringArray::from_iter_values((0..rows).map(|k| format!("{k:0>200}")))),
+            Arc::new(Int64Array::from_iter_values((0..rows).map(|k| k * 7 % 1000))),
+        ],
+    )
+    .unwrap();
+    let props = WriterProperties::builder()
+        .set_max_row_group_row_count(Some(RG as usize))
+        .build();
+    let mut writer = ArrowWriter::try_new(std::fs::File::create(&file).unwrap(), schema, Some(props)).unwrap();
+    writer.write(&batch).unwrap();
+    writer.close().unwrap();
+
+    let server = crate::common::file_table_server(&data.path().join("t"), cache_dir.path(), 64 << 10).await;
+    let silt = client_with(
+        &server,
+        &SiltTableOptions {
+            local_cache_bytes: 1 << 30,
+            // A 1 Gbit/s prior, so the surviving rows of `wide` outweigh a round trip.
+            link_bytes_per_second: Some(1.25e8),
+            ..Default::default()
+        },
+    )
+    .await;
+    let run = |sql: String| {
+        let silt = silt.clone();
+        async move {
+            silt.sql(&sql).await.unwrap().collect().await.unwrap();
+        }
+    };
+    let range = |g: i64| format!("k >= {} AND k < {}", g * RG, (g + 1) * RG);
+    // Row group 0: every column used twice, so fetched and kept.
+    for _ in 0..2 {
+        run(format!(
+            "SELECT k, wide, narrow FROM t WHERE {} AND k % 10 < 7",
+            range(0)
+        ))
+        .await;
+    }
+    // Row group 1: `k` and `wide` kept, `narrow` never read.
+    for _ in 0..2 {
+        run(format!("SELECT k, wide FROM t WHERE {} AND k % 10 < 7", range(1))).await;
+    }
+    // Row group 2: every column used once (pushed down), so the next use admits it.
+    run(format!(
+        "SELECT k, wide, narrow FROM t WHERE {} AND k % 10 < 7",
+        range(2)
+    ))
+    .await;
+    // Row group 3: never seen.
+
+    let sql = "SELECT k, wide, narrow FROM t WHERE k % 10 < 7";
+    let (got, plan) = run_with_plan(&silt, sql).await;
+    let base = SessionContext::new();
+    base.register_parquet("t", file.to_str().unwrap(), ParquetReadOptions::default())
+        .await
+        .unwrap();
+    check_same(sql, &got, &crate::common::answer(&base, sql).await, false).unwrap();
+    for (path, expected) in [
+        ("row_groups_local", 1),
+        ("row_groups_fetched", 1),
+        ("row_groups_hybrid", 1),
+        ("row_groups_pushed", 1),
+    ] {
+        assert_eq!(plan_counter(&plan, path), expected, "{path}");
+    }
+    assert_eq!(crate::common::metric(&server, "silt_query_errors_total"), 0.0);
 }

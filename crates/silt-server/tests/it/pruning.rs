@@ -15,7 +15,7 @@ use datafusion::prelude::{ParquetReadOptions, SessionContext};
 use silt_server::ServerHandle;
 
 use crate::common::answer;
-use crate::common::{check_same, client, is_ordered, metric};
+use crate::common::{check_same, is_ordered, metric, pushdown_client};
 
 const PAGE: u64 = 16 << 10;
 const ROWS: i64 = 200_000;
@@ -136,7 +136,7 @@ async fn the_page_index_reads_only_the_selected_pages_cold() {
     let file = data.path().join("t/sorted.parquet");
     write_sorted(&file);
     let server = server(&data.path().join("t"), cache.path()).await;
-    let silt = client(&server).await;
+    let silt = pushdown_client(&server).await;
     let base = plain(&file).await;
 
     // The footer only: statistics rule out every row group.
@@ -190,7 +190,7 @@ async fn the_page_index_selects_correct_rows_at_page_and_batch_edges_cold() {
     let file = data.path().join("t/sorted.parquet");
     write_sorted(&file);
     let server = server(&data.path().join("t"), cache.path()).await;
-    let silt = client(&server).await;
+    let silt = pushdown_client(&server).await;
     let base = plain(&file).await;
     // Each query on a fresh range, so each reads selected pages cold.
     for (a, b) in [
@@ -216,7 +216,7 @@ async fn bloom_filters_skip_row_groups_statistics_cannot() {
     let file = data.path().join("t/scattered.parquet");
     write_scattered(&file);
     let server = server(&data.path().join("t"), cache.path()).await;
-    let silt = client(&server).await;
+    let silt = pushdown_client(&server).await;
     let base = plain(&file).await;
     let bloom = |s: &ServerHandle| metric(s, "silt_scan_row_groups_pruned_total{by=\"bloom_filter\"}");
     let statistics = |s: &ServerHandle| metric(s, "silt_scan_row_groups_pruned_total{by=\"statistics\"}");
@@ -259,4 +259,38 @@ async fn bloom_filters_skip_row_groups_statistics_cannot() {
     assert!(rows(&got) >= 2);
     assert_eq!(bloom(&server) - before, (groups - 2) as f64);
     server.shutdown().await.unwrap();
+}
+
+/// The default client (a compute-side cache) asks for the layout with the
+/// scan's filters: row groups their statistics rule out are left out, so a
+/// selective query never fetches, runs or pushes them, and still gives
+/// DataFusion's answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_client_never_touches_row_groups_statistics_rule_out() {
+    let data = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let file = data.path().join("t/sorted.parquet");
+    write_sorted(&file);
+    let server = server(&data.path().join("t"), cache.path()).await;
+    let silt = crate::common::client(&server).await;
+    let base = plain(&file).await;
+    // Row group 2 only (rows 100,000 ..= 149,999).
+    let selective = "SELECT k, v FROM t WHERE k BETWEEN 120500 AND 122499 ORDER BY k";
+    for _ in 0..3 {
+        assert_eq!(rows(&same(&silt, &base, selective).await), 2000);
+    }
+    let plan = silt.sql(selective).await.unwrap().create_physical_plan().await.unwrap();
+    let got = datafusion::physical_plan::collect(plan.clone(), silt.task_ctx())
+        .await
+        .unwrap();
+    assert_eq!(rows(&got), 2000);
+    let counter = |name: &str| crate::hybrid::plan_counter(&plan, name);
+    let groups = counter("row_groups_local")
+        + counter("row_groups_fetched")
+        + counter("row_groups_hybrid")
+        + counter("row_groups_pushed");
+    assert_eq!(groups, 1, "only row group 2 may match");
+    assert_eq!(counter("row_groups_local"), 1, "used three times, it is local now");
+    // A filter no row group matches: nothing at all.
+    assert_eq!(rows(&same(&silt, &base, "SELECT k FROM t WHERE k < 0").await), 0);
 }

@@ -24,11 +24,10 @@
 //!   unthrottled, validation `always`): each query's and the geometric mean's
 //!   warm latency of `liquid` and of `hybrid` over `local`'s
 //!   (`tpch-warm.<mode>.q01`, ..., `tpch-warm.<mode>.geomean`). `liquid` is
-//!   also the default client: `silt query` with no flags registers the tables
-//!   with `SiltTableOptions::default()` (no compute-side cache, every scan
-//!   pushed down whole), which is the `liquid` mode's client. `hybrid` is
-//!   `silt query --local-cache` (the per-row-group choice of the compute-side
-//!   cache), the default the design moves to.
+//!   the pushdown-only client (`--local-cache 0`: every scan pushed down
+//!   whole); `hybrid` is `silt query --local-cache` (the per-row-group
+//!   choice of the compute-side cache), which with the default cache size is
+//!   what `silt query` does with no flags (the harness's `silt` mode).
 //! - **ClickBench on 1M rows, warm** (realistic model; the filter queries
 //!   10, 19, 20, 21, 22, 23 and 31, the same as `silt bench clickbench` runs by
 //!   default: each has a `WHERE`): the geometric mean of the warm latency of

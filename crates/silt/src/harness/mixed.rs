@@ -422,7 +422,9 @@ async fn run_config(
         let url = url.clone();
         async move {
             let ctx = SessionContext::new();
-            silt_client::register_tables(&ctx, &url).await?;
+            // The server's policies are measured: no compute-side cache in front of them.
+            let client = silt_client::SiltClient::connect(&url).await?;
+            silt_client::register_tables_with_options(&ctx, &client, &super::modes::pushdown_only()).await?;
             let mut out = Vec::new();
             for round in 0..rounds {
                 for k in 0..queries.len() {

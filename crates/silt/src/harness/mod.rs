@@ -36,6 +36,7 @@ pub use fleet::{FleetArgs, run as fleet};
 pub use guard::{GuardArgs, guard};
 pub use lookup::{LookupArgs, lookup};
 pub use mixed::{MixedArgs, mixed};
+pub use modes::pushdown_only;
 use modes::{Mode, StoreSetup};
 use suite::Suite;
 

@@ -43,6 +43,10 @@ pub enum Mode {
     /// The liquid server plus the client's compute-side cache
     /// (`--local-cache`): per row group local, fetch or pushdown.
     Hybrid,
+    /// Exactly what a user gets with no flags: the liquid server and
+    /// `register_tables` with `SiltTableOptions::default()` (the default
+    /// compute-side cache, the choice per row group).
+    Silt,
     /// `hybrid` with LFU instead of Weighted-LFU (the SSB workload's policy
     /// comparison; not in `all`).
     HybridLfu,
@@ -57,7 +61,7 @@ pub enum Mode {
 }
 
 impl Mode {
-    pub const ALL: [Mode; 8] = [
+    pub const ALL: [Mode; 9] = [
         Mode::Direct,
         Mode::FileServer,
         Mode::ParquetPushdown,
@@ -66,6 +70,7 @@ impl Mode {
         Mode::Duckdb,
         Mode::Local,
         Mode::Hybrid,
+        Mode::Silt,
     ];
 
     pub fn name(self) -> &'static str {
@@ -78,6 +83,7 @@ impl Mode {
             Mode::Duckdb => "duckdb",
             Mode::Local => "local",
             Mode::Hybrid => "hybrid",
+            Mode::Silt => "silt",
             Mode::HybridLfu => "hybrid-lfu",
             Mode::CachingOnly => "caching-only",
             Mode::Liquidcache => "liquidcache",
@@ -91,7 +97,7 @@ impl Mode {
             Mode::FileServer => Some(("arrow", false)),
             Mode::ParquetPushdown => Some(("arrow", false)),
             Mode::ArrowPushdown => Some(("arrow", true)),
-            Mode::Liquid | Mode::Hybrid | Mode::HybridLfu | Mode::CachingOnly => Some(("liquid", true)),
+            Mode::Liquid | Mode::Hybrid | Mode::Silt | Mode::HybridLfu | Mode::CachingOnly => Some(("liquid", true)),
         }
     }
 }
@@ -170,6 +176,17 @@ pub struct Session {
     pub ctx: SessionContext,
     server: Option<ServerProcess>,
     counters: ClientStoreCounters,
+}
+
+/// The client of the fixed pushdown modes (`parquet-pushdown`,
+/// `arrow-pushdown`, `liquid`, and the other suites' server clients): no
+/// compute-side cache, so every scan is pushed down whole and the figures
+/// measure the server's form alone.
+pub fn pushdown_only() -> silt_client::SiltTableOptions {
+    silt_client::SiltTableOptions {
+        local_cache_bytes: 0,
+        ..Default::default()
+    }
 }
 
 /// Registers the suite's buckets (`s3://{bucket}`) on `ctx` as `store`.
@@ -289,8 +306,15 @@ impl Session {
                     .await
                     .with_context(|| format!("registering the tables of {}", server.flight_url))?;
             }
-            (_, Some(server)) => {
+            (Mode::Silt, Some(server)) => {
                 silt_client::register_tables(&ctx, &server.flight_url)
+                    .await
+                    .with_context(|| format!("registering the tables of {}", server.flight_url))?;
+            }
+            (_, Some(server)) => {
+                // A fixed mode: every scan pushed down whole, no compute-side cache.
+                let client = silt_client::SiltClient::connect(&server.flight_url).await?;
+                silt_client::register_tables_with_options(&ctx, &client, &pushdown_only())
                     .await
                     .with_context(|| format!("registering the tables of {}", server.flight_url))?;
             }
