@@ -35,6 +35,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Instant;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch, RecordBatchOptions};
 use datafusion::arrow::compute::concat;
@@ -52,6 +53,7 @@ use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use silt_proto::{ObjectSegments, Projection, ScanRequest, SegmentScope, layout};
 
+use crate::aggregate_placement::Placement;
 use crate::client::{ClientError, SiltClient};
 use crate::exec::{SiltScanExec, server_scan};
 use crate::local_cache::{LocalCache, benefit_per_byte};
@@ -212,10 +214,12 @@ pub async fn run(
     context: Arc<TaskContext>,
     counters: PathCounters,
 ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
+    let started = Instant::now();
     if pushed_whole(&plan) {
         counters.pushed_whole.add(1);
         let stream = server_scan(&client, &request, &out).await?;
-        return Ok(observed(stream, &plan, plan.table_rows.unwrap_or(0), true));
+        let stream = observed(stream, &plan, plan.table_rows.unwrap_or(0), true);
+        return Ok(timed(stream, &plan, Placement::PushedWhole, started));
     }
     let mut retried = false;
     loop {
@@ -223,9 +227,33 @@ pub async fn run(
             Err(Failure::Changed(_)) if !retried => retried = true,
             Err(Failure::Changed(e)) => return Err(e.into()),
             Err(Failure::Other(e)) => return Err(e),
-            Ok(stream) => return Ok(stream),
+            Ok((stream, all_here)) if all_here => return Ok(timed(stream, &plan, Placement::Local, started)),
+            Ok((stream, _)) => return Ok(stream),
         }
     }
+}
+
+/// `stream`, timing the run of a partial aggregate in `placement` from
+/// `started` to its end for [`crate::aggregate_placement`] (a plain scan:
+/// `stream` as it is).
+fn timed(
+    stream: BoxStream<'static, Result<RecordBatch>>,
+    plan: &LocalPlan,
+    placement: Placement,
+    started: Instant,
+) -> BoxStream<'static, Result<RecordBatch>> {
+    if plan.fragment.is_none() {
+        return stream;
+    }
+    let (cache, key) = (plan.cache.clone(), plan.filters_key.clone());
+    stream
+        .chain(
+            futures::stream::once(async move {
+                cache.observe_aggregate(&key, placement, started.elapsed());
+            })
+            .filter_map(|()| async { None }),
+        )
+        .boxed()
 }
 
 enum Failure {
@@ -270,19 +298,22 @@ impl From<DataFusionError> for Failure {
 pub const PUSH_WHOLE_BELOW: f64 = 0.01;
 
 /// Whether the scan goes to the server whole, without a layout: a partial
-/// aggregate (its states are few, or as many as the groups, and the server
-/// aggregates on all its cores: TPC-H Q1, Q6 and Q18 ran 1.1-2x slower
-/// aggregated locally), or a scan that keeps next to nothing
-/// ([`PUSH_WHOLE_BELOW`]). Never under caching-only.
+/// aggregate unless its measured placements say per row group is faster
+/// ([`crate::aggregate_placement`]: few groups always go whole, TPC-H Q1 and
+/// Q6 ran 1.1-2x slower aggregated locally), or a scan that keeps next to
+/// nothing ([`PUSH_WHOLE_BELOW`]). Never under caching-only.
 fn pushed_whole(plan: &LocalPlan) -> bool {
     if plan.cache.is_caching_only() {
         return false;
     }
-    plan.fragment.is_some()
-        || plan
+    let pushed_selectivity = plan.cache.pushed_selectivity(&plan.filters_key);
+    if plan.fragment.is_some() {
+        return plan
             .cache
-            .pushed_selectivity(&plan.filters_key)
-            .is_some_and(|s| s < PUSH_WHOLE_BELOW)
+            .aggregate_times(&plan.filters_key)
+            .push_whole(pushed_selectivity);
+    }
+    pushed_selectivity.is_some_and(|s| s < PUSH_WHOLE_BELOW)
 }
 
 /// Row groups fetched at once.
@@ -295,7 +326,7 @@ async fn attempt(
     out: &SchemaRef,
     context: &Arc<TaskContext>,
     counters: &PathCounters,
-) -> std::result::Result<BoxStream<'static, Result<RecordBatch>>, Failure> {
+) -> std::result::Result<(BoxStream<'static, Result<RecordBatch>>, bool), Failure> {
     // With the scan's filters (and join filters): the server leaves out
     // row groups their statistics rule out, as the scan itself would.
     let layout_request = ScanRequest {
@@ -320,13 +351,16 @@ async fn attempt(
             // A table with nested columns: no row groups to cache.
             tracing::debug!(table = %request.table, error = %e, "no layout; the scan is pushed down whole");
             plan.cache.mark_no_layout(&request.table);
-            return Ok(server_scan(client, request, out).await?);
+            return Ok((server_scan(client, request, out).await?, false));
         }
         Err(e) => return Err(e.into()),
     };
     let mut pending = 0;
     let mut here = Vec::new();
     let mut pushed = Vec::new();
+    // Whether every row group is answered from the cache (nothing fetched
+    // or pushed): such a run times the aggregate's local placement.
+    let mut all_cached = true;
     for group in layout {
         match choose(plan, &request.table, &group, &mut pending) {
             Choice::Local(segments) => {
@@ -339,10 +373,12 @@ async fn attempt(
             }
             Choice::Fetch => {
                 counters.fetched.add(1);
+                all_cached = false;
                 here.push((group, None));
             }
             Choice::Pushdown => {
                 counters.pushed.add(1);
+                all_cached = false;
                 pushed.push(group);
             }
         }
@@ -382,10 +418,11 @@ async fn attempt(
         .try_flatten()
         .boxed();
     let local = observed(local, plan, rows_read, false);
-    Ok(match remote {
+    let stream = match remote {
         Some(remote) => futures::stream::select(local, remote).boxed(),
         None => local,
-    })
+    };
+    Ok((stream, all_cached))
 }
 
 /// `stream` (the answer for `rows_read` rows of the table, `pushed` or

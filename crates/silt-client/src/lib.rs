@@ -22,6 +22,7 @@
 //! # }
 //! ```
 
+pub mod aggregate_placement;
 mod client;
 pub mod distributed;
 mod exec;

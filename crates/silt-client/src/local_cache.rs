@@ -35,6 +35,8 @@ use datafusion::arrow::array::ArrayRef;
 use silt_core::policy::Ranked;
 use silt_core::{CachedColumn, ChunkKey, MemoryForm};
 
+use crate::aggregate_placement::{AggregateTimes, Placement};
+
 /// Which column chunks a full cache gives up first: what a chunk is scored by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum CachePolicy {
@@ -78,6 +80,10 @@ pub const ADMIT_AFTER_USES: u64 = 2;
 /// Column chunks remembered while not cached (their use counts, for admission).
 const GHOSTS_REMEMBERED: usize = 1 << 16;
 
+/// Scans (per table, filters, aggregate) whose measurements are kept; past
+/// it the measurements start over rather than grow without bound.
+const MAX_OBSERVED_KEYS: usize = 4096;
+
 #[derive(Debug)]
 struct Entry {
     column: CachedColumn,
@@ -108,6 +114,8 @@ struct Inner {
     pushed_selectivity: HashMap<String, f64>,
     /// Tables whose server gives no layout (views, nested columns).
     no_layout: std::collections::HashSet<String>,
+    /// Measured placements of partial aggregates per (table, filters, aggregate).
+    aggregate_times: HashMap<String, AggregateTimes>,
     stats: LocalCacheStats,
 }
 
@@ -379,6 +387,25 @@ impl LocalCache {
     pub fn observe_pushed_selectivity(&self, filters: &str, kept: usize, read: usize) {
         let mut inner = self.lock();
         observe(&mut inner.pushed_selectivity, filters, kept, read);
+    }
+
+    /// The measured placements of the partial aggregate of scans with
+    /// `filters` ([`crate::aggregate_placement`]).
+    pub fn aggregate_times(&self, filters: &str) -> AggregateTimes {
+        self.lock().aggregate_times.get(filters).copied().unwrap_or_default()
+    }
+
+    /// Folds a timed run of that aggregate in `placement`.
+    pub fn observe_aggregate(&self, filters: &str, placement: Placement, elapsed: std::time::Duration) {
+        let mut inner = self.lock();
+        if inner.aggregate_times.len() >= MAX_OBSERVED_KEYS && !inner.aggregate_times.contains_key(filters) {
+            inner.aggregate_times.clear();
+        }
+        inner
+            .aggregate_times
+            .entry(filters.to_string())
+            .or_default()
+            .observe(placement, elapsed);
     }
 
     /// Whether `table`'s server gave no layout before (a view, a table
