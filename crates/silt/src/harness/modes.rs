@@ -534,3 +534,35 @@ impl ParquetSizes {
             .sum()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+
+    use super::*;
+
+    #[test]
+    fn through_link_points_the_url_at_a_proxy_that_reaches_the_server() {
+        let server = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = server.local_addr().unwrap().port();
+        let link = "1gbit/0.1ms"
+            .parse::<silt_bench::link::LinkSpec>()
+            .unwrap()
+            .link()
+            .unwrap();
+        let (proxy, url) = through_link(&link, &format!("http://127.0.0.1:{port}")).unwrap();
+        assert_eq!(url, format!("http://{}", proxy.local_addr()));
+        assert_ne!(proxy.local_addr().port(), port);
+        let mut client = std::net::TcpStream::connect(proxy.local_addr()).unwrap();
+        client.write_all(b"ping").unwrap();
+        let (mut s, _) = server.accept().unwrap();
+        let mut got = [0u8; 4];
+        s.read_exact(&mut got).unwrap();
+        s.write_all(b"pong!").unwrap();
+        let mut back = [0u8; 5];
+        client.read_exact(&mut back).unwrap();
+        assert_eq!((&got, &back), (b"ping", b"pong!"));
+        let c = link.counters();
+        assert_eq!((c.to_server, c.to_client), (4, 5));
+    }
+}
