@@ -257,11 +257,13 @@ pub async fn ssb(args: SsbArgs) -> anyhow::Result<()> {
 }
 
 /// The whole pipeline on tiny data, every suite: ClickBench and TPC-H in
-/// every mode, and the point-lookup benchmark; one warm run, no throttling.
-/// Fails unless each results.json is complete, every answer was compared
-/// with plain DataFusion and matches (DuckDB's are not compared: it is an
-/// outside reference), every lookup was checked and right, and every plot
-/// was written; never on a timing.
+/// every mode, and the point-lookup benchmark; one warm run, no throttling;
+/// then two TPC-H queries in [`SMOKE_LINK_MODE`] over the simulated link
+/// [`SMOKE_LINK`]. Fails unless each results.json is complete, every answer
+/// was compared with plain DataFusion and matches (DuckDB's are not
+/// compared: it is an outside reference), every lookup was checked and
+/// right, the linked run counted link bytes both ways, and every plot was
+/// written; never on a timing.
 pub async fn smoke(args: SmokeArgs) -> anyhow::Result<()> {
     let work = tempfile::tempdir().context("creating a scratch folder")?;
     let common = |name: &str| CommonArgs::unthrottled(&args.out, &args.shared, name);
