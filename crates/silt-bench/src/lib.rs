@@ -6,6 +6,7 @@ pub mod consistent_fs;
 pub mod files;
 pub mod hits;
 pub mod hits_model;
+pub mod link;
 pub mod local_s3;
 pub mod lookup;
 pub mod plots;

@@ -47,6 +47,18 @@ pub fn own_usage() -> Result<ProcessUsage, ProcError> {
     usage(std::process::id())
 }
 
+/// CPU seconds this process has used (user + system, every thread), to the
+/// nanosecond (`CLOCK_PROCESS_CPUTIME_ID`; `/proc` counts 10 ms ticks).
+pub fn own_cpu_seconds() -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec we own.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return own_usage().map_or(0.0, |u| u.cpu_seconds);
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
 fn read(path: PathBuf) -> Result<(PathBuf, String), ProcError> {
     match std::fs::read_to_string(&path) {
         Ok(text) => Ok((path, text)),
@@ -113,6 +125,14 @@ mod tests {
         std::hint::black_box(x);
         let after = own_usage().unwrap();
         assert!(after.cpu_seconds > before.cpu_seconds, "{before:?} -> {after:?}");
+        let precise = own_cpu_seconds();
+        let mut y = 0u64;
+        let start = std::time::Instant::now();
+        while start.elapsed() < std::time::Duration::from_millis(20) {
+            y = y.wrapping_mul(6364136223846793005).wrapping_add(1);
+        }
+        std::hint::black_box(y);
+        assert!(own_cpu_seconds() > precise);
         assert!(after.rss_bytes > 1 << 20, "{after:?}");
     }
 

@@ -28,6 +28,7 @@ pub fn render(results: &BenchResults, plots: &[String]) -> String {
         results.machine.cores,
         results.machine.memory_bytes as f64 / (1u64 << 30) as f64
     );
+    let _ = writeln!(out, "{}\n", link_sentence(c.link.as_ref()));
     let _ = writeln!(out, "{}", MODE_LEGEND);
     section(&mut out, results, "Warm latency (ms, median)", |r| {
         r.warm_ms.as_ref().map(|w| format!("{:.1}", w.median))
@@ -57,6 +58,28 @@ pub fn render(results: &BenchResults, plots: &[String]) -> String {
     section(&mut out, results, "Bytes to the client per warm query", |r| {
         r.bytes_to_client.map(|b| human_bytes(b.warm_median))
     });
+    if results.results.iter().any(|r| r.link_bytes.is_some()) {
+        section(
+            &mut out,
+            results,
+            "Bytes across the client-cache link per warm query (both directions; to the client / to the server)",
+            |r| {
+                let (all, to_client, to_server) = (r.link_bytes?, r.link_bytes_to_client?, r.link_bytes_to_server?);
+                Some(format!(
+                    "{} ({} / {})",
+                    human_bytes(all.warm_median),
+                    human_bytes(to_client.warm_median),
+                    human_bytes(to_server.warm_median)
+                ))
+            },
+        );
+        section(
+            &mut out,
+            results,
+            "Bytes across the client-cache link, cold run (both directions)",
+            |r| r.link_bytes.map(|b| human_bytes(b.cold)),
+        );
+    }
     section(&mut out, results, "Object-store GETs, cold run", |r| {
         r.object_store.map(|s| s.cold_requests.to_string())
     });
@@ -120,6 +143,20 @@ filters by decoding them (no memory tier); `arrow-pushdown` = the cache holds de
 `duckdb` = DuckDB reading the same files from local disk (unthrottled: an outside reference only); `local` = \
 DataFusion reading the same files from local disk, no cache, no throttle (what the client could do if the lake were \
 local).\n";
+
+/// The client-cache link of a run, in one sentence.
+pub fn link_sentence(link: Option<&crate::results::LinkConfig>) -> String {
+    match link {
+        Some(l) if l.is_shaped() => format!(
+            "Client-cache link: `{}` ({} Mbit/s each way, {} ms round trip), one link shared by every connection \
+             of the run, simulated by a TCP proxy in the client process; modes without a cache server do not use it.",
+            l.given,
+            l.bits_per_second.unwrap_or(0.0) / 1e6,
+            l.rtt_s.unwrap_or(0.0) * 1e3
+        ),
+        _ => "Client-cache link: none (loopback).".to_string(),
+    }
+}
 
 fn find<'a>(results: &'a BenchResults, mode: &str, query: &str) -> Option<&'a QueryResult> {
     results.results.iter().find(|r| r.mode == mode && r.query == query)
@@ -312,16 +349,17 @@ pub fn render_lookup(results: &crate::results::LookupResults, plots: &[String]) 
         results.machine.build,
         results.machine.cores
     );
+    let _ = writeln!(out, "{}\n", link_sentence(c.link.as_ref()));
     let _ = writeln!(
         out,
-        "| mode | lookups | wrong | p50 ms | p90 ms | p99 ms | max ms | lookups/s | server CPU ms/lookup | client CPU ms/lookup |"
+        "| mode | lookups | wrong | p50 ms | p90 ms | p99 ms | max ms | lookups/s | server CPU ms/lookup | client CPU ms/lookup | link bytes/lookup |"
     );
-    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in &results.results {
         if r.status != "ok" {
             let _ = writeln!(
                 out,
-                "| {} | {}: {} | | | | | | | | |",
+                "| {} | {}: {} | | | | | | | | | |",
                 r.mode,
                 r.status,
                 r.error.as_deref().unwrap_or("").replace('|', "/")
@@ -330,7 +368,7 @@ pub fn render_lookup(results: &crate::results::LookupResults, plots: &[String]) 
         }
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.0} | {} | {:.3} |",
+            "| {} | {} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.0} | {} | {:.3} | {} |",
             r.mode,
             r.lookups,
             r.wrong_answers,
@@ -341,7 +379,9 @@ pub fn render_lookup(results: &crate::results::LookupResults, plots: &[String]) 
             r.lookups_per_s,
             r.server_cpu_s_per_lookup
                 .map_or("—".into(), |s| format!("{:.3}", s * 1e3)),
-            r.client_cpu_s_per_lookup * 1e3
+            r.client_cpu_s_per_lookup * 1e3,
+            r.link_bytes
+                .map_or("—".into(), |b| format!("{:.0}", b as f64 / r.lookups.max(1) as f64))
         );
     }
     let _ = writeln!(out);

@@ -48,6 +48,29 @@ pub struct RunConfig {
     pub warm_runs: usize,
     /// Memory-tier budget of the cache servers, bytes.
     pub memory_budget: u64,
+    /// The simulated network between the client and the cache servers
+    /// (`--link`); absent in files written before it existed (loopback).
+    #[serde(default)]
+    pub link: Option<LinkConfig>,
+}
+
+/// The simulated link between compute and cache (`--link`, see
+/// [`crate::link`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LinkConfig {
+    /// As given: `1gbit/0.5ms`, or `none` (loopback, no proxy).
+    pub given: String,
+    /// Bits per second in each direction; `null` for `none`.
+    pub bits_per_second: Option<f64>,
+    /// Round-trip time in seconds; `null` for `none`.
+    pub rtt_s: Option<f64>,
+}
+
+impl LinkConfig {
+    /// Whether a link was simulated (not `none`).
+    pub fn is_shaped(&self) -> bool {
+        self.bits_per_second.is_some()
+    }
 }
 
 /// The data the queries read.
@@ -99,6 +122,16 @@ pub struct QueryResult {
     /// without a pushdown server.
     #[serde(default)]
     pub server_stages_ms: Option<ServerStages>,
+    /// Bytes that crossed the simulated link (`--link`), both directions
+    /// summed; `null` without a link or for modes without a cache server.
+    #[serde(default)]
+    pub link_bytes: Option<PhasesU64>,
+    /// Of those, server to client.
+    #[serde(default)]
+    pub link_bytes_to_client: Option<PhasesU64>,
+    /// Of those, client to server.
+    #[serde(default)]
+    pub link_bytes_to_server: Option<PhasesU64>,
 }
 
 /// Server time of one query by stage, in milliseconds (see
@@ -242,7 +275,12 @@ impl BenchResults {
                     missing.push(format!("{mode}/{}: no result", q.id));
                     continue;
                 };
-                missing.extend(r.missing_figures().into_iter().map(|f| format!("{mode}/{}: {f}", q.id)));
+                let linked = self.config.link.as_ref().is_some_and(LinkConfig::is_shaped);
+                missing.extend(
+                    r.missing_figures(linked)
+                        .into_iter()
+                        .map(|f| format!("{mode}/{}: {f}", q.id)),
+                );
             }
         }
         missing
@@ -250,8 +288,16 @@ impl BenchResults {
 }
 
 impl QueryResult {
-    /// The figures an `ok` result of this mode must carry and does not.
-    fn missing_figures(&self) -> Vec<&'static str> {
+    /// Whether this mode's client reaches a cache server over the simulated
+    /// link when a run has one (`liquidcache` runs outside the harness's
+    /// sessions and gets none).
+    pub fn crosses_link(&self) -> bool {
+        !matches!(self.mode.as_str(), "direct" | "duckdb" | "local" | "liquidcache")
+    }
+
+    /// The figures an `ok` result of this mode must carry and does not;
+    /// `linked`: the run had a simulated link.
+    fn missing_figures(&self, linked: bool) -> Vec<&'static str> {
         let mut missing = Vec::new();
         match self.status.as_str() {
             "ok" => {}
@@ -264,7 +310,7 @@ impl QueryResult {
             _ => return vec!["unknown status"],
         }
         let has_server = !matches!(self.mode.as_str(), "direct" | "duckdb" | "local");
-        let checks: [(bool, &'static str); 8] = [
+        let checks: [(bool, &'static str); 9] = [
             (self.rows.is_some(), "rows"),
             (self.cold_ms.is_some(), "cold_ms"),
             (self.warm_ms.is_some(), "warm_ms"),
@@ -278,6 +324,10 @@ impl QueryResult {
             (
                 self.memory.is_some() || matches!(self.mode.as_str(), "direct" | "local"),
                 "memory",
+            ),
+            (
+                !linked || !self.crosses_link() || self.link_bytes.is_some(),
+                "link_bytes",
             ),
         ];
         missing.extend(checks.iter().filter(|(ok, _)| !ok).map(|(_, name)| *name));
@@ -316,6 +366,11 @@ mod tests {
                 store_mbps: 1.0,
                 warm_runs: 1,
                 memory_budget: 1,
+                link: Some(LinkConfig {
+                    given: "1gbit/1ms".into(),
+                    bits_per_second: Some(1e9),
+                    rtt_s: Some(1e-3),
+                }),
             },
             data: DataSet {
                 description: String::new(),
@@ -340,6 +395,29 @@ mod tests {
         assert!(missing.contains(&"direct/q1: no result".to_string()), "{missing:?}");
         assert!(missing.contains(&"liquid/q1: server_cpu_s".to_string()), "{missing:?}");
         assert!(!missing.iter().any(|m| m.contains("cold_ms")), "{missing:?}");
+        assert!(missing.contains(&"liquid/q1: link_bytes".to_string()), "{missing:?}");
+    }
+
+    #[test]
+    fn files_without_a_link_still_read() {
+        let config: RunConfig = serde_json::from_str(
+            r#"{"modes":["liquid"],"store_latency_ms":20,"store_mbps":100.0,"warm_runs":5,"memory_budget":1}"#,
+        )
+        .unwrap();
+        assert_eq!(config.link, None);
+        let result: QueryResult = serde_json::from_str(
+            r#"{"mode":"liquid","query":"q1","status":"ok","error":null,"rows":1,"matches_reference":true,
+                "cold_ms":1.0,"warm_ms":null,"server_cpu_s":null,"client_cpu_s":null,
+                "bytes_to_client":null,"object_store":null,"memory":null}"#,
+        )
+        .unwrap();
+        assert!(result.link_bytes.is_none() && result.link_bytes_to_client.is_none());
+        let lookup: LookupConfig = serde_json::from_str(
+            r#"{"modes":["liquid"],"clients":1,"seconds":1.0,"warmup_lookups":1,"store_latency_ms":0,
+                "store_mbps":1.0,"sql":""}"#,
+        )
+        .unwrap();
+        assert_eq!(lookup.link, None);
     }
 }
 
@@ -371,6 +449,9 @@ pub struct LookupConfig {
     pub store_mbps: f64,
     /// The query, `?` standing for the random id.
     pub sql: String,
+    /// The simulated link between clients and server (`--link`).
+    #[serde(default)]
+    pub link: Option<LinkConfig>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -392,6 +473,13 @@ pub struct LookupResult {
     pub server_cpu_s_per_lookup: Option<f64>,
     /// Client CPU seconds per lookup.
     pub client_cpu_s_per_lookup: f64,
+    /// Bytes that crossed the simulated link in the measured window, both
+    /// directions; `null` without a link or a server.
+    #[serde(default)]
+    pub link_bytes: Option<u64>,
+    /// Of those, server to client.
+    #[serde(default)]
+    pub link_bytes_to_client: Option<u64>,
 }
 
 /// The `q`-quantile (0..=1) of `sorted` by nearest rank (0 when empty).

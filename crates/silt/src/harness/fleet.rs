@@ -29,12 +29,13 @@ use datafusion::parquet::file::reader::{FileReader, SerializedFileReader};
 use datafusion::prelude::SessionContext;
 use serde::Serialize;
 use silt_bench::compare::{check_same, is_ordered};
-use silt_bench::results::quantile;
+use silt_bench::link::{Link, LinkSpec};
+use silt_bench::results::{LinkConfig, quantile};
 use silt_client::fleet::{Fleet, rendezvous_order, row_group_name};
 use silt_client::script::run_script_last_query;
 
 use super::child::{ChildGuard, spawn_and_wait};
-use super::modes::StoreSetup;
+use super::modes::{StoreSetup, through_link};
 use super::server::{ServerProcess, ServerSpec};
 use super::suite::{Suite, with_ties_broken};
 
@@ -64,6 +65,11 @@ pub struct FleetArgs {
     /// Bandwidth of the link to the object store, MB/s.
     #[arg(long, default_value_t = 100.0)]
     mbps: f64,
+    /// The network between the clients (and workers) and the servers, one
+    /// link shared by all: BANDWIDTH/RTT (e.g. 1gbit/0.5ms; kbit, mbit,
+    /// gbit; us, ms, s) or none (loopback).
+    #[arg(long, default_value = "none")]
+    link: LinkSpec,
     /// Memory-tier budget of each server.
     #[arg(long, default_value = "8GiB", value_parser = silt_server::config::parse_bytes)]
     memory_budget: u64,
@@ -104,6 +110,9 @@ struct FleetRun {
     cpu_share: Vec<f64>,
     /// CPU seconds of all workers per query (0 without workers).
     worker_cpu_ms_per_query: f64,
+    /// Bytes across the client-server link during the timed workload, both
+    /// directions (`null` without a link).
+    link_bytes: Option<u64>,
 }
 
 /// How much moves when the fleet grows from `from` to `from + 1` servers.
@@ -123,6 +132,8 @@ struct FleetReport {
     rounds: usize,
     store_latency_ms: u64,
     store_mbps: f64,
+    /// The link between clients and servers (`--link`).
+    link: LinkConfig,
     runs: Vec<FleetRun>,
     movement: Vec<Movement>,
 }
@@ -149,8 +160,10 @@ pub async fn run(args: FleetArgs) -> anyhow::Result<()> {
         validation: "always".into(),
         local_cache: 0,
         local_cache_form: Default::default(),
+        link: args.link.link(),
     };
     let (_store, setup) = super::start_store(&suite, &data_dir, setup)?;
+    let link = setup.link.as_ref();
     let spec = ServerSpec {
         memory_form: "liquid",
         memory_budget: args.memory_budget,
@@ -164,13 +177,26 @@ pub async fn run(args: FleetArgs) -> anyhow::Result<()> {
     let mut runs = Vec::new();
     let largest = args.servers.iter().copied().max().unwrap_or(1);
     for &n in &args.servers {
-        runs.push(run_fleet(&args, &suite, &spec, &work, n, 0, false, &queries).await?);
+        runs.push(run_fleet(&args, &suite, &spec, &work, link, n, 0, false, &queries).await?);
     }
     if args.workers > 0 {
-        runs.push(run_fleet(&args, &suite, &spec, &work, largest, args.workers, false, &queries).await?);
+        runs.push(
+            run_fleet(
+                &args,
+                &suite,
+                &spec,
+                &work,
+                link,
+                largest,
+                args.workers,
+                false,
+                &queries,
+            )
+            .await?,
+        );
     }
     if largest > 1 {
-        runs.push(run_fleet(&args, &suite, &spec, &work, largest, 0, true, &queries).await?);
+        runs.push(run_fleet(&args, &suite, &spec, &work, link, largest, 0, true, &queries).await?);
     }
     let movement = (1..=largest)
         .map(|n| movement(&suite, n))
@@ -182,6 +208,7 @@ pub async fn run(args: FleetArgs) -> anyhow::Result<()> {
         rounds: args.rounds,
         store_latency_ms: args.latency_ms,
         store_mbps: args.mbps,
+        link: args.link.config(),
         runs,
         movement,
     };
@@ -236,12 +263,15 @@ fn start_worker() -> anyhow::Result<(ChildGuard, String)> {
 /// One fleet of `n` fresh servers: the cold pass, then the timed workload
 /// (with one server killed a third of the way through when `kill`). With
 /// `workers`, the queries run distributed over that many `silt worker`s.
+/// With a `link`, clients and workers reach every server through a proxy
+/// on it (the harness's CPU readings use no connection).
 #[allow(clippy::too_many_arguments)]
 async fn run_fleet(
     args: &FleetArgs,
     suite: &Suite,
     spec: &ServerSpec,
     work: &Path,
+    link: Option<&Link>,
     n: usize,
     workers: usize,
     kill: bool,
@@ -256,7 +286,19 @@ async fn run_fleet(
         worker_processes.push(start_worker()?);
     }
     let worker_urls: Vec<String> = worker_processes.iter().map(|(_, url)| url.clone()).collect();
-    let urls: Vec<String> = servers.iter().map(|s| s.flight_url.clone()).collect();
+    let mut proxies = Vec::new();
+    let mut urls: Vec<String> = Vec::new();
+    for s in &servers {
+        match link {
+            Some(link) => {
+                let (proxy, url) = through_link(link, &s.flight_url)?;
+                proxies.push(proxy);
+                urls.push(url);
+            }
+            None => urls.push(s.flight_url.clone()),
+        }
+    }
+    let link_bytes = || link.map(|l| l.counters()).map(|c| c.to_client + c.to_server);
     let connect = || async {
         let fleet = Arc::new(Fleet::connect(&urls, None)?);
         if !worker_urls.is_empty() {
@@ -286,6 +328,7 @@ async fn run_fleet(
         .map(|s| s.usage().map(|u| u.cpu_seconds))
         .collect::<anyhow::Result<_>>()?;
     let worker_cpu_before = worker_cpu(&worker_processes)?;
+    let link_before = link_bytes();
 
     let total = args.clients * args.rounds * queries.len();
     let done = Arc::new(AtomicUsize::new(0));
@@ -340,6 +383,7 @@ async fn run_fleet(
         }
     }
     let seconds = started.elapsed().as_secs_f64();
+    let link_bytes = link_bytes().zip(link_before).map(|(after, before)| after - before);
     let mut cpu: Vec<f64> = servers
         .iter_mut()
         .zip(&cpu_before)
@@ -366,7 +410,9 @@ async fn run_fleet(
         server_cpu_ms_per_query: cpu_total * 1e3 / total as f64,
         cpu_share: cpu.iter().map(|c| c / cpu_total.max(1e-9)).collect(),
         worker_cpu_ms_per_query: workers_cpu * 1e3 / total as f64,
+        link_bytes,
     };
+    drop(proxies);
     println!(
         "  fleet of {n}{}{}: cold pass {:.1} s, {:.2} queries/s, p50 {:.0} ms, p95 {:.0} ms, {:.0} server CPU ms/query, {} failed, {} wrong{}",
         if kill { " (kill test)" } else { "" },
@@ -429,11 +475,13 @@ fn render(r: &FleetReport) -> String {
         "# {} — TPC-H through a fleet of liquid servers\n\nData: {}. Store: {} ms per request, {} MB/s. {} clients, {} passes each over the queries (closed loop); every answer checked against plain DataFusion. All servers and clients share this machine.\n\n",
         r.name, r.data, r.store_latency_ms, r.store_mbps, r.clients, r.rounds
     );
-    s.push_str("| servers | workers | kill test | cold pass (s) | queries | failed | wrong | queries/s | p50 (ms) | p95 (ms) | server CPU ms/query | worker CPU ms/query | CPU share per server |\n|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+    s.push_str(&silt_bench::report::link_sentence(Some(&r.link)));
+    s.push_str("\n\n");
+    s.push_str("| servers | workers | kill test | cold pass (s) | queries | failed | wrong | queries/s | p50 (ms) | p95 (ms) | server CPU ms/query | worker CPU ms/query | CPU share per server | link bytes/query |\n|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|\n");
     for run in &r.runs {
         let shares: Vec<String> = run.cpu_share.iter().map(|c| format!("{:.0}%", c * 100.0)).collect();
         s.push_str(&format!(
-            "| {} | {} | {} | {:.1} | {} | {} | {} | {:.2} | {:.0} | {:.0} | {:.0} | {:.0} | {} |\n",
+            "| {} | {} | {} | {:.1} | {} | {} | {} | {:.2} | {:.0} | {:.0} | {:.0} | {:.0} | {} | {} |\n",
             run.servers,
             run.workers,
             if run.kill { "yes" } else { "no" },
@@ -446,7 +494,10 @@ fn render(r: &FleetReport) -> String {
             run.p95_ms,
             run.server_cpu_ms_per_query,
             run.worker_cpu_ms_per_query,
-            shares.join(" / ")
+            shares.join(" / "),
+            run.link_bytes.map_or("—".into(), |b| silt_bench::report::human_bytes(
+                b / run.queries.max(1) as u64
+            ))
         ));
     }
     s.push_str("\n## Row groups that change owner when one server joins (rendezvous hashing over the data's layout)\n\nWhen that server leaves again, exactly the same row groups move back (the ones it owned), so the shares are those of a leave too.\n\n| from | to | row groups | moved (row groups) | moved (bytes) | ideal |\n|---:|---:|---:|---:|---:|---:|\n");

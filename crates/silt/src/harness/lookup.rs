@@ -17,6 +17,7 @@ use datafusion::arrow::array::{Array, BinaryArray, Int64Array, RecordBatch};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::prelude::SessionContext;
+use silt_bench::link::LinkSpec;
 use silt_bench::lookup as table;
 use silt_bench::results::{DataSet, LookupConfig, LookupResult, LookupResults, SCHEMA_VERSION, quantile};
 use silt_client::SiltClient;
@@ -49,6 +50,10 @@ pub struct LookupArgs {
     /// Latency added to every object-store request, milliseconds.
     #[arg(long, default_value_t = 20)]
     pub(super) latency_ms: u64,
+    /// The network between the clients and the cache server: BANDWIDTH/RTT
+    /// (e.g. 1gbit/0.5ms, 100mbit/2ms; kbit, mbit, gbit; us, ms, s) or none (loopback).
+    #[arg(long, default_value = "none")]
+    pub(super) link: LinkSpec,
     /// Bandwidth of the link to the object store, MB/s.
     #[arg(long, default_value_t = 100.0)]
     pub(super) mbps: f64,
@@ -214,8 +219,9 @@ async fn measure(
     work: &std::path::Path,
 ) -> anyhow::Result<LookupResult> {
     let mut session = Session::start(mode, suite, setup, work).await?;
+    // The preload prepares the server: straight to it, not over the link.
     if let (Some(url), false) = (
-        session.flight_url(),
+        session.server_flight_url(),
         args.preload == "none" || matches!(mode, Mode::FileServer),
     ) {
         let client = SiltClient::connect(url).await?;
@@ -288,6 +294,8 @@ async fn measure(
         lookups_per_s: latencies.len() as f64 / elapsed,
         server_cpu_s_per_lookup: cost.server_cpu.map(|c| c / n),
         client_cpu_s_per_lookup: cost.client_cpu / n,
+        link_bytes: cost.link.map(|(to_client, to_server)| to_client + to_server),
+        link_bytes_to_client: cost.link.map(|(to_client, _)| to_client),
     })
 }
 
@@ -328,6 +336,7 @@ impl LookupArgs {
             modes: vec!["direct".into(), "liquid".into()],
             latency_ms: 0,
             mbps: 10_000.0,
+            link: LinkSpec::none(),
             validation: "immutable".into(),
             api: "lookup".into(),
             preload: "none".into(),
@@ -395,6 +404,7 @@ pub async fn run(args: LookupArgs) -> anyhow::Result<(LookupResults, PathBuf)> {
             validation: args.validation.clone(),
             local_cache: 0,
             local_cache_form: Default::default(),
+            link: args.link.link(),
         },
     )?;
     let started_unix = super::unix_now();
@@ -435,6 +445,7 @@ pub async fn run(args: LookupArgs) -> anyhow::Result<(LookupResults, PathBuf)> {
                 "{SQL} ({} key(s) per call; pushdown modes ask through the {} API; preload: {})",
                 args.keys_per_call, args.api, args.preload
             ),
+            link: Some(args.link.config()),
         },
         data: suite.data.clone(),
         results,

@@ -39,7 +39,9 @@ use silt_client::script::run_script_last_query;
 use silt_server::ServerConfig;
 use silt_server::config::TableConfig;
 
+use super::modes::through_link;
 use super::suite::{self, Suite, with_ties_broken};
+use silt_bench::link::{Link, LinkSpec};
 
 /// Options of `silt bench mixed`.
 #[derive(clap::Args, Debug, Clone)]
@@ -88,6 +90,11 @@ pub struct MixedArgs {
     /// Bandwidth of the link to the object store, MB/s.
     #[arg(long, default_value_t = 100.0)]
     mbps: f64,
+    /// The network between the clients and the server, one link shared by
+    /// all clients: BANDWIDTH/RTT (e.g. 1gbit/0.5ms; kbit, mbit, gbit; us,
+    /// ms, s) or none (loopback).
+    #[arg(long, default_value = "none")]
+    link: LinkSpec,
     /// Folder of the results; the run writes `<out>/<name>/report.md`.
     #[arg(long, default_value = "bench-results")]
     out: PathBuf,
@@ -120,6 +127,7 @@ impl MixedArgs {
             configs: vec!["plan-aware:sieve".into(), "sieve".into()],
             latency_ms: 0,
             mbps: 10_000.0,
+            link: LinkSpec::none(),
             out,
             name: "smoke-mixed".into(),
             shared,
@@ -200,6 +208,9 @@ struct Measured {
     latencies: Vec<Duration>,
     wrong: Vec<String>,
     wall: Duration,
+    /// Bytes across the client-server link, both directions (`None`
+    /// without a link).
+    link_bytes: Option<u64>,
 }
 
 /// Budgets of the bounded runs.
@@ -238,6 +249,8 @@ pub async fn mixed(args: MixedArgs) -> anyhow::Result<()> {
         .context("starting the loopback store")?;
     upload_buckets(&s3, &[&tpch, &hits]).await?;
     let (queries, references) = reference_answers(&[&tpch, &hits]).await?;
+    // One link for the whole run, every configuration's clients on it.
+    let link = args.link.link();
     println!(
         "{} queries in the mix, {} clients x {} rounds",
         queries.len(),
@@ -256,6 +269,7 @@ pub async fn mixed(args: MixedArgs) -> anyhow::Result<()> {
     let (mut floor, held) = run_config(
         &args,
         &s3,
+        link.as_ref(),
         &[&tpch, &hits],
         &calibration,
         unbounded,
@@ -284,6 +298,7 @@ pub async fn mixed(args: MixedArgs) -> anyhow::Result<()> {
             let (measured, _) = run_config(
                 &args,
                 &s3,
+                link.as_ref(),
                 &[&tpch, &hits],
                 config,
                 budgets,
@@ -367,6 +382,7 @@ struct Held {
 async fn run_config(
     args: &MixedArgs,
     s3: &LocalS3,
+    link: Option<&Link>,
     suites: &[&Suite],
     config: &CacheConfig,
     budgets: Budgets,
@@ -415,7 +431,15 @@ async fn run_config(
         }
     }
     let server = silt_server::start(cfg).await.context("starting the server")?;
-    let url = server.flight_url();
+    let (_proxy, url) = match link {
+        Some(link) => {
+            let (proxy, url) = through_link(link, &server.flight_url())?;
+            (Some(proxy), url)
+        }
+        None => (None, server.flight_url()),
+    };
+    let link_bytes = || link.map(|l| l.counters()).map(|c| c.to_client + c.to_server);
+    let link_before = link_bytes();
     let device_before = device_read_bytes();
     let started = Instant::now();
     let runs = (0..clients).map(|c| {
@@ -444,6 +468,7 @@ async fn run_config(
     });
     let outcomes = futures::future::join_all(runs).await;
     let wall = started.elapsed();
+    let link_bytes = link_bytes().zip(link_before).map(|(after, before)| after - before);
     let engine = &server.engine;
     let snapshot = engine.metrics().snapshot();
     let get = |k: &str| snapshot.get(k).copied().unwrap_or(0.0);
@@ -474,6 +499,7 @@ async fn run_config(
         evictions: get("silt_cache_evictions_total{tier=\"memory\"}")
             + get("silt_cache_evictions_total{tier=\"disk\"}"),
         wall,
+        link_bytes,
         ..Default::default()
     };
     for outcome in outcomes {
@@ -546,7 +572,7 @@ fn row(m: &Measured) -> String {
     let mut l = m.latencies.clone();
     l.sort();
     format!(
-        "| {} | {:.0} | {} | {:.1} | {:.0} | {:.0} | {:.0} | {:.1} | {:.0} | {:.2} | {:.1} | {:.3} | {:.3} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {} | {:.1} | {} |",
+        "| {} | {:.0} | {} | {:.1} | {:.0} | {:.0} | {:.0} | {:.1} | {:.0} | {:.2} | {:.1} | {:.3} | {:.3} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {} | {:.1} | {} | {} |",
         m.name,
         m.store_gets,
         of_runs(&m.gets_of_runs, m.store_gets),
@@ -571,6 +597,7 @@ fn row(m: &Measured) -> String {
         percentile(&l, 0.99),
         of_runs(&m.p99_of_runs, percentile(&l, 0.99)),
         m.wall.as_secs_f64(),
+        m.link_bytes.map_or("—".into(), |b| format!("{:.1}", b as f64 / 1e6)),
         m.wrong.len()
     )
 }
@@ -583,8 +610,9 @@ fn report(args: &MixedArgs, held: Held, budgets: Budgets, floor: &Measured, resu
          {} run(s) per configuration, interleaved; each row is the run with the median store GETs. \
          The first row is that unbounded run (same clients and rounds): its store GETs are the floor no \
          eviction policy goes below (first touches only).\n\n\
-         | config | store GETs | GETs of each run | store MB | memory MB served | memory MB decoded | page-buffer misses | disk-tier MB served | disk reads | pages per read | device MB read | memory hit ratio | disk hit ratio | evictions | reserved evictions | p50 ms | p95 ms | p99 ms | p99 ms of each run | wall s | wrong |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+         {}\n\n\
+         | config | store GETs | GETs of each run | store MB | memory MB served | memory MB decoded | page-buffer misses | disk-tier MB served | disk reads | pages per read | device MB read | memory hit ratio | disk hit ratio | evictions | reserved evictions | p50 ms | p95 ms | p99 ms | p99 ms of each run | wall s | link MB | wrong |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         args.clients,
         args.rounds,
         args.sf,
@@ -602,6 +630,7 @@ fn report(args: &MixedArgs, held: Held, budgets: Budgets, floor: &Measured, resu
         budgets.pages as f64 / 1e6,
         budgets.disk as f64 / 1e6,
         args.repeats,
+        silt_bench::report::link_sentence(Some(&args.link.config())),
     );
     for m in std::iter::once(floor).chain(results) {
         out.push_str(&row(m));

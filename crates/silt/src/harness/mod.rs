@@ -28,6 +28,7 @@ use anyhow::Context;
 use clap::Args;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::prelude::SessionContext;
+use silt_bench::link::LinkSpec;
 use silt_bench::results::{BenchResults, Machine, QueryResult, QuerySpec, RunConfig, SCHEMA_VERSION};
 use silt_server::config::parse_bytes;
 
@@ -58,6 +59,12 @@ pub struct CommonArgs {
     /// Bandwidth of the link to the object store, MB/s.
     #[arg(long, default_value_t = 100.0)]
     mbps: f64,
+    /// The network between the client and each cache server, simulated by a
+    /// proxy: BANDWIDTH/RTT (e.g. 1gbit/0.5ms, 10gbit/0.2ms, 100mbit/2ms;
+    /// kbit, mbit, gbit; us, ms, s), shared by every connection of the run,
+    /// or none (loopback). Modes without a cache server are not affected.
+    #[arg(long, default_value = "none")]
+    link: LinkSpec,
     /// Memory-tier budget of the arrow-pushdown and liquid servers.
     #[arg(long, default_value = "8GiB", value_parser = parse_bytes)]
     memory_budget: u64,
@@ -91,6 +98,7 @@ impl CommonArgs {
             warm_runs: 1,
             latency_ms: 0,
             mbps: 10_000.0,
+            link: LinkSpec::none(),
             memory_budget: 256 << 20,
             validation: "always".into(),
             local_cache: 256 << 20,
@@ -102,7 +110,8 @@ impl CommonArgs {
     }
 
     /// The store and cache setup these options describe (the store's
-    /// address is filled in by [`start_store`]).
+    /// address is filled in by [`start_store`]), with a fresh link: call
+    /// once per run.
     fn store_setup(&self) -> StoreSetup {
         StoreSetup {
             s3: Default::default(),
@@ -112,6 +121,7 @@ impl CommonArgs {
             validation: self.validation.clone(),
             local_cache: self.local_cache,
             local_cache_form: self.local_cache_form,
+            link: self.link.link(),
         }
     }
 }
@@ -248,11 +258,13 @@ pub async fn ssb(args: SsbArgs) -> anyhow::Result<()> {
 }
 
 /// The whole pipeline on tiny data, every suite: ClickBench and TPC-H in
-/// every mode, and the point-lookup benchmark; one warm run, no throttling.
-/// Fails unless each results.json is complete, every answer was compared
-/// with plain DataFusion and matches (DuckDB's are not compared: it is an
-/// outside reference), every lookup was checked and right, and every plot
-/// was written; never on a timing.
+/// every mode, and the point-lookup benchmark; one warm run, no throttling;
+/// then two TPC-H queries in [`SMOKE_LINK_MODE`] over the simulated link
+/// [`SMOKE_LINK`]. Fails unless each results.json is complete, every answer
+/// was compared with plain DataFusion and matches (DuckDB's are not
+/// compared: it is an outside reference), every lookup was checked and
+/// right, the linked run counted link bytes both ways, and every plot was
+/// written; never on a timing.
 pub async fn smoke(args: SmokeArgs) -> anyhow::Result<()> {
     let work = tempfile::tempdir().context("creating a scratch folder")?;
     let common = |name: &str| CommonArgs::unthrottled(&args.out, &args.shared, name);
@@ -275,6 +287,19 @@ pub async fn smoke(args: SmokeArgs) -> anyhow::Result<()> {
     let tpch = suite::tpch(&args.shared, &tpch_dir, 0.01, &[1, 3, 6, 12, 14])?;
     let (results, dir) = run_and_report(&tpch, &common("smoke-tpch"), "smoke-tpch", &tpch_dir).await?;
     problems.extend(suite_problems(&results, &dir));
+    written.push(dir);
+
+    // One mode over a simulated client-cache link: answers right and the
+    // link's bytes counted both ways.
+    let linked = CommonArgs {
+        modes: vec![SMOKE_LINK_MODE.name().into()],
+        link: SMOKE_LINK.parse()?,
+        ..common("smoke-link")
+    };
+    let tpch_linked = suite::tpch(&args.shared, &tpch_dir, 0.01, &[1, 6])?;
+    let (results, dir) = run_and_report(&tpch_linked, &linked, "smoke-link", &tpch_dir).await?;
+    problems.extend(suite_problems(&results, &dir));
+    problems.extend(link_problems(&results));
     written.push(dir);
 
     // The skewed SSB workload in its five modes, two cache sizes: runs, and
@@ -327,10 +352,39 @@ pub async fn smoke(args: SmokeArgs) -> anyhow::Result<()> {
     anyhow::ensure!(problems.is_empty(), "bench smoke failed:\n  {}", problems.join("\n  "));
     let dirs: Vec<String> = written.iter().map(|d| d.display().to_string()).collect();
     println!(
-        "bench smoke: ClickBench, TPC-H, the SSB workload, lookups and the mixed workload complete, every answer compared and right, plots written in {}",
+        "bench smoke: ClickBench, TPC-H (also over a simulated link), the SSB workload, lookups and the mixed workload complete, every answer compared and right, plots written in {}",
         dirs.join(", ")
     );
     Ok(())
+}
+
+/// The mode `silt bench smoke` runs over a simulated link ([`SMOKE_LINK`]):
+/// `silt`, what a user gets with no flags (the default client deciding per
+/// row group).
+const SMOKE_LINK_MODE: Mode = Mode::Silt;
+
+/// The link of that run.
+const SMOKE_LINK: &str = "1gbit/0.5ms";
+
+/// The results of a linked run whose cold run sent no bytes across the link
+/// in either direction (a mode with a server must send both ways).
+fn link_problems(results: &BenchResults) -> Vec<String> {
+    results
+        .results
+        .iter()
+        .filter(|r| r.status == "ok" && r.crosses_link())
+        .filter_map(|r| {
+            let what = format!("{}/{}/{}", results.name, r.mode, r.query);
+            match (r.link_bytes_to_client, r.link_bytes_to_server) {
+                (Some(c), Some(s)) if c.cold > 0 && s.cold > 0 => None,
+                (Some(c), Some(s)) => Some(format!(
+                    "{what}: the cold run's link bytes were not counted ({} to the client, {} to the server)",
+                    c.cold, s.cold
+                )),
+                _ => Some(format!("{what}: no link bytes")),
+            }
+        })
+        .collect()
 }
 
 /// What is wrong with a suite's run: missing figures, an answer not
@@ -463,7 +517,24 @@ async fn run_and_report(
             results.push(r);
         }
     }
-    if modes.contains(&Mode::Liquidcache) {
+    if modes.contains(&Mode::Liquidcache) && setup.link.is_some() {
+        // Its client and server run in the separate `silt-liquidcache`
+        // process, where the harness cannot put the link proxy.
+        for q in &queries {
+            let r = QueryResult {
+                mode: Mode::Liquidcache.name().into(),
+                query: q.id.clone(),
+                status: "skipped".into(),
+                error: Some(format!(
+                    "the simulated link ({}) is not applied to liquidcache (its client and server run in their own process)",
+                    common.link
+                )),
+                ..Default::default()
+            };
+            print_progress(&r);
+            results.push(r);
+        }
+    } else if modes.contains(&Mode::Liquidcache) {
         for r in liquidcache::run(suite, &setup, &work, &references, common.warm_runs) {
             print_progress(&r);
             results.push(r);
@@ -481,6 +552,7 @@ async fn run_and_report(
             store_mbps: common.mbps,
             warm_runs: common.warm_runs,
             memory_budget: common.memory_budget,
+            link: Some(common.link.config()),
         },
         data: suite.data.clone(),
         queries,
@@ -509,11 +581,16 @@ pub(crate) fn start_store(
 fn print_progress(r: &QueryResult) {
     match (&r.status[..], &r.warm_ms, r.cold_ms) {
         ("ok", Some(w), Some(c)) => println!(
-            "  {:<17} {:<5} cold {:>9.1} ms  warm {:>9.1} ms{}",
+            "  {:<17} {:<5} cold {:>9.1} ms  warm {:>9.1} ms{}{}",
             r.mode,
             r.query,
             c,
             w.median,
+            r.link_bytes.map_or(String::new(), |b| format!(
+                "  link {} cold, {} warm",
+                silt_bench::report::human_bytes(b.cold),
+                silt_bench::report::human_bytes(b.warm_median)
+            )),
             if r.matches_reference == Some(false) {
                 "  ROWS DIFFER"
             } else {

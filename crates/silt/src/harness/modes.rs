@@ -12,6 +12,7 @@ use datafusion::prelude::SessionContext;
 use object_store::ObjectStore;
 use object_store::aws::AmazonS3Builder;
 use object_store::memory::InMemory;
+use silt_bench::link::{Link, LinkProxy};
 use silt_bench::procfs;
 use silt_bench::results::ServerStages;
 use silt_store::{
@@ -114,6 +115,30 @@ pub struct StoreSetup {
     pub local_cache: u64,
     /// The form of its column chunks.
     pub local_cache_form: silt_client::MemoryForm,
+    /// The run's simulated link between the client and every cache server
+    /// (`--link`; `None`: loopback). One per run, shared by its sessions.
+    pub link: Option<Link>,
+}
+
+/// A proxy on `link` in front of the server at `url` (`http://host:port`),
+/// and the same URL pointing at the proxy: what the client connects to.
+pub fn through_link(link: &Link, url: &str) -> anyhow::Result<(LinkProxy, String)> {
+    let mut parsed = Url::parse(url).with_context(|| format!("parsing the server address {url}"))?;
+    let upstream = parsed
+        .socket_addrs(|| None)
+        .with_context(|| format!("resolving {url}"))?
+        .into_iter()
+        .next()
+        .with_context(|| format!("{url} names no address"))?;
+    let proxy = LinkProxy::start(link, upstream).with_context(|| format!("starting the link proxy for {url}"))?;
+    let addr = proxy.local_addr();
+    parsed
+        .set_ip_host(addr.ip())
+        .map_err(|()| anyhow::anyhow!("{url} cannot take an IP host"))?;
+    parsed
+        .set_port(Some(addr.port()))
+        .map_err(|()| anyhow::anyhow!("{url} cannot take a port"))?;
+    Ok((proxy, parsed.as_str().trim_end_matches('/').to_string()))
 }
 
 /// Counters of an object store the client itself reads.
@@ -145,7 +170,11 @@ impl ClientStoreCounters {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Probe {
     pub server_cpu: Option<f64>,
+    /// This process's CPU without the link proxies' threads.
     pub client_cpu: f64,
+    /// Bytes across the simulated link (to the client, to the server);
+    /// `None` without one.
+    pub link: Option<(u64, u64)>,
     pub to_client: u64,
     pub store_requests: u64,
     pub store_bytes: u64,
@@ -159,6 +188,7 @@ impl Probe {
         Probe {
             server_cpu: self.server_cpu.zip(before.server_cpu).map(|(a, b)| a - b),
             client_cpu: self.client_cpu - before.client_cpu,
+            link: self.link.zip(before.link).map(|(a, b)| (a.0 - b.0, a.1 - b.1)),
             to_client: self.to_client - before.to_client,
             store_requests: self.store_requests - before.store_requests,
             store_bytes: self.store_bytes - before.store_bytes,
@@ -176,6 +206,12 @@ pub struct Session {
     pub ctx: SessionContext,
     server: Option<ServerProcess>,
     counters: ClientStoreCounters,
+    /// The link the client reaches the server through, and its proxies
+    /// (Flight SQL, admin): `None` / empty on loopback and without a server.
+    link: Option<Link>,
+    _proxies: Vec<LinkProxy>,
+    /// The Flight SQL address the client uses (the proxy's with a link).
+    client_flight_url: Option<String>,
 }
 
 /// The client of the fixed pushdown modes (`parquet-pushdown`,
@@ -232,6 +268,20 @@ impl Session {
                 Some(ServerProcess::start(&spec, suite, work).await?)
             }
         };
+        // The client's traffic crosses the link; the harness's own probes
+        // (the server's statistics) go to the server directly.
+        let link = server.as_ref().and(setup.link.clone());
+        let mut proxies = Vec::new();
+        let (client_flight_url, client_admin_url) = match (&server, &link) {
+            (Some(server), Some(link)) => {
+                let (flight, flight_url) = through_link(link, &server.flight_url)?;
+                let (admin, admin_url) = through_link(link, &server.admin_url)?;
+                proxies.extend([flight, admin]);
+                (Some(flight_url), Some(admin_url))
+            }
+            (Some(server), None) => (Some(server.flight_url.clone()), Some(server.admin_url.clone())),
+            (None, _) => (None, None),
+        };
         match (mode, &server) {
             (Mode::Direct, _) => {
                 let faults = FaultConfig {
@@ -263,11 +313,12 @@ impl Session {
                 };
                 run_ddl(&ctx, &suite.ddl(location)).await?;
             }
-            (Mode::FileServer, Some(server)) => {
+            (Mode::FileServer, Some(_)) => {
+                let admin_url = client_admin_url.as_deref().unwrap_or_default();
                 // Bucket = table name on Silt's S3 API; keys are relative to the table's prefix.
                 for t in &suite.tables {
                     let store = AmazonS3Builder::new()
-                        .with_endpoint(format!("{}/s3", server.admin_url))
+                        .with_endpoint(format!("{admin_url}/s3"))
                         .with_bucket_name(&t.name)
                         .with_region(silt_bench::local_s3::REGION)
                         .with_allow_http(true)
@@ -290,8 +341,9 @@ impl Session {
                 )
                 .await?;
             }
-            (Mode::Hybrid | Mode::HybridLfu | Mode::CachingOnly, Some(server)) => {
-                let client = silt_client::SiltClient::connect(&server.flight_url).await?;
+            (Mode::Hybrid | Mode::HybridLfu | Mode::CachingOnly, Some(_)) => {
+                let flight_url = client_flight_url.as_deref().unwrap_or_default();
+                let client = silt_client::SiltClient::connect(flight_url).await?;
                 let options = silt_client::SiltTableOptions {
                     local_cache_bytes: setup.local_cache,
                     local_cache_policy: match mode {
@@ -300,23 +352,27 @@ impl Session {
                     },
                     caching_only: mode == Mode::CachingOnly,
                     local_cache_form: setup.local_cache_form,
-                    link_bytes_per_second: None,
+                    // Told the simulated link's bandwidth, as `silt query
+                    // --link-mbps` would be; the default (10 Gbit/s) otherwise.
+                    link_bytes_per_second: link.as_ref().map(|l| l.shape().bits_per_second / 8.0),
                 };
                 silt_client::register_tables_with_options(&ctx, &client, &options)
                     .await
-                    .with_context(|| format!("registering the tables of {}", server.flight_url))?;
+                    .with_context(|| format!("registering the tables of {flight_url}"))?;
             }
-            (Mode::Silt, Some(server)) => {
-                silt_client::register_tables(&ctx, &server.flight_url)
+            (Mode::Silt, Some(_)) => {
+                let flight_url = client_flight_url.as_deref().unwrap_or_default();
+                silt_client::register_tables(&ctx, flight_url)
                     .await
-                    .with_context(|| format!("registering the tables of {}", server.flight_url))?;
+                    .with_context(|| format!("registering the tables of {flight_url}"))?;
             }
-            (_, Some(server)) => {
+            (_, Some(_)) => {
                 // A fixed mode: every scan pushed down whole, no compute-side cache.
-                let client = silt_client::SiltClient::connect(&server.flight_url).await?;
+                let flight_url = client_flight_url.as_deref().unwrap_or_default();
+                let client = silt_client::SiltClient::connect(flight_url).await?;
                 silt_client::register_tables_with_options(&ctx, &client, &pushdown_only())
                     .await
-                    .with_context(|| format!("registering the tables of {}", server.flight_url))?;
+                    .with_context(|| format!("registering the tables of {flight_url}"))?;
             }
             (_, None) => anyhow::bail!("mode {} needs a server", mode.name()),
         }
@@ -325,12 +381,35 @@ impl Session {
             ctx,
             server,
             counters,
+            link,
+            _proxies: proxies,
+            client_flight_url,
         })
     }
 
-    /// The Flight SQL address of this mode's server, if it has one.
+    /// The Flight SQL address the client uses for this mode's server, if it
+    /// has one: through the simulated link when the run has one.
     pub fn flight_url(&self) -> Option<&str> {
+        self.client_flight_url.as_deref()
+    }
+
+    /// The server's own Flight SQL address, bypassing the link: for the
+    /// harness's preparations (preload), not for measured traffic.
+    pub fn server_flight_url(&self) -> Option<&str> {
         self.server.as_ref().map(|s| s.flight_url.as_str())
+    }
+
+    /// Bytes across the link so far (to the client, to the server), and the
+    /// CPU seconds of its proxies' threads; `None` without a link.
+    pub fn link_counters(&self) -> Option<silt_bench::link::LinkCounters> {
+        self.link.as_ref().map(Link::counters)
+    }
+
+    /// This process's CPU seconds, less what the run's link proxies used
+    /// (they run in this process but are not the client's work).
+    fn client_cpu(&self) -> f64 {
+        let proxies = self.link.as_ref().map_or(0.0, |l| l.counters().proxy_cpu_s);
+        procfs::own_cpu_seconds() - proxies
     }
 
     /// Runs `sql` (a script: its last statement is the query) and returns the rows.
@@ -340,12 +419,14 @@ impl Session {
 
     /// The figures now.
     pub async fn probe(&mut self) -> anyhow::Result<Probe> {
-        let client_cpu = procfs::own_usage()?.cpu_seconds;
+        let client_cpu = self.client_cpu();
+        let link = self.link_counters().map(|c| (c.to_client, c.to_server));
         let (client_requests, client_bytes) = self.counters.read();
         let Some(server) = self.server.as_mut() else {
             return Ok(Probe {
                 server_cpu: None,
                 client_cpu,
+                link,
                 to_client: client_bytes,
                 store_requests: client_requests,
                 store_bytes: client_bytes,
@@ -361,6 +442,7 @@ impl Session {
         Ok(Probe {
             server_cpu: Some(server_cpu),
             client_cpu,
+            link,
             to_client,
             store_requests: metric(&stats, "silt_object_store_get_requests_total"),
             store_bytes: metric(&stats, "silt_object_store_get_bytes_total"),
@@ -475,5 +557,37 @@ impl ParquetSizes {
                 (*batches > 0).then(|| bytes * h.batches.min(*batches) / batches)
             })
             .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+
+    use super::*;
+
+    #[test]
+    fn through_link_points_the_url_at_a_proxy_that_reaches_the_server() {
+        let server = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = server.local_addr().unwrap().port();
+        let link = "1gbit/0.1ms"
+            .parse::<silt_bench::link::LinkSpec>()
+            .unwrap()
+            .link()
+            .unwrap();
+        let (proxy, url) = through_link(&link, &format!("http://127.0.0.1:{port}")).unwrap();
+        assert_eq!(url, format!("http://{}", proxy.local_addr()));
+        assert_ne!(proxy.local_addr().port(), port);
+        let mut client = std::net::TcpStream::connect(proxy.local_addr()).unwrap();
+        client.write_all(b"ping").unwrap();
+        let (mut s, _) = server.accept().unwrap();
+        let mut got = [0u8; 4];
+        s.read_exact(&mut got).unwrap();
+        s.write_all(b"pong!").unwrap();
+        let mut back = [0u8; 5];
+        client.read_exact(&mut back).unwrap();
+        assert_eq!((&got, &back), (b"ping", b"pong!"));
+        let c = link.counters();
+        assert_eq!((c.to_server, c.to_client), (4, 5));
     }
 }

@@ -106,6 +106,15 @@ async fn measure(
         cold: cold.cost.to_client,
         warm_median: med(&|m| m.cost.to_client as f64) as u64,
     });
+    if cold.cost.link.is_some() {
+        let link = |f: &dyn Fn((u64, u64)) -> u64| PhasesU64 {
+            cold: cold.cost.link.map_or(0, f),
+            warm_median: med(&|m| m.cost.link.map_or(0, f) as f64) as u64,
+        };
+        result.link_bytes = Some(link(&|(to_client, to_server)| to_client + to_server));
+        result.link_bytes_to_client = Some(link(&|(to_client, _)| to_client));
+        result.link_bytes_to_server = Some(link(&|(_, to_server)| to_server));
+    }
     result.object_store = Some(StoreTraffic {
         cold_requests: cold.cost.store_requests,
         cold_bytes: cold.cost.store_bytes,

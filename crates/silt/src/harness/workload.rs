@@ -84,6 +84,9 @@ struct WorkloadResult {
     /// Every execution answer equals plain DataFusion's.
     matches_reference: bool,
     error: Option<String>,
+    /// Bytes across the client-cache link during the execution half, both
+    /// directions (`null` without a link or for `pullup`).
+    link_bytes: Option<u64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -95,6 +98,8 @@ struct WorkloadReport<'a> {
     seed: u64,
     store_latency_ms: u64,
     store_mbps: f64,
+    /// The client-cache link (`--link`).
+    link: silt_bench::results::LinkConfig,
     data_uncompressed_bytes: u64,
     results: Vec<WorkloadResult>,
 }
@@ -215,6 +220,7 @@ pub async fn run(
         seed: args.seed,
         store_latency_ms: common.latency_ms,
         store_mbps: common.mbps,
+        link: common.link.config(),
         data_uncompressed_bytes: data_bytes,
         results,
     };
@@ -251,6 +257,7 @@ async fn run_one(
         per_query_ms: Vec::new(),
         matches_reference: false,
         error: None,
+        link_bytes: None,
     };
     let outcome: anyhow::Result<()> = async {
         let session = Session::start(mode, suite, setup, work).await?;
@@ -261,6 +268,7 @@ async fn run_one(
         session.settle().await?;
         result.warm_up_s = start.elapsed().as_secs_f64();
         let mut matches = true;
+        let link_before = session.link_counters();
         let start = Instant::now();
         for (q, want) in batch.execution.iter().zip(expected) {
             let t = Instant::now();
@@ -272,6 +280,10 @@ async fn run_one(
             }
         }
         result.execution_s = start.elapsed().as_secs_f64();
+        result.link_bytes = session
+            .link_counters()
+            .zip(link_before)
+            .map(|(a, b)| a.to_client + a.to_server - b.to_client - b.to_server);
         result.matches_reference = matches;
         Ok(())
     }
@@ -319,6 +331,7 @@ fn render(report: &WorkloadReport) -> String {
         report.store_mbps,
         report.data_uncompressed_bytes as f64 / (1 << 20) as f64
     );
+    let _ = writeln!(out, "{}\n", silt_bench::report::link_sentence(Some(&report.link)));
     let modes: Vec<&str> = MODES.iter().map(|(n, _)| *n).collect();
     let _ = writeln!(
         out,
@@ -366,6 +379,22 @@ fn render(report: &WorkloadReport) -> String {
             r.mode,
             r.error.as_deref().unwrap_or("answers differ from plain DataFusion")
         );
+    }
+    if report.results.iter().any(|r| r.link_bytes.is_some()) {
+        let _ = writeln!(
+            out,
+            "\n## Bytes across the client-cache link, execution half\n\n| theta | cache fraction | mode | link bytes |\n|---|---|---|---:|"
+        );
+        for r in report.results.iter().filter(|r| r.link_bytes.is_some()) {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} |",
+                r.theta,
+                r.cache_fraction,
+                r.mode,
+                silt_bench::report::human_bytes(r.link_bytes.unwrap_or(0))
+            );
+        }
     }
     let _ = writeln!(out, "\n![execution time](workload.svg)");
     out
