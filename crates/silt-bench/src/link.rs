@@ -315,6 +315,21 @@ impl LinkProxy {
         })
     }
 
+    /// A proxy on `link` in front of the server at `url`
+    /// (`scheme://host:port[/path]`), and the same URL pointing at the
+    /// proxy: what a client connects to instead.
+    pub fn in_front_of(link: &Link, url: &str) -> io::Result<(LinkProxy, String)> {
+        let bad = |why: &str| io::Error::new(io::ErrorKind::InvalidInput, format!("{url}: {why}"));
+        let (scheme, rest) = url.split_once("://").ok_or_else(|| bad("no scheme://"))?;
+        let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+        let upstream = std::net::ToSocketAddrs::to_socket_addrs(authority)?
+            .next()
+            .ok_or_else(|| bad("names no address"))?;
+        let proxy = LinkProxy::start(link, upstream)?;
+        let via = format!("{scheme}://{}{}", proxy.local_addr(), path.trim_end_matches('/'));
+        Ok((proxy, via))
+    }
+
     /// Where clients connect.
     pub fn local_addr(&self) -> SocketAddr {
         self.addr

@@ -125,10 +125,13 @@ impl Fixture {
 /// A DataFusion context with `server`'s tables registered through Silt's
 /// client with `options` (a compute-side cache).
 pub async fn client_with(server: &ServerHandle, options: &silt_client::SiltTableOptions) -> SessionContext {
+    client_at(&server.flight_url(), options).await
+}
+
+/// Like [`client_with`], for the server (or a proxy in front of it) at `url`.
+pub async fn client_at(url: &str, options: &silt_client::SiltTableOptions) -> SessionContext {
     let ctx = SessionContext::new();
-    let client = silt_client::SiltClient::connect(&server.flight_url())
-        .await
-        .expect("connect");
+    let client = silt_client::SiltClient::connect(url).await.expect("connect");
     silt_client::register_tables_with_options(&ctx, &client, options)
         .await
         .expect("register tables");

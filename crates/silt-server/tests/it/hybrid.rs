@@ -72,12 +72,36 @@ fn options(bytes: Option<u64>) -> SiltTableOptions {
     }
 }
 
-/// Runs `files` at every size of [`SIZES`], three times each, and fails
-/// with every difference. Returns the last (default) context.
+/// The simulated link the suites also run over (`silt bench --link`'s proxy).
+const LINK: &str = "1gbit/0.5ms";
+
+/// A context like [`client_with`]'s whose client reaches `server` through
+/// a throttling proxy on [`LINK`] (kept alive with the context's use).
+async fn client_over_link(
+    server: &silt_server::ServerHandle,
+    options: &SiltTableOptions,
+) -> (SessionContext, silt_bench::link::LinkProxy) {
+    let link = LINK.parse::<silt_bench::link::LinkSpec>().unwrap().link().unwrap();
+    let (proxy, url) = silt_bench::link::LinkProxy::in_front_of(&link, &server.flight_url()).unwrap();
+    let ctx = crate::common::client_at(&url, options).await;
+    (ctx, proxy)
+}
+
+/// Runs `files` at every size of [`SIZES`], on loopback and over [`LINK`],
+/// three times each, and fails with every difference. Returns the last
+/// (default, loopback) context.
 async fn run_at_every_size(fx: &Fixture, base: &SessionContext, dir: &str, files: &[String]) -> SessionContext {
     let mut failures = Vec::new();
     let mut last = None;
     for (label, bytes) in SIZES {
+        let (ctx, proxy) = client_over_link(&fx.server, &options(bytes)).await;
+        let found = compare_suite(fx, base, &ctx, dir, files, &RUNS).await;
+        failures.extend(found.into_iter().map(|f| format!("[{label} cache, {LINK}] {f}")));
+        let crossed = proxy.link().counters();
+        assert!(
+            crossed.to_server > 0 && crossed.to_client > 0,
+            "{label}: nothing crossed the link"
+        );
         let ctx = client_with(&fx.server, &options(bytes)).await;
         let found = compare_suite(fx, base, &ctx, dir, files, &RUNS).await;
         failures.extend(found.into_iter().map(|f| format!("[{label} cache] {f}")));

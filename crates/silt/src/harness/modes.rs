@@ -123,22 +123,7 @@ pub struct StoreSetup {
 /// A proxy on `link` in front of the server at `url` (`http://host:port`),
 /// and the same URL pointing at the proxy: what the client connects to.
 pub fn through_link(link: &Link, url: &str) -> anyhow::Result<(LinkProxy, String)> {
-    let mut parsed = Url::parse(url).with_context(|| format!("parsing the server address {url}"))?;
-    let upstream = parsed
-        .socket_addrs(|| None)
-        .with_context(|| format!("resolving {url}"))?
-        .into_iter()
-        .next()
-        .with_context(|| format!("{url} names no address"))?;
-    let proxy = LinkProxy::start(link, upstream).with_context(|| format!("starting the link proxy for {url}"))?;
-    let addr = proxy.local_addr();
-    parsed
-        .set_ip_host(addr.ip())
-        .map_err(|()| anyhow::anyhow!("{url} cannot take an IP host"))?;
-    parsed
-        .set_port(Some(addr.port()))
-        .map_err(|()| anyhow::anyhow!("{url} cannot take a port"))?;
-    Ok((proxy, parsed.as_str().trim_end_matches('/').to_string()))
+    LinkProxy::in_front_of(link, url).with_context(|| format!("starting the link proxy for {url}"))
 }
 
 /// Counters of an object store the client itself reads.
