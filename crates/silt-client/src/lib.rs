@@ -20,6 +20,7 @@
 //! # }
 //! ```
 
+pub mod chunk_fetch;
 mod client;
 pub mod distributed;
 mod exec;
