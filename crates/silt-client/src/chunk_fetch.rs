@@ -385,7 +385,7 @@ pub(crate) async fn fetch(
     {
         return Ok(None);
     }
-    let arrow_bytes: u64 = plan.needed.iter().map(|c| group.bytes[c] as u64).sum();
+    let arrow_bytes = arrow_bytes(plan, group);
     let tail = if known.is_some() { 0 } else { FOOTER_TAIL_BYTES };
     let stored_bytes = ranges.iter().map(|r| r.length).sum::<u64>() + tail;
     let link = plan.cache.link_bytes_per_second();
@@ -408,6 +408,15 @@ pub(crate) async fn fetch(
             Ok(None)
         }
     }
+}
+
+/// The layout's uncompressed size of `group`'s needed column chunks: about
+/// what their Arrow fetch moves.
+fn arrow_bytes(plan: &LocalPlan, group: &RowGroup) -> u64 {
+    plan.needed
+        .iter()
+        .map(|c| group.bytes.get(c).copied().unwrap_or(0) as u64)
+        .sum()
 }
 
 /// Whether every needed column of the file casts exactly to its planned type.
@@ -458,7 +467,7 @@ async fn fetch_stored(
     }
     let (needed, wide) = (plan.needed.clone(), plan.wide_schema.clone());
     let (index, rows) = (group.index as usize, group.rows);
-    let arrow_bytes: u64 = plan.needed.iter().map(|c| group.bytes[c] as u64).sum();
+    let arrow_bytes = arrow_bytes(plan, group);
     let decoded = tokio::task::spawn_blocking(move || {
         let start = Instant::now();
         let arrays = decode(fetched, metadata, index, rows, &needed, &wide);

@@ -13,7 +13,9 @@
 //!    - **fetch**: the cache would admit the row group's columns (they have
 //!      been used [`crate::local_cache::ADMIT_AFTER_USES`] times and fit in
 //!      free space or in place of segments worth less): fetch them whole,
-//!      unfiltered (one scoped scan), admit them, then run them locally;
+//!      unfiltered (one scoped scan, or, when the link is the bottleneck,
+//!      their column chunks as stored, decoded here: [`crate::chunk_fetch`]),
+//!      admit them, then run them locally;
 //!    - **hybrid**: the filter's columns are cached here, and some projected
 //!      ones: filter here, and fetch only the surviving rows of the missing
 //!      projected columns (a scan scoped to the row group with a row

@@ -392,6 +392,8 @@ impl QueryRunner {
             .await
             .map_err(|e| self.failed(&trace, e))?;
         debug!(bytes = read.bytes, path = %request.path, "byte ranges read");
+        metrics.byte_ranges.increment(1);
+        metrics.byte_ranges_bytes.increment(read.bytes);
         let held = (ActiveQuery::new(metrics), slot);
         let batches = futures::stream::iter(read.batches.into_iter().map(Ok)).chain(
             futures::stream::once(async move {

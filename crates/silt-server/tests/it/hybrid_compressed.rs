@@ -272,6 +272,8 @@ async fn hybrid_byte_ranges_are_of_one_version_of_one_table() {
         metric(&server, "silt_flight_bytes_sent_total") - sent >= (length + 100) as f64,
         "the bytes are counted as sent"
     );
+    assert_eq!(metric(&server, "silt_byte_ranges_total"), 1.0);
+    assert_eq!(metric(&server, "silt_byte_ranges_bytes_total"), (length + 100) as f64);
 
     // Hostile requests: each refused clearly, none stops the server.
     let (other_object, _, _, _) = first_chunk(&client, "other", &["s"]).await;
@@ -398,4 +400,26 @@ async fn hybrid_byte_ranges_are_of_one_version_of_one_table() {
         }
     }
     assert!(as_stored > 0, "row groups came as stored");
+}
+
+/// SSB's 13 queries through a hybrid client on a slow link (its fetched
+/// row groups as stored) give plain DataFusion's answers on every run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hybrid_ssb_13_queries_on_a_slow_link() {
+    let (fx, base) = crate::ssb::ssb_fixture().await;
+    let ctx = client_with(&fx.server, &cache_options(Some(SLOW_LINK))).await;
+    let queries = crate::ssb::ssb_queries();
+    let failures = crate::benchmarks::compare_suite(
+        &fx,
+        &base,
+        &ctx,
+        "bench/ssb/queries",
+        &queries,
+        &["pushdown", "fetch", "local"],
+    )
+    .await;
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(fx.metric("silt_byte_ranges_total") > 0.0, "row groups came as stored");
+    assert!(fx.metric("silt_byte_ranges_bytes_total") > 0.0);
+    assert_eq!(fx.metric("silt_query_errors_total"), 0.0);
 }
