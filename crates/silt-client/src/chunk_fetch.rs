@@ -37,7 +37,9 @@
 //! the tail costs one more request for the rest. The decoded
 //! [`ArrowReaderMetadata`] is kept per (server, table, object, version) in a
 //! bounded process-wide cache ([`FOOTERS_KEPT`], [`FOOTER_BYTES_KEPT`]), so
-//! later row groups of the same version fetch only their chunks. The footer
+//! later row groups of the same version fetch only their chunks (row groups
+//! of a version fetched at the same time wait for the one reading its
+//! footer, so the tail is read once). The footer
 //! thus comes from the same pinned version as the chunks, through the same
 //! checks, and the server needs no second encoding of Parquet metadata.
 //!
@@ -177,6 +179,9 @@ struct Footers {
 type FooterKey = (String, String, String, String);
 
 static FOOTERS: LazyLock<Mutex<Footers>> = LazyLock::new(Mutex::default);
+
+/// Per object version whose footer is being read, the turn to read it.
+static FOOTER_TURNS: LazyLock<Mutex<HashMap<FooterKey, Arc<tokio::sync::Mutex<()>>>>> = LazyLock::new(Mutex::default);
 
 fn footers() -> std::sync::MutexGuard<'static, Footers> {
     FOOTERS.lock().unwrap_or_else(|p| p.into_inner())
@@ -392,7 +397,28 @@ pub(crate) async fn fetch(
     if !prefers_compressed(arrow_bytes, stored_bytes, link, decode_seconds_per_byte()) {
         return Ok(None);
     }
-    match fetch_stored(client, scan, plan, group, ranges, tail, key, known).await {
+    // One fetch per object version reads its footer; the row groups of it
+    // fetched at the same time wait for that, then fetch only their chunks.
+    let (mut known, mut tail, mut turn) = (known, tail, None);
+    if known.is_none() {
+        let lock = FOOTER_TURNS
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(key.clone())
+            .or_default()
+            .clone();
+        let guard = lock.lock_owned().await;
+        known = footers().get(&key);
+        match &known {
+            Some(_) => tail = 0,
+            None => turn = Some(guard),
+        }
+    }
+    let fetched = fetch_stored(client, scan, plan, group, ranges, tail, key.clone(), known).await;
+    if turn.take().is_some() {
+        FOOTER_TURNS.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
+    }
+    match fetched {
         Ok((arrays, fetched)) => {
             counters.fetched_compressed.add(1);
             counters.bytes_fetched_compressed.add(fetched as usize);

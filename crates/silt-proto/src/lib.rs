@@ -357,4 +357,32 @@ mod tests {
         let back: ScanRequest = empty.as_any().unpack().unwrap().unwrap();
         assert_eq!(back.projection, Some(Projection { columns: vec![] }));
     }
+
+    #[test]
+    fn ranges_request_round_trips_and_is_not_a_scan() {
+        let req = RangesRequest {
+            table: "lineitem".into(),
+            path: "t/a.parquet".into(),
+            version: "v1".into(),
+            ranges: vec![
+                ByteRange { offset: 4, length: 100 },
+                ByteRange { offset: 200, length: 1 },
+            ],
+            tail: 1 << 16,
+            query: Some(QueryContext {
+                id: "q1".into(),
+                tables: vec!["lineitem".into()],
+            }),
+        };
+        let any = req.as_any();
+        assert!(any.is::<RangesRequest>());
+        assert!(!any.is::<ScanRequest>() && !any.is::<LookupRequest>());
+        let back: RangesRequest = any.unpack().unwrap().unwrap();
+        assert_eq!(back, req);
+        // The layout's chunk columns are nullable: older servers leave them out.
+        let schema = layout_schema();
+        for name in [layout::COMPRESSED_BYTES, layout::CHUNK_OFFSET, layout::CHUNK_LENGTH] {
+            assert!(schema.field_with_name(name).unwrap().is_nullable(), "{name}");
+        }
+    }
 }
