@@ -108,6 +108,26 @@ async fn hybrid_fetches_compressed_chunks_on_a_slow_link_with_plain_answers() {
                 assert_eq!((as_stored, bytes), (0, 0), "{sql}: a fast link fetches Arrow");
             }
         }
+        // EXPLAIN ANALYZE shows the count (a new client: its second run fetches).
+        let fresh = client_with(&fx.server, &cache_options(link)).await;
+        fresh.sql(scans[0]).await.unwrap().collect().await.unwrap();
+        let explained = fresh
+            .sql(&format!("EXPLAIN ANALYZE {}", scans[0]))
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        let text = datafusion::arrow::util::pretty::pretty_format_batches(&explained)
+            .unwrap()
+            .to_string();
+        let shown = text
+            .split("row_groups_fetched_compressed=")
+            .nth(1)
+            .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|n| n.parse::<usize>().ok())
+            .unwrap_or_else(|| panic!("no row_groups_fetched_compressed in {text}"));
+        assert_eq!(shown > 0, compressed, "{text}");
         // Whole TPC-H queries over the same client.
         let files: Vec<String> = ["q03.sql", "q10.sql", "q12.sql", "q19.sql"]
             .iter()
