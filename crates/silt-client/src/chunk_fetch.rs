@@ -378,6 +378,10 @@ pub(crate) async fn fetch(
         return Ok(None);
     }
     let ranges = coalesce(spans);
+    let asked = ranges.iter().map(|r| r.length).sum::<u64>() + FOOTER_TAIL_BYTES;
+    if ranges.len() > silt_proto::MAX_RANGES || asked > silt_proto::MAX_RANGES_BYTES {
+        return Ok(None); // more than one request may ask for
+    }
     let key: FooterKey = (
         client.url().to_string(),
         scan.table.clone(),

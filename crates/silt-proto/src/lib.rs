@@ -199,8 +199,9 @@ pub struct ByteRange {
 
 /// Ranges one [`RangesRequest`] may name.
 pub const MAX_RANGES: usize = 4096;
-/// Bytes one [`RangesRequest`] may ask for, its tail included.
-pub const MAX_RANGES_BYTES: u64 = 1 << 30;
+/// Bytes one [`RangesRequest`] may ask for, its tail included (the
+/// server holds them, and their answer, in memory).
+pub const MAX_RANGES_BYTES: u64 = 256 << 20;
 /// The largest tail a [`RangesRequest`] may ask for.
 pub const MAX_TAIL_BYTES: u64 = 64 << 20;
 /// The largest piece of a [`RangesRequest`]'s answer (one row).
