@@ -13,7 +13,7 @@ use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::error::DataFusionError;
 use futures::{StreamExt, TryStreamExt};
 use prost::Message;
-use silt_proto::{ACTION_PRELOAD, ACTION_STATS, LookupRequest, Projection, ScanRequest};
+use silt_proto::{ACTION_PRELOAD, ACTION_STATS, LookupRequest, Projection, RangesRequest, ScanRequest};
 use tonic::transport::{Channel, Endpoint};
 
 /// Errors talking to a Silt server.
@@ -356,6 +356,14 @@ impl SiltClient {
     /// Run a pushdown scan and stream its batches.
     pub async fn scan(&self, scan: &ScanRequest) -> Result<FlightRecordBatchStream, ClientError> {
         self.do_get(Ticket::new(scan.as_any().encode_to_vec())).await
+    }
+
+    /// Bytes of one object version as stored ([`RangesRequest`]): the
+    /// answer's batches (`silt_proto::ranges_schema`), pieces in request
+    /// order.
+    pub async fn ranges(&self, request: &RangesRequest) -> Result<Vec<RecordBatch>, ClientError> {
+        let stream = self.do_get(Ticket::new(request.as_any().encode_to_vec())).await?;
+        self.drain(stream).await
     }
 
     /// The rows of `table` whose `key_column` equals one of `keys` (SQL's

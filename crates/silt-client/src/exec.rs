@@ -425,6 +425,8 @@ impl ExecutionPlan for SiltScanExec {
             hybrid: MetricBuilder::new(&self.metrics).counter("row_groups_hybrid", partition),
             pushed: MetricBuilder::new(&self.metrics).counter("row_groups_pushed", partition),
             pushed_whole: MetricBuilder::new(&self.metrics).counter("scans_pushed_whole", partition),
+            fetched_compressed: MetricBuilder::new(&self.metrics).counter("row_groups_fetched_compressed", partition),
+            bytes_fetched_compressed: MetricBuilder::new(&self.metrics).counter("bytes_fetched_compressed", partition),
         };
         let stream = futures::stream::once(async move {
             // Runs on the first poll: a join polls its probe side once its

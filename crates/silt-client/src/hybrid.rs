@@ -13,7 +13,9 @@
 //!    - **fetch**: the cache would admit the row group's columns (they have
 //!      been used [`crate::local_cache::ADMIT_AFTER_USES`] times and fit in
 //!      free space or in place of segments worth less): fetch them whole,
-//!      unfiltered (one scoped scan), admit them, then run them locally;
+//!      unfiltered (one scoped scan, or, when the link is the bottleneck,
+//!      their column chunks as stored, decoded here: [`crate::chunk_fetch`]),
+//!      admit them, then run them locally;
 //!    - **hybrid**: the filter's columns are cached here, and some projected
 //!      ones: filter here, and fetch only the surviving rows of the missing
 //!      projected columns (a scan scoped to the row group with a row
@@ -160,6 +162,10 @@ pub struct PathCounters {
     pub pushed: Count,
     /// Scans pushed down whole, without a layout (partial aggregates).
     pub pushed_whole: Count,
+    /// Of the fetched row groups, those fetched as stored (compressed
+    /// column chunks decoded here, [`crate::chunk_fetch`]), and their bytes.
+    pub fetched_compressed: Count,
+    pub bytes_fetched_compressed: Count,
 }
 
 /// One row group of the layout.
@@ -168,9 +174,12 @@ pub(crate) struct RowGroup {
     pub(crate) object: Arc<str>,
     pub(crate) version: Arc<str>,
     pub(crate) index: u32,
-    rows: usize,
+    pub(crate) rows: usize,
     /// Uncompressed size per needed column the object has.
-    bytes: HashMap<String, usize>,
+    pub(crate) bytes: HashMap<String, usize>,
+    /// Where each needed column's chunk is in the object, as stored (when
+    /// the server's layout says).
+    pub(crate) chunks: HashMap<String, crate::chunk_fetch::ChunkSpan>,
 }
 
 impl RowGroup {
@@ -189,6 +198,7 @@ impl RowGroup {
                     index,
                     rows: 0,
                     bytes: HashMap::new(),
+                    chunks: HashMap::new(),
                 })
             })
             .collect()
@@ -410,6 +420,7 @@ async fn attempt(
         plan: plan.clone(),
         out: out.clone(),
         context: context.clone(),
+        counters: counters.clone(),
     };
     let local = futures::stream::iter(here)
         .map(move |(group, segments)| run.clone().row_group(group, segments))
@@ -464,6 +475,7 @@ struct LocalRun {
     plan: Arc<LocalPlan>,
     out: SchemaRef,
     context: Arc<TaskContext>,
+    counters: PathCounters,
 }
 
 impl LocalRun {
@@ -475,7 +487,7 @@ impl LocalRun {
         let segments = match segments {
             Some(segments) => segments,
             None => {
-                let arrays = fetch_row_group(&self.client, &self.request, plan, &group)
+                let arrays = fetch_row_group(&self.client, &self.request, plan, &group, &self.counters)
                     .await
                     .map_err(Failure::into_error)?;
                 let keys = keys_of(&self.request.table, plan, &group);
@@ -637,13 +649,19 @@ pub(crate) fn scope_of<'a>(groups: impl Iterator<Item = &'a RowGroup>) -> Segmen
     SegmentScope { objects }
 }
 
-/// The needed columns of one row group, whole and unfiltered, from the server.
+/// The needed columns of one row group, whole and unfiltered, from the
+/// server: as stored and decoded here when the link is the bottleneck
+/// ([`crate::chunk_fetch`]), else as Arrow.
 async fn fetch_row_group(
     client: &SiltClient,
     scan: &ScanRequest,
     plan: &LocalPlan,
     group: &RowGroup,
+    counters: &PathCounters,
 ) -> std::result::Result<Vec<ArrayRef>, Failure> {
+    if let Some(arrays) = crate::chunk_fetch::fetch(client, scan, plan, group, counters).await? {
+        return Ok(arrays);
+    }
     let all: Vec<usize> = (0..plan.needed.len()).collect();
     fetch_rows(client, scan, plan, group, &all, None, group.rows).await
 }
@@ -775,6 +793,7 @@ pub(crate) fn parse_layout(batches: &[RecordBatch]) -> Result<Vec<RowGroup>> {
         else {
             return exec_err!("the server's layout has unexpected column types");
         };
+        let spans = crate::chunk_fetch::LayoutSpans::of(batch);
         for i in 0..batch.num_rows() {
             let same = groups.last().is_some_and(|g| {
                 *g.object == *object.value(i) && *g.version == *version.value(i) && g.index == row_group.value(i)
@@ -786,10 +805,14 @@ pub(crate) fn parse_layout(batches: &[RecordBatch]) -> Result<Vec<RowGroup>> {
                     index: row_group.value(i),
                     rows: rows.value(i) as usize,
                     bytes: HashMap::new(),
+                    chunks: HashMap::new(),
                 });
             }
             if let Some(g) = groups.last_mut() {
                 g.bytes.insert(col.value(i).to_string(), bytes.value(i) as usize);
+                if let Some(span) = spans.get(i) {
+                    g.chunks.insert(col.value(i).to_string(), span);
+                }
             }
         }
     }

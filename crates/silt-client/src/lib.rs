@@ -23,6 +23,7 @@
 //! ```
 
 pub mod aggregate_placement;
+pub mod chunk_fetch;
 mod client;
 pub mod distributed;
 mod exec;

@@ -120,10 +120,23 @@ pub mod layout {
     pub const COLUMN: &str = "column";
     /// The column chunk's uncompressed size in bytes (what fetching it moves, roughly).
     pub const BYTES: &str = "bytes";
+    /// The column chunk's compressed size in bytes, as stored (nullable:
+    /// absent from servers before it, null when unknown).
+    pub const COMPRESSED_BYTES: &str = "compressed_bytes";
+    /// Where the column chunk starts in the object (its dictionary page, or
+    /// its first data page), for a [`crate::RangesRequest`] (nullable).
+    pub const CHUNK_OFFSET: &str = "chunk_offset";
+    /// The column chunk's length in the object from [`CHUNK_OFFSET`]
+    /// (nullable).
+    pub const CHUNK_LENGTH: &str = "chunk_length";
 }
 
 /// The Arrow schema of a layout answer: `object` and `version` (Utf8),
-/// `row_group` (UInt32), `rows` (UInt64), `column` (Utf8), `bytes` (UInt64).
+/// `row_group` (UInt32), `rows` (UInt64), `column` (Utf8), `bytes` (UInt64),
+/// then the nullable `compressed_bytes`, `chunk_offset` and `chunk_length`
+/// (UInt64). Clients read columns by name, so a client that predates a
+/// column ignores it, and a client finding none of the last three (an older
+/// server) never fetches column chunks as stored.
 pub fn layout_schema() -> arrow::datatypes::SchemaRef {
     use arrow::datatypes::{DataType, Field, Schema};
     std::sync::Arc::new(Schema::new(vec![
@@ -133,7 +146,97 @@ pub fn layout_schema() -> arrow::datatypes::SchemaRef {
         Field::new(layout::ROWS, DataType::UInt64, false),
         Field::new(layout::COLUMN, DataType::Utf8, false),
         Field::new(layout::BYTES, DataType::UInt64, false),
+        Field::new(layout::COMPRESSED_BYTES, DataType::UInt64, true),
+        Field::new(layout::CHUNK_OFFSET, DataType::UInt64, true),
+        Field::new(layout::CHUNK_LENGTH, DataType::UInt64, true),
     ]))
+}
+
+/// Bytes of one object of a table exactly as stored, at one version, read
+/// through the server's tiers (page buffer, disk tier, then the object
+/// store): what a client that decodes Parquet itself fetches when the link
+/// is slower than its decoder (`silt-client`'s `chunk_fetch`). A `DoGet`
+/// ticket (`Any` with type URL [`RangesRequest::type_url`]), answered with
+/// batches of [`ranges_schema`]: per requested range in request order, then
+/// the tail, its bytes in pieces of at most [`RANGE_PIECE_BYTES`], each
+/// piece with its offset in the object.
+///
+/// Refused: an object the table does not hold (`INVALID_ARGUMENT`); a range
+/// past the object's end, more than [`MAX_RANGES`] ranges or more than
+/// [`MAX_RANGES_BYTES`] in all (`INVALID_ARGUMENT`); an object no longer at
+/// `version`, as the server's validated listing has it (`ABORTED`, as a
+/// scoped scan: the client plans again from a new layout).
+#[derive(Clone, PartialEq, Message)]
+pub struct RangesRequest {
+    /// A table (not a view) as registered on the server.
+    #[prost(string, tag = "1")]
+    pub table: String,
+    /// The object as the layout names it.
+    #[prost(string, tag = "2")]
+    pub path: String,
+    /// The version token the layout gave.
+    #[prost(string, tag = "3")]
+    pub version: String,
+    #[prost(message, repeated, tag = "4")]
+    pub ranges: Vec<ByteRange>,
+    /// Also the object's last `min(tail, size)` bytes (0: none): a Parquet
+    /// footer without knowing the object's size. Counted in
+    /// [`MAX_RANGES_BYTES`] at most [`MAX_TAIL_BYTES`].
+    #[prost(uint64, tag = "5")]
+    pub tail: u64,
+    /// The client query this read is part of ([`ScanRequest::query`]).
+    #[prost(message, optional, tag = "6")]
+    pub query: Option<QueryContext>,
+}
+
+/// `length` bytes from `offset` ([`RangesRequest::ranges`]).
+#[derive(Clone, PartialEq, Message)]
+pub struct ByteRange {
+    #[prost(uint64, tag = "1")]
+    pub offset: u64,
+    #[prost(uint64, tag = "2")]
+    pub length: u64,
+}
+
+/// Ranges one [`RangesRequest`] may name.
+pub const MAX_RANGES: usize = 4096;
+/// Bytes one [`RangesRequest`] may ask for, its tail included (the
+/// server holds them, and their answer, in memory).
+pub const MAX_RANGES_BYTES: u64 = 256 << 20;
+/// The largest tail a [`RangesRequest`] may ask for.
+pub const MAX_TAIL_BYTES: u64 = 64 << 20;
+/// The largest piece of a [`RangesRequest`]'s answer (one row).
+pub const RANGE_PIECE_BYTES: usize = 1 << 20;
+
+/// Columns of a [`RangesRequest`]'s answer.
+pub mod ranges {
+    /// Where the piece starts in the object.
+    pub const OFFSET: &str = "offset";
+    /// The piece's bytes.
+    pub const DATA: &str = "data";
+}
+
+/// The Arrow schema of a [`RangesRequest`]'s answer: `offset` (UInt64),
+/// `data` (Binary), neither null.
+pub fn ranges_schema() -> arrow::datatypes::SchemaRef {
+    use arrow::datatypes::{DataType, Field, Schema};
+    std::sync::Arc::new(Schema::new(vec![
+        Field::new(ranges::OFFSET, DataType::UInt64, false),
+        Field::new(ranges::DATA, DataType::Binary, false),
+    ]))
+}
+
+impl ProstMessageExt for RangesRequest {
+    fn type_url() -> &'static str {
+        "type.googleapis.com/silt.RangesRequest"
+    }
+
+    fn as_any(&self) -> Any {
+        Any {
+            type_url: Self::type_url().to_string(),
+            value: self.encode_to_vec().into(),
+        }
+    }
 }
 
 /// An explicit column list (wrapped so that "all columns" and "no columns"
@@ -255,5 +358,33 @@ mod tests {
         };
         let back: ScanRequest = empty.as_any().unpack().unwrap().unwrap();
         assert_eq!(back.projection, Some(Projection { columns: vec![] }));
+    }
+
+    #[test]
+    fn ranges_request_round_trips_and_is_not_a_scan() {
+        let req = RangesRequest {
+            table: "lineitem".into(),
+            path: "t/a.parquet".into(),
+            version: "v1".into(),
+            ranges: vec![
+                ByteRange { offset: 4, length: 100 },
+                ByteRange { offset: 200, length: 1 },
+            ],
+            tail: 1 << 16,
+            query: Some(QueryContext {
+                id: "q1".into(),
+                tables: vec!["lineitem".into()],
+            }),
+        };
+        let any = req.as_any();
+        assert!(any.is::<RangesRequest>());
+        assert!(!any.is::<ScanRequest>() && !any.is::<LookupRequest>());
+        let back: RangesRequest = any.unpack().unwrap().unwrap();
+        assert_eq!(back, req);
+        // The layout's chunk columns are nullable: older servers leave them out.
+        let schema = layout_schema();
+        for name in [layout::COMPRESSED_BYTES, layout::CHUNK_OFFSET, layout::CHUNK_LENGTH] {
+            assert!(schema.field_with_name(name).unwrap().is_nullable(), "{name}");
+        }
     }
 }

@@ -93,13 +93,17 @@ pub struct LayoutBuilder {
     rows: UInt64Builder,
     column: StringBuilder,
     bytes: UInt64Builder,
+    compressed: UInt64Builder,
+    chunk_offset: UInt64Builder,
+    chunk_length: UInt64Builder,
 }
 
 impl LayoutBuilder {
     /// One row per (row group of `groups`, column of `columns`) of
-    /// `meta`'s version. A column the file lacks has no row (the client
-    /// then never finds that row group complete in its cache, and scans it
-    /// on the server).
+    /// `meta`'s version: its uncompressed and compressed sizes and where its
+    /// chunk is in the object. A column the file lacks has no row (the
+    /// client then never finds that row group complete in its cache, and
+    /// scans it on the server).
     pub fn add(&mut self, meta: &ObjectMeta, metadata: &ParquetMetaData, columns: &[String], groups: &[usize]) {
         let version = ObjectVersion::wire_token_of(meta);
         let schema = metadata.file_metadata().schema_descr();
@@ -121,12 +125,28 @@ impl LayoutBuilder {
                     continue;
                 }
                 let bytes: i64 = leaves.iter().map(|&l| group.column(l).uncompressed_size()).sum();
+                let compressed: i64 = leaves.iter().map(|&l| group.column(l).compressed_size()).sum();
+                // The span of the column's chunks (one, for a flat column).
+                // (`ColumnChunkMetaData::byte_range` without its panic on a
+                // corrupt footer's negative offsets.)
+                let spans = leaves.iter().map(|&l| {
+                    let chunk = group.column(l);
+                    let start = chunk
+                        .dictionary_page_offset()
+                        .unwrap_or(chunk.data_page_offset())
+                        .max(0) as u64;
+                    (start, start.saturating_add(chunk.compressed_size().max(0) as u64))
+                });
+                let (start, end) = spans.fold((u64::MAX, 0), |(s, e), (a, b)| (s.min(a), e.max(b)));
                 self.object.append_value(meta.location.as_ref());
                 self.version.append_value(&version);
                 self.row_group.append_value(rg as u32);
                 self.rows.append_value(group.num_rows().max(0) as u64);
                 self.column.append_value(name.as_str());
                 self.bytes.append_value(bytes.max(0) as u64);
+                self.compressed.append_value(compressed.max(0) as u64);
+                self.chunk_offset.append_value(start);
+                self.chunk_length.append_value(end.saturating_sub(start));
             }
         }
     }
@@ -142,6 +162,9 @@ impl LayoutBuilder {
                 Arc::new(self.rows.finish()),
                 Arc::new(self.column.finish()),
                 Arc::new(self.bytes.finish()),
+                Arc::new(self.compressed.finish()),
+                Arc::new(self.chunk_offset.finish()),
+                Arc::new(self.chunk_length.finish()),
             ],
         )?)
     }

@@ -23,7 +23,7 @@ use tonic::Status;
 
 pub use config::{ConfigError, SizeError, TlsError};
 pub use protocol::ProtocolError;
-pub use request::{FragmentError, GuardRefusal, IpcError, KeysError, RequestError, SqlFilterError};
+pub use request::{FragmentError, GuardRefusal, IpcError, KeysError, RangesError, RequestError, SqlFilterError};
 pub use transport::TransportError;
 
 /// Everything that can fail inside the server.
@@ -170,6 +170,7 @@ fn protocol_status(e: &ProtocolError, msg: String) -> Status {
         ProtocolError::UnknownAction { .. }
         | ProtocolError::MalformedScan(_)
         | ProtocolError::MalformedLookup(_)
+        | ProtocolError::MalformedRanges(_)
         | ProtocolError::MalformedPreload(_)
         | ProtocolError::HandleNotUtf8 => Status::invalid_argument(msg),
         ProtocolError::ListingTable { .. }

@@ -1,6 +1,7 @@
 //! The Arrow Flight SQL transport: standard Flight SQL for any client, plus
-//! Silt's pushdown scans (`silt.ScanRequest` commands) and point lookups
-//! (`silt.LookupRequest`) for Silt's clients.
+//! Silt's pushdown scans (`silt.ScanRequest` commands), point lookups
+//! (`silt.LookupRequest`) and byte ranges of objects as stored
+//! (`silt.RangesRequest`) for Silt's clients.
 //!
 //! Transport only: requests are decoded and handed to the
 //! [`QueryRunner`], which owns a query's life; its answers are encoded as
@@ -35,7 +36,7 @@ use datafusion::arrow::datatypes::Schema;
 use datafusion::arrow::ipc::writer::IpcWriteOptions;
 use futures::{Stream, StreamExt, TryStreamExt};
 use prost::Message;
-use silt_proto::{ACTION_PRELOAD, ACTION_STATS, LookupRequest, ScanRequest};
+use silt_proto::{ACTION_PRELOAD, ACTION_STATS, LookupRequest, RangesRequest, ScanRequest};
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::catalog::{CATALOG, SCHEMA};

@@ -88,6 +88,11 @@ pub struct ServerMetrics {
     /// `silt_lookups_total`: point lookups answered by the lookup path
     /// (`LookupRequest` tickets and SQL of exactly that shape).
     pub lookups: Counter,
+    /// `silt_byte_ranges_total`: byte-ranges requests answered (column
+    /// chunks as stored, `RangesRequest` tickets).
+    pub byte_ranges: Counter,
+    /// `silt_byte_ranges_bytes_total`: object bytes they answered with.
+    pub byte_ranges_bytes: Counter,
     /// `silt_lookup_row_groups_total{from="memory"}`: row groups a lookup
     /// answered from the memory tier's decoded columns.
     pub lookup_row_groups_memory: Counter,
@@ -142,6 +147,8 @@ impl ServerMetrics {
         let metadata = CacheMetrics::register(&recorder, "metadata");
         let scan = ScanMetrics::register(&recorder);
         let lookups = counter("silt_lookups_total");
+        let byte_ranges = counter("silt_byte_ranges_total");
+        let byte_ranges_bytes = counter("silt_byte_ranges_bytes_total");
         let plans = counter("silt_plans_total");
         let partial_aggregates = counter("silt_partial_aggregates_total");
         let from = |what: &'static str| {
@@ -195,6 +202,8 @@ impl ServerMetrics {
             &metadata.misses,
             &metadata.evictions,
             &lookups,
+            &byte_ranges,
+            &byte_ranges_bytes,
             &plans,
             &partial_aggregates,
             &lookup_row_groups_memory,
@@ -235,6 +244,8 @@ impl ServerMetrics {
             metadata,
             scan,
             lookups,
+            byte_ranges,
+            byte_ranges_bytes,
             plans,
             partial_aggregates,
             lookup_row_groups_memory,

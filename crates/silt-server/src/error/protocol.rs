@@ -29,6 +29,9 @@ pub enum ProtocolError {
     /// A lookup request or ticket that does not decode (`INVALID_ARGUMENT`).
     #[error("malformed lookup request: {0}")]
     MalformedLookup(#[source] ArrowError),
+    /// A byte-ranges ticket that does not decode (`INVALID_ARGUMENT`).
+    #[error("malformed byte-ranges request: {0}")]
+    MalformedRanges(#[source] ArrowError),
     /// A preload action whose body is not its JSON (`INVALID_ARGUMENT`).
     #[error("malformed preload request: {0}")]
     MalformedPreload(#[source] serde_json::Error),

@@ -59,6 +59,29 @@ pub enum RequestError {
     /// A surface that reads tables (`uses`, e.g. "lookups read") was given a view.
     #[error("{uses} tables; '{name}' is a view")]
     IsAView { uses: String, name: String },
+    /// A byte-ranges request the server will not answer
+    /// (`silt_proto::RangesRequest`).
+    #[error("byte ranges of '{path}' of table '{table}': {reason}")]
+    Ranges {
+        table: String,
+        path: String,
+        reason: RangesError,
+    },
+}
+
+/// Why a byte-ranges request is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum RangesError {
+    #[error("not an object of the table")]
+    NotInTable,
+    #[error("{ranges} ranges; at most {max} per request", max = silt_proto::MAX_RANGES)]
+    TooManyRanges { ranges: usize },
+    #[error("{bytes} bytes asked for; at most {max} per request", max = silt_proto::MAX_RANGES_BYTES)]
+    TooManyBytes { bytes: u128 },
+    #[error("a tail of {tail} bytes; at most {max}", max = silt_proto::MAX_TAIL_BYTES)]
+    TailTooLarge { tail: u64 },
+    #[error("range {offset}+{length} ends past the object's {size} bytes")]
+    PastEnd { offset: u64, length: u64, size: u64 },
 }
 
 /// Why a scan's SQL-text filter is refused.

@@ -272,12 +272,17 @@ fn handle_sql(handle: &[u8]) -> Result<String, Status> {
     String::from_utf8(handle.to_vec()).map_err(|_| ProtocolError::HandleNotUtf8.into())
 }
 
-/// Silt's own ticket or command (a `LookupRequest` or a `ScanRequest`),
+/// Silt's own ticket or command (a `LookupRequest`, a `RangesRequest` or a
+/// `ScanRequest`),
 /// decoded; `None` for any other message.
 fn unpack_query(any: &Any) -> Result<Option<QueryRequest>, Status> {
     let lookup = any.unpack::<LookupRequest>().map_err(ProtocolError::MalformedLookup)?;
     if let Some(request) = lookup {
         return Ok(Some(QueryRequest::Lookup(LookupQuery::from_request(&request)?)));
+    }
+    let ranges = any.unpack::<RangesRequest>().map_err(ProtocolError::MalformedRanges)?;
+    if let Some(request) = ranges {
+        return Ok(Some(QueryRequest::Ranges(request)));
     }
     let scan = any.unpack::<ScanRequest>().map_err(ProtocolError::MalformedScan)?;
     Ok(scan.map(QueryRequest::Scan))

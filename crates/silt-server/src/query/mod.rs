@@ -32,6 +32,7 @@ pub mod lookup;
 pub mod lookup_shape;
 pub mod pending;
 pub mod plan;
+pub mod ranges;
 pub mod slots;
 pub mod stage;
 pub mod trace;
@@ -74,6 +75,8 @@ pub enum Request {
     Scan(ScanRequest),
     /// A point lookup by key.
     Lookup(LookupQuery),
+    /// Byte ranges of one object version, as stored.
+    Ranges(silt_proto::RangesRequest),
 }
 
 /// A query's answer: its schema and its batches, each failure already
@@ -152,6 +155,10 @@ impl QueryRunner {
                     let schema = lookup::schema(&self.engine, lookup).await?;
                     return Ok(Description { schema, rows: None });
                 }
+                Request::Ranges(_) => {
+                    let schema = silt_proto::ranges_schema();
+                    return Ok(Description { schema, rows: None });
+                }
                 Request::Sql(sql) => Planned::Sql(sql.clone()),
                 Request::Scan(scan) => Planned::Scan(scan.clone()),
             };
@@ -209,6 +216,7 @@ impl QueryRunner {
             Request::Sql(sql) => self.run_planned(Planned::Sql(sql), None).await,
             Request::Scan(scan) => self.run_planned(Planned::Scan(scan), None).await,
             Request::Lookup(lookup) => self.run_lookup(lookup).await,
+            Request::Ranges(ranges) => self.run_ranges(ranges).await,
         }
     }
 
@@ -353,6 +361,49 @@ impl QueryRunner {
         Ok(Answer {
             schema: found.schema,
             batches: futures::stream::iter(found.batches.into_iter().map(Ok)).boxed(),
+            trace,
+        })
+    }
+
+    /// Answers a byte-ranges request ([`ranges`]): read once a query slot
+    /// is free (held until the answer is sent), by the query deadline,
+    /// confirmed and restarted once on a changed version like any query
+    /// (a restart that finds the object still changed refuses with
+    /// `ABORTED`, and the client plans again).
+    async fn run_ranges(&self, request: silt_proto::RangesRequest) -> Result<Answer, ServerError> {
+        let metrics = self.engine.metrics().clone();
+        metrics.queries.increment(1);
+        let trace = QueryTrace::new("ranges", &ranges::text(&request), metrics.clone());
+        let deadline = self.deadline();
+        let client_query = request.query.as_ref().filter(|q| !q.id.is_empty());
+        let slot = tokio::time::timeout_at(
+            deadline,
+            self.engine.query_slots().acquire(client_query.map(|q| q.id.as_str())),
+        )
+        .await
+        .map_err(|_| self.failed(&trace, self.timed_out()))?;
+        let read = self
+            .confirmed(deadline, &trace, &request.table, |_| async {
+                let gate = ValidationGate::new();
+                let attempt = tokio::time::timeout_at(deadline, ranges::attempt(&self.engine, &request, gate.clone()));
+                let read = trace.time(Stage::Scan, attempt).await.unwrap_or(Err(self.timed_out()));
+                (gate, read)
+            })
+            .await
+            .map_err(|e| self.failed(&trace, e))?;
+        debug!(bytes = read.bytes, path = %request.path, "byte ranges read");
+        metrics.byte_ranges.increment(1);
+        metrics.byte_ranges_bytes.increment(read.bytes);
+        let held = (ActiveQuery::new(metrics), slot);
+        let batches = futures::stream::iter(read.batches.into_iter().map(Ok)).chain(
+            futures::stream::once(async move {
+                drop(held);
+            })
+            .filter_map(|()| async { None }),
+        );
+        Ok(Answer {
+            schema: silt_proto::ranges_schema(),
+            batches: batches.boxed(),
             trace,
         })
     }
@@ -558,6 +609,16 @@ impl Attempt for Started {
 
     fn sources(&self) -> Option<&str> {
         Some(&self.sources)
+    }
+}
+
+impl Attempt for ranges::Read {
+    fn saw_change(&self) -> bool {
+        false
+    }
+
+    fn sources(&self) -> Option<&str> {
+        None
     }
 }
 

@@ -9,6 +9,7 @@ mod fleet;
 mod flight_sql;
 mod fuzz;
 mod hybrid;
+mod hybrid_compressed;
 mod load;
 mod lookups;
 mod notify;
