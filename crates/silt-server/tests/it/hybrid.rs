@@ -242,7 +242,7 @@ pub fn plan_counter(plan: &Arc<dyn ExecutionPlan>, name: &str) -> usize {
 }
 
 /// Runs `sql` on `ctx`, returning its rows and its executed plan.
-async fn run_with_plan(ctx: &SessionContext, sql: &str) -> (Vec<RecordBatch>, Arc<dyn ExecutionPlan>) {
+pub async fn run_with_plan(ctx: &SessionContext, sql: &str) -> (Vec<RecordBatch>, Arc<dyn ExecutionPlan>) {
     let plan = ctx.sql(sql).await.unwrap().create_physical_plan().await.unwrap();
     let rows = datafusion::physical_plan::collect(plan.clone(), ctx.task_ctx())
         .await

@@ -40,28 +40,6 @@ fn cache_options(link: Option<f64>) -> SiltTableOptions {
     }
 }
 
-/// Sum of counter `name` over the nodes of `plan` (after it ran).
-fn plan_counter(plan: &Arc<dyn ExecutionPlan>, name: &str) -> usize {
-    let mut sum = 0;
-    plan.apply(|node| {
-        if let Some(value) = node.metrics().and_then(|m| m.sum_by_name(name)) {
-            sum += value.as_usize();
-        }
-        Ok(TreeNodeRecursion::Continue)
-    })
-    .unwrap();
-    sum
-}
-
-/// Runs `sql` on `ctx`, returning its rows and its executed plan.
-async fn run_with_plan(ctx: &SessionContext, sql: &str) -> (Vec<RecordBatch>, Arc<dyn ExecutionPlan>) {
-    let plan = ctx.sql(sql).await.unwrap().create_physical_plan().await.unwrap();
-    let rows = datafusion::physical_plan::collect(plan.clone(), ctx.task_ctx())
-        .await
-        .unwrap();
-    (rows, plan)
-}
-
 /// Scans of TPC-H's strings, decimals and dates (and whole queries over
 /// them) give plain DataFusion's answers on every run; on the slow link the
 /// fetched row groups come compressed, on the default link as Arrow.
