@@ -236,6 +236,8 @@ pub struct Calibration {
 struct Learned {
     /// The link's prior, bytes per second (`None`: [`DEFAULT_LINK_BYTES_PER_SECOND`]).
     link_prior: Option<f64>,
+    /// Estimates the model uses instead of the learned ones ([`Calibration::pin`]).
+    pinned: Option<Estimates>,
     round_trip: Moving,
     link: Moving,
     server_scan: Moving,
@@ -273,8 +275,21 @@ impl Calibration {
         }
     }
 
-    /// The current estimates.
+    /// Makes the model run on `estimates` (`None`: on the learned ones
+    /// again), for a benchmark or a test that needs the choices of a known
+    /// model on any machine. Learning goes on underneath ([`Self::learned`]).
+    pub fn pin(&self, estimates: Option<Estimates>) {
+        self.lock().pinned = estimates;
+    }
+
+    /// The estimates the model runs on: the pinned ones, else the learned.
     pub fn estimates(&self) -> Estimates {
+        let pinned = self.lock().pinned;
+        pinned.unwrap_or_else(|| self.learned())
+    }
+
+    /// The learned estimates (the priors moved by what was measured).
+    pub fn learned(&self) -> Estimates {
         let l = *self.lock();
         let prior = Estimates::priors(l.link_prior.unwrap_or(DEFAULT_LINK_BYTES_PER_SECOND));
         Estimates {
@@ -643,6 +658,19 @@ mod tests {
         let fast = Calibration::default();
         fast.observe_transfer(&transfer);
         assert_eq!(fast.samples().link, 0);
+    }
+
+    #[test]
+    fn pinned_estimates_are_used_while_learning_goes_on() {
+        let c = Calibration::default();
+        let pinned = Estimates::priors(1e6);
+        c.pin(Some(pinned));
+        c.observe_client_scan(1.0, 1 << 20);
+        assert_eq!(c.estimates().link_seconds_per_byte, 1e-6);
+        assert_eq!(c.estimates().client_scan_seconds_per_byte, SCAN_SECONDS_PER_BYTE);
+        assert_eq!(c.samples().client_scan, 1);
+        c.pin(None);
+        assert!(c.estimates().client_scan_seconds_per_byte > SCAN_SECONDS_PER_BYTE);
     }
 
     #[test]

@@ -16,6 +16,7 @@ use datafusion::prelude::SessionContext;
 use futures::TryStreamExt;
 use prost::Message;
 use silt_bench::compare::check_same;
+use silt_client::path_cost::{DEFAULT_LINK_BYTES_PER_SECOND, Estimates};
 use silt_client::{SiltClient, SiltTableOptions};
 use silt_proto::{IpcCompression, Projection, ScanReport, ScanRequest};
 
@@ -256,6 +257,11 @@ async fn explain_analyze_shows_each_paths_bytes_and_estimated_time() {
     let fx = Fixture::start().await;
     let base = crate::common::baseline_ctx().await;
     let client = SiltClient::connect(&fx.server.flight_url()).await.unwrap();
+    // The path choices of the priors' model (which takes each path over
+    // these runs), whatever this machine measures; learning goes on.
+    client
+        .calibration()
+        .pin(Some(Estimates::priors(DEFAULT_LINK_BYTES_PER_SECOND)));
     let ctx = SessionContext::new();
     let options = SiltTableOptions {
         local_cache_bytes: 1 << 30,
