@@ -60,6 +60,8 @@
 //! transfers too small to measure are dropped. The priors are the constants
 //! below; [`crate::SiltTableOptions::link_bytes_per_second`] replaces the
 //! link's prior only: the link is still learned from there.
+//! [`Calibration::pin`] runs the model on given estimates instead (a test
+//! or benchmark that needs one model's choices on any machine).
 
 use std::time::Duration;
 

@@ -88,12 +88,14 @@ pub enum IpcCompression {
 }
 
 impl IpcCompression {
-    /// Arrow's codec for it (`None` for no compression).
-    pub fn arrow(self) -> Option<arrow::ipc::CompressionType> {
+    /// Arrow's codec for it (`None` for no compression). This crate
+    /// enables arrow-ipc's `lz4` and `zstd` features, so the server can
+    /// encode and the client decode both.
+    pub fn arrow(self) -> Option<arrow_ipc::CompressionType> {
         match self {
             IpcCompression::None => None,
-            IpcCompression::Lz4Frame => Some(arrow::ipc::CompressionType::LZ4_FRAME),
-            IpcCompression::Zstd => Some(arrow::ipc::CompressionType::ZSTD),
+            IpcCompression::Lz4Frame => Some(arrow_ipc::CompressionType::LZ4_FRAME),
+            IpcCompression::Zstd => Some(arrow_ipc::CompressionType::ZSTD),
         }
     }
 }
