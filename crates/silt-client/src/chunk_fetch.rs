@@ -365,7 +365,7 @@ pub(crate) async fn fetch(
     plan: &LocalPlan,
     group: &RowGroup,
     counters: &PathCounters,
-) -> Result<Option<Vec<ArrayRef>>, ClientError> {
+) -> Result<Option<(Vec<ArrayRef>, u64)>, ClientError> {
     let Some(spans) = plan
         .needed
         .iter()
@@ -397,7 +397,9 @@ pub(crate) async fn fetch(
     let arrow_bytes = arrow_bytes(plan, group);
     let tail = if known.is_some() { 0 } else { FOOTER_TAIL_BYTES };
     let stored_bytes = ranges.iter().map(|r| r.length).sum::<u64>() + tail;
-    let link = plan.cache.link_bytes_per_second();
+    // The link as the client's calibration has learned it (its prior:
+    // `SiltTableOptions::link_bytes_per_second`).
+    let link = 1.0 / client.calibration().estimates().link_seconds_per_byte.max(1e-15);
     if !prefers_compressed(arrow_bytes, stored_bytes, link, decode_seconds_per_byte()) {
         return Ok(None);
     }
@@ -426,7 +428,7 @@ pub(crate) async fn fetch(
         Ok((arrays, fetched)) => {
             counters.fetched_compressed.add(1);
             counters.bytes_fetched_compressed.add(fetched as usize);
-            Ok(Some(arrays))
+            Ok(Some((arrays, fetched)))
         }
         Err(Skip::Server(e)) if e.is_changed() => Err(e),
         Err(Skip::Server(e)) => {

@@ -1,8 +1,11 @@
 //! A thin Flight client for Silt's pushdown protocol and Flight SQL metadata.
 
-use std::time::Duration;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
-use arrow_flight::decode::FlightRecordBatchStream;
+use arrow_flight::decode::{DecodedPayload, FlightDataDecoder, FlightRecordBatchStream};
 use arrow_flight::error::FlightError;
 use arrow_flight::flight_service_client::FlightServiceClient;
 use arrow_flight::sql::{CommandGetTables, CommandStatementQuery, ProstMessageExt};
@@ -11,10 +14,12 @@ use datafusion::arrow::array::{Array, RecordBatch, StringArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::error::DataFusionError;
-use futures::{StreamExt, TryStreamExt};
+use futures::{Stream, StreamExt, TryStreamExt};
 use prost::Message;
-use silt_proto::{ACTION_PRELOAD, ACTION_STATS, LookupRequest, Projection, RangesRequest, ScanRequest};
+use silt_proto::{ACTION_PRELOAD, ACTION_STATS, LookupRequest, Projection, RangesRequest, ScanReport, ScanRequest};
 use tonic::transport::{Channel, Endpoint};
+
+use crate::path_cost::{Calibration, Transfer};
 
 /// Errors talking to a Silt server.
 #[derive(Debug, thiserror::Error)]
@@ -133,12 +138,14 @@ impl From<ClientError> for DataFusionError {
     }
 }
 
-/// A connection to one Silt server. Cheap to clone (shares the channel).
+/// A connection to one Silt server. Cheap to clone (shares the channel and
+/// what it learned of the server: [`SiltClient::calibration`]).
 #[derive(Clone, Debug)]
 pub struct SiltClient {
     url: String,
     channel: Channel,
     token: Option<String>,
+    calibration: Arc<Calibration>,
 }
 
 /// Reset streams a connection remembers (see [`SiltClient::connect`]).
@@ -157,6 +164,7 @@ impl SiltClient {
             url: http_url,
             channel,
             token: None,
+            calibration: Arc::default(),
         })
     }
 
@@ -169,6 +177,7 @@ impl SiltClient {
             url: http_url,
             channel: endpoint.connect_lazy(),
             token: None,
+            calibration: Arc::default(),
         })
     }
 
@@ -207,6 +216,12 @@ impl SiltClient {
 
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// What this client learned of the server and the link to it from its
+    /// scans, for the path cost model ([`crate::path_cost`]).
+    pub fn calibration(&self) -> &Arc<Calibration> {
+        &self.calibration
     }
 
     fn flight(&self) -> FlightServiceClient<Channel> {
@@ -349,13 +364,49 @@ impl SiltClient {
 
     /// Run a pushdown scan and collect all its batches.
     pub async fn scan_all(&self, scan: &ScanRequest) -> Result<Vec<RecordBatch>, ClientError> {
-        let stream = self.scan(scan).await?;
-        self.drain(stream).await
+        Ok(self.scan_all_measured(scan).await?.0)
     }
 
-    /// Run a pushdown scan and stream its batches.
-    pub async fn scan(&self, scan: &ScanRequest) -> Result<FlightRecordBatchStream, ClientError> {
-        self.do_get(Ticket::new(scan.as_any().encode_to_vec())).await
+    /// Run a pushdown scan and collect all its batches, with what the
+    /// transfer showed (the server's report among it).
+    pub async fn scan_all_measured(&self, scan: &ScanRequest) -> Result<(Vec<RecordBatch>, Transfer), ClientError> {
+        let mut stream = self.scan(scan).await?;
+        let mut batches = Vec::new();
+        while let Some(b) = stream.next().await {
+            batches.push(b.map_err(|e| self.flight_error(e))?);
+        }
+        if batches.is_empty()
+            && let Some(schema) = stream.schema()
+        {
+            batches.push(RecordBatch::new_empty(schema.clone()));
+        }
+        let transfer = stream.transfer().unwrap_or_default();
+        Ok((batches, transfer))
+    }
+
+    /// Run a pushdown scan and stream its batches. The server is asked for
+    /// its [`silt_proto::ScanReport`], which the stream takes in (with its
+    /// own clock) and this client learns from ([`Self::calibration`]).
+    pub async fn scan(&self, scan: &ScanRequest) -> Result<ScanStream, ClientError> {
+        let mut scan = scan.clone();
+        scan.report = true;
+        let started = Instant::now();
+        let response = self
+            .flight()
+            .do_get(self.request(Ticket::new(scan.as_any().encode_to_vec())))
+            .await
+            .map_err(|s| self.server_error(s))?;
+        let data = response.into_inner().map_err(|s| FlightError::Tonic(Box::new(s)));
+        Ok(ScanStream {
+            inner: FlightDataDecoder::new(data),
+            schema: None,
+            started,
+            first_message: None,
+            bytes: 0,
+            report: None,
+            done: Arc::default(),
+            calibration: self.calibration.clone(),
+        })
     }
 
     /// Bytes of one object version as stored ([`RangesRequest`]): the
@@ -472,6 +523,98 @@ impl SiltClient {
             on_progress(&last);
         }
         Ok(last)
+    }
+}
+
+/// The batches of a pushed-down scan ([`SiltClient::scan`]), decoded from
+/// its Flight data, timed on this client's clock, with the server's
+/// [`ScanReport`] taken from the last message. When the answer ends the
+/// client's [`Calibration`] learns from it, and [`ScanStream::transfer`]
+/// tells what it was (also through [`ScanStream::transfer_handle`], for
+/// whoever consumes the stream elsewhere).
+pub struct ScanStream {
+    inner: FlightDataDecoder,
+    schema: Option<SchemaRef>,
+    started: Instant,
+    first_message: Option<Duration>,
+    /// Flight data of the schema and batches received.
+    bytes: u64,
+    report: Option<ScanReport>,
+    /// Set when the answer ended.
+    done: TransferHandle,
+    calibration: Arc<Calibration>,
+}
+
+/// Where a [`ScanStream`] leaves its [`Transfer`] when its answer ends.
+pub type TransferHandle = Arc<Mutex<Option<Transfer>>>;
+
+impl ScanStream {
+    /// The answer's schema, once its first message came.
+    pub fn schema(&self) -> Option<&SchemaRef> {
+        self.schema.as_ref()
+    }
+
+    /// What the transfer showed, once the answer ended (`None` before, or
+    /// when the stream failed or was dropped early).
+    pub fn transfer(&self) -> Option<Transfer> {
+        self.done.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// A handle to [`Self::transfer`] that outlives the stream.
+    pub fn transfer_handle(&self) -> TransferHandle {
+        self.done.clone()
+    }
+
+    fn finish(&mut self) {
+        let transfer = Transfer {
+            first_message: self.first_message,
+            elapsed: self.started.elapsed(),
+            bytes_received: self.bytes,
+            report: self.report.take(),
+        };
+        self.calibration.observe_transfer(&transfer);
+        *self.done.lock().unwrap_or_else(|e| e.into_inner()) = Some(transfer);
+    }
+}
+
+impl Stream for ScanStream {
+    type Item = Result<RecordBatch, FlightError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        loop {
+            let data = match futures::ready!(this.inner.poll_next_unpin(cx)) {
+                None => {
+                    this.finish();
+                    return Poll::Ready(None);
+                }
+                Some(Err(e)) => return Poll::Ready(Some(Err(e))),
+                Some(Ok(data)) => data,
+            };
+            this.first_message.get_or_insert_with(|| this.started.elapsed());
+            let size = (data.inner.data_header.len() + data.inner.data_body.len()) as u64;
+            match data.payload {
+                DecodedPayload::Schema(_) if this.schema.is_some() => {
+                    return Poll::Ready(Some(Err(FlightError::protocol(
+                        "Unexpectedly saw multiple Schema messages in FlightData stream",
+                    ))));
+                }
+                DecodedPayload::Schema(schema) => {
+                    this.bytes += size;
+                    this.schema = Some(schema);
+                }
+                DecodedPayload::RecordBatch(batch) => {
+                    this.bytes += size;
+                    return Poll::Ready(Some(Ok(batch)));
+                }
+                DecodedPayload::None => match ScanReport::from_app_metadata(&data.inner.app_metadata) {
+                    Ok(Some(report)) => this.report = Some(report),
+                    Ok(None) => {}
+                    // A report this client cannot read teaches it nothing.
+                    Err(e) => tracing::debug!(error = %e, "unreadable scan report"),
+                },
+            }
+        }
     }
 }
 

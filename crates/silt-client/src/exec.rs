@@ -26,7 +26,7 @@ use silt_proto::{QueryContext, ScanRequest};
 
 use crate::client::{ClientError, SiltClient};
 use crate::fleet::{Fleet, TaskShare};
-use crate::hybrid::{LocalPlan, PathCounters, RowGroup};
+use crate::hybrid::{LocalPlan, PathCounters, PathMetrics, RowGroup};
 use crate::join_filter;
 
 /// Streams the result of a pushed-down scan from a Silt server. In `EXPLAIN`
@@ -306,20 +306,46 @@ impl DisplayAs for SiltScanExec {
 }
 
 /// Runs `request` on the server and streams its batches in `out`, the
-/// schema the client planned with.
+/// schema the client planned with. When the answer ends, `cost` (a path's
+/// `EXPLAIN ANALYZE` metrics) gets the bytes it moved and its wall time.
 pub(crate) async fn server_scan(
     client: &SiltClient,
     request: &ScanRequest,
     out: &SchemaRef,
+    cost: Option<&PathMetrics>,
 ) -> std::result::Result<BoxStream<'static, Result<RecordBatch>>, ClientError> {
+    let started = std::time::Instant::now();
     let stream = client.scan(request).await?;
+    let transfer = stream.transfer_handle();
     let (client, table, out) = (client.clone(), request.table.clone(), out.clone());
-    Ok(stream
-        .map(move |r| {
-            r.map_err(|e| DataFusionError::from(client.scan_error(&table, e)))
-                .and_then(|b| adapt(b, &out))
-        })
-        .boxed())
+    let batches = stream.map(move |r| {
+        r.map_err(|e| DataFusionError::from(client.scan_error(&table, e)))
+            .and_then(|b| adapt(b, &out))
+    });
+    let Some(cost) = cost.cloned() else {
+        return Ok(batches.boxed());
+    };
+    let measured = futures::stream::once(async move {
+        let bytes = transfer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map_or(0, |t| t.bytes_received);
+        cost.measured(started.elapsed(), bytes);
+    })
+    .filter_map(|()| async { None });
+    Ok(batches.chain(measured).boxed())
+}
+
+/// `request` with the compression its answer of about `expected_bytes`
+/// (`None`: unknown) should come with, by the model of `client`'s server
+/// ([`crate::path_cost::Estimates::compression`]), unless it names one.
+pub(crate) fn with_compression(client: &SiltClient, request: &ScanRequest, expected_bytes: Option<f64>) -> ScanRequest {
+    let mut request = request.clone();
+    if request.compression == 0 {
+        request.compression = client.calibration().estimates().compression(expected_bytes) as i32;
+    }
+    request
 }
 
 /// Give a batch from the server the schema the client planned with. A scan
@@ -419,6 +445,11 @@ impl ExecutionPlan for SiltScanExec {
         let local = self.local.clone().filter(|_| request.limit.is_none());
         let share = self.share.clone();
         let fleet = self.fleet.clone().filter(|f| f.len() > 1 || share.is_some());
+        let cost = |path: &str| PathMetrics {
+            bytes: MetricBuilder::new(&self.metrics).counter(format!("{path}_bytes"), partition),
+            estimated: MetricBuilder::new(&self.metrics).subset_time(format!("{path}_estimated_time"), partition),
+            elapsed: MetricBuilder::new(&self.metrics).subset_time(format!("{path}_elapsed_time"), partition),
+        };
         let counters = PathCounters {
             local: MetricBuilder::new(&self.metrics).counter("row_groups_local", partition),
             fetched: MetricBuilder::new(&self.metrics).counter("row_groups_fetched", partition),
@@ -427,6 +458,10 @@ impl ExecutionPlan for SiltScanExec {
             pushed_whole: MetricBuilder::new(&self.metrics).counter("scans_pushed_whole", partition),
             fetched_compressed: MetricBuilder::new(&self.metrics).counter("row_groups_fetched_compressed", partition),
             bytes_fetched_compressed: MetricBuilder::new(&self.metrics).counter("bytes_fetched_compressed", partition),
+            local_cost: cost("local"),
+            fetched_cost: cost("fetched"),
+            hybrid_cost: cost("hybrid"),
+            pushdown_cost: cost("pushdown"),
         };
         let stream = futures::stream::once(async move {
             // Runs on the first poll: a join polls its probe side once its
@@ -445,7 +480,8 @@ impl ExecutionPlan for SiltScanExec {
                 let batches = crate::hybrid::run(client, request, local, schema, context, counters).await?;
                 return Ok(batches.inspect_ok(move |b| output_rows.add(b.num_rows())).boxed());
             }
-            let batches = server_scan(&client, &request, &schema).await?;
+            let request = with_compression(&client, &request, None);
+            let batches = server_scan(&client, &request, &schema, Some(&counters.pushdown_cost)).await?;
             Ok::<_, DataFusionError>(batches.inspect_ok(move |b| output_rows.add(b.num_rows())).boxed())
         })
         .try_flatten();

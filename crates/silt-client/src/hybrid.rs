@@ -37,7 +37,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch, RecordBatchOptions};
 use datafusion::arrow::compute::concat;
@@ -50,16 +50,16 @@ use datafusion::execution::TaskContext;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_expr::utils::{collect_columns, reassign_expr_columns};
 use datafusion::physical_plan::ExecutionPlan;
-use datafusion::physical_plan::metrics::Count;
+use datafusion::physical_plan::metrics::{Count, Time};
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use silt_proto::{ObjectSegments, Projection, ScanRequest, SegmentScope, layout};
 
 use crate::aggregate_placement::Placement;
 use crate::client::{ClientError, SiltClient};
-use crate::exec::{SiltScanExec, server_scan};
+use crate::exec::{SiltScanExec, server_scan, with_compression};
 use crate::local_cache::{LocalCache, benefit_per_byte};
-use crate::path_cost::{PathCost, RowGroupSizes};
+use crate::path_cost::{Estimates, PathCost, RowGroupSizes};
 use silt_core::{CachedColumn, ChunkKey, ObjectKey};
 
 /// What a scan needs to run its row groups locally.
@@ -166,6 +166,40 @@ pub struct PathCounters {
     /// column chunks decoded here, [`crate::chunk_fetch`]), and their bytes.
     pub fetched_compressed: Count,
     pub bytes_fetched_compressed: Count,
+    /// What each path cost against what the model expected.
+    pub local_cost: PathMetrics,
+    pub fetched_cost: PathMetrics,
+    pub hybrid_cost: PathMetrics,
+    pub pushdown_cost: PathMetrics,
+}
+
+/// One path's `EXPLAIN ANALYZE` metrics (`<path>_bytes`,
+/// `<path>_estimated_time`, `<path>_elapsed_time`): the Flight data its
+/// row groups moved on the link, the seconds the [`crate::path_cost`]
+/// model expected for them, and the seconds they took: for local, fetched
+/// and hybrid row groups their runs' wall time summed (they overlap,
+/// [`FETCH_CONCURRENCY`] at a time), for pushed ones the pushed scan's wall
+/// time (its estimate includes one round trip). A scan pushed down whole
+/// has no layout: its bytes and time count, nothing is estimated.
+#[derive(Debug, Clone, Default)]
+pub struct PathMetrics {
+    pub bytes: Count,
+    pub estimated: Time,
+    pub elapsed: Time,
+}
+
+impl PathMetrics {
+    fn estimate(&self, seconds: f64) {
+        if seconds.is_finite() && seconds > 0.0 {
+            self.estimated.add_duration(Duration::from_secs_f64(seconds));
+        }
+    }
+
+    /// Adds a measured run: `elapsed`, having moved `bytes`.
+    pub(crate) fn measured(&self, elapsed: Duration, bytes: u64) {
+        self.elapsed.add_duration(elapsed);
+        self.bytes.add(usize::try_from(bytes).unwrap_or(usize::MAX));
+    }
 }
 
 /// One row group of the layout.
@@ -227,7 +261,8 @@ pub async fn run(
     let started = Instant::now();
     if pushed_whole(&plan) {
         counters.pushed_whole.add(1);
-        let stream = server_scan(&client, &request, &out).await?;
+        let request = with_compression(&client, &request, None);
+        let stream = server_scan(&client, &request, &out, Some(&counters.pushdown_cost)).await?;
         let stream = observed(stream, &plan, plan.table_rows.unwrap_or(0), true);
         return Ok(timed(stream, &plan, Placement::PushedWhole, started));
     }
@@ -361,7 +396,9 @@ async fn attempt(
             // A table with nested columns: no row groups to cache.
             tracing::debug!(table = %request.table, error = %e, "no layout; the scan is pushed down whole");
             plan.cache.mark_no_layout(&request.table);
-            return Ok((server_scan(client, request, out).await?, false));
+            let request = with_compression(client, request, None);
+            let stream = server_scan(client, &request, out, Some(&counters.pushdown_cost)).await?;
+            return Ok((stream, false));
         }
         Err(e) => return Err(e.into()),
     };
@@ -371,24 +408,37 @@ async fn attempt(
     // Whether every row group is answered from the cache (nothing fetched
     // or pushed): such a run times the aggregate's local placement.
     let mut all_cached = true;
+    // The model's estimates of this server, once per scan.
+    let estimates = client.calibration().estimates();
+    // What the pushed row groups are expected to send.
+    let mut pushed_bytes = 0.0;
     for group in layout {
-        match choose(plan, &request.table, &group, &mut pending) {
+        let (choice, cost) = choose(plan, &request.table, &group, &mut pending, &estimates);
+        let g = sizes_of(plan, &group, None);
+        match choice {
             Choice::Local(segments) => {
                 counters.local.add(1);
+                counters.local_cost.estimate(cost.local(&g));
                 here.push((group, Some(segments)));
             }
             Choice::Hybrid(segments) => {
                 counters.hybrid.add(1);
+                counters
+                    .hybrid_cost
+                    .estimate(cost.hybrid(&sizes_of(plan, &group, Some(&segments))));
                 here.push((group, Some(segments)));
             }
             Choice::Fetch => {
                 counters.fetched.add(1);
                 all_cached = false;
+                counters.fetched_cost.estimate(cost.fetch(&g));
                 here.push((group, None));
             }
             Choice::Pushdown => {
                 counters.pushed.add(1);
                 all_cached = false;
+                counters.pushdown_cost.estimate(cost.pushdown(&g));
+                pushed_bytes += cost.pushdown_bytes(&g);
                 pushed.push(group);
             }
         }
@@ -405,7 +455,9 @@ async fn attempt(
             scope: Some(scope_of(pushed.iter())),
             ..request.clone()
         };
-        let stream = server_scan(client, &scoped, out).await?;
+        let scoped = with_compression(client, &scoped, Some(pushed_bytes));
+        counters.pushdown_cost.estimate(estimates.round_trip_seconds);
+        let stream = server_scan(client, &scoped, out, Some(&counters.pushdown_cost)).await?;
         Some(observed(stream, plan, rows_read, true))
     };
 
@@ -483,14 +535,55 @@ impl LocalRun {
     /// (per needed column; the missing ones fetched after filtering), or
     /// (`None`) with its columns fetched and admitted first.
     async fn row_group(self, group: RowGroup, segments: Option<Vec<Option<CachedColumn>>>) -> Result<Vec<RecordBatch>> {
+        let started = Instant::now();
+        // Which path this is, for its metrics: fetched (nothing cached),
+        // hybrid (some projected column missing) or local.
+        let cost = match &segments {
+            None => &self.counters.fetched_cost,
+            Some(s) if s.iter().any(Option::is_none) => &self.counters.hybrid_cost,
+            Some(_) => &self.counters.local_cost,
+        };
+        // The cached bytes scanned here (what the client's rate is learned on).
+        let cached_bytes: u64 = segments.as_ref().map_or(0, |s| {
+            s.iter()
+                .zip(&self.plan.needed)
+                .filter(|(segment, _)| segment.is_some())
+                .map(|(_, name)| group.bytes.get(name).copied().unwrap_or(0) as u64)
+                .sum()
+        });
+        let mut meter = Meter::default();
+        let out = self.run_group(&group, segments, &mut meter).await;
+        let elapsed = started.elapsed();
+        if out.is_ok() {
+            cost.measured(elapsed, meter.bytes);
+            if cached_bytes > 0 {
+                // Filtering and decoding only: not the fetches, not a partial aggregate.
+                let computing = meter.computed.unwrap_or(elapsed).saturating_sub(meter.waited);
+                self.client
+                    .calibration()
+                    .observe_client_scan(computing.as_secs_f64(), cached_bytes);
+            }
+        }
+        out
+    }
+
+    async fn run_group(
+        &self,
+        group: &RowGroup,
+        segments: Option<Vec<Option<CachedColumn>>>,
+        meter: &mut Meter,
+    ) -> Result<Vec<RecordBatch>> {
+        let started = Instant::now();
         let plan = &self.plan;
         let segments = match segments {
             Some(segments) => segments,
             None => {
-                let arrays = fetch_row_group(&self.client, &self.request, plan, &group, &self.counters)
+                let fetching = Instant::now();
+                let (arrays, bytes) = fetch_row_group(&self.client, &self.request, plan, group, &self.counters)
                     .await
                     .map_err(Failure::into_error)?;
-                let keys = keys_of(&self.request.table, plan, &group);
+                meter.fetched(fetching.elapsed(), bytes);
+                let keys = keys_of(&self.request.table, plan, group);
                 plan.cache
                     .insert_group(keys.into_iter().zip(arrays.iter().cloned()).collect());
                 arrays.into_iter().map(|a| Some(CachedColumn::Arrow(a))).collect()
@@ -511,9 +604,12 @@ impl LocalRun {
         let mut fetched = if missing.is_empty() {
             Vec::new()
         } else {
-            fetch_rows(&self.client, &self.request, plan, &group, &missing, mask.as_ref(), kept)
+            let fetching = Instant::now();
+            let (arrays, bytes) = fetch_rows(&self.client, &self.request, plan, group, &missing, mask.as_ref(), kept)
                 .await
-                .map_err(Failure::into_error)?
+                .map_err(Failure::into_error)?;
+            meter.fetched(fetching.elapsed(), bytes);
+            arrays
         }
         .into_iter();
         let all = mask.as_ref().filter(|_| kept < group.rows);
@@ -536,12 +632,29 @@ impl LocalRun {
             .collect::<Result<_>>()?;
         let batch_size = self.context.session_config().batch_size();
         let rows = batches_of(plan, &self.out, columns, kept, batch_size)?;
+        meter.computed = Some(started.elapsed());
         // A partial aggregate per row group: its states merge in the
         // client's final aggregate like the server's do.
         match &plan.fragment {
             Some(fragment) if !rows.is_empty() => aggregate_locally(fragment, rows, self.context.clone()).await,
             _ => Ok(rows),
         }
+    }
+}
+
+/// What a row group's run here spent waiting on the server and moved, and
+/// when its own rows were ready (before any partial aggregate).
+#[derive(Default)]
+struct Meter {
+    waited: Duration,
+    bytes: u64,
+    computed: Option<Duration>,
+}
+
+impl Meter {
+    fn fetched(&mut self, waited: Duration, bytes: u64) {
+        self.waited += waited;
+        self.bytes += bytes;
     }
 }
 
@@ -555,13 +668,16 @@ fn keys_of(table: &str, plan: &LocalPlan, group: &RowGroup) -> Vec<ChunkKey> {
 }
 
 /// The path of one row group (module docs), recording the use of its
-/// segments with their benefit under the scan's observed selectivity.
-/// `pending`: the bytes this scan already chose to fetch.
-fn choose(plan: &LocalPlan, table: &str, group: &RowGroup, pending: &mut usize) -> Choice {
-    if plan.needed.iter().any(|c| !group.bytes.contains_key(c)) {
-        return Choice::Pushdown; // the object lacks a column: the server fills it in
-    }
-    let keys = keys_of(table, plan, group);
+/// segments with their benefit under the scan's observed selectivity, and
+/// the model that priced it (its `estimates` of the server, the scan's
+/// selectivity). `pending`: the bytes this scan already chose to fetch.
+fn choose(
+    plan: &LocalPlan,
+    table: &str,
+    group: &RowGroup,
+    pending: &mut usize,
+    estimates: &Estimates,
+) -> (Choice, PathCost) {
     // Until observed: a partial aggregate sends states (next to nothing),
     // a filter keeps DataFusion's default 20%, else everything.
     let unobserved = match (&plan.fragment, &plan.filter) {
@@ -570,6 +686,14 @@ fn choose(plan: &LocalPlan, table: &str, group: &RowGroup, pending: &mut usize) 
         (None, None) => 1.0,
     };
     let selectivity = plan.cache.selectivity(&plan.filters_key).unwrap_or(unobserved);
+    let model = PathCost {
+        estimates: *estimates,
+        selectivity,
+    };
+    if plan.needed.iter().any(|c| !group.bytes.contains_key(c)) {
+        return (Choice::Pushdown, model); // the object lacks a column: the server fills it in
+    }
+    let keys = keys_of(table, plan, group);
     let uses: Vec<(ChunkKey, f64)> = keys
         .iter()
         .enumerate()
@@ -578,7 +702,7 @@ fn choose(plan: &LocalPlan, table: &str, group: &RowGroup, pending: &mut usize) 
     plan.cache.record_use(&uses);
     let segments = plan.cache.get_each(&keys);
     if segments.iter().all(Option::is_some) {
-        return Choice::Local(segments);
+        return (Choice::Local(segments), model);
     }
     // Arrow in memory is about the uncompressed chunk size.
     let sized: Vec<(ChunkKey, usize)> = keys
@@ -588,39 +712,37 @@ fn choose(plan: &LocalPlan, table: &str, group: &RowGroup, pending: &mut usize) 
         .collect();
     if let Some(bytes) = plan.cache.admission(&sized, *pending) {
         *pending += bytes;
-        return Choice::Fetch;
+        return (Choice::Fetch, model);
     }
     if plan.cache.is_caching_only() {
         // Caching-only fetches it anyway, and admits it if it fits then.
-        return Choice::Fetch;
+        return (Choice::Fetch, model);
     }
     let filter_cached = plan
         .filter
         .as_ref()
         .is_none_or(|f| f.columns.iter().all(|&c| segments[c].is_some()));
-    if filter_cached && plan.fragment.is_none() {
-        let model = PathCost {
-            link_bytes_per_second: plan.cache.link_bytes_per_second(),
-            selectivity,
-        };
-        if model.prefers_hybrid(&sizes_of(plan, group, &segments)) {
-            return Choice::Hybrid(segments);
-        }
+    if filter_cached && plan.fragment.is_none() && model.prefers_hybrid(&sizes_of(plan, group, Some(&segments))) {
+        return (Choice::Hybrid(segments), model);
     }
-    Choice::Pushdown
+    (Choice::Pushdown, model)
 }
 
-/// `group`'s needed bytes by where they are, for the cost model.
-fn sizes_of(plan: &LocalPlan, group: &RowGroup, segments: &[Option<CachedColumn>]) -> RowGroupSizes {
+/// `group`'s needed bytes by where they are, for the cost model: by the
+/// cached `segments`, or (`None`) as if all were held (where they are does
+/// not change the local, fetch and pushdown prices). A column the object
+/// lacks counts nothing.
+fn sizes_of(plan: &LocalPlan, group: &RowGroup, segments: Option<&[Option<CachedColumn>]>) -> RowGroupSizes {
     let mut sizes = RowGroupSizes {
         rows: group.rows,
         ..Default::default()
     };
     for (c, name) in plan.needed.iter().enumerate() {
-        let bytes = group.bytes[name];
+        let bytes = group.bytes.get(name).copied().unwrap_or(0);
+        let held = segments.is_none_or(|s| s[c].is_some());
         if c >= plan.projected {
             sizes.filter_only += bytes;
-        } else if segments[c].is_none() {
+        } else if !held {
             sizes.projected_missing += bytes;
         } else if plan.filter.as_ref().is_some_and(|f| f.reads(c)) {
             // Scanned for the filter on either side anyway.
@@ -658,9 +780,9 @@ async fn fetch_row_group(
     plan: &LocalPlan,
     group: &RowGroup,
     counters: &PathCounters,
-) -> std::result::Result<Vec<ArrayRef>, Failure> {
-    if let Some(arrays) = crate::chunk_fetch::fetch(client, scan, plan, group, counters).await? {
-        return Ok(arrays);
+) -> std::result::Result<(Vec<ArrayRef>, u64), Failure> {
+    if let Some(fetched) = crate::chunk_fetch::fetch(client, scan, plan, group, counters).await? {
+        return Ok(fetched);
     }
     let all: Vec<usize> = (0..plan.needed.len()).collect();
     fetch_rows(client, scan, plan, group, &all, None, group.rows).await
@@ -668,7 +790,9 @@ async fn fetch_row_group(
 
 /// Columns `missing` (positions in `plan.needed`) of the rows of `group`
 /// that `mask` keeps (`kept` of them; `None`: every row), from the server:
-/// a scan scoped to the row group with a row bitmap, no filters.
+/// a scan scoped to the row group with a row bitmap, no filters,
+/// compressed when the model says the link is slower than compressing.
+/// Also returns the bytes that came over the link.
 async fn fetch_rows(
     client: &SiltClient,
     scan: &ScanRequest,
@@ -677,7 +801,7 @@ async fn fetch_rows(
     missing: &[usize],
     mask: Option<&BooleanArray>,
     kept: usize,
-) -> std::result::Result<Vec<ArrayRef>, Failure> {
+) -> std::result::Result<(Vec<ArrayRef>, u64), Failure> {
     let mut scope = scope_of(std::iter::once(group));
     if let Some(mask) = mask.filter(|_| kept < group.rows) {
         let bits = mask.values().sliced();
@@ -692,7 +816,13 @@ async fn fetch_rows(
         query: scan.query.clone(),
         ..Default::default()
     };
-    let batches = client.scan_all(&request).await?;
+    let share = kept as f64 / group.rows.max(1) as f64;
+    let expected: usize = missing
+        .iter()
+        .map(|&c| group.bytes.get(&plan.needed[c]).copied().unwrap_or(0))
+        .sum();
+    let request = with_compression(client, &request, Some(expected as f64 * share));
+    let (batches, transfer) = client.scan_all_measured(&request).await?;
     let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
     if rows != kept {
         return Err(Failure::Other(exec_datafusion_err!(
@@ -701,7 +831,7 @@ async fn fetch_rows(
             group.object
         )));
     }
-    columns_of(&batches, missing.len())
+    Ok((columns_of(&batches, missing.len())?, transfer.bytes_received))
 }
 
 /// Each of the first `count` columns of `batches`, concatenated.

@@ -99,9 +99,9 @@ pub struct SiltTableOptions {
     pub local_cache_policy: CachePolicy,
     /// The form column chunks are kept in: liquid (default) or Arrow.
     pub local_cache_form: MemoryForm,
-    /// Bytes per second between this client and the server, which the
-    /// per-row-group path choice charges for bytes that travel
-    /// ([`path_cost`]); `None`: [`path_cost::DEFAULT_LINK_BYTES_PER_SECOND`].
+    /// Bytes per second between this client and the server: the prior of
+    /// the link's estimate, which the client still learns from its
+    /// transfers ([`path_cost`]); `None`: [`path_cost::DEFAULT_LINK_BYTES_PER_SECOND`].
     pub link_bytes_per_second: Option<f64>,
     /// Never push a scan down: fetch every row group the cache lacks (and
     /// admit it if the policy keeps it), then filter and aggregate here.
@@ -146,6 +146,9 @@ pub async fn register_tables_with_options(
     partial_aggregate::install(ctx);
     query_context::install(ctx);
     join_filter::tune(ctx);
+    if let Some(link) = options.link_bytes_per_second {
+        client.calibration().set_link_prior(link);
+    }
     let cache = (options.local_cache_bytes > 0).then(|| {
         let budget = usize::try_from(options.local_cache_bytes).unwrap_or(usize::MAX);
         let link = options

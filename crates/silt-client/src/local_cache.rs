@@ -171,8 +171,10 @@ impl LocalCache {
         self.form
     }
 
-    /// This cache, for a client `bytes_per_second` from its server (what
-    /// the path cost model charges for bytes that travel).
+    /// This cache, for a client `bytes_per_second` from its server, as the
+    /// user configured it. The path cost model does not read it: it runs on
+    /// the estimates its client learns ([`crate::SiltClient::calibration`]),
+    /// whose link prior the same option sets.
     pub fn with_link(mut self, bytes_per_second: f64) -> Self {
         self.link_bytes_per_second = bytes_per_second;
         self

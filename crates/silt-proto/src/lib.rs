@@ -65,6 +65,134 @@ pub struct ScanRequest {
     /// table's schema; only an expression, never a statement.
     #[prost(string, optional, tag = "9")]
     pub filter_sql: Option<String>,
+    /// Ask for a [`ScanReport`] after the last batch: one more `FlightData`
+    /// message without Arrow data (an IPC message of header type `NONE`)
+    /// whose `app_metadata` is `Any{silt.ScanReport}`. Off by default, so
+    /// clients that do not ask never see the extra message.
+    #[prost(bool, tag = "10")]
+    pub report: bool,
+    /// Compress the Arrow IPC buffers of the answer (Arrow's own body
+    /// compression, which every Arrow Flight decoder undoes): for a link
+    /// slower than compressing.
+    #[prost(enumeration = "IpcCompression", tag = "11")]
+    pub compression: i32,
+}
+
+/// Arrow IPC buffer compression of a scan's answer ([`ScanRequest::compression`]):
+/// the codecs of Arrow's IPC format (`CompressionType`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, prost::Enumeration)]
+#[repr(i32)]
+pub enum IpcCompression {
+    None = 0,
+    Lz4Frame = 1,
+    Zstd = 2,
+}
+
+impl IpcCompression {
+    /// Arrow's codec for it (`None` for no compression). This crate
+    /// enables arrow-ipc's `lz4` and `zstd` features, so the server can
+    /// encode and the client decode both.
+    pub fn arrow(self) -> Option<arrow_ipc::CompressionType> {
+        match self {
+            IpcCompression::None => None,
+            IpcCompression::Lz4Frame => Some(arrow_ipc::CompressionType::LZ4_FRAME),
+            IpcCompression::Zstd => Some(arrow_ipc::CompressionType::ZSTD),
+        }
+    }
+}
+
+/// What the server spent on one pushed-down scan, sent after its last batch
+/// when the request asked ([`ScanRequest::report`]). Protobuf, so fields
+/// may be added: a reader takes what it knows and defaults the rest.
+#[derive(Clone, PartialEq, Message)]
+pub struct ScanReport {
+    /// [`SCAN_REPORT_VERSION`] of the writer.
+    #[prost(uint32, tag = "1")]
+    pub version: u32,
+    /// Wall seconds producing the answer's batches: executing the plan and
+    /// polling it (reading tiers and the store, decoding, filtering). Not
+    /// planning, not validation, not encoding, not sending.
+    #[prost(double, tag = "2")]
+    pub scan_seconds: f64,
+    /// Wall seconds encoding the batches as Flight data (compression included).
+    #[prost(double, tag = "3")]
+    pub encode_seconds: f64,
+    /// Seconds from the request's arrival to its first message leaving
+    /// (planning, validation, the first batch): what a client subtracts
+    /// from its time to the first message to get the link's round trip.
+    #[prost(double, tag = "4")]
+    pub first_message_seconds: f64,
+    /// Seconds planning and waiting on validation (not part of `scan_seconds`).
+    #[prost(double, tag = "5")]
+    pub planning_seconds: f64,
+    /// Rows of the row groups the scan read (after pruning).
+    #[prost(uint64, tag = "6")]
+    pub rows_scanned: u64,
+    /// Uncompressed bytes of the needed column chunks of those row groups
+    /// (as the layout counts them).
+    #[prost(uint64, tag = "7")]
+    pub bytes_scanned: u64,
+    /// Rows sent.
+    #[prost(uint64, tag = "8")]
+    pub rows_sent: u64,
+    /// Bytes of the Flight data sent before this report (IPC headers and
+    /// bodies, compressed when compression was asked).
+    #[prost(uint64, tag = "9")]
+    pub bytes_sent: u64,
+    /// The Arrow buffers of the batches sent, uncompressed: with
+    /// `bytes_sent`, the compression ratio achieved.
+    #[prost(uint64, tag = "10")]
+    pub arrow_bytes_sent: u64,
+    /// The compression the answer was encoded with.
+    #[prost(enumeration = "IpcCompression", tag = "11")]
+    pub compression: i32,
+}
+
+/// The [`ScanReport::version`] this crate writes.
+pub const SCAN_REPORT_VERSION: u32 = 1;
+
+impl ProstMessageExt for ScanReport {
+    fn type_url() -> &'static str {
+        "type.googleapis.com/silt.ScanReport"
+    }
+
+    fn as_any(&self) -> Any {
+        Any {
+            type_url: Self::type_url().to_string(),
+            value: self.encode_to_vec().into(),
+        }
+    }
+}
+
+impl ScanReport {
+    /// The report as the last `FlightData` of a scan's `DoGet` stream: an
+    /// Arrow IPC message of header type `NONE` (no schema, no batch: Flight
+    /// decoders pass it over) with the report in `app_metadata`.
+    pub fn to_flight_data(&self) -> arrow_flight::FlightData {
+        use arrow::ipc::{MessageBuilder, MessageHeader, MetadataVersion};
+        let mut fbb = flatbuffers::FlatBufferBuilder::new();
+        let mut message = MessageBuilder::new(&mut fbb);
+        message.add_version(MetadataVersion::V5);
+        message.add_header_type(MessageHeader::NONE);
+        message.add_bodyLength(0);
+        let root = message.finish();
+        fbb.finish(root, None);
+        arrow_flight::FlightData::new()
+            .with_data_header(fbb.finished_data().to_vec())
+            .with_app_metadata(self.as_any().encode_to_vec())
+    }
+
+    /// The report `app_metadata` carries, if it is one. `None` for empty or
+    /// other metadata; an error for a report that does not decode.
+    pub fn from_app_metadata(app_metadata: &[u8]) -> Result<Option<ScanReport>, arrow::error::ArrowError> {
+        if app_metadata.is_empty() {
+            return Ok(None);
+        }
+        let Ok(any) = Any::decode(app_metadata) else {
+            return Ok(None);
+        };
+        any.unpack::<ScanReport>()
+    }
 }
 
 /// Which client query a scan belongs to ([`ScanRequest::query`]).
@@ -347,6 +475,8 @@ mod tests {
                 tables: vec!["lineitem".into(), "orders".into()],
             }),
             filter_sql: Some("l_quantity < 10".into()),
+            report: true,
+            compression: IpcCompression::Zstd as i32,
         };
         let any = req.as_any();
         assert!(any.is::<ScanRequest>());
@@ -386,5 +516,51 @@ mod tests {
         for name in [layout::COMPRESSED_BYTES, layout::CHUNK_OFFSET, layout::CHUNK_LENGTH] {
             assert!(schema.field_with_name(name).unwrap().is_nullable(), "{name}");
         }
+    }
+
+    #[test]
+    fn a_scan_report_rides_a_flight_data_message_decoders_pass_over() {
+        use arrow_flight::decode::{DecodedPayload, FlightDataDecoder};
+        use arrow_flight::encode::FlightDataEncoderBuilder;
+        use futures::{StreamExt, TryStreamExt};
+        let report = ScanReport {
+            version: SCAN_REPORT_VERSION,
+            scan_seconds: 0.25,
+            rows_scanned: 8192,
+            bytes_scanned: 65536,
+            rows_sent: 3,
+            bytes_sent: 1000,
+            compression: IpcCompression::Lz4Frame as i32,
+            ..Default::default()
+        };
+        let batch = arrow::array::RecordBatch::try_from_iter([(
+            "a",
+            std::sync::Arc::new(arrow::array::Int32Array::from(vec![1, 2, 3])) as arrow::array::ArrayRef,
+        )])
+        .unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        runtime.block_on(async {
+            let data = FlightDataEncoderBuilder::new()
+                .build(futures::stream::iter([Ok(batch.clone())]))
+                .chain(futures::stream::iter([Ok(report.to_flight_data())]));
+            // The plain decoder yields the batch and nothing else.
+            let plain = arrow_flight::decode::FlightRecordBatchStream::new_from_flight_data(data);
+            let batches: Vec<_> = plain.try_collect().await.unwrap();
+            assert_eq!(batches, vec![batch.clone()]);
+            // The message-level decoder sees the report.
+            let data = FlightDataEncoderBuilder::new()
+                .build(futures::stream::iter([Ok(batch)]))
+                .chain(futures::stream::iter([Ok(report.to_flight_data())]));
+            let messages: Vec<_> = FlightDataDecoder::new(data).try_collect().await.unwrap();
+            let last = messages.last().unwrap();
+            assert!(matches!(last.payload, DecodedPayload::None));
+            assert_eq!(
+                ScanReport::from_app_metadata(&last.app_metadata()).unwrap(),
+                Some(report)
+            );
+            // Metadata of other kinds is not a report.
+            assert_eq!(ScanReport::from_app_metadata(b"").unwrap(), None);
+            assert_eq!(ScanReport::from_app_metadata(b"\xffnot protobuf").unwrap(), None);
+        });
     }
 }

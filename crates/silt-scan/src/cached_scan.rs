@@ -51,7 +51,7 @@ use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::parquet::arrow::arrow_reader::RowSelection;
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
-use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
 use datafusion::physical_plan::statistics::StatisticsArgs;
 use datafusion::physical_plan::stream::RecordBatchReceiverStream;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties};
@@ -96,6 +96,13 @@ fn batch_masks(rows: &BooleanBuffer, lengths: &[usize]) -> Vec<BooleanArray> {
         })
         .collect()
 }
+
+/// The plan metric (a count) of rows in the row groups a scan read.
+pub const ROWS_SCANNED: &str = "rows_scanned";
+
+/// The plan metric (a count) of the uncompressed bytes of the needed column
+/// chunks of the row groups a scan read.
+pub const BYTES_SCANNED: &str = "uncompressed_bytes_scanned";
 
 /// Everything a scan reads through, shared by all partitions.
 #[derive(Clone)]
@@ -316,6 +323,11 @@ impl PartitionRun {
                 .batches
                 .label_column(store_id, c as u32, self.spec.table_schema.field(c).name());
         }
+        // What this partition scanned: the rows of the row groups it read
+        // and their needed column chunks' uncompressed bytes (a server's
+        // scan report: its cost per byte).
+        let rows_scanned = MetricBuilder::new(&self.metrics).counter(ROWS_SCANNED, self.partition);
+        let bytes_scanned = MetricBuilder::new(&self.metrics).counter(BYTES_SCANNED, self.partition);
         for meta in &self.spec.files {
             let file = Arc::new(self.open(meta).await?);
             let file_metrics = ParquetFileMetrics::new(self.partition, meta.location.as_ref(), &self.metrics);
@@ -380,6 +392,14 @@ impl PartitionRun {
                     ahead_bytes[started] = next;
                     started += 1;
                 }
+                rows_scanned.add(file.rows(group.rg));
+                let bytes: u64 = self
+                    .needed_columns()
+                    .iter()
+                    .filter_map(|&c| file.file_columns[c])
+                    .map(|root| file.uncompressed_chunk_bytes(group.rg, root))
+                    .sum();
+                bytes_scanned.add(usize::try_from(bytes).unwrap_or(usize::MAX));
                 let span = tracing::info_span!("row_group", object = %meta.location, row_group = group.rg);
                 let batches = self.row_group(&file, group, &mut decoded).instrument(span).await?;
                 let held: usize = batches.iter().map(RecordBatch::get_array_memory_size).sum();

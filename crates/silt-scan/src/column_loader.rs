@@ -96,6 +96,21 @@ impl FileContext {
             .sum()
     }
 
+    /// Uncompressed bytes of the column chunk of root column `root` in row
+    /// group `rg` (what the layout reports, and what decoding it scans).
+    pub fn uncompressed_chunk_bytes(&self, rg: usize, root: usize) -> u64 {
+        let metadata = self.reader.metadata();
+        let schema = metadata.file_metadata().schema_descr();
+        metadata
+            .row_group(rg)
+            .columns()
+            .iter()
+            .enumerate()
+            .filter(|(leaf, _)| schema.get_column_root_idx(*leaf) == root)
+            .map(|(_, chunk)| chunk.uncompressed_size().max(0) as u64)
+            .sum()
+    }
+
     /// The memory-tier key of batch `batch` of table column `column` in row group `rg`.
     pub fn batch_key(&self, rg: usize, column: usize, batch: usize) -> BatchKey {
         self.chunk_key(rg, column).batch(batch as u32)

@@ -17,6 +17,7 @@
 
 use std::pin::Pin;
 use std::sync::{Arc, LazyLock};
+use std::time::Instant;
 
 use arrow_flight::encode::FlightDataEncoderBuilder;
 use arrow_flight::error::FlightError;
@@ -36,7 +37,7 @@ use datafusion::arrow::datatypes::Schema;
 use datafusion::arrow::ipc::writer::IpcWriteOptions;
 use futures::{Stream, StreamExt, TryStreamExt};
 use prost::Message;
-use silt_proto::{ACTION_PRELOAD, ACTION_STATS, LookupRequest, RangesRequest, ScanRequest};
+use silt_proto::{ACTION_PRELOAD, ACTION_STATS, IpcCompression, LookupRequest, RangesRequest, ScanRequest};
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::catalog::{CATALOG, SCHEMA};
@@ -66,6 +67,16 @@ impl SiltFlightService {
 
     /// A query's answer (or failure) as a `DoGet` response.
     fn respond(&self, answer: Result<Answer, ServerError>) -> Result<Response<DoGetStream>, Status> {
+        self.deliver(answer, Delivery::default())
+    }
+
+    /// A query's answer (or failure) as a `DoGet` response, sent as
+    /// `delivery` says (a scan's compression and report).
+    fn deliver(
+        &self,
+        answer: Result<Answer, ServerError>,
+        delivery: Delivery,
+    ) -> Result<Response<DoGetStream>, Status> {
         let Answer { schema, batches, trace } = answer?;
         let batches = batches.map_err(|e| FlightError::Tonic(Box::new(e.to_status())));
         let metrics = self.engine().metrics().clone();
@@ -74,7 +85,8 @@ impl SiltFlightService {
             batches,
             metrics,
             trace.clone(),
-        )))))
+            delivery,
+        )?))))
     }
 
     /// `GetFlightInfo` of a SQL statement: the runner plans it (keeping the
@@ -109,30 +121,86 @@ impl SiltFlightService {
     }
 }
 
-/// `batches` as Flight data, counting the rows and bytes sent.
+/// How an answer goes out: plain for SQL and lookups; a pushed-down scan's
+/// as its request asks ([`ScanRequest::compression`], [`ScanRequest::report`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Delivery {
+    /// Arrow IPC buffer compression of the batches.
+    pub compression: IpcCompression,
+    /// Send a [`silt_proto::ScanReport`] after the last batch.
+    pub report: bool,
+    /// When the request came (the report's time to the first message).
+    pub since: Option<Instant>,
+}
+
+impl Delivery {
+    /// The delivery `scan` asks for, the request having come at `since`. An
+    /// unknown compression (a newer client) is none.
+    pub(crate) fn of_scan(scan: &ScanRequest, since: Instant) -> Self {
+        Delivery {
+            compression: IpcCompression::try_from(scan.compression).unwrap_or_default(),
+            report: scan.report,
+            since: Some(since),
+        }
+    }
+}
+
+/// The bytes of `batch`'s Arrow buffers (what its IPC body holds uncompressed).
+fn arrow_bytes(batch: &datafusion::arrow::array::RecordBatch) -> u64 {
+    batch
+        .columns()
+        .iter()
+        .map(|c| c.to_data().get_slice_memory_size().unwrap_or(0) as u64)
+        .sum()
+}
+
+/// `batches` as Flight data, counting the rows and bytes sent; compressed
+/// and followed by a report when `delivery` says.
 fn encode(
     schema: Arc<Schema>,
     batches: impl Stream<Item = Result<datafusion::arrow::array::RecordBatch, FlightError>> + Send + 'static,
     metrics: Arc<crate::metrics::ServerMetrics>,
     trace: crate::query::trace::QueryTrace,
-) -> DoGetStream {
+    delivery: Delivery,
+) -> Result<DoGetStream, Status> {
+    let options = IpcWriteOptions::default()
+        .try_with_compression(delivery.compression.arrow())
+        .map_err(|e| Status::internal(format!("IPC compression {:?}: {e}", delivery.compression)))?;
     let sent = metrics.clone();
     let rows_trace = trace.clone();
+    let report_trace = trace.clone();
+    let failed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let saw_failure = failed.clone();
     let flight = FlightDataEncoderBuilder::new()
         .with_schema(schema)
+        .with_options(options)
         .build(batches.inspect_ok(move |b| {
             sent.flight_rows_sent.increment(b.num_rows() as u64);
             rows_trace.sent(b.num_rows() as u64, 0);
+            rows_trace.sent_arrow(arrow_bytes(b));
         }))
         .map(move |r| {
+            if let (Some(since), Ok(_)) = (delivery.since, &r) {
+                trace.first_message(since.elapsed());
+            }
             r.inspect(|fd| {
                 let bytes = (fd.data_header.len() + fd.data_body.len()) as u64;
                 metrics.flight_bytes_sent.increment(bytes);
                 trace.sent(0, bytes);
             })
+            .inspect_err(|_| failed.store(true, std::sync::atomic::Ordering::Relaxed))
             .map_err(Status::from)
         });
-    Box::pin(flight)
+    if !delivery.report {
+        return Ok(Box::pin(flight));
+    }
+    // The report follows a complete answer only.
+    let report = futures::stream::once(async move {
+        let failed = saw_failure.load(std::sync::atomic::Ordering::Relaxed);
+        (!failed).then(|| Ok(report_trace.report(delivery.compression).to_flight_data()))
+    })
+    .filter_map(|r| async move { r });
+    Ok(Box::pin(flight.chain(report)))
 }
 
 fn one_batch(schema: Arc<Schema>, batch: Result<datafusion::arrow::array::RecordBatch, FlightError>) -> DoGetStream {

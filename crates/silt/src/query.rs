@@ -73,9 +73,11 @@ pub struct QueryArgs {
     /// rows decoded alone) or arrow (no decoding, ~4x the memory).
     #[arg(long, default_value = "liquid")]
     local_cache_form: silt_client::MemoryForm,
-    /// Megabits per second between this client and the server, for the
-    /// choice between pushing a row group down and filtering it here
-    /// [default: 10000, a server in the same rack].
+    /// Megabits per second between this client and the server: the prior
+    /// of the link's estimate (still learned from the client's transfers)
+    /// for the choice between pushing a row group down and filtering it
+    /// here, and for compressing answers [default: 10000, a server in the
+    /// same rack].
     #[arg(long)]
     link_mbps: Option<f64>,
 }

@@ -125,13 +125,18 @@ impl FlightSqlService for SiltFlightService {
         _request: Request<Ticket>,
         message: Any,
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
+        let since = std::time::Instant::now();
         let Some(query) = unpack_query(&message)? else {
             return Err(ProtocolError::UnsupportedTicket {
                 type_url: message.type_url,
             }
             .into());
         };
-        self.respond(self.runner.run(query).await)
+        let delivery = match &query {
+            QueryRequest::Scan(scan) => Delivery::of_scan(scan, since),
+            _ => Delivery::default(),
+        };
+        self.deliver(self.runner.run(query).await, delivery)
     }
 
     async fn do_get_catalogs(

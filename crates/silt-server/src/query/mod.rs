@@ -257,12 +257,13 @@ impl QueryRunner {
             first,
             rest,
             slot,
+            plan,
         } = self
             .start(&query, deadline, kept, &trace)
             .await
             .map_err(|e| self.failed(&trace, e))?;
         let batches = futures::stream::iter(first).chain(rest);
-        let held = (ActiveQuery::new(metrics.clone()), slot);
+        let held = (ActiveQuery::new(metrics.clone()), slot, plan);
         let timeout = self.engine.config().query_timeout;
         let stream_trace = trace.clone();
         let batches = futures::stream::unfold((batches, false, held), move |(mut s, done, held)| {
@@ -282,7 +283,12 @@ impl QueryRunner {
                 match tokio::time::timeout_at(deadline, s.next()).await {
                     Ok(Some(Ok(batch))) => Some((Ok(batch), (s, false, held))),
                     Ok(Some(Err(e))) => Some((Err(fail(ServerError::reading(&sources, e))), (s, true, held))),
-                    Ok(None) => None,
+                    Ok(None) => {
+                        // The plan ran to its end: what its scans read.
+                        let (rows, bytes) = plan::scanned(&held.2);
+                        trace.scanned(rows, bytes);
+                        None
+                    }
                     Err(_) => Some((Err(fail(ServerError::Timeout(timeout))), (s, true, held))),
                 }
             }
@@ -518,21 +524,22 @@ impl QueryRunner {
             .await
             .map_err(|_| self.timed_out())?;
         let first_batch = async {
-            let mut batches = tokio::time::timeout_at(deadline, planned.execute())
+            let (mut batches, plan) = tokio::time::timeout_at(deadline, planned.execute_plan())
                 .await
                 .map_err(|_| self.timed_out())??;
             let first = tokio::time::timeout_at(deadline, batches.next())
                 .await
                 .map_err(|_| self.timed_out())?;
-            Ok::<_, ServerError>((first, batches))
+            Ok::<_, ServerError>((first, batches, plan))
         };
-        let (first, rest) = trace.time(Stage::Scan, first_batch).await?;
+        let (first, rest, plan) = trace.time(Stage::Scan, first_batch).await?;
         Ok(Started {
             schema,
             sources,
             first,
-            rest: trace.scanned(rest),
+            rest: trace.scanning(rest),
             slot,
+            plan,
         })
     }
 }
@@ -600,6 +607,8 @@ struct Started {
     rest: ScanClock<SendableRecordBatchStream>,
     /// The query's execution slot, held until its stream is dropped.
     slot: Option<Arc<slots::Slot>>,
+    /// The physical plan running: its metrics say what it scanned.
+    plan: Arc<dyn datafusion::physical_plan::ExecutionPlan>,
 }
 
 impl Attempt for Started {

@@ -75,6 +75,27 @@ impl PlannedQuery {
         stream.map_err(|e| ServerError::reading(&sources, e))
     }
 
+    /// Like [`Self::execute`], also returning the physical plan that runs,
+    /// whose metrics tell at the end what the scan read ([`scanned`]).
+    pub async fn execute_plan(self) -> Result<(SendableRecordBatchStream, Arc<dyn ExecutionPlan>), ServerError> {
+        let sources = self.sources;
+        let (plan, context) = match self.physical {
+            Some(plan) => (plan, self.ctx.task_ctx()),
+            None => {
+                let context = Arc::new(self.df.task_ctx());
+                let plan = self
+                    .df
+                    .create_physical_plan()
+                    .await
+                    .map_err(|e| ServerError::reading(&sources, e))?;
+                (plan, context)
+            }
+        };
+        let stream = datafusion::physical_plan::execute_stream(plan.clone(), context)
+            .map_err(|e| ServerError::reading(&sources, e))?;
+        Ok((stream, plan))
+    }
+
     /// Row count of what the plan reads, from Parquet statistics (exact when
     /// the files' footers say so): a scan's `GetFlightInfo` reports it.
     pub async fn row_count(&self) -> Option<usize> {
@@ -109,6 +130,22 @@ fn scan_scope(scope: &SegmentScope) -> Result<ScanScope, ServerError> {
         }
     }
     Ok(scan_scope)
+}
+
+/// What the scans of `plan` read, as their metrics say once it ran: rows
+/// and uncompressed bytes of the row groups read (see [`silt_scan::cached_scan::ROWS_SCANNED`]).
+pub fn scanned(plan: &Arc<dyn ExecutionPlan>) -> (u64, u64) {
+    use silt_scan::cached_scan::{BYTES_SCANNED, ROWS_SCANNED};
+    let (mut rows, mut bytes) = (0u64, 0u64);
+    let _ = plan.apply(|node| {
+        if let Some(metrics) = node.metrics() {
+            let sum = |name: &str| metrics.sum_by_name(name).map_or(0, |v| v.as_usize() as u64);
+            rows += sum(ROWS_SCANNED);
+            bytes += sum(BYTES_SCANNED);
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    (rows, bytes)
 }
 
 fn row_count_of(plan: &dyn datafusion::physical_plan::ExecutionPlan) -> Option<usize> {

@@ -55,6 +55,13 @@ struct TraceInner {
     /// Rows and Arrow IPC bytes sent.
     rows: AtomicU64,
     bytes: AtomicU64,
+    /// The uncompressed Arrow buffers of the batches sent, what the scans
+    /// read (rows, uncompressed bytes), and when the first message left
+    /// (nanoseconds after the request came; 0 until then): a scan's report.
+    arrow_bytes: AtomicU64,
+    rows_scanned: AtomicU64,
+    bytes_scanned: AtomicU64,
+    first_message_nanos: AtomicU64,
     /// Why the query failed, if it did.
     error: parking_lot::Mutex<Option<String>>,
 }
@@ -81,6 +88,10 @@ impl QueryTrace {
             log_id: Some(id),
             rows: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
+            arrow_bytes: AtomicU64::new(0),
+            rows_scanned: AtomicU64::new(0),
+            bytes_scanned: AtomicU64::new(0),
+            first_message_nanos: AtomicU64::new(0),
             error: parking_lot::Mutex::new(None),
         }))
     }
@@ -94,6 +105,46 @@ impl QueryTrace {
     pub fn sent(&self, rows: u64, bytes: u64) {
         self.0.rows.fetch_add(rows, Ordering::Relaxed);
         self.0.bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Counts `bytes` of uncompressed Arrow buffers sent (a batch's).
+    pub fn sent_arrow(&self, bytes: u64) {
+        self.0.arrow_bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Records what the query's scans read, once its stream ended.
+    pub fn scanned(&self, rows: u64, bytes: u64) {
+        self.0.rows_scanned.store(rows, Ordering::Relaxed);
+        self.0.bytes_scanned.store(bytes, Ordering::Relaxed);
+    }
+
+    /// Records that the first message left `since` after the request came
+    /// (the first call counts).
+    pub fn first_message(&self, since: Duration) {
+        let nanos = (since.as_nanos() as u64).max(1);
+        let _ = self
+            .0
+            .first_message_nanos
+            .compare_exchange(0, nanos, Ordering::Relaxed, Ordering::Relaxed);
+    }
+
+    /// What the query spent and moved so far, as a scan reports it
+    /// ([`silt_proto::ScanReport`]); `compression`: how its batches were encoded.
+    pub fn report(&self, compression: silt_proto::IpcCompression) -> silt_proto::ScanReport {
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        silt_proto::ScanReport {
+            version: silt_proto::SCAN_REPORT_VERSION,
+            scan_seconds: self.get(Stage::Scan).as_secs_f64(),
+            encode_seconds: self.get(Stage::Encode).as_secs_f64(),
+            first_message_seconds: Duration::from_nanos(load(&self.0.first_message_nanos)).as_secs_f64(),
+            planning_seconds: (self.get(Stage::Planning) + self.get(Stage::Validation)).as_secs_f64(),
+            rows_scanned: load(&self.0.rows_scanned),
+            bytes_scanned: load(&self.0.bytes_scanned),
+            rows_sent: load(&self.0.rows),
+            bytes_sent: load(&self.0.bytes),
+            arrow_bytes_sent: load(&self.0.arrow_bytes),
+            compression: compression as i32,
+        }
     }
 
     /// Marks the query failed with `error` (the first failure is kept).
@@ -112,6 +163,10 @@ impl QueryTrace {
             log_id: None,
             rows: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
+            arrow_bytes: AtomicU64::new(0),
+            rows_scanned: AtomicU64::new(0),
+            bytes_scanned: AtomicU64::new(0),
+            first_message_nanos: AtomicU64::new(0),
             error: parking_lot::Mutex::new(None),
         }))
     }
@@ -141,7 +196,7 @@ impl QueryTrace {
 
     /// `batches` with the time spent polling them counted as `scan` (their
     /// waits are counted by the [`SendClock`] above them).
-    pub fn scanned<S: Stream + Unpin>(&self, batches: S) -> ScanClock<S> {
+    pub fn scanning<S: Stream + Unpin>(&self, batches: S) -> ScanClock<S> {
         ScanClock {
             inner: batches,
             trace: self.clone(),
@@ -150,7 +205,7 @@ impl QueryTrace {
     }
 
     /// The encoded response `stream` (whose input went through
-    /// [`QueryTrace::scanned`]): see [`SendClock`].
+    /// [`QueryTrace::scanning`]): see [`SendClock`].
     pub fn responding<S: Stream + Unpin>(&self, stream: S) -> SendClock<S> {
         SendClock {
             inner: stream,
@@ -298,7 +353,7 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(3)).await;
             i
         });
-        let scanned = trace.scanned(Box::pin(scan));
+        let scanned = trace.scanning(Box::pin(scan));
         let encoded = scanned.then(|i| async move {
             std::thread::sleep(Duration::from_millis(2));
             i

@@ -258,15 +258,21 @@ async fn the_hybrid_path_filters_here_and_fetches_the_surviving_rows() {
     let fx = Fixture::start().await;
     let base = crate::common::baseline_ctx().await;
     for form in [MemoryForm::Liquid, MemoryForm::Arrow] {
-        let ctx = client_with(
-            &fx.server,
-            &SiltTableOptions {
-                local_cache_bytes: 1 << 30,
-                local_cache_form: form,
-                ..Default::default()
-            },
-        )
-        .await;
+        let client = silt_client::SiltClient::connect(&fx.server.flight_url()).await.unwrap();
+        // The model's priors, not what this machine measures: the path
+        // choices below are the fixed model's (hybrid beats pushdown).
+        client.calibration().pin(Some(silt_client::path_cost::Estimates::priors(
+            silt_client::path_cost::DEFAULT_LINK_BYTES_PER_SECOND,
+        )));
+        let ctx = SessionContext::new();
+        let options = SiltTableOptions {
+            local_cache_bytes: 1 << 30,
+            local_cache_form: form,
+            ..Default::default()
+        };
+        silt_client::register_tables_with_options(&ctx, &client, &options)
+            .await
+            .unwrap();
         let warm = "SELECT l_comment, l_orderkey FROM lineitem WHERE l_quantity < 40";
         for _ in 0..3 {
             ctx.sql(warm).await.unwrap().collect().await.unwrap();

@@ -10,12 +10,10 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, AsArray, Int64Array, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Int64Type, Schema, UInt64Type};
-use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::parquet::basic::{Compression, ZstdLevel};
 use datafusion::parquet::file::properties::WriterProperties;
 use datafusion::parquet::file::reader::ChunkReader;
-use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::{ParquetReadOptions, SessionContext};
 use silt_bench::compare::check_same;
 use silt_bench::local_s3::LocalS3;
@@ -27,7 +25,7 @@ use silt_server::ServerConfig;
 use silt_server::config::TableConfig;
 
 use crate::common::{Fixture, client_with, metric, s3_settings};
-use crate::hybrid::{tpch_over_row_groups, tpch_row_groups_dir};
+use crate::hybrid::{plan_counter, run_with_plan, tpch_over_row_groups, tpch_row_groups_dir};
 
 /// A link slow enough that every compressible row group comes as stored.
 const SLOW_LINK: f64 = 1.0e5;

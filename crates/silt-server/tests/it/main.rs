@@ -4,6 +4,7 @@
 mod bad_input;
 mod benchmarks;
 mod common;
+mod cost;
 mod distributed;
 mod fleet;
 mod flight_sql;
