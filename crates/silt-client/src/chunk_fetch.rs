@@ -15,8 +15,9 @@
 //! chunks (what the Arrow fetch moves, about), `stored_bytes` the coalesced
 //! byte ranges of those chunks plus, when this object version's footer is
 //! not known here yet, the tail read for it ([`FOOTER_TAIL_BYTES`]);
-//! `link_bytes_per_second` is the [`LocalCache`](crate::local_cache::LocalCache)'s
-//! estimate and `decode_seconds_per_byte` is learned from this process's
+//! `link_bytes_per_second` is the link the server's
+//! [`Calibration`](crate::path_cost::Calibration) has learned (its prior:
+//! `SiltTableOptions::link_bytes_per_second`) and `decode_seconds_per_byte` is learned from this process's
 //! own decodes (a moving average from a prior of 1 ns per byte,
 //! [`DECODE_SECONDS_PER_BYTE_PRIOR`]). At the default 10 Gbit/s link it
 //! never pays; on a link of a few hundred Mbit/s it does for anything that
