@@ -402,6 +402,8 @@ impl SiltClient {
             schema: None,
             started,
             first_message: None,
+            waited: Duration::ZERO,
+            wait_started: None,
             bytes: 0,
             report: None,
             done: Arc::default(),
@@ -537,6 +539,11 @@ pub struct ScanStream {
     schema: Option<SchemaRef>,
     started: Instant,
     first_message: Option<Duration>,
+    /// Time the consumer spent blocked on this stream (from a poll that
+    /// found nothing ready to the message that came): the link and the
+    /// server, not the consumer's own work between polls.
+    waited: Duration,
+    wait_started: Option<Instant>,
     /// Flight data of the schema and batches received.
     bytes: u64,
     report: Option<ScanReport>,
@@ -569,6 +576,7 @@ impl ScanStream {
         let transfer = Transfer {
             first_message: self.first_message,
             elapsed: self.started.elapsed(),
+            waited: self.waited,
             bytes_received: self.bytes,
             report: self.report.take(),
         };
@@ -582,6 +590,20 @@ impl Stream for ScanStream {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = &mut *self;
+        let wait_started = *this.wait_started.get_or_insert_with(Instant::now);
+        let polled = this.poll_message(cx);
+        if polled.is_ready() {
+            this.waited += wait_started.elapsed();
+            this.wait_started = None;
+        }
+        polled
+    }
+}
+
+impl ScanStream {
+    /// The next batch (schema and report messages taken in passing).
+    fn poll_message(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<RecordBatch, FlightError>>> {
+        let this = self;
         loop {
             let data = match futures::ready!(this.inner.poll_next_unpin(cx)) {
                 None => {

@@ -219,6 +219,10 @@ pub struct Transfer {
     pub first_message: Option<Duration>,
     /// From sending the request to the end of the answer.
     pub elapsed: Duration,
+    /// Of `elapsed`, the time the consumer was blocked waiting for the
+    /// answer (not its own work between batches, which on loopback is most
+    /// of a transfer and would read as a slow link).
+    pub waited: Duration,
     /// Flight data received (IPC headers and bodies of the schema and
     /// batches, as they travelled: compressed when asked).
     pub bytes_received: u64,
@@ -339,7 +343,9 @@ impl Calibration {
         if t.bytes_received >= MIN_LINK_BYTES {
             let bytes = t.bytes_received as f64;
             let rtt = round_trip.unwrap_or(l.round_trip.value(ROUND_TRIP_SECONDS));
-            let on_link = (t.elapsed.as_secs_f64() - rtt).max(1e-6);
+            // Only the time the consumer waited: the rest was its own work.
+            let waited = if t.waited.is_zero() { t.elapsed } else { t.waited };
+            let on_link = (waited.as_secs_f64() - rtt).max(1e-6);
             let server = report.planning_seconds + report.scan_seconds + report.encode_seconds;
             let link = on_link - server;
             if link >= 0.1 * on_link && link >= 1e-3 {
@@ -573,6 +579,7 @@ mod tests {
         let transfer = Transfer {
             first_message: Some(Duration::from_millis(25)),
             elapsed: Duration::from_secs_f64(0.02 + 0.005 + 0.1 + 1.0),
+            waited: Duration::ZERO,
             bytes_received: 10_000_000,
             report: Some(ScanReport {
                 planning_seconds: 0.005,
@@ -607,6 +614,7 @@ mod tests {
         c.observe_transfer(&Transfer {
             first_message: Some(Duration::from_millis(1)),
             elapsed: Duration::from_secs(1),
+            waited: Duration::ZERO,
             bytes_received: 1 << 30,
             report: None,
         });
@@ -614,6 +622,7 @@ mod tests {
         c.observe_transfer(&Transfer {
             first_message: Some(Duration::ZERO),
             elapsed: Duration::ZERO,
+            waited: Duration::ZERO,
             bytes_received: 10,
             report: Some(report(0.0, 0, 0.0)),
         });
@@ -633,6 +642,7 @@ mod tests {
         c.observe_transfer(&Transfer {
             first_message: Some(Duration::from_secs(1)),
             elapsed: Duration::from_secs(3600),
+            waited: Duration::ZERO,
             bytes_received: MIN_LINK_BYTES,
             report: Some(report(1e-12, MIN_MEASURED_BYTES, 2.0)),
         });
@@ -649,6 +659,7 @@ mod tests {
         let transfer = Transfer {
             first_message: Some(Duration::from_millis(1)),
             elapsed: Duration::from_secs(1),
+            waited: Duration::ZERO,
             bytes_received: 100_000_000,
             report: Some(report(1.0, 100_000_000, 0.0005)),
         };
@@ -691,5 +702,24 @@ mod tests {
         let e = c.estimates();
         assert!((e.lz4_ratio - ((1.0 - ALPHA) * LZ4.ratio + ALPHA * 0.1)).abs() < 1e-12);
         assert_eq!(e.zstd_ratio, ZSTD.ratio);
+    }
+
+    #[test]
+    fn a_consumer_busy_between_batches_does_not_read_as_a_slow_link() {
+        let c = Calibration::default();
+        let before = c.estimates().link_seconds_per_byte;
+        // 100 MB over 10 s, of which the consumer waited only 20 ms (on
+        // loopback a join or an aggregate pulls the answer slowly).
+        for _ in 0..20 {
+            c.observe_transfer(&Transfer {
+                first_message: Some(Duration::from_millis(1)),
+                elapsed: Duration::from_secs(10),
+                waited: Duration::from_millis(20),
+                bytes_received: 100_000_000,
+                report: Some(report(0.001, 100_000_000, 0.0005)),
+            });
+        }
+        let after = c.estimates().link_seconds_per_byte;
+        assert!(after <= before * 1.5, "the link looked slower: {before} -> {after}");
     }
 }
