@@ -84,21 +84,22 @@ impl FileContext {
     /// Compressed bytes of the column chunk of root column `root` (a file
     /// column index) in row group `rg`: its leaves summed.
     pub fn chunk_bytes(&self, rg: usize, root: usize) -> u64 {
-        let metadata = self.reader.metadata();
-        let schema = metadata.file_metadata().schema_descr();
-        metadata
-            .row_group(rg)
-            .columns()
-            .iter()
-            .enumerate()
-            .filter(|(leaf, _)| schema.get_column_root_idx(*leaf) == root)
-            .map(|(_, chunk)| chunk.compressed_size().max(0) as u64)
-            .sum()
+        self.leaves_summed(rg, root, |chunk| chunk.compressed_size())
     }
 
     /// Uncompressed bytes of the column chunk of root column `root` in row
     /// group `rg` (what the layout reports, and what decoding it scans).
     pub fn uncompressed_chunk_bytes(&self, rg: usize, root: usize) -> u64 {
+        self.leaves_summed(rg, root, |chunk| chunk.uncompressed_size())
+    }
+
+    /// `size` of each leaf chunk of root column `root` in row group `rg`, summed.
+    fn leaves_summed(
+        &self,
+        rg: usize,
+        root: usize,
+        size: impl Fn(&datafusion::parquet::file::metadata::ColumnChunkMetaData) -> i64,
+    ) -> u64 {
         let metadata = self.reader.metadata();
         let schema = metadata.file_metadata().schema_descr();
         metadata
@@ -107,7 +108,7 @@ impl FileContext {
             .iter()
             .enumerate()
             .filter(|(leaf, _)| schema.get_column_root_idx(*leaf) == root)
-            .map(|(_, chunk)| chunk.uncompressed_size().max(0) as u64)
+            .map(|(_, chunk)| size(chunk).max(0) as u64)
             .sum()
     }
 
