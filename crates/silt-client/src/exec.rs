@@ -466,8 +466,15 @@ impl ExecutionPlan for SiltScanExec {
         let stream = futures::stream::once(async move {
             // Runs on the first poll: a join polls its probe side once its
             // build side is complete, so its dynamic filter is final here.
+            // The layout request prunes row groups by statistics: the
+            // scan's filters and a join's key bounds serve, its key set
+            // (up to 16k values) would only cost the round trip.
+            let mut layout_filters = request.filters.clone();
             for conjunct in join_filter::server_conjuncts(&dynamic_filters) {
                 if let Some(encoded) = crate::table::serialize_filter(&conjunct) {
+                    if !join_filter::is_key_set(&conjunct) {
+                        layout_filters.push(encoded.clone());
+                    }
                     request.filters.push(encoded);
                     pushed_join_filters.add(1);
                 }
@@ -477,7 +484,7 @@ impl ExecutionPlan for SiltScanExec {
                 return Ok(batches.inspect_ok(move |b| output_rows.add(b.num_rows())).boxed());
             }
             if let Some(local) = local.filter(|l| !l.cache.lacks_layout(&request.table)) {
-                let batches = crate::hybrid::run(client, request, local, schema, context, counters).await?;
+                let batches = crate::hybrid::run(client, request, layout_filters, local, schema, context, counters).await?;
                 return Ok(batches.inspect_ok(move |b| output_rows.add(b.num_rows())).boxed());
             }
             let request = with_compression(&client, &request, None);

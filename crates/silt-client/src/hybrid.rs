@@ -249,10 +249,13 @@ enum Choice {
 }
 
 /// Runs `request` (filters and join filters included) over `plan` and the
-/// server; `out` is the scan's output schema.
+/// server; `out` is the scan's output schema. `layout_filters` (encoded
+/// like `request.filters`) go with the layout request, for the server to
+/// leave out row groups their statistics rule out.
 pub async fn run(
     client: SiltClient,
     request: ScanRequest,
+    layout_filters: Vec<Vec<u8>>,
     plan: Arc<LocalPlan>,
     out: SchemaRef,
     context: Arc<TaskContext>,
@@ -268,7 +271,7 @@ pub async fn run(
     }
     let mut retried = false;
     loop {
-        match attempt(&client, &request, &plan, &out, &context, &counters).await {
+        match attempt(&client, &request, &layout_filters, &plan, &out, &context, &counters).await {
             Err(Failure::Changed(_)) if !retried => retried = true,
             Err(Failure::Changed(e)) => return Err(e.into()),
             Err(Failure::Other(e)) => return Err(e),
@@ -367,19 +370,20 @@ const FETCH_CONCURRENCY: usize = 4;
 async fn attempt(
     client: &SiltClient,
     request: &ScanRequest,
+    layout_filters: &[Vec<u8>],
     plan: &Arc<LocalPlan>,
     out: &SchemaRef,
     context: &Arc<TaskContext>,
     counters: &PathCounters,
 ) -> std::result::Result<(BoxStream<'static, Result<RecordBatch>>, bool), Failure> {
-    // With the scan's filters (and join filters): the server leaves out
-    // row groups their statistics rule out, as the scan itself would.
+    // The server leaves out row groups the filters' statistics rule out,
+    // as the scan itself would.
     let layout_request = ScanRequest {
         table: request.table.clone(),
         projection: Some(Projection {
             columns: plan.needed.clone(),
         }),
-        filters: request.filters.clone(),
+        filters: layout_filters.to_vec(),
         filter_sql: request.filter_sql.clone(),
         layout_only: true,
         query: request.query.clone(),

@@ -80,6 +80,15 @@ pub fn server_conjuncts(filters: &[Arc<dyn PhysicalExpr>]) -> Vec<Expr> {
     out
 }
 
+/// Whether `conjunct` (one of [`server_conjuncts`]) is a join's key set
+/// (`k IN (...)`, up to [`INLIST_MAX_DISTINCT_KEYS`] values) rather than its
+/// bounds: worth sending with a scan, not with a layout request, where
+/// statistics prune by the bounds alone and the set only costs bytes and
+/// planning.
+pub fn is_key_set(conjunct: &Expr) -> bool {
+    matches!(conjunct, Expr::InList(_))
+}
+
 /// Pushes the AND-ed parts of `expr` onto `out`.
 fn split_and(expr: &Arc<dyn PhysicalExpr>, out: &mut Vec<Arc<dyn PhysicalExpr>>) {
     match expr.downcast_ref::<PhysicalBinary>() {
