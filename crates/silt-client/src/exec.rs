@@ -484,7 +484,8 @@ impl ExecutionPlan for SiltScanExec {
                 return Ok(batches.inspect_ok(move |b| output_rows.add(b.num_rows())).boxed());
             }
             if let Some(local) = local.filter(|l| !l.cache.lacks_layout(&request.table)) {
-                let batches = crate::hybrid::run(client, request, layout_filters, local, schema, context, counters).await?;
+                let batches =
+                    crate::hybrid::run(client, request, layout_filters, local, schema, context, counters).await?;
                 return Ok(batches.inspect_ok(move |b| output_rows.add(b.num_rows())).boxed());
             }
             let request = with_compression(&client, &request, None);

@@ -46,6 +46,7 @@ use crate::error::{ProtocolError, ServerError};
 use crate::query::lookup::LookupQuery;
 use crate::query::{Answer, QueryRunner};
 
+mod compact_views;
 mod sql_service;
 
 type DoGetStream = Pin<Box<dyn Stream<Item = Result<arrow_flight::FlightData, Status>> + Send + 'static>>;
@@ -154,8 +155,9 @@ fn arrow_bytes(batch: &datafusion::arrow::array::RecordBatch) -> u64 {
         .sum()
 }
 
-/// `batches` as Flight data, counting the rows and bytes sent; compressed
-/// and followed by a report when `delivery` says.
+/// `batches` as Flight data (view columns compacted first:
+/// [`compact_views`]), counting the rows and bytes sent; compressed and
+/// followed by a report when `delivery` says.
 fn encode(
     schema: Arc<Schema>,
     batches: impl Stream<Item = Result<datafusion::arrow::array::RecordBatch, FlightError>> + Send + 'static,
@@ -174,11 +176,15 @@ fn encode(
     let flight = FlightDataEncoderBuilder::new()
         .with_schema(schema)
         .with_options(options)
-        .build(batches.inspect_ok(move |b| {
-            sent.flight_rows_sent.increment(b.num_rows() as u64);
-            rows_trace.sent(b.num_rows() as u64, 0);
-            rows_trace.sent_arrow(arrow_bytes(b));
-        }))
+        .build(
+            batches
+                .map(|b| b.and_then(|b| Ok(compact_views::compact(b)?)))
+                .inspect_ok(move |b| {
+                    sent.flight_rows_sent.increment(b.num_rows() as u64);
+                    rows_trace.sent(b.num_rows() as u64, 0);
+                    rows_trace.sent_arrow(arrow_bytes(b));
+                }),
+        )
         .map(move |r| {
             if let (Some(since), Ok(_)) = (delivery.since, &r) {
                 trace.first_message(since.elapsed());
