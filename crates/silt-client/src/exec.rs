@@ -444,3 +444,68 @@ impl ExecutionPlan for SiltScanExec {
         Ok(Arc::new(stats))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::local_cache::{CachePolicy, LocalCache};
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+
+    fn scan(limit: Option<u64>) -> SiltScanExec {
+        let client = SiltClient::connect_lazy("http://127.0.0.1:1").unwrap();
+        let request = ScanRequest {
+            table: "t".into(),
+            limit,
+            ..Default::default()
+        };
+        let schema = Arc::new(Schema::new(vec![Field::new("a", DataType::Int64, true)]));
+        SiltScanExec::new(client, request, schema, Vec::new(), None)
+    }
+
+    fn local() -> Option<Arc<LocalPlan>> {
+        let schema = Arc::new(Schema::new(vec![Field::new("a", DataType::Int64, true)]));
+        Some(Arc::new(LocalPlan {
+            cache: Arc::new(LocalCache::new(1 << 20, CachePolicy::default())),
+            needed: vec!["a".into()],
+            columns: vec![0],
+            projected: 1,
+            wide_schema: schema,
+            filter: None,
+            filters_key: "t: ".into(),
+            fragment: None,
+            table_rows: None,
+        }))
+    }
+
+    fn fleet(members: usize) -> Option<Arc<Fleet>> {
+        let urls: Vec<String> = (0..members).map(|i| format!("http://127.0.0.1:{}", i + 1)).collect();
+        Some(Arc::new(Fleet::connect(&urls, None).unwrap()))
+    }
+
+    fn route(scan: &SiltScanExec) -> String {
+        let route = format!("{:?}", scan.route());
+        route.split([' ', '{']).next().unwrap_or_default().to_string()
+    }
+
+    #[tokio::test]
+    async fn a_scan_takes_the_route_its_table_has() {
+        assert_eq!(route(&scan(None)), "PushdownRoute");
+        assert_eq!(route(&scan(None).with_local(local())), "HybridRoute");
+        assert_eq!(route(&scan(Some(10)).with_local(local())), "PushdownRoute", "a limit");
+        assert_eq!(
+            route(&scan(None).with_local(local()).with_fleet(fleet(2))),
+            "FleetRoute"
+        );
+        // One server is no fleet to place on: the session's own choice.
+        assert_eq!(
+            route(&scan(None).with_local(local()).with_fleet(fleet(1))),
+            "HybridRoute"
+        );
+        let share = TaskShare {
+            task: 0,
+            homes: vec!["http://127.0.0.1:1".into()],
+        };
+        let task = scan(None).with_fleet(fleet(1)).with_share(share);
+        assert_eq!(route(&task), "DistributedRoute");
+    }
+}

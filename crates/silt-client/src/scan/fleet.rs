@@ -44,7 +44,7 @@ const SCANS_PER_MEMBER: usize = 2;
 /// plan and a pass over its listing, so a scan per row group would cost
 /// ~4x the CPU of one unscoped scan (`silt bench fleet`, TPC-H SF 1); a
 /// run is also the unit of retry, held whole until it completes.
-const ROW_GROUPS_PER_SCAN: usize = 8;
+pub const ROW_GROUPS_PER_SCAN: usize = 8;
 
 /// Runs `request` across `fleet`, each of `groups` on its owner (module
 /// docs of [`crate::fleet`]); `None`: a table without row groups to place

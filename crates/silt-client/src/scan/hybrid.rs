@@ -8,7 +8,7 @@
 //!    gated validation a scan gets), their row groups and the sizes of the
 //!    needed columns. One round trip; nothing is scanned.
 //! 2. Per row group choose a path ([`choose`]):
-//!    - **local**: every needed column is in the [`LocalCache`] at that
+//!    - **local**: every needed column is in the [`LocalCache`](crate::LocalCache) at that
 //!      version: filter and project here, nothing travels;
 //!    - **fetch**: the cache would admit the row group's columns (they have
 //!      been used [`crate::local_cache::ADMIT_AFTER_USES`] times and fit in
@@ -33,7 +33,8 @@
 //!
 //! If an object changed between the layout and a scoped scan, the server
 //! refuses (`ABORTED`) and the whole scan starts again from a new layout,
-//! once: rows of two versions never meet in one answer.
+//! once ([`silt_core::restart`]): rows of two versions never meet in one
+//! answer.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
