@@ -4,7 +4,7 @@
 //! A partial aggregate pushed into a scan ([`crate::partial_aggregate`])
 //! can run in two places: *pushed whole* (one scan, the server aggregates
 //! every row group on all its cores and sends states), or *per row group*
-//! like any scan with a compute-side cache ([`crate::hybrid`]): row groups
+//! like any scan with a compute-side cache ([`crate::scan::hybrid`]): row groups
 //! the cache holds are aggregated here, the rest on the server. With few
 //! groups the states are next to nothing and pushing whole wins (TPC-H Q1,
 //! Q6). With many groups the states are about as many as the rows, and

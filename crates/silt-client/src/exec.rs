@@ -1,9 +1,11 @@
-//! `SiltScanExec`: the physical operator that runs a scan on the server.
+//! `SiltScanExec`: the physical operator of a scan of a Silt table. It
+//! holds what defines the scan (request, schema, the compute-side cache's
+//! plan, fleet, task share) and, when executed, only dispatches: it picks
+//! one route of [`crate::scan`] and opens the scan on it.
 
 use std::fmt;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{RecordBatch, RecordBatchOptions};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::stats::Precision;
@@ -20,14 +22,21 @@ use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder,
 use datafusion::physical_plan::statistics::StatisticsArgs;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties};
-use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use silt_proto::{QueryContext, ScanRequest};
 
-use crate::client::{ClientError, SiltClient};
+use crate::client::SiltClient;
 use crate::fleet::{Fleet, TaskShare};
-use crate::hybrid::{LocalPlan, PathCounters, PathMetrics, RowGroup};
 use crate::join_filter;
+use crate::scan::distributed::{DistributedRoute, share_scope};
+use crate::scan::fleet::FleetRoute;
+use crate::scan::hybrid::HybridRoute;
+use crate::scan::layout::RowGroup;
+use crate::scan::local_plan::LocalPlan;
+use crate::scan::metrics::{PathCounters, PathMetrics};
+use crate::scan::pushdown::PushdownRoute;
+use crate::scan::query_id::execution_id;
+use crate::scan::{SCAN_NODE, Scan, ScanRoute};
 
 /// Streams the result of a pushed-down scan from a Silt server. In `EXPLAIN`
 /// it shows exactly what ran remotely: table, columns, filters and limit.
@@ -44,10 +53,10 @@ pub struct SiltScanExec {
     dynamic_filters: Vec<Arc<dyn PhysicalExpr>>,
     num_rows: Option<usize>,
     /// When the session has a compute-side cache: how row groups run
-    /// locally ([`crate::hybrid`]).
+    /// locally ([`crate::scan::hybrid`]).
     local: Option<Arc<LocalPlan>>,
     /// When the table is served by a fleet: its row groups go to their
-    /// owners ([`crate::fleet`]), and `client` only planned.
+    /// owners ([`crate::scan::fleet`]), and `client` only planned.
     fleet: Option<Arc<Fleet>>,
     /// When this scan is one task of a distributed query: the row groups
     /// it reads ([`crate::fleet::TaskShare`]).
@@ -96,7 +105,7 @@ impl SiltScanExec {
     }
 
     /// This scan with its row groups answered from `local` when they can
-    /// be ([`crate::hybrid`]).
+    /// be ([`crate::scan::hybrid`]).
     pub(crate) fn with_local(mut self, local: Option<Arc<LocalPlan>>) -> Self {
         self.local = local;
         self
@@ -126,11 +135,7 @@ impl SiltScanExec {
     pub(crate) fn with_share(&self, share: TaskShare) -> Self {
         let mut scan = self.copy();
         if let (Some(planned), Some(fleet)) = (&self.planned, &self.fleet) {
-            let members: Vec<&str> = fleet.clients().map(SiltClient::url).collect();
-            let mine = planned
-                .iter()
-                .filter(|g| share.task_of(&members, &crate::fleet::row_group_name(&g.object, g.index)) == share.task);
-            scan.request.scope = Some(crate::hybrid::scope_of(mine));
+            scan.request.scope = Some(share_scope(planned, fleet, &share));
         }
         scan.share = Some(Arc::new(share));
         scan
@@ -239,6 +244,45 @@ impl SiltScanExec {
         scan
     }
 
+    /// The route this scan's rows take ([`crate::scan`]): a task of a
+    /// distributed query reads its share through the fleet, a fleet table
+    /// (of more than one server) goes to the owners of its row groups, a
+    /// scan with a compute-side cache and no limit chooses per row group,
+    /// anything else is pushed down whole.
+    fn route(&self) -> Box<dyn ScanRoute> {
+        let fleet = self.fleet.clone().filter(|f| f.len() > 1 || self.share.is_some());
+        let local = self.local.clone().filter(|_| self.request.limit.is_none());
+        let client = self.client.clone();
+        match (fleet, self.share.clone(), local) {
+            (Some(fleet), Some(share), _) => Box::new(DistributedRoute { fleet, share }),
+            (Some(fleet), None, _) => Box::new(FleetRoute { fleet }),
+            (None, _, Some(plan)) => Box::new(HybridRoute { client, plan }),
+            (None, _, None) => Box::new(PushdownRoute { client }),
+        }
+    }
+
+    /// The paths' `EXPLAIN ANALYZE` metrics of partition `partition`.
+    fn counters(&self, partition: usize) -> PathCounters {
+        let cost = |path: &str| PathMetrics {
+            bytes: MetricBuilder::new(&self.metrics).counter(format!("{path}_bytes"), partition),
+            estimated: MetricBuilder::new(&self.metrics).subset_time(format!("{path}_estimated_time"), partition),
+            elapsed: MetricBuilder::new(&self.metrics).subset_time(format!("{path}_elapsed_time"), partition),
+        };
+        PathCounters {
+            local: MetricBuilder::new(&self.metrics).counter("row_groups_local", partition),
+            fetched: MetricBuilder::new(&self.metrics).counter("row_groups_fetched", partition),
+            hybrid: MetricBuilder::new(&self.metrics).counter("row_groups_hybrid", partition),
+            pushed: MetricBuilder::new(&self.metrics).counter("row_groups_pushed", partition),
+            pushed_whole: MetricBuilder::new(&self.metrics).counter("scans_pushed_whole", partition),
+            fetched_compressed: MetricBuilder::new(&self.metrics).counter("row_groups_fetched_compressed", partition),
+            bytes_fetched_compressed: MetricBuilder::new(&self.metrics).counter("bytes_fetched_compressed", partition),
+            local_cost: cost("local"),
+            fetched_cost: cost("fetched"),
+            hybrid_cost: cost("hybrid"),
+            pushdown_cost: cost("pushdown"),
+        }
+    }
+
     /// The scan as it is sent to the server.
     pub fn request(&self) -> &ScanRequest {
         &self.request
@@ -305,70 +349,9 @@ impl DisplayAs for SiltScanExec {
     }
 }
 
-/// Runs `request` on the server and streams its batches in `out`, the
-/// schema the client planned with. When the answer ends, `cost` (a path's
-/// `EXPLAIN ANALYZE` metrics) gets the bytes it moved and its wall time.
-pub(crate) async fn server_scan(
-    client: &SiltClient,
-    request: &ScanRequest,
-    out: &SchemaRef,
-    cost: Option<&PathMetrics>,
-) -> std::result::Result<BoxStream<'static, Result<RecordBatch>>, ClientError> {
-    let started = std::time::Instant::now();
-    let stream = client.scan(request).await?;
-    let transfer = stream.transfer_handle();
-    let (client, table, out) = (client.clone(), request.table.clone(), out.clone());
-    let batches = stream.map(move |r| {
-        r.map_err(|e| DataFusionError::from(client.scan_error(&table, e)))
-            .and_then(|b| adapt(b, &out))
-    });
-    let Some(cost) = cost.cloned() else {
-        return Ok(batches.boxed());
-    };
-    let measured = futures::stream::once(async move {
-        let bytes = transfer
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-            .map_or(0, |t| t.bytes_received);
-        cost.measured(started.elapsed(), bytes);
-    })
-    .filter_map(|()| async { None });
-    Ok(batches.chain(measured).boxed())
-}
-
-/// `request` with the compression its answer of about `expected_bytes`
-/// (`None`: unknown) should come with, by the model of `client`'s server
-/// ([`crate::path_cost::Estimates::compression`]), unless it names one.
-pub(crate) fn with_compression(client: &SiltClient, request: &ScanRequest, expected_bytes: Option<f64>) -> ScanRequest {
-    let mut request = request.clone();
-    if request.compression == 0 {
-        request.compression = client.calibration().estimates().compression(expected_bytes) as i32;
-    }
-    request
-}
-
-/// Give a batch from the server the schema the client planned with. A scan
-/// with no columns comes back as one boolean marker column: keep only the
-/// row count.
-pub(crate) fn adapt(batch: RecordBatch, schema: &SchemaRef) -> Result<RecordBatch> {
-    if schema.fields().is_empty() {
-        let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
-        return Ok(RecordBatch::try_new_with_options(schema.clone(), vec![], &options)?);
-    }
-    if batch.num_columns() != schema.fields().len() {
-        return exec_err!(
-            "server returned {} columns, expected {}",
-            batch.num_columns(),
-            schema.fields().len()
-        );
-    }
-    Ok(RecordBatch::try_new(schema.clone(), batch.columns().to_vec())?)
-}
-
 impl ExecutionPlan for SiltScanExec {
     fn name(&self) -> &'static str {
-        "SiltScanExec"
+        SCAN_NODE
     }
 
     fn properties(&self) -> &Arc<PlanProperties> {
@@ -429,71 +412,26 @@ impl ExecutionPlan for SiltScanExec {
         if partition != 0 {
             return exec_err!("SiltScanExec has one partition, asked for {partition}");
         }
-        let client = self.client.clone();
         let mut request = self.request.clone();
         if !self.query_tables.is_empty() {
             request.query = Some(QueryContext {
-                id: crate::query_context::execution_id(&context),
+                id: execution_id(&context),
                 tables: self.query_tables.to_vec(),
             });
         }
-        let schema = self.schema.clone();
-        let out_schema = schema.clone();
         let dynamic_filters = self.dynamic_filters.clone();
         let pushed_join_filters = MetricBuilder::new(&self.metrics).counter("pushed_join_filters", partition);
         let output_rows = MetricBuilder::new(&self.metrics).output_rows(partition);
-        let local = self.local.clone().filter(|_| request.limit.is_none());
-        let share = self.share.clone();
-        let fleet = self.fleet.clone().filter(|f| f.len() > 1 || share.is_some());
-        let cost = |path: &str| PathMetrics {
-            bytes: MetricBuilder::new(&self.metrics).counter(format!("{path}_bytes"), partition),
-            estimated: MetricBuilder::new(&self.metrics).subset_time(format!("{path}_estimated_time"), partition),
-            elapsed: MetricBuilder::new(&self.metrics).subset_time(format!("{path}_elapsed_time"), partition),
-        };
-        let counters = PathCounters {
-            local: MetricBuilder::new(&self.metrics).counter("row_groups_local", partition),
-            fetched: MetricBuilder::new(&self.metrics).counter("row_groups_fetched", partition),
-            hybrid: MetricBuilder::new(&self.metrics).counter("row_groups_hybrid", partition),
-            pushed: MetricBuilder::new(&self.metrics).counter("row_groups_pushed", partition),
-            pushed_whole: MetricBuilder::new(&self.metrics).counter("scans_pushed_whole", partition),
-            fetched_compressed: MetricBuilder::new(&self.metrics).counter("row_groups_fetched_compressed", partition),
-            bytes_fetched_compressed: MetricBuilder::new(&self.metrics).counter("bytes_fetched_compressed", partition),
-            local_cost: cost("local"),
-            fetched_cost: cost("fetched"),
-            hybrid_cost: cost("hybrid"),
-            pushdown_cost: cost("pushdown"),
-        };
+        let scan = Scan::new(request, self.schema.clone(), context, self.counters(partition));
+        let route = self.route();
         let stream = futures::stream::once(async move {
-            // Runs on the first poll: a join polls its probe side once its
-            // build side is complete, so its dynamic filter is final here.
-            // The layout request prunes row groups by statistics: the
-            // scan's filters and a join's key bounds serve, its key set
-            // (up to 16k values) would only cost the round trip.
-            let mut layout_filters = request.filters.clone();
-            for conjunct in join_filter::server_conjuncts(&dynamic_filters) {
-                if let Some(encoded) = crate::table::serialize_filter(&conjunct) {
-                    if !join_filter::is_key_set(&conjunct) {
-                        layout_filters.push(encoded.clone());
-                    }
-                    request.filters.push(encoded);
-                    pushed_join_filters.add(1);
-                }
-            }
-            if let Some(fleet) = fleet {
-                let batches = crate::fleet::run(fleet, request, schema, share).await?;
-                return Ok(batches.inspect_ok(move |b| output_rows.add(b.num_rows())).boxed());
-            }
-            if let Some(local) = local.filter(|l| !l.cache.lacks_layout(&request.table)) {
-                let batches =
-                    crate::hybrid::run(client, request, layout_filters, local, schema, context, counters).await?;
-                return Ok(batches.inspect_ok(move |b| output_rows.add(b.num_rows())).boxed());
-            }
-            let request = with_compression(&client, &request, None);
-            let batches = server_scan(&client, &request, &schema, Some(&counters.pushdown_cost)).await?;
+            // Runs on the first poll: a join's dynamic filter is final here.
+            let scan = scan.with_join_filters(&dynamic_filters, &pushed_join_filters);
+            let batches = route.open(scan).await?;
             Ok::<_, DataFusionError>(batches.inspect_ok(move |b| output_rows.add(b.num_rows())).boxed())
         })
         .try_flatten();
-        Ok(Box::pin(RecordBatchStreamAdapter::new(out_schema, stream)))
+        Ok(Box::pin(RecordBatchStreamAdapter::new(self.schema.clone(), stream)))
     }
 
     fn statistics_from_inputs(
@@ -504,5 +442,70 @@ impl ExecutionPlan for SiltScanExec {
         let mut stats = Statistics::new_unknown(&self.schema);
         stats.num_rows = self.num_rows.map_or(Precision::Absent, Precision::Inexact);
         Ok(Arc::new(stats))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::local_cache::{CachePolicy, LocalCache};
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+
+    fn scan(limit: Option<u64>) -> SiltScanExec {
+        let client = SiltClient::connect_lazy("http://127.0.0.1:1").unwrap();
+        let request = ScanRequest {
+            table: "t".into(),
+            limit,
+            ..Default::default()
+        };
+        let schema = Arc::new(Schema::new(vec![Field::new("a", DataType::Int64, true)]));
+        SiltScanExec::new(client, request, schema, Vec::new(), None)
+    }
+
+    fn local() -> Option<Arc<LocalPlan>> {
+        let schema = Arc::new(Schema::new(vec![Field::new("a", DataType::Int64, true)]));
+        Some(Arc::new(LocalPlan {
+            cache: Arc::new(LocalCache::new(1 << 20, CachePolicy::default())),
+            needed: vec!["a".into()],
+            columns: vec![0],
+            projected: 1,
+            wide_schema: schema,
+            filter: None,
+            filters_key: "t: ".into(),
+            fragment: None,
+            table_rows: None,
+        }))
+    }
+
+    fn fleet(members: usize) -> Option<Arc<Fleet>> {
+        let urls: Vec<String> = (0..members).map(|i| format!("http://127.0.0.1:{}", i + 1)).collect();
+        Some(Arc::new(Fleet::connect(&urls, None).unwrap()))
+    }
+
+    fn route(scan: &SiltScanExec) -> String {
+        let route = format!("{:?}", scan.route());
+        route.split([' ', '{']).next().unwrap_or_default().to_string()
+    }
+
+    #[tokio::test]
+    async fn a_scan_takes_the_route_its_table_has() {
+        assert_eq!(route(&scan(None)), "PushdownRoute");
+        assert_eq!(route(&scan(None).with_local(local())), "HybridRoute");
+        assert_eq!(route(&scan(Some(10)).with_local(local())), "PushdownRoute", "a limit");
+        assert_eq!(
+            route(&scan(None).with_local(local()).with_fleet(fleet(2))),
+            "FleetRoute"
+        );
+        // One server is no fleet to place on: the session's own choice.
+        assert_eq!(
+            route(&scan(None).with_local(local()).with_fleet(fleet(1))),
+            "HybridRoute"
+        );
+        let share = TaskShare {
+            task: 0,
+            homes: vec!["http://127.0.0.1:1".into()],
+        };
+        let task = scan(None).with_fleet(fleet(1)).with_share(share);
+        assert_eq!(route(&task), "DistributedRoute");
     }
 }

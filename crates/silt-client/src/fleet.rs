@@ -5,11 +5,14 @@
 //! Every server registers the same tables over the same store. A scan asks
 //! any server for the table's layout (the validated object versions and
 //! their row groups), then sends each row group, in scans scoped to runs
-//! of at most [`ROW_GROUPS_PER_SCAN`] row groups ([`ScanRequest::scope`]),
+//! of at most [`ROW_GROUPS_PER_SCAN`](crate::scan::fleet::ROW_GROUPS_PER_SCAN) row groups ([`ScanRequest::scope`]),
 //! to its *owner*: the member with the highest [`weight`] for the row group's
 //! name `object#row_group` ([`row_group_name`]) (rendezvous, or highest-random-weight, hashing). Every client computes the same owners
 //! without talking to the others, and a member joining or leaving moves
-//! only the row groups it wins or held, ~1/N of them.
+//! only the row groups it wins or held, ~1/N of them. This file is the
+//! fleet's membership, health and layout; its scans are the fleet route
+//! ([`crate::scan::fleet`]) and, for a task of a distributed query, the
+//! distributed route ([`crate::scan::distributed`]).
 //!
 //! **Failover.** A member that cannot be reached or fails in transport
 //! (connect errors, streams broken in HTTP/2, `UNAVAILABLE`, `UNKNOWN`,
@@ -34,33 +37,19 @@
 
 use std::collections::HashSet;
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
-use datafusion::arrow::array::RecordBatch;
-use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::error::Result;
-use futures::stream::BoxStream;
-use futures::{StreamExt, TryStreamExt};
 use silt_core::Backoff;
 use silt_proto::ScanRequest;
 
 use crate::client::{ClientError, SiltClient};
-use crate::hybrid::RowGroup;
+use crate::scan::layout::{RowGroup, parse_layout};
 
 /// How long a member that failed is skipped: longer than a connection
 /// attempt may take (10 s), so a member that drops packets costs at most
 /// one wait per back-off.
 pub const BACKOFF: Duration = silt_core::backoff::BACKOFF;
-
-/// Scans in flight per member.
-const SCANS_PER_MEMBER: usize = 2;
-
-/// Row groups of one owner sent in one scan. A request costs the server a
-/// plan and a pass over its listing, so a scan per row group would cost
-/// ~4x the CPU of one unscoped scan (`silt bench fleet`, TPC-H SF 1); a
-/// run is also the unit of retry, held whole until it completes.
-const ROW_GROUPS_PER_SCAN: usize = 8;
 
 #[derive(Debug)]
 struct Member {
@@ -168,7 +157,7 @@ impl Fleet {
 
     /// Runs `call` on member `i`, keeping its health: back in service when
     /// it answers, in back-off when it fails in transport.
-    async fn on_member<T, F, Fut>(&self, i: usize, call: &F) -> std::result::Result<T, ClientError>
+    pub(crate) async fn on_member<T, F, Fut>(&self, i: usize, call: &F) -> std::result::Result<T, ClientError>
     where
         F: Fn(SiltClient) -> Fut,
         Fut: Future<Output = std::result::Result<T, ClientError>>,
@@ -212,12 +201,10 @@ impl Fleet {
             })
             .await;
         match layout {
-            Ok(batches) => crate::hybrid::parse_layout(&batches)
-                .map(Some)
-                .map_err(|e| ClientError::Protocol {
-                    url: table.to_string(),
-                    message: e.to_string(),
-                }),
+            Ok(batches) => parse_layout(&batches).map(Some).map_err(|e| ClientError::Protocol {
+                url: table.to_string(),
+                message: e.to_string(),
+            }),
             Err(ClientError::Server {
                 code: tonic::Code::InvalidArgument,
                 ..
@@ -286,126 +273,6 @@ impl TaskShare {
             .max_by_key(|t| weight(&format!("task-{t}"), name))
             .unwrap_or(0)
     }
-}
-
-/// Runs `request` across `fleet`: each row group on its owner (module
-/// docs); `out` is the scan's output schema. With a `share`, only the row
-/// groups of that task of a distributed query ([`TaskShare`]); a table
-/// without row groups (a view) is then read whole by task 0.
-pub async fn run(
-    fleet: Arc<Fleet>,
-    request: ScanRequest,
-    out: SchemaRef,
-    share: Option<Arc<TaskShare>>,
-) -> Result<BoxStream<'static, Result<RecordBatch>>> {
-    let groups = match (&share, &request.scope) {
-        // A task of a distributed query reads the row groups its scope
-        // names, all from the one layout the coordinator planned with.
-        (Some(_), Some(scope)) => Some(RowGroup::of_scope(scope)),
-        // Else a layout of its own (a task planned without one: its share).
-        _ => fleet
-            .layout(&request.table, request.query.clone())
-            .await?
-            .map(|mut groups| {
-                if let Some(share) = &share {
-                    let members: Vec<&str> = fleet.clients().map(SiltClient::url).collect();
-                    groups.retain(|g| share.task_of(&members, &row_group_name(&g.object, g.index)) == share.task);
-                }
-                groups
-            }),
-    };
-    let Some(groups) = groups else {
-        if share.as_ref().is_some_and(|s| s.task != 0) {
-            return Ok(futures::stream::empty().boxed());
-        }
-        // No row groups to place: the table's owner scans it whole.
-        let batches = scan_on_owner(&fleet, &request.table, &request, &out).await?;
-        return Ok(futures::stream::iter(batches.into_iter().map(Ok)).boxed());
-    };
-    // Row groups by their first live owner, in runs of at most
-    // ROW_GROUPS_PER_SCAN: one request per run, not per row group.
-    let mut runs: Vec<(usize, Vec<RowGroup>)> = Vec::new();
-    for group in groups {
-        let name = row_group_name(&group.object, group.index);
-        let order = fleet.rendezvous(&name);
-        let owner = order.iter().copied().find(|&i| !fleet.is_down(i)).unwrap_or(order[0]);
-        match runs
-            .iter_mut()
-            .rev()
-            .find(|(o, run)| *o == owner && run.len() < ROW_GROUPS_PER_SCAN)
-        {
-            Some((_, run)) => run.push(group),
-            None => runs.push((owner, vec![group])),
-        }
-    }
-    let parallel = SCANS_PER_MEMBER * fleet.len();
-    let scans = runs.into_iter().map(move |(owner, run)| {
-        let (fleet, request, out) = (fleet.clone(), request.clone(), out.clone());
-        async move { scan_run(&fleet, owner, &run, &request, &out).await }
-    });
-    Ok(futures::stream::iter(scans)
-        .buffer_unordered(parallel)
-        .map_ok(|batches| futures::stream::iter(batches.into_iter().map(Ok)))
-        .try_flatten()
-        .boxed())
-}
-
-/// The rows of row groups `run` (all owned by member `owner`), in one
-/// scan on it; if it fails in transport, each row group of the run on its
-/// next live owner instead.
-async fn scan_run(
-    fleet: &Fleet,
-    owner: usize,
-    run: &[RowGroup],
-    request: &ScanRequest,
-    out: &SchemaRef,
-) -> Result<Vec<RecordBatch>> {
-    let scoped = ScanRequest {
-        scope: Some(crate::hybrid::scope_of(run.iter())),
-        ..request.clone()
-    };
-    let answer = fleet
-        .on_member(owner, &|c: SiltClient| {
-            let scoped = scoped.clone();
-            async move { c.scan_all(&scoped).await }
-        })
-        .await;
-    match answer {
-        Ok(batches) => return rows_of(batches, out),
-        Err(e) if e.is_unavailable() => {} // its row groups go to their next owners
-        Err(e) => return Err(e.into()),
-    }
-    let mut rows = Vec::new();
-    for group in run {
-        let scoped = ScanRequest {
-            scope: Some(crate::hybrid::scope_of(std::iter::once(group))),
-            ..request.clone()
-        };
-        let name = row_group_name(&group.object, group.index);
-        rows.extend(scan_on_owner(fleet, &name, &scoped, out).await?);
-    }
-    Ok(rows)
-}
-
-/// `batches`' rows (empty batches dropped) in `out`'s schema.
-fn rows_of(batches: Vec<RecordBatch>, out: &SchemaRef) -> Result<Vec<RecordBatch>> {
-    batches
-        .into_iter()
-        .filter(|b| b.num_rows() > 0)
-        .map(|b| crate::exec::adapt(b, out))
-        .collect()
-}
-
-/// All of `request`'s batches (rows only, in `out`'s schema) from the
-/// owner of `name`, failing over.
-async fn scan_on_owner(fleet: &Fleet, name: &str, request: &ScanRequest, out: &SchemaRef) -> Result<Vec<RecordBatch>> {
-    let batches = fleet
-        .with_failover(name, |c| {
-            let request = request.clone();
-            async move { c.scan_all(&request).await }
-        })
-        .await?;
-    rows_of(batches, out)
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 //! usual. Each scan's projection, filters and limit can run on the cache
 //! server, so only matching rows of the needed columns come back; by
 //! default the client also keeps a compute-side cache ([`local_cache`]) and
-//! chooses per row group where it runs ([`hybrid`]): here from the cache,
+//! chooses per row group where it runs ([`scan::hybrid`]): here from the cache,
 //! here on rows filtered here, or on the server. An aggregate over one table runs its partial half on the server
 //! too ([`partial_aggregate`]), so only per-group states come back. Joins,
 //! final aggregates and sorts run locally.
@@ -23,18 +23,17 @@
 //! ```
 
 pub mod aggregate_placement;
-pub mod chunk_fetch;
 mod client;
 pub mod distributed;
 mod exec;
 pub mod fleet;
-pub mod hybrid;
 pub mod join_filter;
 pub mod local_cache;
 pub mod partial_aggregate;
 pub mod path_cost;
 pub mod pushable;
 pub mod query_context;
+pub mod scan;
 pub mod script;
 mod table;
 pub mod tls;
@@ -88,7 +87,7 @@ pub async fn register_tables_with(ctx: &SessionContext, client: &SiltClient) -> 
 /// How the client side of Silt runs: its compute-side cache and the link
 /// to the server. The default decides per row group: a compute-side cache
 /// of [`default_local_cache_bytes`], so scans choose between local,
-/// hybrid, fetch and pushdown ([`hybrid`]).
+/// hybrid, fetch and pushdown ([`scan::hybrid`]).
 #[derive(Debug, Clone)]
 pub struct SiltTableOptions {
     /// Bytes of decoded column chunks the client keeps next to its

@@ -15,9 +15,12 @@
 //! would keep, so it is not used even as a pre-filter.
 
 use datafusion::arrow::datatypes::DataType;
-use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+use datafusion::common::Column;
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::error::Result;
 use datafusion::logical_expr::{Expr, Operator};
 use datafusion::physical_expr::PhysicalExpr;
+use datafusion_proto::bytes::Serializeable;
 use std::sync::Arc;
 
 /// Built-in scalar functions whose result depends only on their arguments
@@ -166,6 +169,31 @@ pub fn is_exact_physical(expr: &Arc<dyn PhysicalExpr>) -> bool {
             || e.downcast_ref::<ScalarFunctionExpr>()
                 .is_some_and(|f| FUNCTIONS.contains(&f.name()))
     })
+}
+
+/// The filter as the server decodes it, when it may be pushed (see
+/// [`crate::pushable`]).
+pub(crate) fn serialize_filter(expr: &Expr) -> Option<Vec<u8>> {
+    if !is_exact_on_server(expr) {
+        return None;
+    }
+    let bare = unqualify(expr).ok()?;
+    bare.to_bytes().ok().map(|b| b.to_vec())
+}
+
+/// Columns in filters are qualified by the client's table name or alias; the
+/// server resolves them against its own table, so send bare names.
+pub(crate) fn unqualify(expr: &Expr) -> Result<Expr> {
+    expr.clone()
+        .transform(|e| {
+            Ok(match e {
+                Expr::Column(c) if c.relation.is_some() => {
+                    Transformed::yes(Expr::Column(Column::new_unqualified(c.name)))
+                }
+                other => Transformed::no(other),
+            })
+        })
+        .map(|t| t.data)
 }
 
 #[cfg(test)]

@@ -16,18 +16,16 @@
 //!   share it share the id.
 
 use std::collections::BTreeSet;
-use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::Arc;
 
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::error::Result;
-use datafusion::execution::TaskContext;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::ExecutionPlan;
 
 use crate::exec::SiltScanExec;
+pub use crate::scan::query_id::execution_id;
 
 /// The physical optimizer rule that tells each Silt scan every table its
 /// plan scans (module docs). Installed by [`crate::register_tables_with`].
@@ -71,50 +69,4 @@ impl PhysicalOptimizerRule for AnnounceQueryTables {
 /// after every rule already there (it must see the final scans).
 pub fn install(ctx: &datafusion::prelude::SessionContext) {
     crate::install_rule_last(ctx, Arc::new(AnnounceQueryTables));
-}
-
-/// Executions seen, by their `TaskContext` (dead ones are dropped).
-type Executions = Mutex<Vec<(Weak<TaskContext>, String)>>;
-
-/// The id of the execution `context` belongs to: the same for every scan
-/// of one execution of a plan, different for every other execution (in
-/// this process or another).
-pub fn execution_id(context: &Arc<TaskContext>) -> String {
-    static EXECUTIONS: OnceLock<Executions> = OnceLock::new();
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    static PROCESS: OnceLock<u64> = OnceLock::new();
-    let process = *PROCESS.get_or_init(|| {
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u32(std::process::id());
-        h.finish()
-    });
-    let executions = EXECUTIONS.get_or_init(Executions::default);
-    let mut executions = executions.lock().unwrap_or_else(|p| p.into_inner());
-    executions.retain(|(w, _)| w.strong_count() > 0);
-    if let Some((_, id)) = executions
-        .iter()
-        .find(|(w, _)| std::ptr::eq(w.as_ptr(), Arc::as_ptr(context)))
-    {
-        return id.clone();
-    }
-    let id = format!("{process:016x}-{}", NEXT.fetch_add(1, Ordering::Relaxed));
-    executions.push((Arc::downgrade(context), id.clone()));
-    id
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn one_id_per_execution() {
-        let a = Arc::new(TaskContext::default());
-        let b = Arc::new(TaskContext::default());
-        assert_eq!(execution_id(&a), execution_id(&a.clone()));
-        assert_ne!(execution_id(&a), execution_id(&b));
-        let first = execution_id(&a);
-        drop(a);
-        let c = Arc::new(TaskContext::default());
-        assert_ne!(execution_id(&c), first);
-    }
 }

@@ -6,22 +6,20 @@ use async_trait::async_trait;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::Session;
 use datafusion::common::stats::Precision;
-use datafusion::common::tree_node::{Transformed, TreeNode};
-use datafusion::common::{Column, DFSchema, Statistics, project_schema};
+use datafusion::common::{DFSchema, Statistics, project_schema};
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::error::Result;
 use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
-use datafusion_proto::bytes::Serializeable;
 use silt_proto::{Projection, ScanRequest};
 
 use crate::client::SiltClient;
 use crate::exec::SiltScanExec;
 use crate::fleet::Fleet;
-use crate::hybrid::{LocalFilter, LocalPlan};
 use crate::local_cache::LocalCache;
-use crate::pushable::is_exact_on_server;
+use crate::pushable::{serialize_filter, unqualify};
+use crate::scan::local_plan::{LocalFilter, LocalPlan};
 
 /// The share of rows a pushed filter is assumed to keep in row estimates
 /// (DataFusion's `default_filter_selectivity`).
@@ -66,7 +64,7 @@ impl SiltTable {
     }
 
     /// This table with its scans' row groups answered from `cache` when
-    /// it holds them ([`crate::hybrid`]).
+    /// it holds them ([`crate::scan::hybrid`]).
     pub fn with_local_cache(mut self, cache: Option<Arc<LocalCache>>) -> Self {
         self.local_cache = cache;
         self
@@ -145,31 +143,6 @@ impl SiltTable {
     pub fn name(&self) -> &str {
         &self.name
     }
-}
-
-/// Columns in filters are qualified by the client's table name or alias; the
-/// server resolves them against its own table, so send bare names.
-fn unqualify(expr: &Expr) -> Result<Expr> {
-    expr.clone()
-        .transform(|e| {
-            Ok(match e {
-                Expr::Column(c) if c.relation.is_some() => {
-                    Transformed::yes(Expr::Column(Column::new_unqualified(c.name)))
-                }
-                other => Transformed::no(other),
-            })
-        })
-        .map(|t| t.data)
-}
-
-/// The filter as the server decodes it, when it may be pushed (see
-/// [`crate::pushable`]).
-pub(crate) fn serialize_filter(expr: &Expr) -> Option<Vec<u8>> {
-    if !is_exact_on_server(expr) {
-        return None;
-    }
-    let bare = unqualify(expr).ok()?;
-    bare.to_bytes().ok().map(|b| b.to_vec())
 }
 
 #[async_trait]

@@ -11,7 +11,9 @@
 //! - [`single_flight`] de-duplicates concurrent loads of one key, and
 //!   [`backoff`] skips a failed fleet member for a while;
 //! - [`machine`] says how much memory there is, for budgets that default
-//!   to a share of it.
+//!   to a share of it;
+//! - [`restart`] is the one policy for a read that meets a changed object
+//!   version: restart it once.
 //!
 //! A leaf crate: it knows nothing of stores, scans, servers or clients.
 
@@ -21,6 +23,7 @@ mod column;
 mod key;
 pub mod machine;
 pub mod policy;
+pub mod restart;
 pub mod single_flight;
 mod version;
 

@@ -283,7 +283,7 @@ pub fn layout_schema() -> arrow::datatypes::SchemaRef {
 /// Bytes of one object of a table exactly as stored, at one version, read
 /// through the server's tiers (page buffer, disk tier, then the object
 /// store): what a client that decodes Parquet itself fetches when the link
-/// is slower than its decoder (`silt-client`'s `chunk_fetch`). A `DoGet`
+/// is slower than its decoder (`silt-client`'s `scan::bytes`). A `DoGet`
 /// ticket (`Any` with type URL [`RangesRequest::type_url`]), answered with
 /// batches of [`ranges_schema`]: per requested range in request order, then
 /// the tail, its bytes in pieces of at most [`RANGE_PIECE_BYTES`], each

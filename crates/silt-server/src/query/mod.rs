@@ -48,6 +48,7 @@ use datafusion::execution::SendableRecordBatchStream;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use silt_cache::{CacheError, ValidationGate};
+use silt_core::restart::restart_once_on_change;
 use silt_proto::ScanRequest;
 use tokio::time::Instant;
 use tracing::{Instrument, debug, warn};
@@ -418,9 +419,10 @@ impl QueryRunner {
     /// makes its own gate (its validations must be sent after it started)
     /// and its result, whose release waits for the gate's confirmation.
     ///
-    /// The query is restarted, once, when the validation found an object
-    /// added, deleted or overwritten, or when the attempt failed (or its
-    /// first result did) with a changed version. A validation that fails
+    /// The query is restarted, once ([`restart_once_on_change`], the one
+    /// restart policy, the client's scans' too), when the validation found
+    /// an object added, deleted or overwritten, or when the attempt failed
+    /// (or its first result did) with a changed version. A validation that fails
     /// otherwise fails the query with it: rows read on a listing the
     /// validation did not confirm never go out. `sources`: what the query
     /// reads, for that error when the attempt does not say.
@@ -437,39 +439,43 @@ impl QueryRunner {
         Fut: Future<Output = (Arc<ValidationGate>, Result<T, ServerError>)>,
     {
         let metrics = self.engine.metrics();
-        let mut restarted = false;
-        loop {
-            let (gate, result) = attempt(restarted).await;
-            let confirmation = tokio::time::timeout_at(deadline, gate.confirm());
-            let confirmed = trace
-                .time(Stage::Validation, confirmation)
-                .await
-                .map_err(|_| self.timed_out())?;
-            if gate.is_speculative() {
-                metrics.validations_speculative.increment(1);
-            }
-            let changed = match (&confirmed, &result) {
-                (Err(e), _) => {
-                    if e.is_changed() {
+        let outcome = restart_once_on_change(
+            |restarted| {
+                if restarted {
+                    metrics.query_restarts.increment(1);
+                    debug!("an object changed under the query before it answered; restarting it once");
+                }
+                let attempted = attempt(restarted);
+                async move {
+                    let (gate, result) = attempted.await;
+                    let confirmation = tokio::time::timeout_at(deadline, gate.confirm());
+                    let confirmed = trace
+                        .time(Stage::Validation, confirmation)
+                        .await
+                        .map_err(|_| self.timed_out())?;
+                    if gate.is_speculative() {
+                        metrics.validations_speculative.increment(1);
+                    }
+                    if confirmed.as_ref().is_err_and(|e| e.is_changed()) {
                         metrics.validation_mismatches.increment(1);
                     }
-                    e.is_changed()
+                    Ok::<_, ServerError>((confirmed, result))
                 }
-                (Ok(()), Err(e)) => e.is_version_changed(),
-                (Ok(()), Ok(answer)) => answer.saw_change(),
-            };
-            if changed && !restarted {
-                metrics.query_restarts.increment(1);
-                debug!("an object changed under the query before it answered; restarting it once");
-                restarted = true;
-                continue;
-            }
-            if let Err(e) = confirmed {
-                let sources = result.as_ref().ok().and_then(Attempt::sources).unwrap_or(sources);
-                return Err(ServerError::reading(sources, DataFusionError::External(Box::new(e))));
-            }
-            return result;
+            },
+            |outcome| match outcome {
+                Err(_) => false, // timed out
+                Ok((Err(e), _)) => e.is_changed(),
+                Ok((Ok(()), Err(e))) => e.is_version_changed(),
+                Ok((Ok(()), Ok(answer))) => answer.saw_change(),
+            },
+        )
+        .await;
+        let (confirmed, result) = outcome?;
+        if let Err(e) = confirmed {
+            let sources = result.as_ref().ok().and_then(Attempt::sources).unwrap_or(sources);
+            return Err(ServerError::reading(sources, DataFusionError::External(Box::new(e))));
         }
+        result
     }
 
     /// When the client query `query` is a scan of started, if it says

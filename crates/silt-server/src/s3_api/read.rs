@@ -15,6 +15,7 @@ use object_store::path::Path as ObjectPath;
 use s3s::dto::{ETag, GetObjectOutput, HeadObjectOutput, Range as ByteRange, StreamingBlob, Timestamp};
 use s3s::{S3Error, s3_error};
 use silt_cache::{CachedStore, ObjectVersion};
+use silt_core::restart::restart_once_on_change;
 use tracing::warn;
 
 use super::bucket::Bucket;
@@ -77,7 +78,7 @@ impl Bucket {
     /// The version to serve, the span of it the request selects, and the
     /// first chunk of that span. If the version the cache held is gone
     /// upstream (a miss failed its `If-Match`), the object is revalidated
-    /// and the read starts again, once.
+    /// and the read starts again, once ([`restart_once_on_change`]).
     async fn read_first(
         &self,
         key: &str,
@@ -85,31 +86,38 @@ impl Bucket {
         range: Option<ByteRange>,
         route: Option<&PeerRoute>,
     ) -> Result<(ObjectVersion, Range<u64>, Bytes), S3Error> {
-        let mut version = self
+        let held = self
             .store
             .read_version(path)
             .await
             .map_err(|e| self.store_error(key, e))?;
-        let mut revalidated = false;
-        loop {
-            let span = match range {
-                None => 0..version.size,
-                Some(r) => resolve(r, version.size).ok_or_else(|| invalid_range(key, r, version.size))?,
-            };
-            let first = span.start..chunk_end(span.start, span.end, self.chunk);
-            match read_span(&self.store, path, &version, first, self.chunk, route).await {
-                Ok(bytes) => return Ok((version, span, bytes)),
-                Err(object_store::Error::Precondition { .. }) if !revalidated => {
-                    revalidated = true;
-                    version = self
-                        .store
-                        .revalidate(path)
-                        .await
-                        .map_err(|e| self.store_error(key, e))?;
+        // Outer error: the read's answer; inner: the store's, a gone
+        // version restarting the read once.
+        let read = restart_once_on_change(
+            |revalidating| {
+                let held = held.clone();
+                async move {
+                    let version = if revalidating {
+                        self.store
+                            .revalidate(path)
+                            .await
+                            .map_err(|e| self.store_error(key, e))?
+                    } else {
+                        held
+                    };
+                    let span = match range {
+                        None => 0..version.size,
+                        Some(r) => resolve(r, version.size).ok_or_else(|| invalid_range(key, r, version.size))?,
+                    };
+                    let first = span.start..chunk_end(span.start, span.end, self.chunk);
+                    let read = read_span(&self.store, path, &version, first, self.chunk, route).await;
+                    Ok::<_, S3Error>(read.map(|bytes| (version, span, bytes)))
                 }
-                Err(e) => return Err(self.store_error(key, e)),
-            }
-        }
+            },
+            |read| matches!(read, Ok(Err(object_store::Error::Precondition { .. }))),
+        )
+        .await;
+        read?.map_err(|e| self.store_error(key, e))
     }
 }
 

@@ -1,5 +1,5 @@
 //! The default client — Silt's DataFusion client with its compute-side
-//! cache ([`silt_client::hybrid`]) — gives plain DataFusion's answers at
+//! cache ([`silt_client::scan::hybrid`]) — gives plain DataFusion's answers at
 //! three cache sizes: none (every scan pushed down whole), small (row
 //! groups compete for it, some are evicted or refused) and the default
 //! (`SiltTableOptions::default()`, what `register_tables` keeps: every row

@@ -1,4 +1,4 @@
-//! The hybrid client's fetched row groups as stored (`silt_client::chunk_fetch`):
+//! The hybrid client's fetched row groups as stored (`silt_client::scan::bytes`):
 //! on a slow link, a fetched row group's column chunks come as the
 //! compressed Parquet the server's tiers hold (a `RangesRequest`) and are
 //! decoded on the client, with the answers plain DataFusion gives; the
@@ -18,7 +18,7 @@ use datafusion::prelude::{ParquetReadOptions, SessionContext};
 use silt_bench::compare::check_same;
 use silt_bench::local_s3::LocalS3;
 use silt_bench::tpch;
-use silt_client::chunk_fetch::FetchedRanges;
+use silt_client::scan::bytes::FetchedRanges;
 use silt_client::{SiltClient, SiltTableOptions};
 use silt_proto::{ByteRange, Projection, RangesRequest, ScanRequest, layout};
 use silt_server::ServerConfig;

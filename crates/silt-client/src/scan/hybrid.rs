@@ -8,13 +8,13 @@
 //!    gated validation a scan gets), their row groups and the sizes of the
 //!    needed columns. One round trip; nothing is scanned.
 //! 2. Per row group choose a path ([`choose`]):
-//!    - **local**: every needed column is in the [`LocalCache`] at that
+//!    - **local**: every needed column is in the [`LocalCache`](crate::LocalCache) at that
 //!      version: filter and project here, nothing travels;
 //!    - **fetch**: the cache would admit the row group's columns (they have
 //!      been used [`crate::local_cache::ADMIT_AFTER_USES`] times and fit in
 //!      free space or in place of segments worth less): fetch them whole,
 //!      unfiltered (one scoped scan, or, when the link is the bottleneck,
-//!      their column chunks as stored, decoded here: [`crate::chunk_fetch`]),
+//!      their column chunks as stored, decoded here: [`super::bytes`]),
 //!      admit them, then run them locally;
 //!    - **hybrid**: the filter's columns are cached here, and some projected
 //!      ones: filter here, and fetch only the surviving rows of the missing
@@ -33,209 +33,73 @@
 //!
 //! If an object changed between the layout and a scoped scan, the server
 //! refuses (`ABORTED`) and the whole scan starts again from a new layout,
-//! once: rows of two versions never meet in one answer.
+//! once ([`silt_core::restart`]): rows of two versions never meet in one
+//! answer.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch, RecordBatchOptions};
+use async_trait::async_trait;
+use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, RecordBatch, RecordBatchOptions};
 use datafusion::arrow::compute::concat;
-use datafusion::arrow::datatypes::{Schema, SchemaRef, UInt32Type, UInt64Type};
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::common::exec_datafusion_err;
 use datafusion::common::tree_node::{Transformed, TreeNode};
-use datafusion::common::{exec_datafusion_err, exec_err};
 use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
-use datafusion::physical_expr::PhysicalExpr;
-use datafusion::physical_expr::utils::{collect_columns, reassign_expr_columns};
 use datafusion::physical_plan::ExecutionPlan;
-use datafusion::physical_plan::metrics::{Count, Time};
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
-use silt_proto::{ObjectSegments, Projection, ScanRequest, SegmentScope, layout};
+use silt_core::restart::restart_once_on_change;
+use silt_proto::{Projection, ScanRequest};
 
+use super::layout::{RowGroup, parse_layout, scope_of};
+use super::local_plan::LocalPlan;
+use super::metrics::PathCounters;
+use super::pushdown::{PushdownRoute, push_whole, server_scan, with_compression};
+use super::{SCAN_NODE, Scan, ScanRoute};
 use crate::aggregate_placement::Placement;
 use crate::client::{ClientError, SiltClient};
-use crate::exec::{SiltScanExec, server_scan, with_compression};
-use crate::local_cache::{LocalCache, benefit_per_byte};
+use crate::local_cache::benefit_per_byte;
 use crate::path_cost::{Estimates, PathCost, RowGroupSizes};
 use silt_core::{CachedColumn, ChunkKey, ObjectKey};
 
-/// What a scan needs to run its row groups locally.
-#[derive(Debug, Clone)]
-pub struct LocalPlan {
-    pub cache: Arc<LocalCache>,
-    /// Table columns read, in the order of `wide_schema`: the projected
-    /// ones, then those only the filters read.
-    pub needed: Vec<String>,
-    /// The index in the table's schema of each of `needed`: the column of
-    /// its cached chunks' [`ChunkKey`]s.
-    pub columns: Vec<u32>,
-    /// How many of `needed` (its first ones) are projected.
-    pub projected: usize,
-    pub wide_schema: SchemaRef,
-    /// The conjunction of the scan's filters.
-    pub filter: Option<LocalFilter>,
-    /// The table and filters, the key of observed selectivity.
-    pub filters_key: String,
-    /// The partial aggregate pushed into the scan (its leaf: the scan
-    /// without it), run on local rows too.
-    pub fragment: Option<Arc<dyn ExecutionPlan>>,
-    /// The table's row count, as the server estimates it.
-    pub table_rows: Option<usize>,
+/// Row groups answered per row group over the compute-side cache `plan`
+/// and `client`'s server (module docs). A table the server gave no layout
+/// (nested columns) is pushed down whole.
+#[derive(Debug)]
+pub struct HybridRoute {
+    pub client: SiltClient,
+    pub plan: Arc<LocalPlan>,
 }
 
-/// A scan's filters, run on a row group's cached columns.
-#[derive(Debug, Clone)]
-pub struct LocalFilter {
-    /// Positions in [`LocalPlan::needed`] of the columns the predicate reads.
-    columns: Vec<usize>,
-    /// The predicate over a batch of just those columns, in that order.
-    predicate: Arc<dyn PhysicalExpr>,
-    schema: SchemaRef,
-}
-
-impl LocalFilter {
-    /// `predicate` (over `wide_schema`), evaluated on its own columns only.
-    pub fn try_new(predicate: Arc<dyn PhysicalExpr>, wide_schema: &Schema) -> Result<Self> {
-        let mut columns: Vec<usize> = collect_columns(&predicate).iter().map(|c| c.index()).collect();
-        columns.sort_unstable();
-        columns.dedup();
-        let schema = Arc::new(Schema::new(
-            columns
-                .iter()
-                .map(|&i| wide_schema.field(i).clone())
-                .collect::<Vec<_>>(),
-        ));
-        let predicate = reassign_expr_columns(predicate, &schema)?;
-        Ok(LocalFilter {
-            columns,
-            predicate,
-            schema,
-        })
-    }
-
-    /// The rows of a row group of `rows` rows that pass, nulls folded to
-    /// false, from its `segments` (per needed column; the filter's must be
-    /// there). Also returns the filter's columns decoded, for reuse.
-    fn evaluate(
-        &self,
-        segments: &[Option<CachedColumn>],
-        rows: usize,
-    ) -> Result<(BooleanArray, Vec<(usize, ArrayRef)>)> {
-        let decoded: Vec<(usize, ArrayRef)> = self
-            .columns
-            .iter()
-            .map(|&c| match &segments[c] {
-                Some(s) => Ok((c, s.to_arrow())),
-                None => exec_err!("the filter's column #{c} is not cached"),
-            })
-            .collect::<Result<_>>()?;
-        let options = RecordBatchOptions::new().with_row_count(Some(rows));
-        let batch = RecordBatch::try_new_with_options(
-            self.schema.clone(),
-            decoded.iter().map(|(_, a)| a.clone()).collect(),
-            &options,
-        )?;
-        let mask = self.predicate.evaluate(&batch)?.into_array(rows)?;
-        let mask = mask.as_boolean();
-        let bits = match mask.nulls() {
-            Some(n) => mask.values() & n.inner(),
-            None => mask.values().clone(),
-        };
-        Ok((BooleanArray::from(bits), decoded))
-    }
-
-    /// Whether the filter reads needed column `c`.
-    fn reads(&self, c: usize) -> bool {
-        self.columns.contains(&c)
-    }
-}
-
-/// Counters of the paths row groups took, for `EXPLAIN ANALYZE`.
-#[derive(Debug, Clone, Default)]
-pub struct PathCounters {
-    pub local: Count,
-    pub fetched: Count,
-    pub hybrid: Count,
-    pub pushed: Count,
-    /// Scans pushed down whole, without a layout (partial aggregates).
-    pub pushed_whole: Count,
-    /// Of the fetched row groups, those fetched as stored (compressed
-    /// column chunks decoded here, [`crate::chunk_fetch`]), and their bytes.
-    pub fetched_compressed: Count,
-    pub bytes_fetched_compressed: Count,
-    /// What each path cost against what the model expected.
-    pub local_cost: PathMetrics,
-    pub fetched_cost: PathMetrics,
-    pub hybrid_cost: PathMetrics,
-    pub pushdown_cost: PathMetrics,
-}
-
-/// One path's `EXPLAIN ANALYZE` metrics (`<path>_bytes`,
-/// `<path>_estimated_time`, `<path>_elapsed_time`): the Flight data its
-/// row groups moved on the link, the seconds the [`crate::path_cost`]
-/// model expected for them, and the seconds they took: for local, fetched
-/// and hybrid row groups their runs' wall time summed (they overlap,
-/// [`FETCH_CONCURRENCY`] at a time), for pushed ones the pushed scan's wall
-/// time (its estimate includes one round trip). A scan pushed down whole
-/// has no layout: its bytes and time count, nothing is estimated.
-#[derive(Debug, Clone, Default)]
-pub struct PathMetrics {
-    pub bytes: Count,
-    pub estimated: Time,
-    pub elapsed: Time,
-}
-
-impl PathMetrics {
-    fn estimate(&self, seconds: f64) {
-        if seconds.is_finite() && seconds > 0.0 {
-            self.estimated.add_duration(Duration::from_secs_f64(seconds));
+#[async_trait]
+impl ScanRoute for HybridRoute {
+    async fn open(&self, scan: Scan) -> Result<BoxStream<'static, Result<RecordBatch>>> {
+        if self.plan.cache.lacks_layout(&scan.request.table) {
+            let pushdown = PushdownRoute {
+                client: self.client.clone(),
+            };
+            return pushdown.open(scan).await;
         }
-    }
-
-    /// Adds a measured run: `elapsed`, having moved `bytes`.
-    pub(crate) fn measured(&self, elapsed: Duration, bytes: u64) {
-        self.elapsed.add_duration(elapsed);
-        self.bytes.add(usize::try_from(bytes).unwrap_or(usize::MAX));
-    }
-}
-
-/// One row group of the layout.
-#[derive(Debug, Clone)]
-pub(crate) struct RowGroup {
-    pub(crate) object: Arc<str>,
-    pub(crate) version: Arc<str>,
-    pub(crate) index: u32,
-    pub(crate) rows: usize,
-    /// Uncompressed size per needed column the object has.
-    pub(crate) bytes: HashMap<String, usize>,
-    /// Where each needed column's chunk is in the object, as stored (when
-    /// the server's layout says).
-    pub(crate) chunks: HashMap<String, crate::chunk_fetch::ChunkSpan>,
-}
-
-impl RowGroup {
-    /// The row groups a scope names (their sizes unknown): what a task of a
-    /// distributed query reads ([`crate::distributed`]).
-    pub(crate) fn of_scope(scope: &SegmentScope) -> Vec<RowGroup> {
-        scope
-            .objects
-            .iter()
-            .flat_map(|o| {
-                let (object, version): (Arc<str>, Arc<str>) =
-                    (Arc::from(o.path.as_str()), Arc::from(o.version.as_str()));
-                o.row_groups.iter().map(move |&index| RowGroup {
-                    object: object.clone(),
-                    version: version.clone(),
-                    index,
-                    rows: 0,
-                    bytes: HashMap::new(),
-                    chunks: HashMap::new(),
-                })
-            })
-            .collect()
+        let Scan {
+            request,
+            layout_filters,
+            out,
+            context,
+            counters,
+        } = scan;
+        run(
+            self.client.clone(),
+            request,
+            layout_filters,
+            self.plan.clone(),
+            out,
+            context,
+            counters,
+        )
+        .await
     }
 }
 
@@ -264,20 +128,19 @@ pub async fn run(
     let started = Instant::now();
     if pushed_whole(&plan) {
         counters.pushed_whole.add(1);
-        let request = with_compression(&client, &request, None);
-        let stream = server_scan(&client, &request, &out, Some(&counters.pushdown_cost)).await?;
+        let stream = push_whole(&client, &request, &out, &counters.pushdown_cost).await?;
         let stream = observed(stream, &plan, plan.table_rows.unwrap_or(0), true);
         return Ok(timed(stream, &plan, Placement::PushedWhole, started));
     }
-    let mut retried = false;
-    loop {
-        match attempt(&client, &request, &layout_filters, &plan, &out, &context, &counters).await {
-            Err(Failure::Changed(_)) if !retried => retried = true,
-            Err(Failure::Changed(e)) => return Err(e.into()),
-            Err(Failure::Other(e)) => return Err(e),
-            Ok((stream, all_here)) if all_here => return Ok(timed(stream, &plan, Placement::Local, started)),
-            Ok((stream, _)) => return Ok(stream),
-        }
+    let attempted = restart_once_on_change(
+        |_| attempt(&client, &request, &layout_filters, &plan, &out, &context, &counters),
+        |a| matches!(a, Err(Failure::Changed(_))),
+    )
+    .await;
+    match attempted {
+        Err(failure) => Err(failure.into_error()),
+        Ok((stream, all_here)) if all_here => Ok(timed(stream, &plan, Placement::Local, started)),
+        Ok((stream, _)) => Ok(stream),
     }
 }
 
@@ -365,7 +228,7 @@ fn pushed_whole(plan: &LocalPlan) -> bool {
 }
 
 /// Row groups fetched at once.
-const FETCH_CONCURRENCY: usize = 4;
+pub(crate) const FETCH_CONCURRENCY: usize = 4;
 
 async fn attempt(
     client: &SiltClient,
@@ -400,8 +263,7 @@ async fn attempt(
             // A table with nested columns: no row groups to cache.
             tracing::debug!(table = %request.table, error = %e, "no layout; the scan is pushed down whole");
             plan.cache.mark_no_layout(&request.table);
-            let request = with_compression(client, request, None);
-            let stream = server_scan(client, &request, out, Some(&counters.pushdown_cost)).await?;
+            let stream = push_whole(client, request, out, &counters.pushdown_cost).await?;
             return Ok((stream, false));
         }
         Err(e) => return Err(e.into()),
@@ -758,26 +620,9 @@ fn sizes_of(plan: &LocalPlan, group: &RowGroup, segments: Option<&[Option<Cached
     sizes
 }
 
-/// A scope of `groups`, grouped by object version.
-pub(crate) fn scope_of<'a>(groups: impl Iterator<Item = &'a RowGroup>) -> SegmentScope {
-    let mut objects: Vec<ObjectSegments> = Vec::new();
-    for g in groups {
-        match objects.iter_mut().find(|o| *o.path == *g.object) {
-            Some(o) => o.row_groups.push(g.index),
-            None => objects.push(ObjectSegments {
-                path: g.object.to_string(),
-                version: g.version.to_string(),
-                row_groups: vec![g.index],
-                selections: Vec::new(),
-            }),
-        }
-    }
-    SegmentScope { objects }
-}
-
 /// The needed columns of one row group, whole and unfiltered, from the
 /// server: as stored and decoded here when the link is the bottleneck
-/// ([`crate::chunk_fetch`]), else as Arrow.
+/// ([`super::bytes`]), else as Arrow.
 async fn fetch_row_group(
     client: &SiltClient,
     scan: &ScanRequest,
@@ -785,7 +630,7 @@ async fn fetch_row_group(
     group: &RowGroup,
     counters: &PathCounters,
 ) -> std::result::Result<(Vec<ArrayRef>, u64), Failure> {
-    if let Some(fetched) = crate::chunk_fetch::fetch(client, scan, plan, group, counters).await? {
+    if let Some(fetched) = super::bytes::fetch(client, scan, plan, group, counters).await? {
         return Ok(fetched);
     }
     let all: Vec<usize> = (0..plan.needed.len()).collect();
@@ -874,7 +719,7 @@ fn batches_of(
 fn leaf_schema(fragment: &Arc<dyn ExecutionPlan>) -> Result<SchemaRef> {
     let mut found = None;
     fragment.apply(|node| {
-        if node.is::<SiltScanExec>() {
+        if node.name() == SCAN_NODE {
             found = Some(node.schema());
         }
         Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
@@ -893,7 +738,7 @@ async fn aggregate_locally(
     let plan = fragment
         .clone()
         .transform_up(|node| {
-            Ok(if node.is::<SiltScanExec>() {
+            Ok(if node.name() == SCAN_NODE {
                 let source: Arc<dyn ExecutionPlan> =
                     MemorySourceConfig::try_new_exec(std::slice::from_ref(&rows), schema.clone(), None)?;
                 Transformed::yes(source)
@@ -903,52 +748,4 @@ async fn aggregate_locally(
         })?
         .data;
     datafusion::physical_plan::collect(plan, context).await
-}
-
-/// The layout answer as row groups, in the server's order.
-pub(crate) fn parse_layout(batches: &[RecordBatch]) -> Result<Vec<RowGroup>> {
-    let mut groups: Vec<RowGroup> = Vec::new();
-    for batch in batches {
-        let column = |name: &str| {
-            batch
-                .column_by_name(name)
-                .ok_or_else(|| exec_datafusion_err!("the server's layout lacks column '{name}'"))
-        };
-        let (object, version, row_group, rows, col, bytes) = (
-            column(layout::OBJECT)?.as_string_opt::<i32>(),
-            column(layout::VERSION)?.as_string_opt::<i32>(),
-            column(layout::ROW_GROUP)?.as_primitive_opt::<UInt32Type>(),
-            column(layout::ROWS)?.as_primitive_opt::<UInt64Type>(),
-            column(layout::COLUMN)?.as_string_opt::<i32>(),
-            column(layout::BYTES)?.as_primitive_opt::<UInt64Type>(),
-        );
-        let (Some(object), Some(version), Some(row_group), Some(rows), Some(col), Some(bytes)) =
-            (object, version, row_group, rows, col, bytes)
-        else {
-            return exec_err!("the server's layout has unexpected column types");
-        };
-        let spans = crate::chunk_fetch::LayoutSpans::of(batch);
-        for i in 0..batch.num_rows() {
-            let same = groups.last().is_some_and(|g| {
-                *g.object == *object.value(i) && *g.version == *version.value(i) && g.index == row_group.value(i)
-            });
-            if !same {
-                groups.push(RowGroup {
-                    object: Arc::from(object.value(i)),
-                    version: Arc::from(version.value(i)),
-                    index: row_group.value(i),
-                    rows: rows.value(i) as usize,
-                    bytes: HashMap::new(),
-                    chunks: HashMap::new(),
-                });
-            }
-            if let Some(g) = groups.last_mut() {
-                g.bytes.insert(col.value(i).to_string(), bytes.value(i) as usize);
-                if let Some(span) = spans.get(i) {
-                    g.chunks.insert(col.value(i).to_string(), span);
-                }
-            }
-        }
-    }
-    Ok(groups)
 }

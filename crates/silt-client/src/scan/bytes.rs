@@ -1,7 +1,9 @@
 //! Fetching a row group's column chunks as stored (compressed Parquet) and
-//! decoding them here, when the link is the bottleneck.
+//! decoding them here, when the link is the bottleneck: the *bytes* path,
+//! a helper of the hybrid route, not a route of its own (a whole scan
+//! never goes as bytes: [`super`]).
 //!
-//! The "fetch" path of [`crate::hybrid`] gets a row group's needed columns
+//! The "fetch" path of [`super::hybrid`] gets a row group's needed columns
 //! whole. As Arrow over Flight they travel about uncompressed; as stored
 //! they are the compressed Parquet the server's tiers already hold. Per row
 //! group ([`prefers_compressed`]) the client fetches them as stored when
@@ -71,53 +73,12 @@ use datafusion::parquet::arrow::arrow_reader::{
 use datafusion::parquet::errors::ParquetError;
 use datafusion::parquet::file::metadata::ParquetMetaDataReader;
 use datafusion::parquet::file::reader::{ChunkReader, Length};
-use silt_proto::{ByteRange, RangesRequest, ScanRequest, layout};
+use silt_proto::{ByteRange, RangesRequest, ScanRequest};
 
+use super::layout::RowGroup;
+use super::local_plan::LocalPlan;
+use super::metrics::PathCounters;
 use crate::client::{ClientError, SiltClient};
-use crate::hybrid::{LocalPlan, PathCounters, RowGroup};
-
-/// Where one column chunk is in its object, as stored (from the layout).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ChunkSpan {
-    pub offset: u64,
-    pub length: u64,
-    /// The chunk's compressed size (its length, for a flat column).
-    pub compressed: u64,
-}
-
-/// The chunk columns of one layout batch (all null or absent from a server
-/// that predates them).
-pub(crate) struct LayoutSpans<'a> {
-    columns: Option<[&'a datafusion::arrow::array::UInt64Array; 3]>,
-}
-
-impl<'a> LayoutSpans<'a> {
-    pub(crate) fn of(batch: &'a RecordBatch) -> Self {
-        let column = |name: &str| batch.column_by_name(name)?.as_primitive_opt::<UInt64Type>();
-        let columns = match (
-            column(layout::CHUNK_OFFSET),
-            column(layout::CHUNK_LENGTH),
-            column(layout::COMPRESSED_BYTES),
-        ) {
-            (Some(o), Some(l), Some(c)) => Some([o, l, c]),
-            _ => None,
-        };
-        LayoutSpans { columns }
-    }
-
-    /// The span of row `i`, if the server gave it.
-    pub(crate) fn get(&self, i: usize) -> Option<ChunkSpan> {
-        let [offset, length, compressed] = self.columns?;
-        if offset.is_null(i) || length.is_null(i) || compressed.is_null(i) {
-            return None;
-        }
-        Some(ChunkSpan {
-            offset: offset.value(i),
-            length: length.value(i),
-            compressed: compressed.value(i),
-        })
-    }
-}
 
 /// The tail of an object read for its footer on the first fetch of a
 /// version (a TPC-H footer of 100 row groups is ~40 KiB).

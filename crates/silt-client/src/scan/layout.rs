@@ -1,0 +1,160 @@
+//! A table's row-group layout as the server lists it ([`ScanRequest::layout_only`]):
+//! its object versions, their row groups, the sizes of the needed columns
+//! and where each column chunk is stored. A leaf: every route reads it,
+//! and it imports none of them.
+//!
+//! [`ScanRequest::layout_only`]: silt_proto::ScanRequest::layout_only
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, AsArray, RecordBatch};
+use datafusion::arrow::datatypes::{UInt32Type, UInt64Type};
+use datafusion::common::{exec_datafusion_err, exec_err};
+use datafusion::error::Result;
+use silt_proto::{ObjectSegments, SegmentScope, layout};
+
+/// One row group of the layout.
+#[derive(Debug, Clone)]
+pub(crate) struct RowGroup {
+    pub(crate) object: Arc<str>,
+    pub(crate) version: Arc<str>,
+    pub(crate) index: u32,
+    pub(crate) rows: usize,
+    /// Uncompressed size per needed column the object has.
+    pub(crate) bytes: HashMap<String, usize>,
+    /// Where each needed column's chunk is in the object, as stored (when
+    /// the server's layout says).
+    pub(crate) chunks: HashMap<String, ChunkSpan>,
+}
+
+impl RowGroup {
+    /// The row groups a scope names (their sizes unknown): what a task of a
+    /// distributed query reads ([`super::distributed`]).
+    pub(crate) fn of_scope(scope: &SegmentScope) -> Vec<RowGroup> {
+        scope
+            .objects
+            .iter()
+            .flat_map(|o| {
+                let (object, version): (Arc<str>, Arc<str>) =
+                    (Arc::from(o.path.as_str()), Arc::from(o.version.as_str()));
+                o.row_groups.iter().map(move |&index| RowGroup {
+                    object: object.clone(),
+                    version: version.clone(),
+                    index,
+                    rows: 0,
+                    bytes: HashMap::new(),
+                    chunks: HashMap::new(),
+                })
+            })
+            .collect()
+    }
+}
+
+/// A scope of `groups`, grouped by object version.
+pub(crate) fn scope_of<'a>(groups: impl Iterator<Item = &'a RowGroup>) -> SegmentScope {
+    let mut objects: Vec<ObjectSegments> = Vec::new();
+    for g in groups {
+        match objects.iter_mut().find(|o| *o.path == *g.object) {
+            Some(o) => o.row_groups.push(g.index),
+            None => objects.push(ObjectSegments {
+                path: g.object.to_string(),
+                version: g.version.to_string(),
+                row_groups: vec![g.index],
+                selections: Vec::new(),
+            }),
+        }
+    }
+    SegmentScope { objects }
+}
+
+/// The layout answer as row groups, in the server's order.
+pub(crate) fn parse_layout(batches: &[RecordBatch]) -> Result<Vec<RowGroup>> {
+    let mut groups: Vec<RowGroup> = Vec::new();
+    for batch in batches {
+        let column = |name: &str| {
+            batch
+                .column_by_name(name)
+                .ok_or_else(|| exec_datafusion_err!("the server's layout lacks column '{name}'"))
+        };
+        let (object, version, row_group, rows, col, bytes) = (
+            column(layout::OBJECT)?.as_string_opt::<i32>(),
+            column(layout::VERSION)?.as_string_opt::<i32>(),
+            column(layout::ROW_GROUP)?.as_primitive_opt::<UInt32Type>(),
+            column(layout::ROWS)?.as_primitive_opt::<UInt64Type>(),
+            column(layout::COLUMN)?.as_string_opt::<i32>(),
+            column(layout::BYTES)?.as_primitive_opt::<UInt64Type>(),
+        );
+        let (Some(object), Some(version), Some(row_group), Some(rows), Some(col), Some(bytes)) =
+            (object, version, row_group, rows, col, bytes)
+        else {
+            return exec_err!("the server's layout has unexpected column types");
+        };
+        let spans = LayoutSpans::of(batch);
+        for i in 0..batch.num_rows() {
+            let same = groups.last().is_some_and(|g| {
+                *g.object == *object.value(i) && *g.version == *version.value(i) && g.index == row_group.value(i)
+            });
+            if !same {
+                groups.push(RowGroup {
+                    object: Arc::from(object.value(i)),
+                    version: Arc::from(version.value(i)),
+                    index: row_group.value(i),
+                    rows: rows.value(i) as usize,
+                    bytes: HashMap::new(),
+                    chunks: HashMap::new(),
+                });
+            }
+            if let Some(g) = groups.last_mut() {
+                g.bytes.insert(col.value(i).to_string(), bytes.value(i) as usize);
+                if let Some(span) = spans.get(i) {
+                    g.chunks.insert(col.value(i).to_string(), span);
+                }
+            }
+        }
+    }
+    Ok(groups)
+}
+
+/// Where one column chunk is in its object, as stored (from the layout).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChunkSpan {
+    pub offset: u64,
+    pub length: u64,
+    /// The chunk's compressed size (its length, for a flat column).
+    pub compressed: u64,
+}
+
+/// The chunk columns of one layout batch (all null or absent from a server
+/// that predates them).
+pub(crate) struct LayoutSpans<'a> {
+    columns: Option<[&'a datafusion::arrow::array::UInt64Array; 3]>,
+}
+
+impl<'a> LayoutSpans<'a> {
+    pub(crate) fn of(batch: &'a RecordBatch) -> Self {
+        let column = |name: &str| batch.column_by_name(name)?.as_primitive_opt::<UInt64Type>();
+        let columns = match (
+            column(layout::CHUNK_OFFSET),
+            column(layout::CHUNK_LENGTH),
+            column(layout::COMPRESSED_BYTES),
+        ) {
+            (Some(o), Some(l), Some(c)) => Some([o, l, c]),
+            _ => None,
+        };
+        LayoutSpans { columns }
+    }
+
+    /// The span of row `i`, if the server gave it.
+    pub(crate) fn get(&self, i: usize) -> Option<ChunkSpan> {
+        let [offset, length, compressed] = self.columns?;
+        if offset.is_null(i) || length.is_null(i) || compressed.is_null(i) {
+            return None;
+        }
+        Some(ChunkSpan {
+            offset: offset.value(i),
+            length: length.value(i),
+            compressed: compressed.value(i),
+        })
+    }
+}
