@@ -54,6 +54,18 @@ pub fn is_dynamic(expr: &Arc<dyn PhysicalExpr>) -> bool {
     expr.downcast_ref::<DynamicFilterPhysicalExpr>().is_some()
 }
 
+/// The dynamic filters' current values (a filter not yet computable is
+/// left out: it keeps every row).
+fn current(filters: &[Arc<dyn PhysicalExpr>]) -> Vec<Arc<dyn PhysicalExpr>> {
+    filters
+        .iter()
+        .filter_map(|filter| match filter.downcast_ref::<DynamicFilterPhysicalExpr>() {
+            Some(dynamic) => dynamic.current().ok(),
+            None => Some(filter.clone()),
+        })
+        .collect()
+}
+
 /// The conjuncts of the dynamic filters' current values that the server
 /// evaluates exactly, as logical expressions over the scan's columns. A
 /// conjunct that cannot be expressed (a hash-table lookup, a struct of
@@ -61,14 +73,7 @@ pub fn is_dynamic(expr: &Arc<dyn PhysicalExpr>) -> bool {
 /// still a superset filter.
 pub fn server_conjuncts(filters: &[Arc<dyn PhysicalExpr>]) -> Vec<Expr> {
     let mut out = Vec::new();
-    for filter in filters {
-        let current = match filter.downcast_ref::<DynamicFilterPhysicalExpr>() {
-            Some(dynamic) => match dynamic.current() {
-                Ok(current) => current,
-                Err(_) => continue,
-            },
-            None => filter.clone(),
-        };
+    for current in current(filters) {
         let mut conjuncts = Vec::new();
         split_and(&current, &mut conjuncts);
         for conjunct in conjuncts {

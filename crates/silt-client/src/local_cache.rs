@@ -35,7 +35,7 @@ use datafusion::arrow::array::ArrayRef;
 use silt_core::policy::Ranked;
 use silt_core::{CachedColumn, ChunkKey, MemoryForm};
 
-use crate::aggregate_placement::{AggregateTimes, Placement};
+use crate::aggregate_placement::{Placement, PlacementTimes};
 
 /// Which column chunks a full cache gives up first: what a chunk is scored by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -115,7 +115,7 @@ struct Inner {
     /// Tables whose server gives no layout (views, nested columns).
     no_layout: std::collections::HashSet<String>,
     /// Measured placements of partial aggregates per (table, filters, aggregate).
-    aggregate_times: HashMap<String, AggregateTimes>,
+    placement_times: HashMap<String, PlacementTimes>,
     stats: LocalCacheStats,
 }
 
@@ -393,18 +393,18 @@ impl LocalCache {
 
     /// The measured placements of the partial aggregate of scans with
     /// `filters` ([`crate::aggregate_placement`]).
-    pub fn aggregate_times(&self, filters: &str) -> AggregateTimes {
-        self.lock().aggregate_times.get(filters).copied().unwrap_or_default()
+    pub fn placement_times(&self, filters: &str) -> PlacementTimes {
+        self.lock().placement_times.get(filters).copied().unwrap_or_default()
     }
 
     /// Folds a timed run of that aggregate in `placement`.
-    pub fn observe_aggregate(&self, filters: &str, placement: Placement, elapsed: std::time::Duration) {
+    pub fn observe_placement(&self, filters: &str, placement: Placement, elapsed: std::time::Duration) {
         let mut inner = self.lock();
-        if inner.aggregate_times.len() >= MAX_OBSERVED_KEYS && !inner.aggregate_times.contains_key(filters) {
-            inner.aggregate_times.clear();
+        if inner.placement_times.len() >= MAX_OBSERVED_KEYS && !inner.placement_times.contains_key(filters) {
+            inner.placement_times.clear();
         }
         inner
-            .aggregate_times
+            .placement_times
             .entry(filters.to_string())
             .or_default()
             .observe(placement, elapsed);

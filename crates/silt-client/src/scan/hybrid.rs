@@ -44,6 +44,7 @@ use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, RecordBatch, Recor
 use datafusion::arrow::compute::concat;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::exec_datafusion_err;
+use datafusion::common::runtime::SpawnedTask;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::error::{DataFusionError, Result};
@@ -144,23 +145,19 @@ pub async fn run(
     }
 }
 
-/// `stream`, timing the run of a partial aggregate in `placement` from
-/// `started` to its end for [`crate::aggregate_placement`] (a plain scan:
-/// `stream` as it is).
+/// `stream`, timing the run in `placement` from `started` to its end for
+/// [`crate::aggregate_placement`].
 fn timed(
     stream: BoxStream<'static, Result<RecordBatch>>,
     plan: &LocalPlan,
     placement: Placement,
     started: Instant,
 ) -> BoxStream<'static, Result<RecordBatch>> {
-    if plan.fragment.is_none() {
-        return stream;
-    }
     let (cache, key) = (plan.cache.clone(), plan.filters_key.clone());
     stream
         .chain(
             futures::stream::once(async move {
-                cache.observe_aggregate(&key, placement, started.elapsed());
+                cache.observe_placement(&key, placement, started.elapsed());
             })
             .filter_map(|()| async { None }),
         )
@@ -198,33 +195,22 @@ impl From<DataFusionError> for Failure {
     }
 }
 
-/// A plain scan whose pushed runs sent fewer rows than this share of the
-/// rows they read is pushed down whole, without a layout, even when its row
-/// groups are cached. Its filters (with a join's keys) keep next to nothing,
-/// and the server filters on every core it has, with the page index and
-/// bloom filters, while a local scan is one partition of the client's plan
-/// and sees no join keys. Measured on TPC-H SF 1 (`docs/results/`): Q12,
-/// Q17 and Q19 (pushed selectivity ~0.1-0.5%) ran 1.5-2.2x slower local than
-/// pushed; Q3, Q8 and Q9 (tens of percent) ran 2-3x faster local.
-pub const PUSH_WHOLE_BELOW: f64 = 0.01;
-
-/// Whether the scan goes to the server whole, without a layout: a partial
-/// aggregate unless its measured placements say per row group is faster
-/// ([`crate::aggregate_placement`]: few groups always go whole, TPC-H Q1 and
-/// Q6 ran 1.1-2x slower aggregated locally), or a scan that keeps next to
-/// nothing ([`PUSH_WHOLE_BELOW`]). Never under caching-only.
+/// Whether the scan goes to the server whole, without a layout, by its
+/// measured placements ([`crate::aggregate_placement`]): a partial
+/// aggregate unless per row group was faster (few groups always go whole,
+/// TPC-H Q1 and Q6 ran 1.1-2x slower aggregated locally), a plain scan
+/// that keeps next to nothing until per row group was faster. Never under
+/// caching-only.
 fn pushed_whole(plan: &LocalPlan) -> bool {
     if plan.cache.is_caching_only() {
         return false;
     }
     let pushed_selectivity = plan.cache.pushed_selectivity(&plan.filters_key);
-    if plan.fragment.is_some() {
-        return plan
-            .cache
-            .aggregate_times(&plan.filters_key)
-            .push_whole(pushed_selectivity);
+    let times = plan.cache.placement_times(&plan.filters_key);
+    match plan.fragment {
+        Some(_) => times.push_whole(pushed_selectivity),
+        None => times.push_scan_whole(pushed_selectivity),
     }
-    pushed_selectivity.is_some_and(|s| s < PUSH_WHOLE_BELOW)
 }
 
 /// Row groups fetched at once.
@@ -340,8 +326,17 @@ async fn attempt(
         context: context.clone(),
         counters: counters.clone(),
     };
+    // Each row group on a task of its own: a scan is one partition of the
+    // client's plan, and its row groups are what keeps every core busy.
     let local = futures::stream::iter(here)
-        .map(move |(group, segments)| run.clone().row_group(group, segments))
+        .map(move |(group, segments)| {
+            let task = SpawnedTask::spawn(run.clone().row_group(group, segments));
+            async move {
+                task.join_unwind()
+                    .await
+                    .map_err(|e| exec_datafusion_err!("a row group's run failed: {e}"))?
+            }
+        })
         .buffered(FETCH_CONCURRENCY)
         .map_ok(|rows| futures::stream::iter(rows.into_iter().map(Ok)))
         .try_flatten()
