@@ -106,7 +106,7 @@ impl FlightSqlService for SiltFlightService {
         query: CommandGetXdbcTypeInfo,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        let schema = query.clone().into_builder(&XDBC_TYPES).schema();
+        let schema = query.into_builder(&XDBC_TYPES).schema();
         self.info(&schema, query.as_any(), None, request.get_ref())
     }
 
