@@ -11,6 +11,10 @@ use silt_cache::policy::PolicyKind;
 use silt_server::config::{parse_bytes, parse_listener};
 use silt_server::settings::{Effective, Source};
 
+/// A listener's address, or none (`off`).
+#[derive(Clone, Debug)]
+struct Listener(Option<SocketAddr>);
+
 #[derive(Args, Debug)]
 pub struct ServeArgs {
     /// Flight SQL (gRPC) address [default: 127.0.0.1:50051].
@@ -18,8 +22,8 @@ pub struct ServeArgs {
     listen: Option<SocketAddr>,
     /// Admin HTTP address for the dashboard, /health, /metrics, /stats and the S3 read API under /s3,
     /// or "off" [default: 127.0.0.1:9090].
-    #[arg(long, value_name = "ADDR|off", value_parser = parse_listener)]
-    admin: Option<Option<SocketAddr>>,
+    #[arg(long, value_name = "ADDR|off", value_parser = |s: &str| parse_listener(s).map(Listener))]
+    admin: Option<Listener>,
     /// Directory for the server's local state: the disk tier, spill files [default: $XDG_CACHE_HOME/silt, else
     /// ~/.cache/silt].
     #[arg(long)]
@@ -135,7 +139,7 @@ impl ServeArgs {
         let mut e = Effective::from_file(self.config.as_deref())?;
         let flag = || Source::Flag;
         e.set("listen", self.listen, flag(), |c, v| c.listen = v);
-        e.set("admin", self.admin, flag(), |c, v| c.admin = v);
+        e.set("admin", self.admin, flag(), |c, v| c.admin = v.0);
         e.set("cache_dir", self.cache_dir, flag(), |c, v| c.cache_dir = v);
         let token_source = flag_or_env("--auth-token", "SILT_AUTH_TOKEN");
         e.set("auth_token", self.auth_token, token_source, |c, v| {
