@@ -130,7 +130,7 @@ fn types(schema: &Schema) -> Vec<DataType> {
 
 /// `batches` with every column cast to `like`'s types (a client's plain
 /// answer against DataFusion's own).
-fn cast_like(batches: &[RecordBatch], like: &Schema) -> Vec<RecordBatch> {
+pub fn cast_like(batches: &[RecordBatch], like: &Schema) -> Vec<RecordBatch> {
     batches
         .iter()
         .map(|b| {
