@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: formatting, lints, Rust unit and integration tests
-# (real S3 endpoint and Flight server on loopback), and the Python (ADBC)
+# (real S3 endpoint and Flight server on loopback; the JDBC driver against
+# it), and the Python (ADBC)
 # client tests against a real `silt serve`, and `silt bench smoke` (every
 # benchmark mode on tiny data). CI runs exactly this.
 set -euo pipefail
@@ -12,6 +13,10 @@ cargo fmt --all --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 echo "== cargo test"
+# Apache Arrow's Flight SQL JDBC driver (and a JDK), for the JDBC test
+# (crates/silt-server/tests/it/jdbc.rs); fetched once into ~/.cache/silt-tools.
+SILT_JDBC_DRIVER="$(scripts/jdbc-env.sh)"
+export SILT_JDBC_DRIVER
 cargo test --workspace
 # The binary the Python tests and the smoke run use is the one `cargo test`
 # just built for `crates/silt/tests` (same profile and features): a separate

@@ -27,6 +27,20 @@ authoritative definition, fields 3, 5 and 8 are not sent from Python):
 from typing import Optional, Sequence, Tuple
 
 SQL_PREFIX = "type.googleapis.com/arrow.flight.protocol.sql."
+
+# Sent with every call: Silt answers SQL in Arrow's view types (string_view,
+# binary_view) only to clients that ask (others get string, binary), and
+# pyarrow reads the views without a copy. `silt_proto::VIEW_TYPES_HEADER`.
+VIEW_TYPES_HEADER = (b"x-silt-view-types", b"true")
+
+
+def call_headers(token: Optional[str]) -> list:
+    """The gRPC headers of a call to Silt: view types asked for, and the
+    bearer `token` when there is one."""
+    headers = [VIEW_TYPES_HEADER]
+    if token:
+        headers.append((b"authorization", f"Bearer {token}".encode()))
+    return headers
 SCAN_REQUEST = "type.googleapis.com/silt.ScanRequest"
 
 

@@ -79,7 +79,7 @@ from . import _proto
 
 def _bare_read(client: flight.FlightClient, sql: str, token: Optional[str]) -> Dict[str, int]:
     """One DoGet of `sql`, every batch received and dropped: rows and Arrow bytes."""
-    headers = [(b"authorization", f"Bearer {token}".encode())] if token else []
+    headers = _proto.call_headers(token)
     reader = client.do_get(flight.Ticket(_proto.statement_ticket(sql)), flight.FlightCallOptions(headers=headers))
     rows = nbytes = 0
     while True:
@@ -329,7 +329,7 @@ def _rss_child(args) -> None:
         info = _tensor_read(args.server, sql, args.batch_rows, args.queue_depth, args.decimals, args.token,
                             args.delay)
     else:
-        headers = [(b"authorization", f"Bearer {args.token}".encode())] if args.token else []
+        headers = _proto.call_headers(args.token)
         table = client.do_get(flight.Ticket(_proto.statement_ticket(sql)),
                               flight.FlightCallOptions(headers=headers)).read_all()
         info = {"rows": table.num_rows, "bytes": table.nbytes, "row_bytes": 0, "max_outstanding": 0}

@@ -220,7 +220,7 @@ class Connection:
         # in other processes).
         self.tls_root_certs = tls_root_certs
         self._client = client
-        self._headers = [(b"authorization", f"Bearer {token}".encode())] if token else []
+        self._headers = _proto.call_headers(token)
 
     # -- plumbing
     #

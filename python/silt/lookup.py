@@ -14,7 +14,7 @@ from typing import Iterable, Optional, Sequence
 import pyarrow as pa
 import pyarrow.flight as flight
 
-from ._proto import any_message, field_bytes
+from ._proto import any_message, call_headers, field_bytes
 
 TYPE_URL = "type.googleapis.com/silt.LookupRequest"
 
@@ -45,8 +45,6 @@ def lookup(location: str, table: str, key_column: str, keys: Iterable,
     """
     keys = keys if isinstance(keys, pa.Array) else pa.array(list(keys))
     client = client or flight.FlightClient(location)
-    options = None
-    if token:
-        options = flight.FlightCallOptions(headers=[(b"authorization", f"Bearer {token}".encode())])
+    options = flight.FlightCallOptions(headers=call_headers(token))
     ticket = flight.Ticket(encode_request(table, key_column, keys, columns))
     return client.do_get(ticket, options=options).read_all()

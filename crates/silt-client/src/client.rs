@@ -228,8 +228,15 @@ impl SiltClient {
         FlightServiceClient::new(self.channel.clone()).max_decoding_message_size(usize::MAX)
     }
 
+    /// `message` as a call: with the token, and asking for view types (Silt's
+    /// own client reads them without a copy; see
+    /// [`silt_proto::VIEW_TYPES_HEADER`]).
     fn request<T>(&self, message: T) -> tonic::Request<T> {
         let mut req = tonic::Request::new(message);
+        req.metadata_mut().insert(
+            silt_proto::VIEW_TYPES_HEADER,
+            tonic::metadata::MetadataValue::from_static("true"),
+        );
         if let Some(t) = &self.token
             && let Ok(v) = format!("Bearer {t}").parse()
         {

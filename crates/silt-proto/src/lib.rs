@@ -447,6 +447,15 @@ pub const ACTION_STATS: &str = "silt.stats";
 /// "bytes_done", "done"}`, the last one with `"done": true`.
 pub const ACTION_PRELOAD: &str = "silt.preload";
 
+/// gRPC header a Flight SQL client sends (value `true`) to receive Arrow's
+/// view types (`Utf8View`, `BinaryView`, `ListView`) as the engine makes
+/// them. Without it, SQL results and table schemas come in the plain types
+/// every Flight SQL client reads (`Utf8`, `Binary`, `List`): JDBC, ODBC and
+/// older Arrow libraries refuse the view types. Silt's own clients send it
+/// (a view column needs no copy on either side); Silt's scan, lookup and
+/// byte-range tickets always answer in the engine's types.
+pub const VIEW_TYPES_HEADER: &str = "x-silt-view-types";
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,14 +2,14 @@
 //!
 //! ```toml
 //! listen = "127.0.0.1:50051"      # Flight SQL (gRPC)
-//! admin = "127.0.0.1:9090"        # HTTP: /health, /metrics
-//! cache_dir = "/var/cache/silt"  # disk tier, spill files
-//! memory_budget = "1GiB"          # memory tier: decoded column batches
+//! admin = "127.0.0.1:9090"        # HTTP: /health, /metrics, dashboard (the default for `silt serve`; "off" disables it)
+//! cache_dir = "/var/cache/silt"  # disk tier, spill files (default: $XDG_CACHE_HOME/silt, else ~/.cache/silt)
+//! memory_budget = "1GiB"          # memory tier: decoded column batches (`silt serve`: 1/4 of memory)
 //! memory_form = "liquid"          # liquid | arrow
 //! transcode_inline_after = "64MiB" # Arrow waiting for the transcoder beyond which scans encode inline
-//! page_memory_budget = "256MiB"   # page buffer: object bytes in memory
+//! page_memory_budget = "256MiB"   # page buffer: object bytes in memory (`silt serve`: 1/32 of memory, at most 4GiB)
 //! disk_budget = "100GiB"          # disk tier: region files under cache_dir/disk
-//! metadata_budget = "256MiB"      # decoded footers and page indexes
+//! metadata_budget = "256MiB"      # decoded footers and page indexes (`silt serve`: 1/64 of memory, at most 2GiB)
 //! page_size = "64KiB"
 //! disk_policy = "weighted-lfu"    # lru | lfu | sieve | weighted-lfu | s3-fifo
 //! memory_policy = "s3-fifo"       # orders the memory tier's batches no scan has reserved
@@ -18,7 +18,7 @@
 //! max_concurrent_queries = 64     # queries executing at once (0: no limit); the rest queue
 //! direct_io = true                # disk tier bypasses the OS page cache (O_DIRECT)
 //! memory_pressure_floor = "1GiB"  # below this much free memory the memory tier shrinks (0: never)
-//! query_memory_limit = "2GiB"     # per query (DataFusion memory pool)
+//! query_memory_limit = "4GiB"     # per query (DataFusion memory pool; `silt serve`: 1/4 of memory)
 //! query_timeout = "5m"
 //! auth_token = "secret"           # or SILT_AUTH_TOKEN
 //! tls_cert = "/etc/silt/cert.pem" # TLS on both listeners (with tls_key)
@@ -78,9 +78,14 @@ use crate::error::{ConfigError, ServerError, SizeError};
 pub struct ServerConfig {
     /// Flight SQL address.
     pub listen: SocketAddr,
-    /// Admin HTTP address (`/health`, `/metrics`); none disables it.
+    /// Admin HTTP address (`/health`, `/metrics`, dashboard); none (`"off"`
+    /// in a file) disables it. `silt serve` listens on [`DEFAULT_ADMIN`]
+    /// unless told otherwise ([`crate::settings`]); an embedding process
+    /// (tests, the benchmark harness) picks its own.
+    #[serde(deserialize_with = "de_listener")]
     pub admin: Option<SocketAddr>,
-    /// Directory for the server's local state (spill files; later the disk tier).
+    /// Directory for the server's local state: the disk tier, spill files
+    /// ([`default_cache_dir`] unless set).
     pub cache_dir: PathBuf,
     /// Byte budget of the memory tier (decoded column batches, counted by
     /// their real buffer sizes).
@@ -367,12 +372,33 @@ impl StoreConfig {
 /// to 128 KiB per chunk; runs of missing pages are still one GET each.
 pub const DEFAULT_PAGE_SIZE: u64 = 64 << 10;
 
+/// Where `silt serve`'s admin listener (health, metrics, dashboard) is
+/// unless configured: loopback, so nothing is exposed by default.
+pub const DEFAULT_ADMIN: &str = "127.0.0.1:9090";
+
+/// The cache directory unless configured: `$XDG_CACHE_HOME/silt`, else
+/// `~/.cache/silt` (a cache survives restarts there, and is on disk where
+/// `$TMPDIR` is often tmpfs), else `$TMPDIR/silt-cache` without a home.
+pub fn default_cache_dir() -> PathBuf {
+    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    cache_dir_from(var("XDG_CACHE_HOME"), var("HOME"))
+}
+
+fn cache_dir_from(xdg_cache_home: Option<PathBuf>, home: Option<PathBuf>) -> PathBuf {
+    // XDG: a relative $XDG_CACHE_HOME is invalid and ignored.
+    match (xdg_cache_home.filter(|p| p.is_absolute()), home) {
+        (Some(xdg), _) => xdg.join("silt"),
+        (None, Some(home)) => home.join(".cache").join("silt"),
+        (None, None) => std::env::temp_dir().join("silt-cache"),
+    }
+}
+
 impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             listen: "127.0.0.1:50051".parse().expect("static address"),
             admin: None,
-            cache_dir: std::env::temp_dir().join("silt-cache"),
+            cache_dir: default_cache_dir(),
             memory_budget: 1 << 30,
             memory_form: MemoryForm::Liquid,
             transcode_inline_after: silt_cache::transcoder::INLINE_AFTER_BYTES as u64,
@@ -579,6 +605,23 @@ where
     s.parse().map_err(serde::de::Error::custom)
 }
 
+/// A listener address, or `"off"` for none.
+fn de_listener<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<SocketAddr>, D::Error> {
+    let s = String::deserialize(d)?;
+    parse_listener(&s).map_err(serde::de::Error::custom)
+}
+
+/// `ADDR` (`127.0.0.1:9090`), or `off` for no listener.
+pub fn parse_listener(s: &str) -> Result<Option<SocketAddr>, String> {
+    if s.trim().eq_ignore_ascii_case("off") {
+        return Ok(None);
+    }
+    s.trim()
+        .parse()
+        .map(Some)
+        .map_err(|e| format!("'{s}' is neither an address (127.0.0.1:9090) nor off: {e}"))
+}
+
 fn de_bytes<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
@@ -606,6 +649,31 @@ mod humantime_serde_compat {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cache_dir_follows_xdg_then_home() {
+        let p = PathBuf::from;
+        assert_eq!(cache_dir_from(Some(p("/x")), Some(p("/h"))), p("/x/silt"));
+        assert_eq!(cache_dir_from(None, Some(p("/h"))), p("/h/.cache/silt"));
+        assert_eq!(
+            cache_dir_from(Some(p("relative")), Some(p("/h"))),
+            p("/h/.cache/silt"),
+            "a relative XDG_CACHE_HOME is ignored"
+        );
+        assert_eq!(cache_dir_from(None, None), std::env::temp_dir().join("silt-cache"));
+    }
+
+    #[test]
+    fn the_admin_listener_can_be_turned_off_in_a_file() {
+        let off: ServerConfig = toml::from_str(r#"admin = "off""#).unwrap();
+        assert_eq!(off.admin, None);
+        let on: ServerConfig = toml::from_str(r#"admin = "127.0.0.1:9191""#).unwrap();
+        assert_eq!(on.admin, Some("127.0.0.1:9191".parse().unwrap()));
+        let err = toml::from_str::<ServerConfig>(r#"admin = "nowhere""#)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("neither an address"), "{err}");
+    }
 
     #[test]
     fn a_cluster_section_names_this_server_and_its_peers() {

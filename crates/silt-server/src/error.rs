@@ -23,7 +23,9 @@ use tonic::Status;
 
 pub use config::{ConfigError, SizeError, TlsError};
 pub use protocol::ProtocolError;
-pub use request::{FragmentError, GuardRefusal, IpcError, KeysError, RangesError, RequestError, SqlFilterError};
+pub use request::{
+    FragmentError, GuardRefusal, IpcError, KeysError, ParameterError, RangesError, RequestError, SqlFilterError,
+};
 pub use transport::TransportError;
 
 /// Everything that can fail inside the server.
@@ -172,9 +174,11 @@ fn protocol_status(e: &ProtocolError, msg: String) -> Status {
         | ProtocolError::MalformedLookup(_)
         | ProtocolError::MalformedRanges(_)
         | ProtocolError::MalformedPreload(_)
-        | ProtocolError::HandleNotUtf8 => Status::invalid_argument(msg),
+        | ProtocolError::HandleNotUtf8
+        | ProtocolError::MalformedPreparedHandle(_) => Status::invalid_argument(msg),
         ProtocolError::ListingTable { .. }
         | ProtocolError::EncodingSchema(_)
+        | ProtocolError::PlainTypes(_)
         | ProtocolError::Stats(_)
         | ProtocolError::Preload(_) => Status::internal(msg),
     }

@@ -47,7 +47,12 @@ use crate::query::lookup::LookupQuery;
 use crate::query::{Answer, QueryRunner};
 
 mod compact_views;
+mod metadata;
+mod prepared;
 mod sql_service;
+mod wire_types;
+
+use wire_types::WireTypes;
 
 type DoGetStream = Pin<Box<dyn Stream<Item = Result<arrow_flight::FlightData, Status>> + Send + 'static>>;
 
@@ -64,11 +69,6 @@ impl SiltFlightService {
 
     fn engine(&self) -> &Arc<Engine> {
         self.runner.engine()
-    }
-
-    /// A query's answer (or failure) as a `DoGet` response.
-    fn respond(&self, answer: Result<Answer, ServerError>) -> Result<Response<DoGetStream>, Status> {
-        self.deliver(answer, Delivery::default())
     }
 
     /// A query's answer (or failure) as a `DoGet` response, sent as
@@ -91,13 +91,18 @@ impl SiltFlightService {
     }
 
     /// `GetFlightInfo` of a SQL statement: the runner plans it (keeping the
-    /// plan for the `DoGet`) and the ticket names it.
-    async fn statement_info(&self, sql: &str, descriptor: &FlightDescriptor) -> Result<Response<FlightInfo>, Status> {
+    /// plan for the `DoGet`) and the ticket names it; its schema in `types`.
+    async fn statement_info(
+        &self,
+        sql: &str,
+        descriptor: &FlightDescriptor,
+        types: WireTypes,
+    ) -> Result<Response<FlightInfo>, Status> {
         let (schema, handle) = self.runner.prepare_statement(sql).await?;
         let ticket = TicketStatementQuery {
             statement_handle: handle.into_bytes().into(),
         };
-        self.info(&schema, ticket.as_any(), None, descriptor)
+        self.info(&types.schema(&schema), ticket.as_any(), None, descriptor)
     }
 
     /// The `FlightInfo` answering `descriptor`: one endpoint with `ticket`.
@@ -122,10 +127,13 @@ impl SiltFlightService {
     }
 }
 
-/// How an answer goes out: plain for SQL and lookups; a pushed-down scan's
-/// as its request asks ([`ScanRequest::compression`], [`ScanRequest::report`]).
+/// How an answer goes out: uncompressed for SQL and lookups, in the types
+/// the call asked for ([`WireTypes`]); a pushed-down scan's as its request
+/// asks ([`ScanRequest::compression`], [`ScanRequest::report`]).
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Delivery {
+    /// The Arrow types the batches are sent in.
+    pub types: WireTypes,
     /// Arrow IPC buffer compression of the batches.
     pub compression: IpcCompression,
     /// Send a [`silt_proto::ScanReport`] after the last batch.
@@ -139,9 +147,18 @@ impl Delivery {
     /// unknown compression (a newer client) is none.
     pub(crate) fn of_scan(scan: &ScanRequest, since: Instant) -> Self {
         Delivery {
+            types: WireTypes::Engine,
             compression: IpcCompression::try_from(scan.compression).unwrap_or_default(),
             report: scan.report,
             since: Some(since),
+        }
+    }
+
+    /// The delivery of a SQL statement's answer to a call with `metadata`.
+    pub(crate) fn of_statement(metadata: &tonic::metadata::MetadataMap) -> Self {
+        Delivery {
+            types: WireTypes::asked(metadata),
+            ..Delivery::default()
         }
     }
 }
@@ -168,6 +185,15 @@ fn encode(
     let options = IpcWriteOptions::default()
         .try_with_compression(delivery.compression.arrow())
         .map_err(|e| Status::internal(format!("IPC compression {:?}: {e}", delivery.compression)))?;
+    let schema = delivery.types.schema(&schema);
+    let typed = schema.clone();
+    let batches = batches.and_then(move |b| {
+        let b = delivery
+            .types
+            .batch(b, &typed)
+            .map_err(|e| FlightError::Tonic(Box::new(ServerError::from(ProtocolError::PlainTypes(e)).to_status())));
+        futures::future::ready(b)
+    });
     let sent = metrics.clone();
     let rows_trace = trace.clone();
     let report_trace = trace.clone();

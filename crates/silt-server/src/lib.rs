@@ -22,6 +22,7 @@ pub mod query;
 pub mod registry;
 pub mod s3_api;
 pub mod server_tiers;
+pub mod settings;
 pub mod stats;
 pub mod system_tables;
 pub mod table_metrics;

@@ -114,6 +114,14 @@ fn open_disk_tier(
         }
     }
     let dir = root.join(name);
+    match silt_cache::disk::Medium::of(&root) {
+        Ok(medium) => {
+            if let Some(warning) = medium.warning(config.direct_io) {
+                warn!("{warning}");
+            }
+        }
+        Err(e) => warn!(dir = %root.display(), error = %e, "cannot tell what the disk tier's directory is on"),
+    }
     let disk = DiskTier::open(
         DiskConfig {
             dir: dir.clone(),

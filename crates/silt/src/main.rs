@@ -63,13 +63,20 @@ fn main() -> std::process::ExitCode {
     // subscriber (with its exporter's own thread) is set up before the
     // async runtime starts.
     let (command, serve_config) = match cli.command {
-        Command::Serve(a) => match a.into_config() {
-            Ok(config) => (None, Some(config)),
-            Err(e) => return fail(e),
-        },
+        Command::Serve(a) => {
+            let print = a.print_config;
+            match a.into_config() {
+                Ok(effective) if print => {
+                    print!("{}", effective.listing());
+                    return std::process::ExitCode::SUCCESS;
+                }
+                Ok(effective) => (None, Some(effective)),
+                Err(e) => return fail(e),
+            }
+        }
         other => (Some(other), None),
     };
-    let otlp = serve_config.as_ref().and_then(|c| c.otlp_endpoint.as_deref());
+    let otlp = serve_config.as_ref().and_then(|e| e.config.otlp_endpoint.as_deref());
     let _telemetry = match telemetry::init(cli.log_format, otlp) {
         Ok(t) => t,
         Err(e) => return fail(e),

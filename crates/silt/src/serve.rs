@@ -8,20 +8,29 @@ use anyhow::Context;
 use clap::Args;
 use silt_cache::MemoryForm;
 use silt_cache::policy::PolicyKind;
-use silt_server::ServerConfig;
-use silt_server::config::parse_bytes;
+use silt_server::config::{parse_bytes, parse_listener};
+use silt_server::settings::{Effective, Source};
+
+/// A listener's address, or none (`off`).
+#[derive(Clone, Debug)]
+struct Listener(Option<SocketAddr>);
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
     /// Flight SQL (gRPC) address [default: 127.0.0.1:50051].
     #[arg(long)]
     listen: Option<SocketAddr>,
-    /// Admin HTTP address for /health, /metrics, /stats and the S3 read API under /s3 [default: off].
-    #[arg(long)]
-    admin: Option<SocketAddr>,
-    /// Directory for the server's local state.
+    /// Admin HTTP address for the dashboard, /health, /metrics, /stats and the S3 read API under /s3,
+    /// or "off" [default: 127.0.0.1:9090].
+    #[arg(long, value_name = "ADDR|off", value_parser = |s: &str| parse_listener(s).map(Listener))]
+    admin: Option<Listener>,
+    /// Directory for the server's local state: the disk tier, spill files [default: $XDG_CACHE_HOME/silt, else
+    /// ~/.cache/silt].
     #[arg(long)]
     cache_dir: Option<PathBuf>,
+    /// Print every effective setting and where it came from (default, file, flag, environment), then exit.
+    #[arg(long)]
+    pub print_config: bool,
     /// Register a table: NAME=URL (file:///abs/dir/, file:///abs/f.parquet,
     /// s3://bucket/prefix/, memory:///prefix/). Repeatable.
     #[arg(long = "table", value_name = "NAME=URL")]
@@ -37,19 +46,19 @@ pub struct ServeArgs {
     /// (unless `[s3_api]` keys are configured).
     #[arg(long, env = "SILT_AUTH_TOKEN", hide_env_values = true)]
     auth_token: Option<String>,
-    /// Memory tier budget (decoded column batches), e.g. 2GiB [default: 1GiB].
+    /// Memory tier budget (decoded column batches), e.g. 2GiB [default: 1/4 of the memory this server may use].
     #[arg(long, value_parser = parse_bytes)]
     memory_budget: Option<u64>,
     /// Form of the memory tier's columns: liquid (compressed, filters run on it) or arrow [default: liquid].
     #[arg(long)]
     memory_form: Option<MemoryForm>,
-    /// Page buffer budget (object bytes in memory, in front of the disk tier) [default: 256MiB].
+    /// Page buffer budget (object bytes in memory, in front of the disk tier) [default: 1/32 of memory, at most 4GiB].
     #[arg(long, value_parser = parse_bytes)]
     page_memory_budget: Option<u64>,
     /// Disk tier budget (region files under the cache dir), e.g. 100GiB; 0 disables the disk tier.
     #[arg(long, value_parser = parse_bytes)]
     disk_budget: Option<u64>,
-    /// Metadata tier budget (decoded Parquet footers and page indexes).
+    /// Metadata tier budget (decoded Parquet footers and page indexes) [default: 1/64 of memory, at most 2GiB].
     #[arg(long, value_parser = parse_bytes)]
     metadata_budget: Option<u64>,
     /// Page size of the page buffer and disk tier: the fetch and storage unit [default: 64KiB].
@@ -94,7 +103,7 @@ pub struct ServeArgs {
     /// Testing: cut this fraction (0-1) of object-store GET bodies short.
     #[arg(long, value_name = "FRACTION", help_heading = "Testing")]
     store_truncate_rate: Option<f64>,
-    /// Memory one query may use, e.g. 1GiB; a query over it fails alone.
+    /// Memory one query may use, e.g. 1GiB; a query over it fails alone [default: 1/4 of memory].
     #[arg(long, value_parser = parse_bytes)]
     query_memory_limit: Option<u64>,
     /// Cancel queries running longer than this, e.g. 30s or 5m.
@@ -123,116 +132,102 @@ pub struct ServeArgs {
 }
 
 impl ServeArgs {
-    /// The config file (if any) with every command-line flag applied on top.
-    pub fn into_config(self) -> anyhow::Result<ServerConfig> {
-        let mut cfg = match &self.config {
-            Some(path) => ServerConfig::from_file(path)?,
-            None => ServerConfig::default(),
-        };
-        if let Some(v) = self.listen {
-            cfg.listen = v;
-        }
-        if let Some(v) = self.admin {
-            cfg.admin = Some(v);
-        }
-        if let Some(v) = self.cache_dir {
-            cfg.cache_dir = v;
-        }
-        if let Some(v) = self.auth_token {
-            cfg.auth_token = Some(v);
-        }
-        if let Some(v) = self.memory_budget {
-            cfg.memory_budget = v;
-        }
-        if let Some(v) = self.memory_form {
-            cfg.memory_form = v;
-        }
-        if let Some(v) = self.page_memory_budget {
-            cfg.page_memory_budget = v;
-        }
-        if let Some(v) = self.disk_budget {
-            cfg.disk_budget = v;
-        }
-        if let Some(v) = self.metadata_budget {
-            cfg.metadata_budget = v;
-        }
-        if let Some(v) = self.page_size {
-            cfg.page_size = v;
-        }
-        if let Some(v) = self.disk_policy {
-            cfg.disk_policy = v;
-        }
-        if let Some(v) = self.memory_policy {
-            cfg.memory_policy = v;
-        }
-        if let Some(v) = self.plan_aware {
-            cfg.plan_aware = v;
-        }
-        if let Some(v) = self.plan_horizon {
-            cfg.plan_horizon = v;
-        }
-        if let Some(v) = self.max_concurrent_queries {
-            cfg.max_concurrent_queries = v;
-        }
-        if let Some(v) = self.memory_pressure_floor {
-            cfg.memory_pressure_floor = v;
-        }
-        if let Some(v) = self.direct_io {
-            cfg.direct_io = v;
-        }
-        if let Some(v) = self.store_retries {
-            cfg.store.retries = v;
-        }
-        if let Some(v) = self.store_timeout {
-            cfg.store.request_timeout = v;
-        }
-        if let Some(v) = self.store_latency_ms {
-            cfg.store.latency = Duration::from_millis(v);
-        }
-        if let Some(v) = self.store_mbps {
-            cfg.store.mbps = Some(v);
-        }
-        if let Some(v) = self.store_fail_rate {
-            cfg.store.fail_rate = v;
-        }
-        if let Some(v) = self.store_truncate_rate {
-            cfg.store.truncate_rate = v;
-        }
-        if let Some(v) = self.query_memory_limit {
-            cfg.query_memory_limit = v;
-        }
-        if let Some(v) = self.query_timeout {
-            cfg.query_timeout = v;
-        }
-        if let Some(v) = self.registration_wait {
-            cfg.registration_wait = v;
-        }
-        if let Some(v) = self.tls_cert {
-            cfg.tls_cert = Some(v);
-        }
-        if let Some(v) = self.tls_key {
-            cfg.tls_key = Some(v);
-        }
-        if self.allow_insecure {
-            cfg.allow_insecure = true;
-        }
-        if let Some(v) = self.otlp_endpoint {
-            cfg.otlp_endpoint = Some(v);
-        }
+    /// The config file (if any), every command-line flag and environment
+    /// variable applied on top, then `silt serve`'s deployment defaults for
+    /// what none of them set (`silt_server::settings`).
+    pub fn into_config(self) -> anyhow::Result<Effective> {
+        let mut e = Effective::from_file(self.config.as_deref())?;
+        let flag = || Source::Flag;
+        e.set("listen", self.listen, flag(), |c, v| c.listen = v);
+        e.set("admin", self.admin, flag(), |c, v| c.admin = v.0);
+        e.set("cache_dir", self.cache_dir, flag(), |c, v| c.cache_dir = v);
+        let token_source = flag_or_env("--auth-token", "SILT_AUTH_TOKEN");
+        e.set("auth_token", self.auth_token, token_source, |c, v| {
+            c.auth_token = Some(v)
+        });
+        e.set("memory_budget", self.memory_budget, flag(), |c, v| c.memory_budget = v);
+        e.set("memory_form", self.memory_form, flag(), |c, v| c.memory_form = v);
+        e.set("page_memory_budget", self.page_memory_budget, flag(), |c, v| {
+            c.page_memory_budget = v
+        });
+        e.set("disk_budget", self.disk_budget, flag(), |c, v| c.disk_budget = v);
+        e.set("metadata_budget", self.metadata_budget, flag(), |c, v| {
+            c.metadata_budget = v
+        });
+        e.set("page_size", self.page_size, flag(), |c, v| c.page_size = v);
+        e.set("disk_policy", self.disk_policy, flag(), |c, v| c.disk_policy = v);
+        e.set("memory_policy", self.memory_policy, flag(), |c, v| c.memory_policy = v);
+        e.set("plan_aware", self.plan_aware, flag(), |c, v| c.plan_aware = v);
+        e.set("plan_horizon", self.plan_horizon, flag(), |c, v| c.plan_horizon = v);
+        e.set("max_concurrent_queries", self.max_concurrent_queries, flag(), |c, v| {
+            c.max_concurrent_queries = v
+        });
+        e.set("memory_pressure_floor", self.memory_pressure_floor, flag(), |c, v| {
+            c.memory_pressure_floor = v
+        });
+        e.set("direct_io", self.direct_io, flag(), |c, v| c.direct_io = v);
+        e.set("store.retries", self.store_retries, flag(), |c, v| c.store.retries = v);
+        e.set("store.request_timeout", self.store_timeout, flag(), |c, v| {
+            c.store.request_timeout = v
+        });
+        e.set("store.latency", self.store_latency_ms, flag(), |c, v| {
+            c.store.latency = Duration::from_millis(v)
+        });
+        e.set("store.mbps", self.store_mbps, flag(), |c, v| c.store.mbps = Some(v));
+        e.set("store.fail_rate", self.store_fail_rate, flag(), |c, v| {
+            c.store.fail_rate = v
+        });
+        e.set("store.truncate_rate", self.store_truncate_rate, flag(), |c, v| {
+            c.store.truncate_rate = v
+        });
+        e.set("query_memory_limit", self.query_memory_limit, flag(), |c, v| {
+            c.query_memory_limit = v
+        });
+        e.set("query_timeout", self.query_timeout, flag(), |c, v| c.query_timeout = v);
+        e.set("registration_wait", self.registration_wait, flag(), |c, v| {
+            c.registration_wait = v
+        });
+        e.set("tls_cert", self.tls_cert, flag(), |c, v| c.tls_cert = Some(v));
+        e.set("tls_key", self.tls_key, flag(), |c, v| c.tls_key = Some(v));
+        e.set("allow_insecure", self.allow_insecure.then_some(true), flag(), |c, v| {
+            c.allow_insecure = v
+        });
+        let otlp_source = flag_or_env("--otlp-endpoint", "SILT_OTLP_ENDPOINT");
+        e.set("otlp_endpoint", self.otlp_endpoint, otlp_source, |c, v| {
+            c.otlp_endpoint = Some(v)
+        });
         for t in &self.tables {
-            cfg.add_table_arg(t)?;
+            e.config.add_table_arg(t)?;
+            let name = t.split_once('=').map_or(t.as_str(), |(n, _)| n);
+            e.set(&format!("tables.{name}.url"), Some(()), flag(), |_, ()| {});
         }
         for v in &self.views {
-            cfg.add_view_arg(v)?;
+            e.config.add_view_arg(v)?;
+            let name = v.split_once('=').map_or(v.as_str(), |(n, _)| n);
+            e.set(&format!("views.{name}"), Some(()), flag(), |_, ()| {});
         }
-        cfg.validate()?;
-        Ok(cfg)
+        let e = e.with_deployment_defaults(silt_server::settings::machine_memory());
+        e.config.validate()?;
+        Ok(e)
     }
 }
 
-/// Runs a server with `config` (from [`ServeArgs::into_config`]) until it
-/// stops or Ctrl-C.
-pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
+/// Where a setting clap took from `flag` or else from the environment
+/// variable `var` came from: the flag when it is on the command line.
+fn flag_or_env(flag: &str, var: &'static str) -> Source {
+    let on_command_line = std::env::args().any(|a| a == flag || a.starts_with(&format!("{flag}=")));
+    if on_command_line {
+        Source::Flag
+    } else {
+        Source::Env(var)
+    }
+}
+
+/// Runs a server with `effective`'s config (from [`ServeArgs::into_config`])
+/// until it stops or Ctrl-C.
+pub async fn run(effective: Effective) -> anyhow::Result<()> {
+    eprintln!("silt: budgets: {}", effective.budgets());
+    let config = effective.config;
     let (flight_scheme, admin_scheme) = if config.tls() {
         ("grpc+tls", "https")
     } else {

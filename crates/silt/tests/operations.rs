@@ -318,3 +318,46 @@ async fn traces_reach_an_otlp_collector_and_logs_name_them() {
     }
     server.stop();
 }
+
+#[test]
+fn print_config_shows_every_setting_and_where_it_came_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("silt.toml");
+    std::fs::write(
+        &file,
+        "[store]\nretries = 2\n[tables.nation]\nurl = \"file:///data/nation/\"\n",
+    )
+    .unwrap();
+    let xdg = dir.path().join("xdg");
+    let out = Command::new(env!("CARGO_BIN_EXE_silt"))
+        .args(["serve", "--print-config", "--config"])
+        .arg(&file)
+        .args(["--memory-budget", "3GiB", "--table", "region=file:///data/region/"])
+        .env("SILT_AUTH_TOKEN", "secret-token")
+        .env("XDG_CACHE_HOME", &xdg)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for line in [
+        "admin = \"127.0.0.1:9090\"  # default".to_string(),
+        format!("cache_dir = \"{}\"  # default", xdg.join("silt").display()),
+        "memory_budget = \"3 GiB\"  # flag".to_string(),
+        "store.retries = 2  # file".to_string(),
+        "tables.nation.url = \"file:///data/nation/\"  # file".to_string(),
+        "tables.region.url = \"file:///data/region/\"  # flag".to_string(),
+        "auth_token = \"***\"  # environment SILT_AUTH_TOKEN".to_string(),
+        "disk_budget = \"10 GiB\"  # default".to_string(),
+    ] {
+        assert!(stdout.contains(&format!("{line}\n")), "{line} in:\n{stdout}");
+    }
+    // Budgets nobody set are shares of this machine's memory.
+    let query_limit = stdout.lines().find(|l| l.starts_with("query_memory_limit = ")).unwrap();
+    assert!(query_limit.contains("# default: 1/4 of "), "{query_limit}");
+    assert!(!stdout.contains("secret-token"), "secrets are masked");
+    assert!(!xdg.exists(), "printing the config starts nothing");
+}

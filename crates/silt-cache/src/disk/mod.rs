@@ -41,6 +41,7 @@ mod format;
 mod full;
 mod index;
 mod io;
+mod medium;
 mod metrics;
 mod recovery;
 mod regions;
@@ -57,6 +58,7 @@ use std::sync::Arc;
 use crate::PageKey;
 use crate::policy::{PolicyKind, Reservations};
 
+pub use medium::Medium;
 pub use metrics::{DiskMetrics, DiskStats};
 pub use tier::{DiskTier, lock_dir};
 

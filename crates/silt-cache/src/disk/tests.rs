@@ -496,19 +496,9 @@ fn direct_io_falls_back_where_refused() {
     );
 }
 
-/// Whether files in `dir` can be opened with `O_DIRECT` (probed on a file
-/// of its own, the way the tier's first open finds out).
+/// Whether files in `dir` can be opened with `O_DIRECT`.
 fn accepts_o_direct(dir: &Path) -> bool {
-    use std::os::unix::fs::OpenOptionsExt;
-    let probe = dir.join("o_direct_probe");
-    std::fs::write(&probe, vec![0u8; 4096]).unwrap();
-    let accepted = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECT)
-        .open(&probe)
-        .is_ok();
-    std::fs::remove_file(probe).unwrap();
-    accepted
+    super::medium::accepts_o_direct(dir).unwrap()
 }
 
 #[test]

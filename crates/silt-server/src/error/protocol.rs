@@ -35,9 +35,13 @@ pub enum ProtocolError {
     /// A preload action whose body is not its JSON (`INVALID_ARGUMENT`).
     #[error("malformed preload request: {0}")]
     MalformedPreload(#[source] serde_json::Error),
-    /// A prepared statement's handle is its SQL (`INVALID_ARGUMENT`).
+    /// A statement ticket's handle carries its SQL (`INVALID_ARGUMENT`).
     #[error("statement handle is not UTF-8 SQL")]
     HandleNotUtf8,
+    /// A prepared statement's handle that this server did not make
+    /// (`INVALID_ARGUMENT`).
+    #[error("malformed prepared statement handle: {0}")]
+    MalformedPreparedHandle(#[source] prost::DecodeError),
     /// A table's row of `GetTables` could not be built (`INTERNAL`).
     #[error("listing table {name}: {source}")]
     ListingTable {
@@ -48,6 +52,12 @@ pub enum ProtocolError {
     /// A result schema could not be encoded as Arrow IPC (`INTERNAL`).
     #[error("encoding schema: {0}")]
     EncodingSchema(#[source] ArrowError),
+    /// An answer could not be turned into the plain Arrow types a client
+    /// without view types reads (`INTERNAL`).
+    #[error(
+        "converting the answer to plain Arrow types (send header x-silt-view-types: true to receive view types): {0}"
+    )]
+    PlainTypes(#[source] ArrowError),
     /// The task computing the stats action's answer failed (`INTERNAL`).
     #[error("computing stats: {0}")]
     Stats(#[source] tokio::task::JoinError),

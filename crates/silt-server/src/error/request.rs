@@ -67,6 +67,33 @@ pub enum RequestError {
         path: String,
         reason: RangesError,
     },
+    /// Parameters bound to a prepared statement that it cannot take.
+    #[error("prepared statement parameters: {0}")]
+    Parameters(#[from] ParameterError),
+}
+
+/// Why parameters cannot be bound to a prepared statement.
+#[derive(Debug, thiserror::Error)]
+pub enum ParameterError {
+    /// The bound values are not an Arrow IPC stream.
+    #[error("the values are not Arrow record batches: {0}")]
+    NotArrow(#[source] arrow_flight::error::FlightError),
+    /// A query binds one row of values (several rows would be several queries).
+    #[error("a query binds one row of values, got {rows}")]
+    Rows { rows: usize },
+    /// The statement has a placeholder no value was bound to.
+    #[error("no value bound to placeholder {placeholder} ({bound} values bound)")]
+    Missing { placeholder: String, bound: usize },
+    /// A placeholder that is neither `?` nor `$<n>` (n from 1).
+    #[error("placeholder {placeholder} is neither ? nor $1, $2, ...")]
+    Name { placeholder: String },
+    /// A bound value that cannot be written as a SQL literal.
+    #[error("value #{index}: {source}")]
+    Value {
+        index: usize,
+        #[source]
+        source: DataFusionError,
+    },
 }
 
 /// Why a byte-ranges request is refused.

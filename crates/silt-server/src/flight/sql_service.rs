@@ -1,10 +1,20 @@
 //! The Flight SQL endpoints of [`SiltFlightService`]: metadata (catalogs,
-//! schemas, tables, SQL info), statements, prepared statements, Silt's own
-//! tickets (scans, lookups) and actions (stats, preload). Queries themselves
-//! run through the parent module.
+//! schemas, tables, table types, SQL and XDBC type info, keys), statements,
+//! prepared statements (with parameters), Silt's own tickets (scans,
+//! lookups) and actions (stats, preload). Queries themselves run through the
+//! parent module. SQL answers and table schemas go out in the types the
+//! call asked for ([`WireTypes`]).
 
+use arrow_flight::sql::{
+    CommandGetCrossReference, CommandGetExportedKeys, CommandGetImportedKeys, CommandGetPrimaryKeys,
+    CommandGetTableTypes, CommandGetXdbcTypeInfo, DoPutPreparedStatementResult,
+};
+
+use super::metadata::{FOREIGN_KEYS_SCHEMA, PRIMARY_KEYS_SCHEMA, TABLE_TYPES, XDBC_TYPES, no_keys};
+use super::prepared::{PreparedHandle, bound_values};
 use super::*;
 use crate::query::Request as QueryRequest;
+use datafusion::arrow::datatypes::SchemaRef;
 
 static SQL_INFO: LazyLock<SqlInfoData> = LazyLock::new(|| {
     let mut b = SqlInfoDataBuilder::new();
@@ -41,7 +51,8 @@ impl FlightSqlService for SiltFlightService {
         query: CommandStatementQuery,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        self.statement_info(&query.query, request.get_ref()).await
+        let types = WireTypes::asked(request.metadata());
+        self.statement_info(&query.query, request.get_ref(), types).await
     }
 
     async fn get_flight_info_prepared_statement(
@@ -49,8 +60,9 @@ impl FlightSqlService for SiltFlightService {
         cmd: CommandPreparedStatementQuery,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        let sql = handle_sql(&cmd.prepared_statement_handle)?;
-        self.statement_info(&sql, request.get_ref()).await
+        let handle = PreparedHandle::decode_from(&cmd.prepared_statement_handle)?;
+        let types = WireTypes::asked(request.metadata());
+        self.statement_info(handle.statement(), request.get_ref(), types).await
     }
 
     async fn get_flight_info_catalogs(
@@ -80,6 +92,56 @@ impl FlightSqlService for SiltFlightService {
         self.info(&schema, query.as_any(), None, request.get_ref())
     }
 
+    async fn get_flight_info_table_types(
+        &self,
+        query: CommandGetTableTypes,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let schema = query.into_builder().schema();
+        self.info(&schema, query.as_any(), None, request.get_ref())
+    }
+
+    async fn get_flight_info_xdbc_type_info(
+        &self,
+        query: CommandGetXdbcTypeInfo,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let schema = query.into_builder(&XDBC_TYPES).schema();
+        self.info(&schema, query.as_any(), None, request.get_ref())
+    }
+
+    async fn get_flight_info_primary_keys(
+        &self,
+        query: CommandGetPrimaryKeys,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        self.info(&PRIMARY_KEYS_SCHEMA, query.as_any(), Some(0), request.get_ref())
+    }
+
+    async fn get_flight_info_exported_keys(
+        &self,
+        query: CommandGetExportedKeys,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        self.info(&FOREIGN_KEYS_SCHEMA, query.as_any(), Some(0), request.get_ref())
+    }
+
+    async fn get_flight_info_imported_keys(
+        &self,
+        query: CommandGetImportedKeys,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        self.info(&FOREIGN_KEYS_SCHEMA, query.as_any(), Some(0), request.get_ref())
+    }
+
+    async fn get_flight_info_cross_reference(
+        &self,
+        query: CommandGetCrossReference,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        self.info(&FOREIGN_KEYS_SCHEMA, query.as_any(), Some(0), request.get_ref())
+    }
+
     async fn get_flight_info_sql_info(
         &self,
         query: CommandGetSqlInfo,
@@ -105,19 +167,22 @@ impl FlightSqlService for SiltFlightService {
     async fn do_get_statement(
         &self,
         ticket: TicketStatementQuery,
-        _request: Request<Ticket>,
+        request: Request<Ticket>,
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
         let handle = handle_sql(&ticket.statement_handle)?;
-        self.respond(self.runner.run_statement(&handle).await)
+        let delivery = Delivery::of_statement(request.metadata());
+        self.deliver(self.runner.run_statement(&handle).await, delivery)
     }
 
     async fn do_get_prepared_statement(
         &self,
         query: CommandPreparedStatementQuery,
-        _request: Request<Ticket>,
+        request: Request<Ticket>,
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
-        let sql = handle_sql(&query.prepared_statement_handle)?;
-        self.respond(self.runner.run(QueryRequest::Sql(sql)).await)
+        let handle = PreparedHandle::decode_from(&query.prepared_statement_handle)?;
+        let delivery = Delivery::of_statement(request.metadata());
+        let sql = handle.statement().to_string();
+        self.deliver(self.runner.run(QueryRequest::Sql(sql)).await, delivery)
     }
 
     async fn do_get_fallback(
@@ -164,8 +229,9 @@ impl FlightSqlService for SiltFlightService {
     async fn do_get_tables(
         &self,
         query: CommandGetTables,
-        _request: Request<Ticket>,
+        request: Request<Ticket>,
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
+        let types = WireTypes::asked(request.metadata());
         let mut builder = query.into_builder();
         for (name, entry) in self.engine().catalog() {
             if entry.unavailable.is_some() {
@@ -175,7 +241,7 @@ impl FlightSqlService for SiltFlightService {
                 continue;
             };
             builder
-                .append(CATALOG, SCHEMA, &name, entry.type_name(), &schema)
+                .append(CATALOG, SCHEMA, &name, entry.type_name(), &types.schema(&schema))
                 .map_err(|source| ProtocolError::ListingTable {
                     name: name.clone(),
                     source,
@@ -183,6 +249,61 @@ impl FlightSqlService for SiltFlightService {
         }
         let schema = builder.schema();
         Ok(Response::new(one_batch(schema, builder.build())))
+    }
+
+    async fn do_get_table_types(
+        &self,
+        query: CommandGetTableTypes,
+        _request: Request<Ticket>,
+    ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
+        let mut builder = query.into_builder();
+        for kind in TABLE_TYPES {
+            builder.append(kind);
+        }
+        let schema = builder.schema();
+        Ok(Response::new(one_batch(schema, builder.build())))
+    }
+
+    async fn do_get_xdbc_type_info(
+        &self,
+        query: CommandGetXdbcTypeInfo,
+        _request: Request<Ticket>,
+    ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
+        let builder = query.into_builder(&XDBC_TYPES);
+        let schema = builder.schema();
+        Ok(Response::new(one_batch(schema, builder.build())))
+    }
+
+    async fn do_get_primary_keys(
+        &self,
+        _query: CommandGetPrimaryKeys,
+        _request: Request<Ticket>,
+    ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
+        Ok(Response::new(no_keys_answer(&PRIMARY_KEYS_SCHEMA)))
+    }
+
+    async fn do_get_exported_keys(
+        &self,
+        _query: CommandGetExportedKeys,
+        _request: Request<Ticket>,
+    ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
+        Ok(Response::new(no_keys_answer(&FOREIGN_KEYS_SCHEMA)))
+    }
+
+    async fn do_get_imported_keys(
+        &self,
+        _query: CommandGetImportedKeys,
+        _request: Request<Ticket>,
+    ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
+        Ok(Response::new(no_keys_answer(&FOREIGN_KEYS_SCHEMA)))
+    }
+
+    async fn do_get_cross_reference(
+        &self,
+        _query: CommandGetCrossReference,
+        _request: Request<Ticket>,
+    ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
+        Ok(Response::new(no_keys_answer(&FOREIGN_KEYS_SCHEMA)))
     }
 
     async fn do_get_sql_info(
@@ -206,23 +327,30 @@ impl FlightSqlService for SiltFlightService {
         .into())
     }
 
+    async fn do_put_prepared_statement_query(
+        &self,
+        query: CommandPreparedStatementQuery,
+        request: Request<PeekableFlightDataStream>,
+    ) -> Result<DoPutPreparedStatementResult, Status> {
+        let handle = PreparedHandle::decode_from(&query.prepared_statement_handle)?;
+        let values = bound_values(request.into_inner()).await?;
+        let bound = handle.with_values(&values)?;
+        Ok(DoPutPreparedStatementResult {
+            prepared_statement_handle: Some(bound.to_bytes()),
+        })
+    }
+
     async fn do_action_create_prepared_statement(
         &self,
         query: ActionCreatePreparedStatementRequest,
-        _request: Request<Action>,
+        request: Request<Action>,
     ) -> Result<ActionCreatePreparedStatementResult, Status> {
-        let schema = self
-            .runner
-            .describe(&QueryRequest::Sql(query.query.clone()))
-            .await?
-            .schema;
-        let message: IpcMessage = SchemaAsIpc::new(&schema, &IpcWriteOptions::default())
-            .try_into()
-            .map_err(ProtocolError::EncodingSchema)?;
+        let types = WireTypes::asked(request.metadata());
+        let described = self.runner.describe(&QueryRequest::Sql(query.query.clone())).await?;
         Ok(ActionCreatePreparedStatementResult {
-            prepared_statement_handle: query.query.into_bytes().into(),
-            dataset_schema: message.0,
-            parameter_schema: Default::default(),
+            prepared_statement_handle: PreparedHandle::new(query.query).to_bytes(),
+            dataset_schema: schema_ipc(&types.schema(&described.schema))?,
+            parameter_schema: schema_ipc(&types.schema(&described.parameters))?,
         })
     }
 
@@ -231,7 +359,7 @@ impl FlightSqlService for SiltFlightService {
         _query: ActionClosePreparedStatementRequest,
         _request: Request<Action>,
     ) -> Result<(), Status> {
-        // Prepared statements are stateless (the handle is the SQL).
+        // Prepared statements are stateless (the handle carries the SQL).
         Ok(())
     }
 
@@ -271,6 +399,19 @@ impl FlightSqlService for SiltFlightService {
     }
 
     async fn register_sql_info(&self, _id: i32, _result: &SqlInfo) {}
+}
+
+/// `schema` as the Arrow IPC message a prepared statement's result carries.
+fn schema_ipc(schema: &Schema) -> Result<bytes::Bytes, Status> {
+    let message: IpcMessage = SchemaAsIpc::new(schema, &IpcWriteOptions::default())
+        .try_into()
+        .map_err(ProtocolError::EncodingSchema)?;
+    Ok(message.0)
+}
+
+/// The answer of a key call: Silt's tables have no keys.
+fn no_keys_answer(schema: &SchemaRef) -> DoGetStream {
+    one_batch(schema.clone(), Ok(no_keys(schema)))
 }
 
 fn handle_sql(handle: &[u8]) -> Result<String, Status> {

@@ -30,6 +30,7 @@ pub mod clock;
 pub mod log;
 pub mod lookup;
 pub mod lookup_shape;
+pub mod parameters;
 pub mod pending;
 pub mod plan;
 pub mod ranges;
@@ -94,6 +95,20 @@ pub struct Description {
     pub schema: SchemaRef,
     /// Rows it would return, when the files' statistics say (scans only).
     pub rows: Option<usize>,
+    /// The values it takes, one field per placeholder (SQL only; empty
+    /// for a statement without placeholders).
+    pub parameters: SchemaRef,
+}
+
+impl Description {
+    /// A description of `schema` and `rows` that takes no parameters.
+    fn of(schema: SchemaRef, rows: Option<usize>) -> Self {
+        Description {
+            schema,
+            rows,
+            parameters: Arc::new(datafusion::arrow::datatypes::Schema::empty()),
+        }
+    }
 }
 
 /// Runs every query of one server (see the module docs).
@@ -154,24 +169,22 @@ impl QueryRunner {
             let planned = match request {
                 Request::Lookup(lookup) => {
                     let schema = lookup::schema(&self.engine, lookup).await?;
-                    return Ok(Description { schema, rows: None });
+                    return Ok(Description::of(schema, None));
                 }
                 Request::Ranges(_) => {
-                    let schema = silt_proto::ranges_schema();
-                    return Ok(Description { schema, rows: None });
+                    return Ok(Description::of(silt_proto::ranges_schema(), None));
                 }
                 Request::Sql(sql) => Planned::Sql(sql.clone()),
                 Request::Scan(scan) => Planned::Scan(scan.clone()),
             };
             let plan = self.plan(&planned, None, deadline, &trace).await?;
-            let rows = match planned {
-                Planned::Scan(_) => plan.row_count().await,
-                Planned::Sql(_) => None,
-            };
-            Ok(Description {
-                schema: plan.schema(),
-                rows,
-            })
+            match planned {
+                Planned::Scan(_) => Ok(Description::of(plan.schema(), plan.row_count().await)),
+                Planned::Sql(_) => Ok(Description {
+                    parameters: plan.parameter_schema()?,
+                    ..Description::of(plan.schema(), None)
+                }),
+            }
         };
         described.await.map_err(|e| self.failed(&trace, e))
     }

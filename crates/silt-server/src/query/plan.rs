@@ -53,6 +53,12 @@ impl PlannedQuery {
         }
     }
 
+    /// The placeholders of the statement as a schema (none for a scan; see
+    /// [`super::parameters::schema`]).
+    pub fn parameter_schema(&self) -> Result<SchemaRef, ServerError> {
+        super::parameters::schema(self.df.logical_plan())
+    }
+
     /// This query with every scan admitting decoded column chunks to the
     /// memory tier as `admission` says (the default is
     /// [`Admission::SecondTouch`]).
@@ -241,7 +247,8 @@ async fn check_names(
 /// listings may be speculative: its results are held until the gate
 /// confirms the versions it read.
 pub async fn sql(engine: &Engine, sql: &str, gate: Option<&Arc<ValidationGate>>) -> Result<PlannedQuery, ServerError> {
-    let statement = guard::parse_single_query(sql)?;
+    let mut statement = guard::parse_single_query(sql)?;
+    super::parameters::number_placeholders(&mut statement);
     let ctx = query_context(engine, gate)?;
     let state = ctx.state();
     let refs = state.resolve_table_references(&statement)?;

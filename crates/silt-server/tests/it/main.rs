@@ -11,6 +11,7 @@ mod flight_sql;
 mod fuzz;
 mod hybrid;
 mod hybrid_compressed;
+mod jdbc;
 mod load;
 mod lookups;
 mod notify;

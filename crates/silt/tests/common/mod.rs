@@ -54,6 +54,11 @@ pub fn serve_command_on(listen: &str, s3: &LocalS3, cache_dir: &Path, extra: &[&
     cmd.args(["serve", "--listen", listen, "--page-size", "16KiB", "--cache-dir"])
         .arg(cache_dir)
         .args(extra);
+    // `silt serve` listens on 127.0.0.1:9090 for its admin endpoints unless
+    // told otherwise: servers of parallel tests would take each other's port.
+    if !extra.contains(&"--admin") {
+        cmd.args(["--admin", "off"]);
+    }
     for t in tpch::TABLES {
         cmd.arg("--table").arg(format!("{t}=s3://tpch/{t}/"));
     }
