@@ -82,7 +82,13 @@ pub fn spawn_and_wait(
                 }
                 seen.push(line);
             }
-            Err(_) => bail!(
+            // The reader thread ends with the child's stderr: it exited.
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => bail!(
+                "{what} exited before it started ({}); its output:\n{}",
+                seen.last().map_or("no output", String::as_str),
+                seen.join("\n")
+            ),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => bail!(
                 "{what} did not start within {timeout:?}; its output:\n{}",
                 seen.join("\n")
             ),
@@ -114,3 +120,22 @@ pub fn object_store(root: &Path, uploads: &[(&Path, &str)]) -> anyhow::Result<(C
 
 /// The line `silt bench object-store` prints once it serves, before its endpoint.
 pub const OBJECT_STORE_READY: &str = "silt: object store on ";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_child_that_exits_before_its_marker_is_reported_as_exited_with_its_last_line() {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "echo 'error: store.mbps must be positive' >&2; exit 1"]);
+        let err = spawn_and_wait(cmd, "silt serve", &["ready"], Duration::from_secs(600))
+            .err()
+            .expect("the child never printed its marker");
+        let text = format!("{err:#}");
+        assert!(
+            text.starts_with("silt serve exited before it started (error: store.mbps must be positive)"),
+            "{text}"
+        );
+    }
+}
