@@ -27,15 +27,17 @@ const SLACK_BYTES: usize = 64 * 1024;
 /// `batch` with each top-level view column compacted when its data buffers
 /// hold much more than its views reference; other columns untouched.
 pub fn compact(batch: RecordBatch) -> Result<RecordBatch, ArrowError> {
-    if !batch.columns().iter().any(|c| needs_compaction(c.as_ref())) {
+    let wasteful: Vec<bool> = batch.columns().iter().map(|c| needs_compaction(c.as_ref())).collect();
+    if !wasteful.contains(&true) {
         return Ok(batch);
     }
     let columns: Vec<ArrayRef> = batch
         .columns()
         .iter()
-        .map(|c| match c.data_type() {
-            DataType::Utf8View if needs_compaction(c.as_ref()) => Arc::new(c.as_string_view().gc()) as ArrayRef,
-            DataType::BinaryView if needs_compaction(c.as_ref()) => Arc::new(c.as_binary_view().gc()) as ArrayRef,
+        .zip(wasteful)
+        .map(|(c, wasteful)| match (wasteful, c.data_type()) {
+            (true, DataType::Utf8View) => Arc::new(c.as_string_view().gc()) as ArrayRef,
+            (true, DataType::BinaryView) => Arc::new(c.as_binary_view().gc()) as ArrayRef,
             _ => c.clone(),
         })
         .collect();
@@ -52,7 +54,8 @@ fn needs_compaction(array: &dyn Array) -> bool {
 
 fn wasteful<T: ByteViewType + ?Sized>(array: &datafusion::arrow::array::GenericByteViewArray<T>) -> bool {
     let held: usize = array.data_buffers().iter().map(|b| b.len()).sum();
-    held > WASTE_RATIO * array.total_buffer_bytes_used() + SLACK_BYTES
+    // Small buffers first: no pass over the views for them.
+    held > SLACK_BYTES && held > WASTE_RATIO * array.total_buffer_bytes_used() + SLACK_BYTES
 }
 
 #[cfg(test)]
