@@ -26,7 +26,8 @@
 //! allow_insecure = false          # token over plaintext off loopback: refused unless true
 //! otlp_endpoint = "http://127.0.0.1:4318"  # OpenTelemetry traces (OTLP/HTTP)
 //!
-//! [s3_api]                        # keys of the S3-compatible API under /s3 (SigV4)
+//! [s3_api]                        # the S3-compatible read API (SigV4)
+//! listen = "127.0.0.1:9000"       # its own listener, API at the root (also /s3 on admin)
 //! access_key_id = "silt-reader"
 //! secret_access_key = "change-me"
 //!
@@ -170,7 +171,7 @@ pub struct ServerConfig {
     /// `http://127.0.0.1:4318`. Read by `silt serve`, which owns the
     /// process's tracing subscriber.
     pub otlp_endpoint: Option<String>,
-    /// Keys of the S3-compatible read API (`/s3` on the admin listener).
+    /// The S3-compatible read API: its own listener and its keys.
     pub s3_api: S3ApiConfig,
     /// The fleet this server is a member of, if any.
     pub cluster: ClusterConfig,
@@ -202,13 +203,17 @@ pub struct TableConfig {
     pub validation: Freshness,
 }
 
-/// Credentials of the S3-compatible read API: requests must be signed
-/// (SigV4) with this key pair. Without one, a server with an auth token
-/// accepts the key id `silt` with the token as its secret; a server with
-/// neither serves unsigned requests.
+/// The S3-compatible read API: its own listener, and its credentials:
+/// requests must be signed (SigV4) with this key pair. Without one, a server
+/// with an auth token accepts the key id `silt` with the token as its secret;
+/// a server with neither serves unsigned requests.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct S3ApiConfig {
+    /// Where the API is served at the root of a listener of its own (path-
+    /// and virtual-host-style buckets), for clients that take an endpoint
+    /// host and no path; `None`: only under `/s3` on the admin listener.
+    pub listen: Option<SocketAddr>,
     /// The access key id clients sign with.
     pub access_key_id: Option<String>,
     /// Its secret access key.
@@ -459,6 +464,7 @@ impl ServerConfig {
         if has_token && !self.tls() && !self.allow_insecure {
             let exposed = std::iter::once(self.listen)
                 .chain(self.admin)
+                .chain(self.s3_api.listen)
                 .find(|a| !a.ip().is_loopback());
             if let Some(addr) = exposed {
                 return Err(ConfigError::PlaintextToken { addr }.into());

@@ -19,6 +19,10 @@ pub struct ServeArgs {
     /// Admin HTTP address for /health, /metrics, /stats and the S3 read API under /s3 [default: off].
     #[arg(long)]
     admin: Option<SocketAddr>,
+    /// S3 API address: the tables as buckets at the root, path- or
+    /// virtual-host-style (Host: TABLE.localhost:PORT) [default: off].
+    #[arg(long, value_name = "ADDR")]
+    s3_listen: Option<SocketAddr>,
     /// Directory for the server's local state.
     #[arg(long)]
     cache_dir: Option<PathBuf>,
@@ -104,7 +108,7 @@ pub struct ServeArgs {
     /// rest register in the background), e.g. 5s.
     #[arg(long, value_parser = humantime::parse_duration)]
     registration_wait: Option<Duration>,
-    /// Serve TLS on both listeners with this PEM certificate chain (with
+    /// Serve TLS on every listener with this PEM certificate chain (with
     /// --tls-key); clients connect with grpc+tls:// and https://.
     #[arg(long, value_name = "PEM", requires = "tls_key")]
     tls_cert: Option<PathBuf>,
@@ -134,6 +138,9 @@ impl ServeArgs {
         }
         if let Some(v) = self.admin {
             cfg.admin = Some(v);
+        }
+        if let Some(v) = self.s3_listen {
+            cfg.s3_api.listen = Some(v);
         }
         if let Some(v) = self.cache_dir {
             cfg.cache_dir = v;
@@ -248,6 +255,9 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     eprintln!("silt: Flight SQL on {flight_scheme}://{}", handle.flight_addr);
     if let Some(a) = handle.admin_addr {
         eprintln!("silt: admin on {admin_scheme}://{a} (dashboard at /, /health, /metrics, /stats, S3 API at /s3)");
+    }
+    if let Some(a) = handle.s3_addr {
+        eprintln!("silt: S3 API on {admin_scheme}://{a} (buckets: the tables; path or virtual-host style)");
     }
     let engine = handle.engine.clone();
     tokio::select! {
