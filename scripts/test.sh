@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: formatting, lints, Rust unit and integration tests
-# (real S3 endpoint and Flight server on loopback), and the Python (ADBC)
+# (real S3 endpoint, GCS and Azure emulators, and Flight server on loopback),
+# and the Python (ADBC, S3 clients)
 # client tests against a real `silt serve`, and `silt bench smoke` (every
 # benchmark mode on tiny data). CI runs exactly this.
 set -euo pipefail
@@ -11,6 +12,8 @@ echo "== cargo fmt --check"
 cargo fmt --all --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
+echo "== emulators (fake-gcs-server, Azurite: installed once; the gs:// and az:// tests start them)"
+scripts/emulators-env.sh >/dev/null
 echo "== cargo test"
 cargo test --workspace
 # The binary the Python tests and the smoke run use is the one `cargo test`

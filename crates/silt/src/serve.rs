@@ -27,7 +27,8 @@ pub struct ServeArgs {
     #[arg(long)]
     cache_dir: Option<PathBuf>,
     /// Register a table: NAME=URL (file:///abs/dir/, file:///abs/f.parquet,
-    /// s3://bucket/prefix/, memory:///prefix/). Repeatable.
+    /// s3://bucket/prefix/, gs://bucket/prefix/, az://container/prefix/,
+    /// abfss://container@account.dfs.core.windows.net/prefix/). Repeatable.
     #[arg(long = "table", value_name = "NAME=URL")]
     tables: Vec<String>,
     /// Define a view: NAME=SQL over registered tables. Repeatable.

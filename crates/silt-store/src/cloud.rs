@@ -1,0 +1,167 @@
+//! Google Cloud Storage and Azure Blob Storage tables (`gs://`, `az://`,
+//! `abfs://`, `abfss://`, `azure://`, `adl://`), opened through
+//! `object_store`'s own implementations.
+//!
+//! Their settings are `object_store`'s own configuration keys (the names
+//! its docs and every tool built on it use, e.g. `service_account_path`,
+//! `base_url` for GCS; `account_name`, `access_key`, `endpoint` for Azure),
+//! so nothing is renamed or left out. They come, weakest first, from the
+//! standard environment (`GOOGLE_*`, `AZURE_*`, read by the builders'
+//! `from_env`), the server's `[gcs]` / `[azure]` sections, and a table's own
+//! `[tables.NAME.gcs]` / `[tables.NAME.azure]`.
+
+use std::collections::BTreeMap;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use object_store::ObjectStore;
+use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
+use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
+use serde::Deserialize;
+use url::Url;
+
+use crate::StoreError;
+use crate::location::client_settings;
+
+/// A store's settings as `object_store` configuration keys and values.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct CloudSettings(pub BTreeMap<String, String>);
+
+impl CloudSettings {
+    /// `self` with every key it does not set taken from `base`.
+    pub fn or(&self, base: &CloudSettings) -> CloudSettings {
+        let mut merged = base.0.clone();
+        merged.extend(self.0.iter().map(|(k, v)| (k.clone(), v.clone())));
+        CloudSettings(merged)
+    }
+}
+
+/// Which cloud store a URL scheme names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cloud {
+    Gcs,
+    Azure,
+}
+
+impl Cloud {
+    /// The cloud store of `scheme`, if it is one.
+    pub fn of_scheme(scheme: &str) -> Option<Cloud> {
+        match scheme {
+            "gs" => Some(Cloud::Gcs),
+            "az" | "abfs" | "abfss" | "azure" | "adl" => Some(Cloud::Azure),
+            _ => None,
+        }
+    }
+
+    /// The config section its settings are in (`gcs`, `azure`).
+    pub fn section(self) -> &'static str {
+        match self {
+            Cloud::Gcs => "gcs",
+            Cloud::Azure => "azure",
+        }
+    }
+
+    /// Checks that every key of `settings` is one of this store's
+    /// `object_store` keys, so a typo fails at start, naming the key.
+    pub fn check_keys(self, settings: &CloudSettings) -> Result<(), StoreError> {
+        for key in settings.0.keys() {
+            let known = match self {
+                Cloud::Gcs => GoogleConfigKey::from_str(key).is_ok(),
+                Cloud::Azure => AzureConfigKey::from_str(key).is_ok(),
+            };
+            if !known {
+                return Err(StoreError::UnknownSetting {
+                    section: self.section(),
+                    key: key.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The store of the bucket or container `url` names, with `settings`
+    /// over the environment, and Silt's client settings (one retry layer,
+    /// its own deadlines).
+    pub fn open(self, url: &Url, settings: &CloudSettings) -> Result<Arc<dyn ObjectStore>, StoreError> {
+        self.check_keys(settings)?;
+        let open_err = |source| StoreError::Open {
+            url: url.to_string(),
+            source,
+        };
+        let (client, retry) = client_settings(allows_http(settings));
+        Ok(match self {
+            Cloud::Gcs => {
+                let mut b = GoogleCloudStorageBuilder::from_env().with_url(url.as_str());
+                for (k, v) in &settings.0 {
+                    b = b.with_config(GoogleConfigKey::from_str(k).map_err(open_err)?, v);
+                }
+                Arc::new(b.with_client_options(client).with_retry(retry).build().map_err(open_err)?)
+            }
+            Cloud::Azure => {
+                let mut b = MicrosoftAzureBuilder::from_env().with_url(url.as_str());
+                for (k, v) in &settings.0 {
+                    b = b.with_config(AzureConfigKey::from_str(k).map_err(open_err)?, v);
+                }
+                Arc::new(b.with_client_options(client).with_retry(retry).build().map_err(open_err)?)
+            }
+        })
+    }
+}
+
+/// Whether `settings` ask for plain HTTP (an emulator): `allow_http` set, or
+/// an endpoint or base URL that is `http://`.
+fn allows_http(settings: &CloudSettings) -> bool {
+    settings.0.iter().any(|(k, v)| {
+        let key = k.trim_start_matches("google_").trim_start_matches("azure_");
+        match key {
+            "allow_http" => matches!(v.as_str(), "1" | "true" | "TRUE"),
+            "base_url" | "endpoint" | "storage_endpoint" => v.starts_with("http://"),
+            _ => false,
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(pairs: &[(&str, &str)]) -> CloudSettings {
+        CloudSettings(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
+    }
+
+    #[test]
+    fn a_table_overrides_the_server_key_by_key() {
+        let server = settings(&[("account_name", "a"), ("access_key", "k")]);
+        let table = settings(&[("account_name", "b")]);
+        assert_eq!(
+            table.or(&server),
+            settings(&[("account_name", "b"), ("access_key", "k")])
+        );
+    }
+
+    #[test]
+    fn unknown_keys_are_refused_by_name() {
+        assert!(Cloud::Gcs.check_keys(&settings(&[("base_url", "http://x")])).is_ok());
+        assert!(Cloud::Azure.check_keys(&settings(&[("use_emulator", "true")])).is_ok());
+        let err = Cloud::Gcs.check_keys(&settings(&[("acount", "x")])).unwrap_err();
+        assert!(err.to_string().contains("[gcs]") && err.to_string().contains("acount"), "{err}");
+    }
+
+    #[test]
+    fn plain_http_only_when_asked() {
+        assert!(allows_http(&settings(&[("google_base_url", "http://127.0.0.1:4443")])));
+        assert!(allows_http(&settings(&[("endpoint", "http://127.0.0.1:10000/devstoreaccount1")])));
+        assert!(allows_http(&settings(&[("allow_http", "true")])));
+        assert!(!allows_http(&settings(&[("base_url", "https://storage.example")])));
+    }
+
+    #[test]
+    fn schemes_name_their_store() {
+        assert_eq!(Cloud::of_scheme("gs"), Some(Cloud::Gcs));
+        for s in ["az", "abfs", "abfss", "azure", "adl"] {
+            assert_eq!(Cloud::of_scheme(s), Some(Cloud::Azure), "{s}");
+        }
+        assert_eq!(Cloud::of_scheme("s3"), None);
+    }
+}
