@@ -14,9 +14,11 @@ use std::collections::BTreeMap;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use object_store::ObjectStore;
+use futures::stream::{BoxStream, StreamExt, TryStreamExt};
 use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
 use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
+use object_store::path::Path;
+use object_store::{GetOptions, GetResult, ListResult, ObjectMeta, ObjectStore};
 use serde::Deserialize;
 use url::Url;
 
@@ -96,18 +98,78 @@ impl Cloud {
                 for (k, v) in &settings.0 {
                     b = b.with_config(GoogleConfigKey::from_str(k).map_err(open_err)?, v);
                 }
-                Arc::new(b.with_client_options(client).with_retry(retry).build().map_err(open_err)?)
+                Arc::new(
+                    b.with_client_options(client)
+                        .with_retry(retry)
+                        .build()
+                        .map_err(open_err)?,
+                )
             }
             Cloud::Azure => {
                 let mut b = MicrosoftAzureBuilder::from_env().with_url(url.as_str());
                 for (k, v) in &settings.0 {
                     b = b.with_config(AzureConfigKey::from_str(k).map_err(open_err)?, v);
                 }
-                Arc::new(b.with_client_options(client).with_retry(retry).build().map_err(open_err)?)
+                let store = b
+                    .with_client_options(client)
+                    .with_retry(retry)
+                    .build()
+                    .map_err(open_err)?;
+                Arc::new(QuotedEtags { inner: Arc::new(store) })
             }
         })
     }
 }
+
+/// Azure's entity tags in one spelling. Blob Storage lists them bare
+/// (`0x8D…`) but sends and compares them quoted (`"0x8D…"`) in headers, so a
+/// version seen by a LIST would never match the same version seen by a HEAD,
+/// and an `If-Match` with a listed tag fails: every tag is quoted here.
+struct QuotedEtags {
+    inner: Arc<dyn ObjectStore>,
+}
+
+/// `tag` in double quotes (unchanged if it already is).
+fn quoted(tag: &str) -> String {
+    if tag.starts_with('"') || tag.starts_with("W/\"") {
+        tag.to_string()
+    } else {
+        format!("\"{tag}\"")
+    }
+}
+
+fn quote_meta(mut meta: ObjectMeta) -> ObjectMeta {
+    meta.e_tag = meta.e_tag.as_deref().map(quoted);
+    meta
+}
+
+crate::read_path_store!(QuotedEtags, "QuotedEtags", {
+    async fn get_opts(&self, location: &Path, mut options: GetOptions) -> object_store::Result<GetResult> {
+        options.if_match = options.if_match.as_deref().map(quoted);
+        options.if_none_match = options.if_none_match.as_deref().map(quoted);
+        let mut result = self.inner.get_opts(location, options).await?;
+        result.meta = quote_meta(result.meta);
+        Ok(result)
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.inner.list(prefix).map_ok(quote_meta).boxed()
+    }
+
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.inner.list_with_offset(prefix, offset).map_ok(quote_meta).boxed()
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+        let mut listed = self.inner.list_with_delimiter(prefix).await?;
+        listed.objects = listed.objects.into_iter().map(quote_meta).collect();
+        Ok(listed)
+    }
+});
 
 /// Whether `settings` ask for plain HTTP (an emulator): `allow_http` set, or
 /// an endpoint or base URL that is `http://`.
@@ -145,15 +207,27 @@ mod tests {
         assert!(Cloud::Gcs.check_keys(&settings(&[("base_url", "http://x")])).is_ok());
         assert!(Cloud::Azure.check_keys(&settings(&[("use_emulator", "true")])).is_ok());
         let err = Cloud::Gcs.check_keys(&settings(&[("acount", "x")])).unwrap_err();
-        assert!(err.to_string().contains("[gcs]") && err.to_string().contains("acount"), "{err}");
+        assert!(
+            err.to_string().contains("[gcs]") && err.to_string().contains("acount"),
+            "{err}"
+        );
     }
 
     #[test]
     fn plain_http_only_when_asked() {
         assert!(allows_http(&settings(&[("google_base_url", "http://127.0.0.1:4443")])));
-        assert!(allows_http(&settings(&[("endpoint", "http://127.0.0.1:10000/devstoreaccount1")])));
+        assert!(allows_http(&settings(&[(
+            "endpoint",
+            "http://127.0.0.1:10000/devstoreaccount1"
+        )])));
         assert!(allows_http(&settings(&[("allow_http", "true")])));
         assert!(!allows_http(&settings(&[("base_url", "https://storage.example")])));
+    }
+
+    #[test]
+    fn azure_tags_are_quoted_once() {
+        assert_eq!(quoted("0x8D1"), "\"0x8D1\"");
+        assert_eq!(quoted("\"0x8D1\""), "\"0x8D1\"");
     }
 
     #[test]

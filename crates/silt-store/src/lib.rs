@@ -21,9 +21,9 @@ pub mod metered;
 pub mod retry;
 pub mod wrapper;
 
+pub use cloud::{Cloud, CloudSettings};
 pub use error::{RequestTimeout, StoreError};
 pub use faults::{FaultConfig, FaultyStore};
-pub use cloud::{Cloud, CloudSettings};
 pub use location::{S3Settings, StoreSettings, TableLocation};
 pub use metered::{MeteredStore, StoreMetrics};
 pub use retry::{RetryPolicy, RetryingStore};

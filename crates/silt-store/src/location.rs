@@ -236,8 +236,15 @@ mod tests {
         assert_eq!(l.path, "pre/fix");
         assert!(TableLocation::parse("memory:///t/").unwrap().is_prefix);
         let l = TableLocation::parse("gs://lake/tpch/lineitem/").unwrap();
-        assert_eq!((l.store_key().as_str(), l.path.as_str()), ("gs://lake", "tpch/lineitem"));
-        for url in ["az://lake/t/", "abfs://lake/t/", "abfss://lake@acct.dfs.core.windows.net/t/"] {
+        assert_eq!(
+            (l.store_key().as_str(), l.path.as_str()),
+            ("gs://lake", "tpch/lineitem")
+        );
+        for url in [
+            "az://lake/t/",
+            "abfs://lake/t/",
+            "abfss://lake@acct.dfs.core.windows.net/t/",
+        ] {
             assert_eq!(TableLocation::parse(url).unwrap().path, "t", "{url}");
         }
     }
