@@ -92,7 +92,7 @@ impl Cloud {
             source,
         };
         let (client, retry) = client_settings(allows_http(settings));
-        Ok(match self {
+        let store: Arc<dyn ObjectStore> = match self {
             Cloud::Gcs => {
                 let mut b = GoogleCloudStorageBuilder::from_env().with_url(url.as_str());
                 for (k, v) in &settings.0 {
@@ -110,21 +110,24 @@ impl Cloud {
                 for (k, v) in &settings.0 {
                     b = b.with_config(AzureConfigKey::from_str(k).map_err(open_err)?, v);
                 }
-                let store = b
-                    .with_client_options(client)
-                    .with_retry(retry)
-                    .build()
-                    .map_err(open_err)?;
-                Arc::new(QuotedEtags { inner: Arc::new(store) })
+                Arc::new(
+                    b.with_client_options(client)
+                        .with_retry(retry)
+                        .build()
+                        .map_err(open_err)?,
+                )
             }
-        })
+        };
+        Ok(Arc::new(QuotedEtags { inner: store }))
     }
 }
 
-/// Azure's entity tags in one spelling. Blob Storage lists them bare
-/// (`0x8D…`) but sends and compares them quoted (`"0x8D…"`) in headers, so a
-/// version seen by a LIST would never match the same version seen by a HEAD,
-/// and an `If-Match` with a listed tag fails: every tag is quoted here.
+/// Entity tags in one spelling. Azure Blob Storage (and fake-gcs-server)
+/// list them bare (`0x8D…`) but send and compare them quoted (`"0x8D…"`) in
+/// headers, so a version seen by a LIST would never match the same version
+/// seen by a HEAD or GET (Silt would take it for an overwrite), and an
+/// `If-Match` with a listed tag fails: every tag is quoted here. Tags that
+/// are quoted already (GCS's XML API) pass unchanged.
 struct QuotedEtags {
     inner: Arc<dyn ObjectStore>,
 }

@@ -106,11 +106,18 @@ impl Emulator {
     }
 }
 
+/// How a test writes objects: object_store's own store (Azure), or
+/// fake-gcs-server's JSON upload API (it refuses object_store's XML-API PUT).
+enum Writer {
+    Store(Arc<dyn ObjectStore>),
+    FakeGcs(SocketAddr),
+}
+
 /// One cloud store under test: the emulator, a client that writes to it,
 /// and the settings a table reads it with.
 struct Cloud {
     _emulator: Emulator,
-    writer: Arc<dyn ObjectStore>,
+    writer: Writer,
     /// The table URL of `events/` in the bucket or container.
     url: String,
     /// Settings that reach the emulator.
@@ -128,8 +135,12 @@ impl Cloud {
         let settings = base(emulator.addr);
         let mut options = settings.0.clone();
         options.insert("allow_http".into(), "true".into());
-        let (writer, _) = object_store::parse_url_opts(&url::Url::parse(&url).unwrap(), options).unwrap();
-        let writer: Arc<dyn ObjectStore> = Arc::from(writer);
+        let writer = if scheme == "gs" {
+            Writer::FakeGcs(emulator.addr)
+        } else {
+            let (store, _) = object_store::parse_url_opts(&url::Url::parse(&url).unwrap(), options).unwrap();
+            Writer::Store(Arc::from(store))
+        };
         Cloud {
             dead: base(free_addrs(1)[0]),
             settings,
@@ -213,7 +224,6 @@ async fn azure() -> Option<Cloud> {
 /// Creates the container `lake` in Azurite (object_store creates none): one
 /// Shared Key signed `PUT ?restype=container`.
 async fn create_container(addr: SocketAddr) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let uri = format!("http://{addr}/{AZURITE_ACCOUNT}/{BUCKET}?restype=container");
     let mut request = axum::http::Request::builder()
         .method("PUT")
@@ -223,18 +233,34 @@ async fn create_container(addr: SocketAddr) {
         .unwrap();
     let credential = AzureCredential::AccessKey(AzureAccessKey::try_new(AZURITE_KEY).unwrap());
     AzureAuthorizer::new(&credential, AZURITE_ACCOUNT).authorize(&mut request);
-    let mut raw =
-        format!("PUT /{AZURITE_ACCOUNT}/{BUCKET}?restype=container HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
-    for (name, value) in request.headers() {
-        raw.push_str(&format!("{name}: {}\r\n", value.to_str().unwrap()));
+    let headers: Vec<(String, String)> = request
+        .headers()
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_str().unwrap().to_string()))
+        .collect();
+    let target = format!("/{AZURITE_ACCOUNT}/{BUCKET}?restype=container");
+    let reply = send(addr, "PUT", &target, &headers, &[]).await;
+    assert!(reply.starts_with("HTTP/1.1 201"), "creating the container: {reply}");
+}
+
+/// One HTTP/1.1 request to `addr` (headers as given, `Content-Length` of
+/// `body` added unless given); the reply's text.
+async fn send(addr: SocketAddr, method: &str, target: &str, headers: &[(String, String)], body: &[u8]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut raw = format!("{method} {target} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (name, value) in headers {
+        raw.push_str(&format!("{name}: {value}\r\n"));
+    }
+    if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("content-length")) {
+        raw.push_str(&format!("content-length: {}\r\n", body.len()));
     }
     raw.push_str("\r\n");
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
     s.write_all(raw.as_bytes()).await.unwrap();
+    s.write_all(body).await.unwrap();
     let mut reply = Vec::new();
     s.read_to_end(&mut reply).await.unwrap();
-    let reply = String::from_utf8_lossy(&reply);
-    assert!(reply.starts_with("HTTP/1.1 201"), "creating the container: {reply}");
+    String::from_utf8_lossy(&reply).into_owned()
 }
 
 /// Writes version `k` of `events/part-0.parquet` (see [`write_version`]) to the cloud store.
@@ -242,11 +268,21 @@ async fn put_version(cloud: &Cloud, k: i64) {
     let file = tempfile::NamedTempFile::new().unwrap();
     write_version(file.path(), k, false);
     let bytes = std::fs::read(file.path()).unwrap();
-    cloud
-        .writer
-        .put(&ObjectPath::from("events/part-0.parquet"), PutPayload::from(bytes))
-        .await
-        .unwrap();
+    let key = "events/part-0.parquet";
+    match &cloud.writer {
+        Writer::Store(store) => {
+            store
+                .put(&ObjectPath::from(key), PutPayload::from(bytes))
+                .await
+                .unwrap();
+        }
+        Writer::FakeGcs(addr) => {
+            let target = format!("/upload/storage/v1/b/{BUCKET}/o?uploadType=media&name=events%2Fpart-0.parquet");
+            let headers = [("content-type".to_string(), "application/octet-stream".to_string())];
+            let reply = send(*addr, "POST", &target, &headers, &bytes).await;
+            assert!(reply.starts_with("HTTP/1.1 200"), "uploading {key}: {reply}");
+        }
+    }
 }
 
 /// A server with `events` on the cloud store, its settings set by `place`
