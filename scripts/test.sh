@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: formatting, lints, Rust unit and integration tests
-# (real S3 endpoint and Flight server on loopback; the JDBC driver against
-# it), and the Python (ADBC)
+# (real S3 endpoint, GCS and Azure emulators, and Flight server on loopback;
+# the JDBC driver against it), and the Python (ADBC, S3 clients)
 # client tests against a real `silt serve`, and `silt bench smoke` (every
 # benchmark mode on tiny data). CI runs exactly this.
 set -euo pipefail
@@ -12,6 +12,8 @@ echo "== cargo fmt --check"
 cargo fmt --all --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
+echo "== emulators (fake-gcs-server, Azurite: installed once; the gs:// and az:// tests start them)"
+scripts/emulators-env.sh >/dev/null
 echo "== cargo test"
 # Apache Arrow's Flight SQL JDBC driver (and a JDK), for the JDBC test
 # (crates/silt-server/tests/it/jdbc.rs); fetched once into ~/.cache/silt-tools.

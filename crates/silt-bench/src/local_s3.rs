@@ -109,7 +109,7 @@ impl LocalS3 {
         std::fs::create_dir_all(self.root.join(bucket))?;
         let location = silt_store::TableLocation::parse(&format!("s3://{bucket}/"))?;
         let store = location.open(
-            &self.s3_settings(),
+            &self.s3_settings().into(),
             &std::sync::Arc::new(object_store::memory::InMemory::new()),
         )?;
         let mut uploaded = 0;

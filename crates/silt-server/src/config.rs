@@ -26,7 +26,8 @@
 //! allow_insecure = false          # token over plaintext off loopback: refused unless true
 //! otlp_endpoint = "http://127.0.0.1:4318"  # OpenTelemetry traces (OTLP/HTTP)
 //!
-//! [s3_api]                        # keys of the S3-compatible API under /s3 (SigV4)
+//! [s3_api]                        # the S3-compatible read API (SigV4)
+//! listen = "127.0.0.1:9000"       # its own listener, API at the root (also /s3 on admin)
 //! access_key_id = "silt-reader"
 //! secret_access_key = "change-me"
 //!
@@ -38,6 +39,13 @@
 //!
 //! [s3]                            # defaults for every s3:// table
 //! endpoint = "http://127.0.0.1:9000"
+//!
+//! [gcs]                           # every gs:// table: object_store's GCS keys (over GOOGLE_*)
+//! service_account_path = "/etc/silt/gcs.json"
+//!
+//! [azure]                         # every az:// / abfs(s):// table: object_store's Azure keys (over AZURE_*)
+//! account_name = "lake"
+//! access_key = "..."
 //!
 //! [store]                         # object-store access (all tables)
 //! retries = 5                     # attempts per request, first included
@@ -52,7 +60,7 @@
 //! url = "s3://bucket/hits/"
 //! binary_as_string = true
 //! validation = "always"           # or "ttl=30s", "immutable", "notify", "notify,sweep=60s"
-//! [tables.hits_raw.s3]            # per-table override
+//! [tables.hits_raw.s3]            # per-table override (also [tables.NAME.gcs], [tables.NAME.azure])
 //! region = "eu-west-1"
 //!
 //! [views]
@@ -68,7 +76,7 @@ use serde::Deserialize;
 use silt_cache::Freshness;
 use silt_cache::MemoryForm;
 use silt_cache::policy::PolicyKind;
-use silt_store::{FaultConfig, RetryPolicy, S3Settings};
+use silt_store::{Cloud, CloudSettings, FaultConfig, RetryPolicy, S3Settings, StoreSettings, TableLocation};
 
 use crate::error::{ConfigError, ServerError, SizeError};
 
@@ -175,12 +183,18 @@ pub struct ServerConfig {
     /// `http://127.0.0.1:4318`. Read by `silt serve`, which owns the
     /// process's tracing subscriber.
     pub otlp_endpoint: Option<String>,
-    /// Keys of the S3-compatible read API (`/s3` on the admin listener).
+    /// The S3-compatible read API: its own listener and its keys.
     pub s3_api: S3ApiConfig,
     /// The fleet this server is a member of, if any.
     pub cluster: ClusterConfig,
     /// Defaults for every `s3://` table (over the AWS environment variables).
     pub s3: S3Settings,
+    /// Defaults for every `gs://` table: object_store's GCS keys (over the
+    /// `GOOGLE_*` environment variables).
+    pub gcs: CloudSettings,
+    /// Defaults for every `az://`, `abfs://`, `abfss://` table:
+    /// object_store's Azure keys (over the `AZURE_*` environment variables).
+    pub azure: CloudSettings,
     /// Registered tables by name.
     pub tables: BTreeMap<String, TableConfig>,
     /// Views by name: a SELECT over registered tables.
@@ -191,8 +205,9 @@ pub struct ServerConfig {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TableConfig {
-    /// `file:///abs/dir/`, `file:///abs/file.parquet`, `s3://bucket/prefix/`
-    /// or `memory:///prefix/`; a trailing `/` means every `*.parquet` under it.
+    /// `file:///abs/dir/`, `file:///abs/file.parquet`, `s3://bucket/prefix/`,
+    /// `gs://bucket/prefix/`, `az://container/prefix/` (or `abfs://`,
+    /// `abfss://`); a trailing `/` means every `*.parquet` under it.
     pub url: String,
     /// Read BINARY columns as strings.
     #[serde(default)]
@@ -200,6 +215,12 @@ pub struct TableConfig {
     /// Per-table S3 overrides.
     #[serde(default)]
     pub s3: S3Settings,
+    /// Per-table GCS overrides (object_store keys).
+    #[serde(default)]
+    pub gcs: CloudSettings,
+    /// Per-table Azure overrides (object_store keys).
+    #[serde(default)]
+    pub azure: CloudSettings,
     /// How often the table's objects are revalidated: `always`, `ttl=30s`,
     /// `immutable`, or `notify` (`notify,sweep=60s`): when the store says
     /// they changed (inotify, S3 event notifications), and after the sweep.
@@ -207,13 +228,17 @@ pub struct TableConfig {
     pub validation: Freshness,
 }
 
-/// Credentials of the S3-compatible read API: requests must be signed
-/// (SigV4) with this key pair. Without one, a server with an auth token
-/// accepts the key id `silt` with the token as its secret; a server with
-/// neither serves unsigned requests.
+/// The S3-compatible read API: its own listener, and its credentials:
+/// requests must be signed (SigV4) with this key pair. Without one, a server
+/// with an auth token accepts the key id `silt` with the token as its secret;
+/// a server with neither serves unsigned requests.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct S3ApiConfig {
+    /// Where the API is served at the root of a listener of its own (path-
+    /// and virtual-host-style buckets), for clients that take an endpoint
+    /// host and no path; `None`: only under `/s3` on the admin listener.
+    pub listen: Option<SocketAddr>,
     /// The access key id clients sign with.
     pub access_key_id: Option<String>,
     /// Its secret access key.
@@ -425,6 +450,8 @@ impl Default for ServerConfig {
             s3_api: S3ApiConfig::default(),
             cluster: ClusterConfig::default(),
             s3: S3Settings::default(),
+            gcs: CloudSettings::default(),
+            azure: CloudSettings::default(),
             tables: BTreeMap::new(),
             views: BTreeMap::new(),
         }
@@ -485,6 +512,7 @@ impl ServerConfig {
         if has_token && !self.tls() && !self.allow_insecure {
             let exposed = std::iter::once(self.listen)
                 .chain(self.admin)
+                .chain(self.s3_api.listen)
                 .find(|a| !a.ip().is_loopback());
             if let Some(addr) = exposed {
                 return Err(ConfigError::PlaintextToken { addr }.into());
@@ -542,7 +570,39 @@ impl ServerConfig {
                 return Err(ConfigError::S3ApiKeys.into());
             }
         }
+        self.validate_stores()
+    }
+
+    /// Refuses `memory://` tables, and `[gcs]`/`[azure]` keys (the
+    /// server's or a table's) that object_store does not know.
+    fn validate_stores(&self) -> Result<(), ServerError> {
+        let check = |context: &str, cloud: Cloud, settings: &CloudSettings| {
+            cloud.check_keys(settings).map_err(|source| ConfigError::StoreSetting {
+                context: context.to_string(),
+                source,
+            })
+        };
+        check("server", Cloud::Gcs, &self.gcs)?;
+        check("server", Cloud::Azure, &self.azure)?;
+        for (name, table) in &self.tables {
+            let context = format!("table '{name}'");
+            check(&context, Cloud::Gcs, &table.gcs)?;
+            check(&context, Cloud::Azure, &table.azure)?;
+            if TableLocation::parse(&table.url).is_ok_and(|l| l.url.scheme() == "memory") {
+                return Err(ConfigError::MemoryTable { name: name.clone() }.into());
+            }
+        }
         Ok(())
+    }
+
+    /// The store settings of `table`: its own over the server's over the
+    /// environment (S3's here; GCS's and Azure's read by their builders).
+    pub fn store_settings(&self, table: &TableConfig) -> StoreSettings {
+        StoreSettings {
+            s3: table.s3.or(&self.s3.or(&S3Settings::from_env())),
+            gcs: table.gcs.or(&self.gcs),
+            azure: table.azure.or(&self.azure),
+        }
     }
 }
 

@@ -55,6 +55,8 @@ pub struct ServerHandle {
     pub flight_addr: SocketAddr,
     /// Where the admin HTTP endpoint listens, if enabled.
     pub admin_addr: Option<SocketAddr>,
+    /// Where the S3 API listens at the root, if enabled (`[s3_api] listen`).
+    pub s3_addr: Option<SocketAddr>,
     pub engine: Arc<Engine>,
     shutdown: Vec<oneshot::Sender<()>>,
     tasks: Vec<JoinHandle<Result<(), ServerError>>>,
@@ -114,8 +116,13 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, ServerError> {
         Some(a) => Some(bind(a).await?),
         None => None,
     };
+    let s3_listener = match config.s3_api.listen {
+        Some(a) => Some(bind(a).await?),
+        None => None,
+    };
     let flight_addr = flight_listener.local_addr().map_err(TransportError::LocalAddr)?;
     let admin_addr = admin_listener.as_ref().and_then(|l| l.local_addr().ok());
+    let s3_addr = s3_listener.as_ref().and_then(|l| l.local_addr().ok());
 
     let tls_files = tls::TlsFiles::load(&config)?;
     let metrics = metrics::ServerMetrics::new();
@@ -156,41 +163,66 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, ServerError> {
     }));
     info!(%flight_addr, "Flight SQL listening");
 
-    if let Some(listener) = admin_listener {
+    let http_listeners = [
+        (
+            admin_listener,
+            "admin",
+            admin::router as fn(Arc<Engine>) -> axum::Router,
+        ),
+        (s3_listener, "S3 API", s3_api::root_router),
+    ];
+    for (listener, name, router) in http_listeners {
+        let Some(listener) = listener else { continue };
         let (tx, rx) = oneshot::channel::<()>();
         shutdown.push(tx);
-        let app = admin::router(engine.clone());
-        if let Some(files) = tls_files.clone() {
-            tasks.push(tokio::spawn(tls::serve_admin(listener, app, files, rx)));
-            info!(admin_addr = ?admin_addr, "admin HTTPS listening");
-        } else {
-            tasks.push(tokio::spawn(async move {
-                // Nagle off here too: S3 API answers are small frames as well (see `no_delay`).
-                let listener = axum::serve::ListenerExt::tap_io(listener, |stream: &mut tokio::net::TcpStream| {
-                    if let Err(e) = stream.set_nodelay(true) {
-                        tracing::warn!("cannot disable Nagle's algorithm on an admin connection: {e}");
-                    }
-                });
-                axum::serve(listener, app)
-                    .with_graceful_shutdown(async {
-                        let _ = rx.await;
-                    })
-                    .await
-                    .map_err(|e| TransportError::Admin(e).into())
-            }));
-            info!(admin_addr = ?admin_addr, "admin HTTP listening");
-        }
+        tasks.push(tokio::spawn(serve_http(
+            listener,
+            router(engine.clone()),
+            tls_files.clone(),
+            rx,
+            name,
+        )));
     }
 
     Ok(ServerHandle {
         flight_addr,
         admin_addr,
+        s3_addr,
         engine,
         shutdown,
         tasks,
         background,
         _file_watches: file_watches,
     })
+}
+
+/// Serves the HTTP listener `name` (`app` on `listener`, over TLS with
+/// `tls`) until `shutdown` fires.
+async fn serve_http(
+    listener: TcpListener,
+    app: axum::Router,
+    tls: Option<tls::TlsFiles>,
+    shutdown: oneshot::Receiver<()>,
+    name: &'static str,
+) -> Result<(), ServerError> {
+    let addr = listener.local_addr().ok();
+    if let Some(files) = tls {
+        info!(?addr, "{name} HTTPS listening");
+        return tls::serve_https(listener, app, files, shutdown, name).await;
+    }
+    info!(?addr, "{name} HTTP listening");
+    // Nagle off here too: S3 API answers are small frames as well (see `no_delay`).
+    let listener = axum::serve::ListenerExt::tap_io(listener, move |stream: &mut tokio::net::TcpStream| {
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::warn!("cannot disable Nagle's algorithm on an {name} connection: {e}");
+        }
+    });
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async {
+            let _ = shutdown.await;
+        })
+        .await
+        .map_err(|source| TransportError::Http { name, source }.into())
 }
 
 /// The accepted connections of `listener` with Nagle's algorithm off. A

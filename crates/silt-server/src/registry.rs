@@ -16,7 +16,7 @@ use object_store::path::Path as ObjectPath;
 use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt};
 use silt_cache::{CachedStore, ChangeNotices};
 use silt_scan::{CachedParquetTable, ParquetTable, ScanShared, TableOptions, register_parquet_table};
-use silt_store::{FaultyStore, MeteredStore, RetryingStore, S3Settings, TableLocation};
+use silt_store::{FaultyStore, MeteredStore, RetryingStore, TableLocation};
 use tracing::{info, warn};
 
 use crate::catalog::{CatalogEntry, EntryKind};
@@ -165,8 +165,7 @@ impl Engine {
 
     async fn register_table(&self, index: usize, name: &str, config: &TableConfig) -> Result<(), ServerError> {
         let location = TableLocation::parse(&config.url)?;
-        let s3 = config.s3.or(&self.config.s3.or(&S3Settings::from_env()));
-        let mut raw = location.open(&s3, &self.memory_store)?;
+        let mut raw = location.open(&self.config.store_settings(config), &self.memory_store)?;
         let mut faults = self.config.store.faults();
         // Each table's store draws its own fault sequence.
         faults.seed ^= (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);

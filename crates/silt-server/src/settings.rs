@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
 
-use silt_store::S3Settings;
+use silt_store::{CloudSettings, S3Settings};
 
 use crate::config::{DEFAULT_ADMIN, ServerConfig};
 use crate::error::{ConfigError, ServerError};
@@ -281,6 +281,7 @@ fn entries(c: &ServerConfig) -> Vec<(String, String)> {
         ("store.mbps", optional(&c.store.mbps)),
         ("store.fail_rate", c.store.fail_rate.to_string()),
         ("store.truncate_rate", c.store.truncate_rate.to_string()),
+        ("s3_api.listen", optional(&c.s3_api.listen)),
         ("s3_api.access_key_id", optional(&c.s3_api.access_key_id)),
         ("s3_api.secret_access_key", secret(&c.s3_api.secret_access_key)),
         ("cluster.servers", list(&c.cluster.servers)),
@@ -290,6 +291,8 @@ fn entries(c: &ServerConfig) -> Vec<(String, String)> {
     ];
     let mut out: Vec<(String, String)> = fixed.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
     out.extend(s3_entries("s3", &c.s3));
+    out.extend(cloud_entries("gcs", &c.gcs));
+    out.extend(cloud_entries("azure", &c.azure));
     for (name, t) in &c.tables {
         out.push((format!("tables.{name}.url"), quoted(&t.url)));
         out.push((
@@ -298,6 +301,8 @@ fn entries(c: &ServerConfig) -> Vec<(String, String)> {
         ));
         out.push((format!("tables.{name}.validation"), quoted(t.validation)));
         out.extend(s3_entries(&format!("tables.{name}.s3"), &t.s3));
+        out.extend(cloud_entries(&format!("tables.{name}.gcs"), &t.gcs));
+        out.extend(cloud_entries(&format!("tables.{name}.azure"), &t.azure));
     }
     for (name, sql) in &c.views {
         out.push((format!("views.{name}"), quoted(sql)));
@@ -321,6 +326,26 @@ fn s3_entries(prefix: &str, s: &S3Settings) -> Vec<(String, String)> {
     .into_iter()
     .filter_map(|(k, v)| v.map(|v| (format!("{prefix}.{k}"), v)))
     .collect()
+}
+
+/// The object_store keys of a `[gcs]`/`[azure]` section, with the values of
+/// credential keys (a key, a secret, a token, a SAS) shown as `***`.
+fn cloud_entries(prefix: &str, s: &CloudSettings) -> Vec<(String, String)> {
+    let is_credential = |k: &str| {
+        ["key", "secret", "token", "sas"]
+            .iter()
+            .any(|w| k.to_lowercase().contains(w))
+    };
+    s.0.iter()
+        .map(|(k, v)| {
+            let shown = if is_credential(k) {
+                "\"***\"".to_string()
+            } else {
+                quoted(v)
+            };
+            (format!("{prefix}.{k}"), shown)
+        })
+        .collect()
 }
 
 /// The `s3` settings the file leaves to the AWS environment variables and

@@ -1,6 +1,6 @@
 //! TLS for both listeners (`--tls-cert`, `--tls-key`): the Flight service
-//! through tonic's rustls support, the admin endpoint through tokio-rustls
-//! in front of the same axum router. rustls with the `ring` provider, TLS
+//! through tonic's rustls support, the admin endpoint and the S3 API through
+//! tokio-rustls in front of their axum routers. rustls with the `ring` provider, TLS
 //! 1.2 and 1.3; the certificate and key are PEM files read at start-up, so
 //! a bad file stops the server with a clear error rather than the first
 //! client's handshake.
@@ -65,7 +65,7 @@ impl TlsFiles {
             .timeout(HANDSHAKE_TIMEOUT)
     }
 
-    /// The admin endpoint's TLS settings (HTTP/1.1 and HTTP/2 by ALPN).
+    /// The HTTP listeners' TLS settings (HTTP/1.1 and HTTP/2 by ALPN).
     pub fn rustls_config(&self) -> Result<rustls::ServerConfig, TlsError> {
         let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&self.cert_pem)
             .collect::<Result<_, _>>()
@@ -87,16 +87,18 @@ impl TlsFiles {
 /// A connection still open this long after shutdown is dropped.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Serves `app` over TLS on `listener` until `shutdown` fires, then lets
+/// Serves `app` (the HTTP listener `name`: admin or S3 API) over TLS on
+/// `listener` until `shutdown` fires, then lets
 /// open connections finish their requests (at most [`DRAIN_TIMEOUT`]).
 /// Each connection's handshake and requests run on a task of their own, so
 /// a slow or hostile client holds up nobody else; a client that does not
 /// finish its handshake or send its request headers in time is dropped.
-pub async fn serve_admin(
+pub async fn serve_https(
     listener: TcpListener,
     app: Router,
     files: TlsFiles,
     mut shutdown: oneshot::Receiver<()>,
+    name: &'static str,
 ) -> Result<(), ServerError> {
     let config = files.rustls_config().map_err(ConfigError::Tls)?;
     let acceptor = TlsAcceptor::from(Arc::new(config));
@@ -112,13 +114,13 @@ pub async fn serve_admin(
         let (tcp, peer) = match accepted {
             Ok(conn) => conn,
             Err(e) => {
-                tracing::warn!("admin endpoint: accept failed: {e}");
+                tracing::warn!("{name} endpoint: accept failed: {e}");
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }
         };
         if let Err(e) = tcp.set_nodelay(true) {
-            tracing::warn!("cannot disable Nagle's algorithm on an admin connection: {e}");
+            tracing::warn!("cannot disable Nagle's algorithm on an {name} connection: {e}");
         }
         let acceptor = acceptor.clone();
         let service = TowerToHyperService::new(app.clone());
@@ -127,11 +129,11 @@ pub async fn serve_admin(
             let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
                 Ok(Ok(tls)) => tls,
                 Ok(Err(e)) => {
-                    tracing::debug!(%peer, "admin endpoint: TLS handshake failed: {e}");
+                    tracing::debug!(%peer, "{name} endpoint: TLS handshake failed: {e}");
                     return;
                 }
                 Err(_) => {
-                    tracing::debug!(%peer, "admin endpoint: TLS handshake timed out");
+                    tracing::debug!(%peer, "{name} endpoint: TLS handshake timed out");
                     return;
                 }
             };
@@ -150,7 +152,7 @@ pub async fn serve_admin(
                 }
             };
             if let Err(e) = ended {
-                tracing::debug!(%peer, "admin endpoint: connection ended: {e}");
+                tracing::debug!(%peer, "{name} endpoint: connection ended: {e}");
             }
         });
     }
@@ -162,7 +164,7 @@ pub async fn serve_admin(
     if drained.is_err() {
         tracing::warn!(
             open = connections.len(),
-            "admin endpoint: connections still open after shutdown were dropped"
+            "{name} endpoint: connections still open after shutdown were dropped"
         );
         connections.shutdown().await;
     }

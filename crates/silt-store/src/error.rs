@@ -5,8 +5,10 @@
 pub enum StoreError {
     #[error("invalid table URL '{url}': {reason}")]
     InvalidUrl { url: String, reason: String },
-    #[error("unsupported URL scheme '{scheme}' in '{url}' (use file://, s3:// or memory://)")]
+    #[error("unsupported URL scheme '{scheme}' in '{url}' (use file://, s3://, gs://, az:// or abfs(s)://)")]
     UnsupportedScheme { scheme: String, url: String },
+    #[error("unknown setting '{key}' in [{section}] (use object_store's configuration keys for that store)")]
+    UnknownSetting { section: &'static str, key: String },
     #[error("cannot open object store for '{url}': {source}")]
     Open {
         url: String,

@@ -1,7 +1,8 @@
 //! Object-store access for Silt.
 //!
-//! * [`location`]: turn a table URL (`file://`, `s3://`, `memory://`) and S3
-//!   settings into an `object_store` instance and the prefix to scan.
+//! * [`location`]: turn a table URL (`file://`, `s3://`, `gs://`, `az://`,
+//!   `memory://`) and the store's settings into an `object_store` instance
+//!   and the prefix to scan; [`cloud`]: the GCS and Azure stores.
 //! * [`metered`]: a wrapper that counts every request and byte that reaches
 //!   the real store, so `/metrics` and the demo report what crossed the wire.
 //! * [`retry`]: per-request deadlines, retries with backoff and jitter, and
@@ -12,6 +13,7 @@
 //! Silt never writes to the object store; the wrappers here forward writes
 //! only so that they satisfy the `ObjectStore` trait.
 
+pub mod cloud;
 pub mod error;
 pub mod faults;
 pub mod location;
@@ -19,8 +21,9 @@ pub mod metered;
 pub mod retry;
 pub mod wrapper;
 
+pub use cloud::{Cloud, CloudSettings};
 pub use error::{RequestTimeout, StoreError};
 pub use faults::{FaultConfig, FaultyStore};
-pub use location::{S3Settings, TableLocation};
+pub use location::{S3Settings, StoreSettings, TableLocation};
 pub use metered::{MeteredStore, StoreMetrics};
 pub use retry::{RetryPolicy, RetryingStore};

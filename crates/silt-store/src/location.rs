@@ -12,6 +12,35 @@ use serde::Deserialize;
 use url::Url;
 
 use crate::StoreError;
+use crate::cloud::{Cloud, CloudSettings};
+
+/// The settings of every kind of store a table can be in: each table's are
+/// its own over the server's over the environment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoreSettings {
+    pub s3: S3Settings,
+    pub gcs: CloudSettings,
+    pub azure: CloudSettings,
+}
+
+impl From<S3Settings> for StoreSettings {
+    fn from(s3: S3Settings) -> StoreSettings {
+        StoreSettings {
+            s3,
+            ..Default::default()
+        }
+    }
+}
+
+impl StoreSettings {
+    /// The settings of the cloud store `cloud`.
+    pub fn cloud(&self, cloud: Cloud) -> &CloudSettings {
+        match cloud {
+            Cloud::Gcs => &self.gcs,
+            Cloud::Azure => &self.azure,
+        }
+    }
+}
 
 /// S3 connection settings. Unset fields fall back to the standard AWS
 /// environment variables (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`,
@@ -86,11 +115,11 @@ impl TableLocation {
                     });
                 }
             }
-            "s3" | "s3a" => {
+            scheme @ ("s3" | "s3a" | "gs" | "az" | "abfs" | "abfss" | "azure" | "adl") => {
                 if url.host_str().unwrap_or("").is_empty() {
                     return Err(StoreError::InvalidUrl {
                         url: raw.into(),
-                        reason: "missing bucket: s3://bucket/prefix/".into(),
+                        reason: format!("missing bucket or container: {scheme}://bucket/prefix/"),
                     });
                 }
             }
@@ -117,13 +146,19 @@ impl TableLocation {
         format!("{}://{}", self.url.scheme(), self.url.host_str().unwrap_or(""))
     }
 
-    /// Open the object store this location lives in. `memory://` locations
-    /// get `memory` (the server's shared in-memory store).
-    pub fn open(&self, s3: &S3Settings, memory: &Arc<InMemory>) -> Result<Arc<dyn ObjectStore>, StoreError> {
+    /// Open the object store this location lives in, with `settings` for
+    /// its kind. `memory://` locations get `memory` (an in-memory store the
+    /// caller fills).
+    pub fn open(&self, settings: &StoreSettings, memory: &Arc<InMemory>) -> Result<Arc<dyn ObjectStore>, StoreError> {
         let open_err = |source| StoreError::Open {
             url: self.url.to_string(),
             source,
         };
+        let s3 = &settings.s3;
+        if let Some(cloud) = Cloud::of_scheme(self.url.scheme()) {
+            install_crypto_provider();
+            return cloud.open(&self.url, settings.cloud(cloud));
+        }
         match self.url.scheme() {
             "file" => Ok(Arc::new(LocalFileSystem::new())),
             "memory" => Ok(memory.clone()),
@@ -149,26 +184,30 @@ impl TableLocation {
                 let http = s3
                     .allow_http
                     .unwrap_or_else(|| s3.endpoint.as_deref().is_some_and(|e| e.starts_with("http://")));
-                // Client options carry allow_http too: set them together.
-                // No retries and no request timeout of the client's own:
-                // `RetryingStore` is the one retry layer, and its deadlines
-                // per attempt and per request are the ones that hold.
-                b = b
-                    .with_client_options(
-                        ClientOptions::new()
-                            .with_allow_http(http)
-                            .with_connect_timeout(Duration::from_secs(5))
-                            .with_timeout_disabled(),
-                    )
-                    .with_retry(RetryConfig {
-                        max_retries: 0,
-                        retry_timeout: Duration::ZERO,
-                        backoff: BackoffConfig::default(),
-                    });
+                let (client, retry) = client_settings(http);
+                b = b.with_client_options(client).with_retry(retry);
                 Ok(Arc::new(b.build().map_err(open_err)?))
             }
         }
     }
+}
+
+/// The HTTP client settings of every remote store (`allow_http`: plain
+/// HTTP too). Client options carry allow_http, so they are set together.
+/// No retries and no request timeout of the client's own: `RetryingStore`
+/// is the one retry layer, and its deadlines per attempt and per request
+/// are the ones that hold.
+pub(crate) fn client_settings(allow_http: bool) -> (ClientOptions, RetryConfig) {
+    let client = ClientOptions::new()
+        .with_allow_http(allow_http)
+        .with_connect_timeout(Duration::from_secs(5))
+        .with_timeout_disabled();
+    let retry = RetryConfig {
+        max_retries: 0,
+        retry_timeout: Duration::ZERO,
+        backoff: BackoffConfig::default(),
+    };
+    (client, retry)
 }
 
 /// HTTPS to object stores needs a process-wide rustls crypto provider;
@@ -196,6 +235,18 @@ mod tests {
         assert_eq!(l.store_key(), "s3://bucket");
         assert_eq!(l.path, "pre/fix");
         assert!(TableLocation::parse("memory:///t/").unwrap().is_prefix);
+        let l = TableLocation::parse("gs://lake/tpch/lineitem/").unwrap();
+        assert_eq!(
+            (l.store_key().as_str(), l.path.as_str()),
+            ("gs://lake", "tpch/lineitem")
+        );
+        for url in [
+            "az://lake/t/",
+            "abfs://lake/t/",
+            "abfss://lake@acct.dfs.core.windows.net/t/",
+        ] {
+            assert_eq!(TableLocation::parse(url).unwrap().path, "t", "{url}");
+        }
     }
 
     #[test]
@@ -205,6 +256,7 @@ mod tests {
             Err(StoreError::UnsupportedScheme { .. })
         ));
         assert!(TableLocation::parse("s3:///nobucket").is_err());
+        assert!(TableLocation::parse("gs:///nobucket").is_err());
         assert!(TableLocation::parse("not a url").is_err());
         assert!(TableLocation::parse("file://host/x").is_err());
     }

@@ -101,7 +101,7 @@ async fn direct_context(s3: &LocalS3, faults: &FaultConfig) -> anyhow::Result<(S
     let gets = Arc::new(AtomicU64::new(0));
     let ctx = SessionContext::new();
     let raw: Arc<dyn ObjectStore> = Arc::new(silt_store::RetryingStore::new(
-        TableLocation::parse("s3://tpch/")?.open(&s3.s3_settings(), &Arc::new(InMemory::new()))?,
+        TableLocation::parse("s3://tpch/")?.open(&s3.s3_settings().into(), &Arc::new(InMemory::new()))?,
         silt_store::RetryPolicy::default(),
     ));
     let metrics = StoreMetrics {

@@ -24,6 +24,10 @@ pub struct ServeArgs {
     /// or "off" [default: 127.0.0.1:9090].
     #[arg(long, value_name = "ADDR|off", value_parser = |s: &str| parse_listener(s).map(Listener))]
     admin: Option<Listener>,
+    /// S3 API address: the tables as buckets at the root, path- or
+    /// virtual-host-style (Host: TABLE.localhost:PORT) [default: off].
+    #[arg(long, value_name = "ADDR")]
+    s3_listen: Option<SocketAddr>,
     /// Directory for the server's local state: the disk tier, spill files [default: $XDG_CACHE_HOME/silt, else
     /// ~/.cache/silt].
     #[arg(long)]
@@ -32,7 +36,8 @@ pub struct ServeArgs {
     #[arg(long)]
     pub print_config: bool,
     /// Register a table: NAME=URL (file:///abs/dir/, file:///abs/f.parquet,
-    /// s3://bucket/prefix/, memory:///prefix/). Repeatable.
+    /// s3://bucket/prefix/, gs://bucket/prefix/, az://container/prefix/,
+    /// abfss://container@account.dfs.core.windows.net/prefix/). Repeatable.
     #[arg(long = "table", value_name = "NAME=URL")]
     tables: Vec<String>,
     /// Define a view: NAME=SQL over registered tables. Repeatable.
@@ -113,7 +118,7 @@ pub struct ServeArgs {
     /// rest register in the background), e.g. 5s.
     #[arg(long, value_parser = humantime::parse_duration)]
     registration_wait: Option<Duration>,
-    /// Serve TLS on both listeners with this PEM certificate chain (with
+    /// Serve TLS on every listener with this PEM certificate chain (with
     /// --tls-key); clients connect with grpc+tls:// and https://.
     #[arg(long, value_name = "PEM", requires = "tls_key")]
     tls_cert: Option<PathBuf>,
@@ -140,6 +145,9 @@ impl ServeArgs {
         let flag = || Source::Flag;
         e.set("listen", self.listen, flag(), |c, v| c.listen = v);
         e.set("admin", self.admin, flag(), |c, v| c.admin = v.0);
+        e.set("s3_api.listen", self.s3_listen, flag(), |c, v| {
+            c.s3_api.listen = Some(v)
+        });
         e.set("cache_dir", self.cache_dir, flag(), |c, v| c.cache_dir = v);
         let token_source = flag_or_env("--auth-token", "SILT_AUTH_TOKEN");
         e.set("auth_token", self.auth_token, token_source, |c, v| {
@@ -243,6 +251,9 @@ pub async fn run(effective: Effective) -> anyhow::Result<()> {
     eprintln!("silt: Flight SQL on {flight_scheme}://{}", handle.flight_addr);
     if let Some(a) = handle.admin_addr {
         eprintln!("silt: admin on {admin_scheme}://{a} (dashboard at /, /health, /metrics, /stats, S3 API at /s3)");
+    }
+    if let Some(a) = handle.s3_addr {
+        eprintln!("silt: S3 API on {admin_scheme}://{a} (buckets: the tables; path or virtual-host style)");
     }
     let engine = handle.engine.clone();
     tokio::select! {

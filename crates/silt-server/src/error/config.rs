@@ -53,6 +53,21 @@ pub enum ConfigError {
     PlaintextToken { addr: SocketAddr },
     #[error("s3_api needs both access_key_id and secret_access_key, neither empty")]
     S3ApiKeys,
+    /// A `memory://` table: the server's in-memory store has no writer, so
+    /// such a table could only ever be empty.
+    #[error(
+        "table '{name}': memory:// URLs are not served (nothing can write to the server's in-memory store); \
+         use file://, s3://, gs:// or az://"
+    )]
+    MemoryTable { name: String },
+    /// A `[gcs]` or `[azure]` key (server-wide or a table's) that is not one
+    /// of object_store's keys for that store.
+    #[error("{context}: {source}")]
+    StoreSetting {
+        context: String,
+        #[source]
+        source: silt_store::StoreError,
+    },
     /// `cluster.self` names no member of `cluster.servers`.
     #[error("cluster.self {self_url:?} is not in cluster.servers")]
     SelfNotAMember { self_url: String },

@@ -19,9 +19,14 @@ pub enum TransportError {
     /// The Flight service stopped with an error.
     #[error("Flight service: {0}")]
     Flight(#[source] tonic::transport::Error),
-    /// The admin endpoint stopped with an error.
-    #[error("admin endpoint: {0}")]
-    Admin(#[source] std::io::Error),
+    /// An HTTP listener (`name`: the admin endpoint or the S3 API) stopped
+    /// with an error.
+    #[error("{name} endpoint: {source}")]
+    Http {
+        name: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
     /// A listener's task panicked or was cancelled.
     #[error("{0}")]
     Task(#[source] tokio::task::JoinError),

@@ -3,16 +3,23 @@
 //! boto3, pyarrow, DuckDB — reads a table's Parquet files through Silt's
 //! tiers instead of from the object store, and decodes them itself.
 //!
-//! Served on the admin listener under `/s3`, path-style, by the `s3s` crate
-//! (request parsing, SigV4 checks, XML):
+//! Served by the `s3s` crate (request parsing, SigV4 checks, XML) in two
+//! places: at the root of its own listener (`--s3-listen`, `[s3_api]
+//! listen`), for clients that take an endpoint host and no path (Spark's
+//! S3A, Trino), path style or virtual-host style ([`hosts`]: `Host:
+//! TABLE.localhost:PORT`); and under `/s3` on the admin listener, path style
+//! only (kept for the clients configured with it). At the root:
 //!
 //! | request | S3 operation |
 //! |---|---|
-//! | `GET /s3` | ListBuckets (the tables) |
-//! | `GET /s3/{table}?list-type=2[&prefix=&delimiter=&start-after=&continuation-token=&max-keys=]` | ListObjectsV2 |
-//! | `HEAD /s3/{table}` | HeadBucket |
-//! | `GET /s3/{table}/{key}` (`Range: bytes=a-b`, `a-`, `-n`) | GetObject |
-//! | `HEAD /s3/{table}/{key}` | HeadObject |
+//! | `GET /` | ListBuckets (the tables) |
+//! | `GET /{table}?list-type=2[&prefix=&delimiter=&start-after=&continuation-token=&max-keys=]` | ListObjectsV2 |
+//! | `HEAD /{table}` | HeadBucket |
+//! | `GET /{table}/{key}` (`Range: bytes=a-b`, `a-`, `-n`) | GetObject |
+//! | `HEAD /{table}/{key}` | HeadObject |
+//!
+//! (virtual-host style: the same without `/{table}`; under `/s3`: the same
+//! with `/s3` in front).
 //!
 //! Everything else (writes, ListObjects v1, ...) is `NotImplemented`.
 //!
@@ -35,8 +42,9 @@
 //! **Auth.** With a key pair (`[s3_api]`, else `silt` + the auth token; see
 //! [`crate::config::ServerConfig::s3_api_key`]) every request must be signed
 //! with it (SigV4, or a presigned URL); unsigned ones get 403 `AccessDenied`.
-//! Clients sign the full path, `/s3` included, so the signature is checked by
-//! a first s3s service that sees the request as sent (its bucket is `s3`) and
+//! At the root one s3s service checks the signature and serves the
+//! operations. Under `/s3` clients sign the full path, `/s3` included, so
+//! the signature is checked by a first s3s service that sees the request as sent (its bucket is `s3`) and
 //! hands every request to one route, [`Forward`]; that route strips `/s3` and
 //! the signature and passes the request to the second s3s service, which
 //! routes it to the operations of [`service::TableBuckets`]. Without a key
@@ -44,6 +52,7 @@
 
 mod bucket;
 mod errors;
+mod hosts;
 mod listing;
 pub mod peers;
 mod read;
@@ -92,35 +101,58 @@ const SIGNATURE_PARAMS: [&str; 10] = [
 
 /// The `/s3` routes, merged into the admin router.
 pub fn routes(engine: Arc<Engine>) -> Router<Arc<Engine>> {
-    let api = Arc::new(S3Api::new(engine));
-    let serve = move |req: Request| {
-        let api = api.clone();
-        async move { api.serve(req).await }
-    };
+    let serve = handler(S3Api::mounted(engine));
     Router::new()
         .route(MOUNT, any(serve.clone()))
         .route("/s3/", any(serve.clone()))
         .route("/s3/{*rest}", any(serve))
 }
 
-/// The S3 API of one server.
+/// The router of the S3 listener: the API at the root, every path.
+pub fn root_router(engine: Arc<Engine>) -> Router {
+    Router::new().fallback(handler(S3Api::root(engine)))
+}
+
+/// An axum handler answering with `api`.
+fn handler(api: S3Api) -> impl Fn(Request) -> std::pin::Pin<Box<dyn Future<Output = Response> + Send>> + Clone {
+    let api = Arc::new(api);
+    move |req: Request| {
+        let api = api.clone();
+        Box::pin(async move { api.serve(req).await })
+    }
+}
+
+/// The S3 API of one server, as one listener serves it.
 struct S3Api {
-    /// Checks signatures on the full path, then [`Forward`]s; `None` when
-    /// no key pair is configured (requests go straight to `tables`).
-    gate: Option<S3Service>,
-    /// Serves the operations, on paths without `/s3`.
-    tables: S3Service,
+    entry: Entry,
     metrics: Arc<ServerMetrics>,
 }
 
+/// Where the API is served, and the s3s services that answer there.
+enum Entry {
+    /// At the root of the S3 listener: one service checks signatures (when
+    /// a key pair is set) and serves the operations, buckets by path or by
+    /// host.
+    Root {
+        service: S3Service,
+        hosts: hosts::TableHosts,
+    },
+    /// Under `/s3` on the admin listener.
+    Mounted {
+        /// Checks signatures on the full path, then [`Forward`]s; `None`
+        /// when no key pair is configured (requests go straight to `tables`).
+        gate: Option<S3Service>,
+        /// Serves the operations, on paths without `/s3`.
+        tables: S3Service,
+    },
+}
+
 impl S3Api {
-    fn new(engine: Arc<Engine>) -> S3Api {
+    /// The API under `/s3` (see the module's doc for its two services).
+    fn mounted(engine: Arc<Engine>) -> S3Api {
         let metrics = engine.metrics().clone();
         let key = engine.config().s3_api_key();
-        let peers = peers::Peers::from_config(engine.config(), &metrics).map(Arc::new);
-        let mut tables = S3ServiceBuilder::new(service::TableBuckets { engine, peers });
-        tables.set_validation(AnyTableName);
-        let tables = tables.build();
+        let tables = operations(engine).build();
         let gate = key.map(|(id, secret)| {
             let mut gate = S3ServiceBuilder::new(NoOperations);
             gate.set_validation(AnyTableName); // its bucket, `s3`, is too short for S3's rules
@@ -128,7 +160,30 @@ impl S3Api {
             gate.set_route(Forward { tables: tables.clone() });
             gate.build()
         });
-        S3Api { gate, tables, metrics }
+        S3Api {
+            entry: Entry::Mounted { gate, tables },
+            metrics,
+        }
+    }
+
+    /// The API at the root of its own listener. With a key pair, s3s's
+    /// default access check refuses requests that carry no valid signature.
+    fn root(engine: Arc<Engine>) -> S3Api {
+        let metrics = engine.metrics().clone();
+        let key = engine.config().s3_api_key();
+        let hosts = hosts::TableHosts { engine: engine.clone() };
+        let mut service = operations(engine);
+        service.set_host(hosts.clone());
+        if let Some((id, secret)) = key {
+            service.set_auth(SimpleAuth::from_single(id, secret));
+        }
+        S3Api {
+            entry: Entry::Root {
+                service: service.build(),
+                hosts,
+            },
+            metrics,
+        }
     }
 
     /// Answers one request: counts it, refuses a key that is no plain object
@@ -145,16 +200,22 @@ impl S3Api {
         if parts.headers.get(header::AUTHORIZATION).is_some_and(|v| !aws(v)) {
             parts.headers.remove(header::AUTHORIZATION);
         }
-        let answer = match (check_path(parts.uri.path()), &self.gate) {
+        let answer = match (self.check_path(&parts), &self.entry) {
             (Err(e), _) => e.to_http_response().map_err(|e| format!("{e:?}")),
-            (Ok(()), Some(gate)) => gate
+            (Ok(()), Entry::Root { service, .. }) => service
                 .call(HttpRequest::from_parts(parts, body))
                 .await
                 .map_err(|e| format!("{e:?}")),
-            (Ok(()), None) => match forwarded(parts.method, &parts.uri, parts.headers, body) {
-                Ok(req) => self.tables.call(req).await.map_err(|e| format!("{e:?}")),
-                Err(e) => e.to_http_response().map_err(|e| format!("{e:?}")),
-            },
+            (Ok(()), Entry::Mounted { gate: Some(gate), .. }) => gate
+                .call(HttpRequest::from_parts(parts, body))
+                .await
+                .map_err(|e| format!("{e:?}")),
+            (Ok(()), Entry::Mounted { gate: None, tables }) => {
+                match forwarded(parts.method, &parts.uri, parts.headers, body) {
+                    Ok(req) => tables.call(req).await.map_err(|e| format!("{e:?}")),
+                    Err(e) => e.to_http_response().map_err(|e| format!("{e:?}")),
+                }
+            }
         };
         let response = match answer {
             Ok(response) => response,
@@ -178,20 +239,54 @@ impl S3Api {
     }
 }
 
-/// Refuses (400 `InvalidArgument`) a request whose path, after `/s3/TABLE/`,
-/// is no plain object key (see [`bucket::parse_key`]) or is not UTF-8 once
-/// percent-decoded — before s3s, which would answer `InvalidURI`.
-fn check_path(path: &str) -> Result<(), S3Error> {
-    let Some(rest) = path.strip_prefix(MOUNT).and_then(|p| p.strip_prefix('/')) else {
-        return Ok(());
-    };
+impl S3Api {
+    /// [`check_path`] where this API is served: the path below `/s3`, or
+    /// at the root with the bucket in the path or in the `Host` header.
+    fn check_path(&self, parts: &axum::http::request::Parts) -> Result<(), S3Error> {
+        let path = parts.uri.path();
+        match &self.entry {
+            Entry::Mounted { .. } => match path.strip_prefix(MOUNT).and_then(|p| p.strip_prefix('/')) {
+                Some(rest) => check_path(path, rest, false),
+                None => Ok(()),
+            },
+            Entry::Root { hosts, .. } => {
+                // HTTP/2 carries the host as the URI's authority.
+                let host = (parts.headers.get(header::HOST).and_then(|h| h.to_str().ok()))
+                    .or_else(|| parts.uri.authority().map(|a| a.as_str()));
+                let bucket_in_host = host.and_then(|h| hosts.bucket(h)).is_some();
+                check_path(path, path.strip_prefix('/').unwrap_or(path), bucket_in_host)
+            }
+        }
+    }
+}
+
+/// Refuses (400 `InvalidArgument`) a request whose object key — `rest` (the
+/// request path `path` below the API's root), past the bucket unless the
+/// bucket is in the host — is no plain object key (see
+/// [`bucket::parse_key`]) or is not UTF-8 once percent-decoded — before s3s,
+/// which would answer `InvalidURI`.
+fn check_path(path: &str, rest: &str, bucket_in_host: bool) -> Result<(), S3Error> {
     let decoded = percent_encoding::percent_decode_str(rest)
         .decode_utf8()
         .map_err(|_| s3_error!(InvalidArgument, "the request path {path:?} is not UTF-8"))?;
-    match decoded.split_once('/') {
-        Some((_, key)) if !key.is_empty() => bucket::parse_key(key).map(|_| ()),
+    let key = if bucket_in_host {
+        Some(decoded.as_ref())
+    } else {
+        decoded.split_once('/').map(|(_, key)| key)
+    };
+    match key {
+        Some(key) if !key.is_empty() => bucket::parse_key(key).map(|_| ()),
         _ => Ok(()),
     }
+}
+
+/// The builder of the service that serves the operations over `engine`'s
+/// tables (any table name is a valid bucket).
+fn operations(engine: Arc<Engine>) -> S3ServiceBuilder {
+    let peers = peers::Peers::from_config(engine.config(), engine.metrics()).map(Arc::new);
+    let mut tables = S3ServiceBuilder::new(service::TableBuckets { engine, peers });
+    tables.set_validation(AnyTableName);
+    tables
 }
 
 /// The request the operations see: the path without `/s3` (so s3s parses
@@ -289,17 +384,26 @@ mod tests {
 
     #[test]
     fn keys_are_checked_before_s3s_sees_them() {
-        assert!(check_path("/s3").is_ok());
-        assert!(check_path("/s3/events").is_ok());
-        assert!(check_path("/s3/events/").is_ok());
-        assert!(check_path("/s3/events/day%3D2/part%200.parquet").is_ok());
-        // Not UTF-8, a control character, `..` once decoded (the rest: `parse_key`'s test).
-        for bad in [
-            "/s3/events/%ff.parquet",
-            "/s3/events/%00.parquet",
-            "/s3/events/%2e%2e/x.parquet",
+        let check = |rest: &str, bucket_in_host| check_path(rest, rest, bucket_in_host);
+        for (rest, bucket_in_host) in [
+            ("", false),
+            ("events", false),
+            ("events/", false),
+            ("events/day%3D2/part%200.parquet", false),
+            ("", true),
+            ("day%3D2/part%200.parquet", true),
         ] {
-            let code = check_path(bad).unwrap_err().code().clone();
+            assert!(check(rest, bucket_in_host).is_ok(), "{rest}");
+        }
+        // Not UTF-8, a control character, `..` once decoded (the rest: `parse_key`'s test).
+        for (bad, bucket_in_host) in [
+            ("events/%ff.parquet", false),
+            ("events/%00.parquet", false),
+            ("events/%2e%2e/x.parquet", false),
+            ("%2e%2e/x.parquet", true),
+            ("a//x.parquet", true),
+        ] {
+            let code = check(bad, bucket_in_host).unwrap_err().code().clone();
             assert_eq!(code, s3s::S3ErrorCode::InvalidArgument, "{bad}");
         }
     }

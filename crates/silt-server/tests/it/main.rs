@@ -3,6 +3,7 @@
 
 mod bad_input;
 mod benchmarks;
+mod cloud_stores;
 mod common;
 mod cost;
 mod distributed;

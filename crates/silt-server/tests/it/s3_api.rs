@@ -1,8 +1,10 @@
-//! The S3-compatible read API (`/s3` on the admin listener): object_store's
-//! `AmazonS3` and DataFusion read a table's Parquet files through Silt's
-//! tiers; a warm read reaches no object store; errors are S3 XML documents
-//! with S3's status codes; a server with keys (or an auth token) serves only
-//! requests signed with them (SigV4, presigned URLs too).
+//! The S3-compatible read API (at the root of the S3 listener, and under
+//! `/s3` on the admin listener): object_store's `AmazonS3` and DataFusion
+//! read a table's Parquet files through Silt's tiers; a warm read reaches no
+//! object store; errors are S3 XML documents with S3's status codes; a server
+//! with keys (or an auth token) serves only requests signed with them (SigV4,
+//! presigned URLs too); buckets named by the `Host` header (virtual-host
+//! style) on the S3 listener; TLS there too.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -29,18 +31,34 @@ use crate::common::metric;
 const PAGE: u64 = 16 << 10;
 const BUCKET: &str = "lake";
 
+/// Where a test reaches the S3 API.
+#[derive(Clone, Copy, Debug)]
+enum Api {
+    /// At the root of the S3 listener (`[s3_api] listen`).
+    Root,
+    /// Under `/s3` on the admin listener.
+    Mounted,
+}
+
 /// A loopback S3 server holding `lake/events/` (three Parquet files, one in
 /// a partition folder, one in a plain sub-folder that is not the table's,
 /// and a `_SUCCESS` marker), and a Silt server with the tables
 /// `events` (the folder), `one` (`part-0.parquet` alone) and a view `v`.
+/// Both listeners serve the API; a test reads through `api`.
 struct Lake {
     s3: LocalS3,
     server: ServerHandle,
+    api: Api,
     _dirs: (tempfile::TempDir, tempfile::TempDir),
 }
 
 impl Lake {
+    /// The lake, read through `/s3` on the admin listener.
     async fn start(tweak: impl FnOnce(&mut ServerConfig)) -> Lake {
+        Lake::start_at(Api::Mounted, tweak).await
+    }
+
+    async fn start_at(api: Api, tweak: impl FnOnce(&mut ServerConfig)) -> Lake {
         let root = tempfile::tempdir().unwrap();
         // Files placed in the folder directly (not uploaded) get their ETag
         // recomputed on every request, so overwriting one is seen.
@@ -59,6 +77,10 @@ impl Lake {
             admin: Some("127.0.0.1:0".parse().unwrap()),
             cache_dir: cache.path().to_path_buf(),
             s3: s3.s3_settings(),
+            s3_api: S3ApiConfig {
+                listen: Some("127.0.0.1:0".parse().unwrap()),
+                ..Default::default()
+            },
             page_size: PAGE,
             ..Default::default()
         };
@@ -78,12 +100,31 @@ impl Lake {
         Lake {
             s3,
             server,
+            api,
             _dirs: (root, cache),
         }
     }
 
     fn admin(&self) -> SocketAddr {
         self.server.admin_addr.unwrap()
+    }
+
+    /// The listener the test's API is on.
+    fn addr(&self) -> SocketAddr {
+        match self.api {
+            Api::Root => self.server.s3_addr.unwrap(),
+            Api::Mounted => self.admin(),
+        }
+    }
+
+    /// The API's path on [`Lake::addr`]: `target` is a path-style request
+    /// from the API's root (`/events/part-0.parquet`, `/` for ListBuckets).
+    fn target(&self, target: &str) -> String {
+        match (self.api, target) {
+            (Api::Root, _) => target.to_string(),
+            (Api::Mounted, "/") => "/s3".to_string(),
+            (Api::Mounted, _) => format!("/s3{target}"),
+        }
     }
 
     /// object_store's S3 client pointed at Silt, with `table` as the bucket,
@@ -103,7 +144,7 @@ impl Lake {
 
     fn builder(&self, table: &str) -> AmazonS3Builder {
         AmazonS3Builder::new()
-            .with_endpoint(format!("http://{}/s3", self.admin()))
+            .with_endpoint(format!("http://{}{}", self.addr(), self.target("")))
             .with_allow_http(true)
             .with_virtual_hosted_style_request(false)
             .with_region("us-east-1")
@@ -177,9 +218,14 @@ impl Reply {
 /// One HTTP/1.1 request with `target` sent exactly as given (no URL
 /// normalisation, so hostile paths reach the server as written).
 async fn http(addr: SocketAddr, method: &str, target: &str, headers: &[(&str, &str)]) -> Reply {
+    http_to_host(addr, &addr.to_string(), method, target, headers).await
+}
+
+/// [`http`] with `Host: host` (a virtual-host-style request when it names a bucket).
+async fn http_to_host(addr: SocketAddr, host: &str, method: &str, target: &str, headers: &[(&str, &str)]) -> Reply {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let mut request = format!("{method} {target} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    let mut request = format!("{method} {target} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
     for (name, value) in headers {
         request.push_str(&format!("{name}: {value}\r\n"));
     }
@@ -208,7 +254,16 @@ async fn sql(ctx: &SessionContext, query: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s3_api_serves_tables_to_object_store_and_datafusion() {
-    let lake = Lake::start(|_| {}).await;
+    serves_tables_to_object_store_and_datafusion(Api::Mounted).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_listener_serves_tables_to_object_store_and_datafusion() {
+    serves_tables_to_object_store_and_datafusion(Api::Root).await;
+}
+
+async fn serves_tables_to_object_store_and_datafusion(api: Api) {
+    let lake = Lake::start_at(api, |_| {}).await;
     let store = lake.client("events");
 
     let mut listed: Vec<ObjectMeta> = store.list(None).try_collect().await.unwrap();
@@ -328,12 +383,22 @@ async fn s3_api_sees_an_overwrite_at_the_next_head() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s3_api_errors_are_s3_documents() {
-    let lake = Lake::start(|c| c.store.retries = 1).await;
-    let admin = lake.admin();
+    errors_are_s3_documents(Api::Mounted).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_listener_errors_are_s3_documents() {
+    errors_are_s3_documents(Api::Root).await;
+}
+
+async fn errors_are_s3_documents(api: Api) {
+    let lake = Lake::start_at(api, |c| c.store.retries = 1).await;
+    let admin = lake.addr();
     let size = std::fs::metadata(lake.file("part-0.parquet")).unwrap().len();
+    let lake_ref = &lake;
     let get = |target: &'static str, range: Option<&'static str>| async move {
         let headers: Vec<(&str, &str)> = range.map(|r| ("Range", r)).into_iter().collect();
-        http(admin, "GET", target, &headers).await
+        http(admin, "GET", &lake_ref.target(target), &headers).await
     };
     let code = |reply: &Reply| {
         let text = reply.text();
@@ -343,19 +408,19 @@ async fn s3_api_errors_are_s3_documents() {
     };
 
     for (target, status, expected) in [
-        ("/s3/nope/part-0.parquet", 404, "NoSuchBucket"),
-        ("/s3/nope?list-type=2", 404, "NoSuchBucket"),
-        ("/s3/v?list-type=2", 404, "NoSuchBucket"),
-        ("/s3/events/missing.parquet", 404, "NoSuchKey"),
-        ("/s3/events/_SUCCESS", 404, "NoSuchKey"),
-        ("/s3/one/part-1.parquet", 404, "NoSuchKey"),
-        ("/s3/events", 501, "NotImplemented"),
-        ("/s3/events?list-type=2&max-keys=many", 400, "InvalidArgument"),
-        ("/s3/events/../one/part-0.parquet", 400, "InvalidArgument"),
-        ("/s3/events/%2e%2e/events/part-0.parquet", 400, "InvalidArgument"),
-        ("/s3/events/a//part-0.parquet", 400, "InvalidArgument"),
-        ("/s3/events/%00.parquet", 400, "InvalidArgument"),
-        ("/s3/events/%ff.parquet", 400, "InvalidArgument"),
+        ("/nope/part-0.parquet", 404, "NoSuchBucket"),
+        ("/nope?list-type=2", 404, "NoSuchBucket"),
+        ("/v?list-type=2", 404, "NoSuchBucket"),
+        ("/events/missing.parquet", 404, "NoSuchKey"),
+        ("/events/_SUCCESS", 404, "NoSuchKey"),
+        ("/one/part-1.parquet", 404, "NoSuchKey"),
+        ("/events", 501, "NotImplemented"),
+        ("/events?list-type=2&max-keys=many", 400, "InvalidArgument"),
+        ("/events/../one/part-0.parquet", 400, "InvalidArgument"),
+        ("/events/%2e%2e/events/part-0.parquet", 400, "InvalidArgument"),
+        ("/events/a//part-0.parquet", 400, "InvalidArgument"),
+        ("/events/%00.parquet", 400, "InvalidArgument"),
+        ("/events/%ff.parquet", 400, "InvalidArgument"),
     ] {
         let reply = get(target, None).await;
         assert_eq!(
@@ -367,7 +432,7 @@ async fn s3_api_errors_are_s3_documents() {
         assert_eq!(reply.header("content-type"), Some("application/xml"), "{target}");
     }
 
-    let part0 = "/s3/events/part-0.parquet";
+    let part0 = "/events/part-0.parquet";
     for (range, status, expected) in [
         ("bytes=999999999-", 416, "InvalidRange"),
         ("bytes=abc", 400, "InvalidArgument"),
@@ -402,16 +467,16 @@ async fn s3_api_errors_are_s3_documents() {
     assert!(huge.header("last-modified").is_some_and(|d| d.ends_with("GMT")));
 
     // HEAD answers carry the status and no body.
-    let missing = http(admin, "HEAD", "/s3/events/missing.parquet", &[]).await;
+    let missing = http(admin, "HEAD", &lake.target("/events/missing.parquet"), &[]).await;
     assert_eq!((missing.status, missing.body.len()), (404, 0));
-    let head = http(admin, "HEAD", part0, &[]).await;
+    let head = http(admin, "HEAD", &lake.target(part0), &[]).await;
     assert_eq!(head.status, 200);
     assert_eq!(head.header("content-length"), Some(size.to_string().as_str()));
-    assert_eq!(http(admin, "HEAD", "/s3/events", &[]).await.status, 200);
-    assert_eq!(http(admin, "HEAD", "/s3/nope", &[]).await.status, 404);
+    assert_eq!(http(admin, "HEAD", &lake.target("/events"), &[]).await.status, 200);
+    assert_eq!(http(admin, "HEAD", &lake.target("/nope"), &[]).await.status, 404);
 
     // ListBuckets: the tables, not the view; writes are never served.
-    let buckets = get("/s3", None).await;
+    let buckets = get("/", None).await;
     assert_eq!(buckets.status, 200, "{}", buckets.text());
     let names = buckets.text();
     assert!(
@@ -420,11 +485,11 @@ async fn s3_api_errors_are_s3_documents() {
     );
     assert!(!names.contains("<Name>v</Name>"), "{names}");
     for (method, target) in [
-        ("PUT", "/s3/events/new.parquet"),
-        ("DELETE", "/s3/events/part-0.parquet"),
-        ("PUT", "/s3/fresh"),
+        ("PUT", "/events/new.parquet"),
+        ("DELETE", "/events/part-0.parquet"),
+        ("PUT", "/fresh"),
     ] {
-        let reply = http(admin, method, target, &[("Content-Length", "0")]).await;
+        let reply = http(admin, method, &lake.target(target), &[("Content-Length", "0")]).await;
         assert_eq!(
             (reply.status, code(&reply).as_str()),
             (501, "NotImplemented"),
@@ -435,7 +500,7 @@ async fn s3_api_errors_are_s3_documents() {
     assert!(lake.file("part-0.parquet").exists());
 
     // Listing pages: max-keys and the continuation token.
-    let page = get("/s3/events?list-type=2&max-keys=2", None).await.text();
+    let page = get("/events?list-type=2&max-keys=2", None).await.text();
     assert!(page.contains("<KeyCount>2</KeyCount>") && page.contains("<IsTruncated>true</IsTruncated>"));
     let token = page
         .split("<NextContinuationToken>")
@@ -447,7 +512,7 @@ async fn s3_api_errors_are_s3_documents() {
     let next = http(
         admin,
         "GET",
-        &format!("/s3/events?list-type=2&max-keys=2&continuation-token={token}"),
+        &lake.target(&format!("/events?list-type=2&max-keys=2&continuation-token={token}")),
         &[],
     )
     .await
@@ -459,7 +524,7 @@ async fn s3_api_errors_are_s3_documents() {
 
     // The upstream failing is a 5xx naming the object.
     lake.s3.stop_and_wait().await;
-    let down = get("/s3/events/ghost.parquet", None).await;
+    let down = get("/events/ghost.parquet", None).await;
     assert_eq!(
         (down.status, code(&down).as_str()),
         (500, "InternalError"),
@@ -468,6 +533,105 @@ async fn s3_api_errors_are_s3_documents() {
     );
     assert!(down.text().contains("ghost.parquet"), "{}", down.text());
     assert!(lake.metric("silt_s3_requests_total") >= 27.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_listener_takes_the_bucket_from_the_host() {
+    let lake = Lake::start_at(Api::Root, |_| {}).await;
+    let (addr, port) = (lake.addr(), lake.addr().port());
+    let bytes = std::fs::read(lake.file("part-0.parquet")).unwrap();
+    let nested = std::fs::read(lake.file("day=2/part-2.parquet")).unwrap();
+    for host in [
+        format!("events.localhost:{port}"),
+        format!("events.silt.example.com:{port}"),
+    ] {
+        let whole = http_to_host(addr, &host, "GET", "/part-0.parquet", &[]).await;
+        assert_eq!((whole.status, &whole.body), (200, &bytes), "{host}: {}", whole.text());
+        let ranged = http_to_host(
+            addr,
+            &host,
+            "GET",
+            "/day%3D2/part-2.parquet",
+            &[("Range", "bytes=4-99")],
+        )
+        .await;
+        assert_eq!((ranged.status, &ranged.body[..]), (206, &nested[4..100]), "{host}");
+        let listed = http_to_host(addr, &host, "GET", "/?list-type=2", &[]).await.text();
+        assert!(
+            listed.contains("<Key>part-0.parquet</Key>") && listed.contains("<Name>events</Name>"),
+            "{listed}"
+        );
+        assert_eq!(http_to_host(addr, &host, "HEAD", "/", &[]).await.status, 200, "{host}");
+    }
+    // A host whose first label is no table is path style; `*.localhost` never is.
+    let path_style = http_to_host(
+        addr,
+        &format!("silt.example.com:{port}"),
+        "GET",
+        "/events/part-0.parquet",
+        &[],
+    )
+    .await;
+    assert_eq!((path_style.status, &path_style.body), (200, &bytes));
+    for (host, target, status, code) in [
+        (format!("nope.localhost:{port}"), "/part-0.parquet", 404, "NoSuchBucket"),
+        (format!("nope.localhost:{port}"), "/?list-type=2", 404, "NoSuchBucket"),
+        (format!("events.localhost:{port}"), "/missing.parquet", 404, "NoSuchKey"),
+        (
+            format!("events.localhost:{port}"),
+            "/a//part-0.parquet",
+            400,
+            "InvalidArgument",
+        ),
+        (
+            format!("events.localhost:{port}"),
+            "/%2e%2e/one/part-0.parquet",
+            400,
+            "InvalidArgument",
+        ),
+    ] {
+        let reply = http_to_host(addr, &host, "GET", target, &[]).await;
+        assert_eq!(reply.status, status, "{host}{target}: {}", reply.text());
+        assert!(
+            reply.text().contains(&format!("<Code>{code}</Code>")),
+            "{}",
+            reply.text()
+        );
+    }
+}
+
+/// A certificate for `localhost` and `127.0.0.1` in `dir`: its PEM and the
+/// paths of the certificate and key files.
+fn test_certificate(dir: &Path) -> (String, PathBuf, PathBuf) {
+    let key = rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
+    let (cert_path, key_path) = (dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::write(&cert_path, key.cert.pem()).unwrap();
+    std::fs::write(&key_path, key.signing_key.serialize_pem()).unwrap();
+    (key.cert.pem(), cert_path, key_path)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_listener_serves_tls() {
+    let certs = tempfile::tempdir().unwrap();
+    let (pem, cert, key) = test_certificate(certs.path());
+    let lake = Lake::start_at(Api::Root, |c| {
+        c.tls_cert = Some(cert);
+        c.tls_key = Some(key);
+    })
+    .await;
+    let options = object_store::ClientOptions::new()
+        .with_root_certificate(object_store::Certificate::from_pem(pem.as_bytes()).unwrap());
+    let store = lake
+        .builder("events")
+        .with_endpoint(format!("https://localhost:{}", lake.addr().port()))
+        .with_client_options(options)
+        .with_skip_signature(true)
+        .build()
+        .unwrap();
+    read_events(&lake, &store).await;
+    // Plaintext HTTP on the TLS listener gets no S3 answer.
+    let plain = lake.client("events").head(&ObjectPath::from("part-0.parquet")).await;
+    assert!(plain.is_err());
 }
 
 /// Reads `part-0.parquet` of `events` with `store` (ranged and whole) and
@@ -485,17 +649,18 @@ async fn read_events(lake: &Lake, store: &AmazonS3) {
 /// Every way an unsigned or wrongly signed request is refused with 403.
 async fn assert_refused(lake: &Lake, wrong: &[AmazonS3]) {
     for (method, target) in [
-        ("GET", "/s3/events?list-type=2"),
-        ("GET", "/s3/events/part-0.parquet"),
-        ("GET", "/s3/nope/x.parquet"),
-        ("GET", "/s3"),
-        ("HEAD", "/s3/events/part-0.parquet"),
-        ("HEAD", "/s3/events"),
+        ("GET", "/events?list-type=2"),
+        ("GET", "/events/part-0.parquet"),
+        ("GET", "/nope/x.parquet"),
+        ("GET", "/"),
+        ("HEAD", "/events/part-0.parquet"),
+        ("HEAD", "/events"),
     ] {
+        let target = &lake.target(target);
         // Silt's bearer token is no S3 credential.
-        let reply = http(lake.admin(), method, target, &[("Authorization", "Bearer secret")]).await;
+        let reply = http(lake.addr(), method, target, &[("Authorization", "Bearer secret")]).await;
         assert_eq!(reply.status, 403, "{method} {target}: {}", reply.text());
-        let reply = http(lake.admin(), method, target, &[]).await;
+        let reply = http(lake.addr(), method, target, &[]).await;
         assert_eq!(reply.status, 403, "{method} {target}");
         if method == "GET" {
             assert!(reply.text().contains("<Code>AccessDenied</Code>"), "{}", reply.text());
@@ -515,7 +680,16 @@ async fn assert_refused(lake: &Lake, wrong: &[AmazonS3]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s3_api_with_an_auth_token_serves_requests_signed_with_it() {
-    let lake = Lake::start(|c| c.auth_token = Some("secret".into())).await;
+    with_an_auth_token_serves_requests_signed_with_it(Api::Mounted).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_listener_with_an_auth_token_serves_requests_signed_with_it() {
+    with_an_auth_token_serves_requests_signed_with_it(Api::Root).await;
+}
+
+async fn with_an_auth_token_serves_requests_signed_with_it(api: Api) {
+    let lake = Lake::start_at(api, |c| c.auth_token = Some("secret".into())).await;
     read_events(&lake, &lake.signed_client("events", "silt", "secret")).await;
     let wrong_secret = lake.signed_client("events", "silt", "guess");
     let wrong_key = lake.signed_client("events", "admin", "secret");
@@ -524,12 +698,19 @@ async fn s3_api_with_an_auth_token_serves_requests_signed_with_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s3_api_with_keys_serves_requests_signed_with_them() {
-    let lake = Lake::start(|c| {
+    with_keys_serves_requests_signed_with_them(Api::Mounted).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_listener_with_keys_serves_requests_signed_with_them() {
+    with_keys_serves_requests_signed_with_them(Api::Root).await;
+}
+
+async fn with_keys_serves_requests_signed_with_them(api: Api) {
+    let lake = Lake::start_at(api, |c| {
         c.auth_token = Some("secret".into());
-        c.s3_api = S3ApiConfig {
-            access_key_id: Some("reader".into()),
-            secret_access_key: Some("s3cr3t/+key".into()),
-        };
+        c.s3_api.access_key_id = Some("reader".into());
+        c.s3_api.secret_access_key = Some("s3cr3t/+key".into());
     })
     .await;
     let store = lake.signed_client("events", "reader", "s3cr3t/+key");
@@ -548,11 +729,11 @@ async fn s3_api_with_keys_serves_requests_signed_with_them() {
         .await
         .unwrap();
     let target = format!("{}?{}", url.path(), url.query().unwrap());
-    let reply = http(lake.admin(), "GET", &target, &[]).await;
+    let reply = http(lake.addr(), "GET", &target, &[]).await;
     assert_eq!(reply.status, 200, "{}", reply.text());
     assert_eq!(reply.body, bytes);
     let tampered = target.replace("part-2", "part-0");
-    assert_eq!(http(lake.admin(), "GET", &tampered, &[]).await.status, 403);
+    assert_eq!(http(lake.addr(), "GET", &tampered, &[]).await.status, 403);
 
     // The token's key pair is not accepted once keys are configured.
     let token_key = lake.signed_client("events", "silt", "secret");
@@ -660,10 +841,7 @@ async fn s3_api_across_a_tls_fleet_forwards_over_https() {
     // One certificate for every member (localhost and 127.0.0.1): each trusts
     // the others by its own `tls_cert` (no `cluster.ca_cert` needed).
     let certs = tempfile::tempdir().unwrap();
-    let key = rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
-    let (cert_path, key_path) = (certs.path().join("cert.pem"), certs.path().join("key.pem"));
-    std::fs::write(&cert_path, key.cert.pem()).unwrap();
-    std::fs::write(&key_path, key.signing_key.serialize_pem()).unwrap();
+    let (pem, cert_path, key_path) = test_certificate(certs.path());
     let flight = free_addrs(3);
     let admin = free_addrs(3);
     let tls_member = |c: &mut ServerConfig| {
@@ -690,7 +868,7 @@ async fn s3_api_across_a_tls_fleet_forwards_over_https() {
         members.push((silt_server::start(cfg).await.unwrap(), dir));
     }
     let options = object_store::ClientOptions::new()
-        .with_root_certificate(object_store::Certificate::from_pem(key.cert.pem().as_bytes()).unwrap());
+        .with_root_certificate(object_store::Certificate::from_pem(pem.as_bytes()).unwrap());
     let store = lake
         .builder("events")
         .with_endpoint(format!("https://{}/s3", lake.admin()))

@@ -278,7 +278,7 @@ impl Session {
                     // The client's own retries and deadlines, as a server's store has.
                     let raw: Arc<dyn ObjectStore> = Arc::new(RetryingStore::new(
                         TableLocation::parse(&format!("s3://{bucket}/"))?
-                            .open(&setup.s3, &Arc::new(InMemory::new()))?,
+                            .open(&setup.s3.clone().into(), &Arc::new(InMemory::new()))?,
                         RetryPolicy::default(),
                     ));
                     let store = counters.wrap(Arc::new(FaultyStore::new(raw, faults.clone())));
