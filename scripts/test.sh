@@ -28,8 +28,11 @@ if [ ! -x "$CARGO_TARGET_DIR/debug/silt" ]; then
   echo "cargo test did not build $CARGO_TARGET_DIR/debug/silt" >&2
   exit 1
 fi
-echo "== python tests (ADBC, the silt package and silt.torch against silt serve)"
+echo "== python tests (ADBC, S3 clients, the installed silt wheel and silt.torch against silt serve)"
 PY="$(scripts/python-env.sh)"
+# The package as a user installs it: built as a wheel, installed into the
+# test environment; the tests import that, not the source tree.
+scripts/python-wheel.sh "$PY" >/dev/null
 # Debian's chromium, for the dashboard test (installed once by the script).
 SILT_CHROMIUM="$(scripts/browser-env.sh)"
 export SILT_CHROMIUM

@@ -1,9 +1,21 @@
-"""Makes the in-repo `silt` package importable by the tests."""
+"""Fixtures of the Python tests, which run against the installed `silt` wheel.
+
+`scripts/python-wheel.sh` builds the package as a wheel and installs it into
+the test environment; the check below fails the session when `silt` would be
+imported from the source tree instead (e.g. `python/` on `PYTHONPATH`), so the
+tests prove what a user's `pip install` gets.
+"""
 
 import os
-import sys
+import pathlib
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+import silt
+
+SOURCE_TREE = pathlib.Path(__file__).resolve().parent.parent / "silt"
+if pathlib.Path(silt.__file__).resolve().parent == SOURCE_TREE:
+    raise RuntimeError(
+        f"the tests import `silt` from the source tree ({SOURCE_TREE}), not from the installed wheel: "
+        "install it with scripts/python-wheel.sh and keep python/ off sys.path")
 
 
 import datetime

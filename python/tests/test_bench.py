@@ -15,7 +15,6 @@ import pytest
 import silt_server
 
 TABLES = ["lineitem", "orders", "customer", "part", "supplier", "nation", "region"]
-PYTHON_DIR = os.path.join(os.path.dirname(__file__), "..")
 
 
 @pytest.fixture(scope="module")
@@ -32,9 +31,8 @@ def sf001():
 
 
 def bench(*args):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = PYTHON_DIR + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    done = subprocess.run([sys.executable, "-m", "silt.bench", *args], capture_output=True, text=True, env=env,
+    # `python -m silt.bench` of the installed wheel, as a user runs it.
+    done = subprocess.run([sys.executable, "-m", "silt.bench", *args], capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stderr
     return done.stdout

@@ -351,8 +351,8 @@ impl LookupArgs {
 pub async fn run(args: LookupArgs) -> anyhow::Result<(LookupResults, PathBuf)> {
     let modes = super::parse_modes(&args.modes)?;
     anyhow::ensure!(
-        !modes.contains(&Mode::Duckdb),
-        "the lookup benchmark has no duckdb mode"
+        !modes.contains(&Mode::Duckdb) && !modes.contains(&Mode::DuckdbS3),
+        "the lookup benchmark has no duckdb modes"
     );
     let data_dir = args
         .data_dir

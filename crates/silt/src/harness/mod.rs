@@ -45,7 +45,7 @@ use suite::Suite;
 #[derive(Args, Debug, Clone)]
 pub struct CommonArgs {
     /// Modes to run, comma separated, or `all`:
-    /// direct, file-server, parquet-pushdown, arrow-pushdown, liquid, duckdb, local, hybrid.
+    /// direct, file-server, parquet-pushdown, arrow-pushdown, liquid, duckdb, duckdb-s3, local, hybrid, silt.
     /// Not in `all`: liquidcache (the published LiquidCache, built from bench/liquidcache).
     #[arg(long, value_delimiter = ',', default_value = "all")]
     modes: Vec<String>,
@@ -407,7 +407,7 @@ fn answer_problems(results: &BenchResults) -> Vec<String> {
         let what = format!("{}/{}/{}", results.suite, r.mode, r.query);
         if r.status == "error" {
             problems.push(format!("{what}: {}", r.error.as_deref().unwrap_or("error")));
-        } else if r.mode != Mode::Duckdb.name() && r.matches_reference != Some(true) {
+        } else if !is_duckdb(&r.mode) && r.matches_reference != Some(true) {
             problems.push(format!(
                 "{what}: answer {}",
                 match r.matches_reference {
@@ -418,6 +418,11 @@ fn answer_problems(results: &BenchResults) -> Vec<String> {
         }
     }
     problems
+}
+
+/// Whether `mode` is one of DuckDB's (an outside reference, not compared).
+fn is_duckdb(mode: &str) -> bool {
+    [Mode::Duckdb, Mode::DuckdbS3].iter().any(|m| m.name() == mode)
 }
 
 /// The `files` of `dir` that are missing or empty.
@@ -504,7 +509,10 @@ async fn run_and_report(
         parquet: &parquet,
     };
     let mut results: Vec<QueryResult> = Vec::new();
-    for mode in modes.iter().filter(|m| !matches!(m, Mode::Duckdb | Mode::Liquidcache)) {
+    for mode in modes
+        .iter()
+        .filter(|m| !matches!(m, Mode::Duckdb | Mode::DuckdbS3 | Mode::Liquidcache))
+    {
         for (q, expected) in &references {
             let r = runner::run_query(&run, *mode, q, expected).await;
             print_progress(&r);
@@ -513,6 +521,12 @@ async fn run_and_report(
     }
     if modes.contains(&Mode::Duckdb) {
         for r in duckdb::run(suite, &queries, common.warm_runs) {
+            print_progress(&r);
+            results.push(r);
+        }
+    }
+    if modes.contains(&Mode::DuckdbS3) {
+        for r in duckdb::run_over_store(suite, &setup, &queries, common.warm_runs) {
             print_progress(&r);
             results.push(r);
         }

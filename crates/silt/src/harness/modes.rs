@@ -23,7 +23,7 @@ use url::Url;
 use super::server::{ServerProcess, ServerSpec, metric, tier_bytes};
 use super::suite::Suite;
 
-/// A design under test. `duckdb` and `liquidcache` run outside [`Session`] (their own process per suite).
+/// A design under test. `duckdb`, `duckdb-s3` and `liquidcache` run outside [`Session`] (their own process per suite).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Mode {
     /// DataFusion reads the throttled object store itself: no cache.
@@ -38,6 +38,10 @@ pub enum Mode {
     Liquid,
     /// DuckDB's Python package on the local files (an outside reference).
     Duckdb,
+    /// DuckDB's Python package over the throttled object store through
+    /// `httpfs`: the lake read directly, with no cache (`harness/duckdb.rs`).
+    #[value(name = "duckdb-s3")]
+    DuckdbS3,
     /// DataFusion on the local files: no cache, no throttle — what the
     /// client could do if the lake were on its own disk.
     Local,
@@ -62,13 +66,14 @@ pub enum Mode {
 }
 
 impl Mode {
-    pub const ALL: [Mode; 9] = [
+    pub const ALL: [Mode; 10] = [
         Mode::Direct,
         Mode::FileServer,
         Mode::ParquetPushdown,
         Mode::ArrowPushdown,
         Mode::Liquid,
         Mode::Duckdb,
+        Mode::DuckdbS3,
         Mode::Local,
         Mode::Hybrid,
         Mode::Silt,
@@ -82,6 +87,7 @@ impl Mode {
             Mode::ArrowPushdown => "arrow-pushdown",
             Mode::Liquid => "liquid",
             Mode::Duckdb => "duckdb",
+            Mode::DuckdbS3 => "duckdb-s3",
             Mode::Local => "local",
             Mode::Hybrid => "hybrid",
             Mode::Silt => "silt",
@@ -94,7 +100,7 @@ impl Mode {
     /// The server this mode runs, if any: (memory form, memory tier on).
     fn server(self) -> Option<(&'static str, bool)> {
         match self {
-            Mode::Direct | Mode::Duckdb | Mode::Local | Mode::Liquidcache => None,
+            Mode::Direct | Mode::Duckdb | Mode::DuckdbS3 | Mode::Local | Mode::Liquidcache => None,
             Mode::FileServer => Some(("arrow", false)),
             Mode::ParquetPushdown => Some(("arrow", false)),
             Mode::ArrowPushdown => Some(("arrow", true)),
