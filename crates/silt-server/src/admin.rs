@@ -114,6 +114,9 @@ fn carries_session(headers: &HeaderMap, session: &str) -> bool {
         })
 }
 
+/// `/health`: 200 `"status": "ok"` while serving, 503 `"status": "draining"`
+/// once a drain began ([`crate::drain`]), so load balancers and
+/// orchestrators stop sending new work.
 async fn health(State(engine): State<Arc<Engine>>) -> impl IntoResponse {
     let catalog = engine.catalog();
     let unavailable: Vec<&String> = catalog
@@ -121,16 +124,19 @@ async fn health(State(engine): State<Arc<Engine>>) -> impl IntoResponse {
         .filter(|(_, e)| e.unavailable.is_some())
         .map(|(n, _)| n)
         .collect();
+    let drain = engine.drain();
+    let (code, status) = if drain.is_draining() {
+        (StatusCode::SERVICE_UNAVAILABLE, "draining")
+    } else {
+        (StatusCode::OK, "ok")
+    };
     let body = serde_json::json!({
-        "status": "ok",
+        "status": status,
         "tables": catalog.len(),
         "unavailable": unavailable,
+        "running": drain.running(),
     });
-    (
-        StatusCode::OK,
-        [(header::CONTENT_TYPE, "application/json")],
-        body.to_string(),
-    )
+    (code, [(header::CONTENT_TYPE, "application/json")], body.to_string())
 }
 
 async fn metrics(State(engine): State<Arc<Engine>>) -> impl IntoResponse {

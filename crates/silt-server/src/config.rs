@@ -20,6 +20,7 @@
 //! memory_pressure_floor = "1GiB"  # below this much free memory the memory tier shrinks (0: never)
 //! query_memory_limit = "4GiB"     # per query (DataFusion memory pool; `silt serve`: 1/4 of memory)
 //! query_timeout = "5m"
+//! drain_timeout = "25s"           # on SIGTERM: new queries refused, running ones get this long to finish
 //! auth_token = "secret"           # or SILT_AUTH_TOKEN
 //! tls_cert = "/etc/silt/cert.pem" # TLS on both listeners (with tls_key)
 //! tls_key = "/etc/silt/key.pem"
@@ -79,6 +80,12 @@ use silt_cache::policy::PolicyKind;
 use silt_store::{Cloud, CloudSettings, FaultConfig, RetryPolicy, S3Settings, StoreSettings, TableLocation};
 
 use crate::error::{ConfigError, ServerError, SizeError};
+
+/// How long a drain waits for running queries by default: long enough for
+/// interactive queries, short of orchestrators' usual grace period before
+/// they kill (Kubernetes: 30 s; give it `terminationGracePeriodSeconds`
+/// above `drain_timeout`).
+pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(25);
 
 /// Everything `silt serve` needs to run.
 #[derive(Debug, Clone, Deserialize)]
@@ -162,6 +169,10 @@ pub struct ServerConfig {
     /// A query running longer than this is cancelled.
     #[serde(with = "humantime_serde_compat")]
     pub query_timeout: Duration,
+    /// How long a drain (`silt serve` on SIGTERM, [`crate::drain`]) waits
+    /// for running queries before the server stops anyway.
+    #[serde(with = "humantime_serde_compat")]
+    pub drain_timeout: Duration,
     /// How long start-up waits for the tables to register before serving;
     /// tables still registering (a slow or dead bucket) then finish in the
     /// background and are "unavailable" until they do.
@@ -441,6 +452,7 @@ impl Default for ServerConfig {
             store: StoreConfig::default(),
             query_memory_limit: 4 << 30,
             query_timeout: Duration::from_secs(300),
+            drain_timeout: DEFAULT_DRAIN_TIMEOUT,
             registration_wait: Duration::from_secs(30),
             auth_token: None,
             tls_cert: None,

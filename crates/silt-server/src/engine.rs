@@ -59,6 +59,8 @@ pub struct Engine {
     listing_state: SessionState,
     /// Admission: queries executing at once ([`crate::query::slots`]).
     query_slots: QuerySlots,
+    /// Whether the server is draining, and its running requests.
+    drain: Arc<crate::drain::Drain>,
     /// The last hour of counter samples, for the dashboard (filled by the
     /// sampler [`crate::start`] runs).
     history: History,
@@ -144,6 +146,7 @@ impl Engine {
             lookup_indexes: LookupIndexes::new(LOOKUP_INDEX_BUDGET, LOOKUP_KEYS_BUDGET),
             listing_state,
             query_slots,
+            drain: crate::drain::Drain::new(),
             history: History::default(),
             _cache_dir_lock: cache_dir_lock,
         });
@@ -198,6 +201,12 @@ impl Engine {
     }
 
     /// Admission of queries to execution.
+    /// Whether the server is draining, and its running requests
+    /// ([`crate::drain`]).
+    pub fn drain(&self) -> &Arc<crate::drain::Drain> {
+        &self.drain
+    }
+
     pub fn query_slots(&self) -> &QuerySlots {
         &self.query_slots
     }

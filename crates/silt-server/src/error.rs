@@ -72,6 +72,11 @@ pub enum ServerError {
     /// text carries no prefix (clients have always read it bare).
     #[error("{0}")]
     Protocol(#[from] ProtocolError),
+    /// The server is stopping ([`crate::drain`]): new queries are refused.
+    #[error(
+        "the server is draining (stopping): it takes no new queries; use another server or retry after its restart"
+    )]
+    Draining,
 }
 
 /// Why a table or view cannot be used now, kept as the error its
@@ -141,6 +146,7 @@ impl ServerError {
             ServerError::ObjectNotFound { .. } => Status::not_found(msg),
             ServerError::Store(_) | ServerError::Io { .. } | ServerError::Transport(_) => Status::internal(msg),
             ServerError::Protocol(e) => protocol_status(e, msg),
+            ServerError::Draining => Status::unavailable(msg),
         }
     }
 }

@@ -9,6 +9,7 @@ pub mod auth;
 pub mod catalog;
 pub mod change_notices;
 pub mod config;
+pub mod drain;
 pub mod engine;
 pub mod error;
 pub mod flight;
@@ -43,6 +44,9 @@ pub use engine::Engine;
 pub use error::ServerError;
 use error::TransportError;
 pub use query::QueryRunner;
+
+/// How long stopping may wait for calls still open after a drain.
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Largest gRPC message accepted (requests are small; results are split
 /// into messages of a few MiB by the encoder).
@@ -92,6 +96,39 @@ impl ServerHandle {
             t.await.map_err(TransportError::Task)??;
         }
         Ok(())
+    }
+
+    /// Drains ([`drain`]): refuses new queries from now on, waits until
+    /// what runs has finished or `timeout` passed, then stops like
+    /// [`ServerHandle::shutdown`]. Returns how many requests were still
+    /// running when it stopped (cut by the timeout; 0 after a full drain).
+    pub async fn drain(self, timeout: std::time::Duration) -> Result<usize, ServerError> {
+        let drain = self.engine.drain().clone();
+        drain.begin();
+        info!(running = drain.running(), ?timeout, "draining");
+        drain.until_idle(timeout).await;
+        let cut = drain.running();
+        // Stopping waits for open calls; requests the timeout cut must not
+        // hold the process past it for long.
+        match tokio::time::timeout(STOP_GRACE, self.shutdown()).await {
+            Ok(stopped) => stopped?,
+            Err(_) => tracing::warn!(?STOP_GRACE, "calls still open after the drain; stopping without them"),
+        }
+        Ok(cut)
+    }
+
+    /// Resolves when a listener stops by itself (with its error; normally
+    /// never): what `silt serve` waits on besides its stop signal.
+    pub async fn wait_for_failure(&mut self) -> Result<(), ServerError> {
+        if self.tasks.is_empty() {
+            return std::future::pending().await;
+        }
+        let (ended, index) = {
+            let (ended, index, _) = futures::future::select_all(self.tasks.iter_mut()).await;
+            (ended, index)
+        };
+        self.tasks.remove(index);
+        ended.map_err(TransportError::Task)?
     }
 
     /// Run until the server stops (for `silt serve`).

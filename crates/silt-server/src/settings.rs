@@ -268,6 +268,7 @@ fn entries(c: &ServerConfig) -> Vec<(String, String)> {
         ("memory_pressure_floor", bytes(c.memory_pressure_floor)),
         ("query_memory_limit", bytes(c.query_memory_limit)),
         ("query_timeout", duration(c.query_timeout)),
+        ("drain_timeout", duration(c.drain_timeout)),
         ("registration_wait", duration(c.registration_wait)),
         ("auth_token", secret(&c.auth_token)),
         ("tls_cert", path(&c.tls_cert)),

@@ -114,6 +114,11 @@ pub struct ServeArgs {
     /// Cancel queries running longer than this, e.g. 30s or 5m.
     #[arg(long, value_parser = humantime::parse_duration)]
     query_timeout: Option<Duration>,
+    /// On SIGTERM (or a first Ctrl-C) the server drains: new queries are
+    /// refused (UNAVAILABLE, /health 503 "draining"), running ones get this
+    /// long to finish, e.g. 60s [default: 25s]. A second signal stops at once.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    drain_timeout: Option<Duration>,
     /// How long start-up waits for tables to register before serving (the
     /// rest register in the background), e.g. 5s.
     #[arg(long, value_parser = humantime::parse_duration)]
@@ -192,6 +197,7 @@ impl ServeArgs {
             c.query_memory_limit = v
         });
         e.set("query_timeout", self.query_timeout, flag(), |c, v| c.query_timeout = v);
+        e.set("drain_timeout", self.drain_timeout, flag(), |c, v| c.drain_timeout = v);
         e.set("registration_wait", self.registration_wait, flag(), |c, v| {
             c.registration_wait = v
         });
@@ -241,7 +247,7 @@ pub async fn run(effective: Effective) -> anyhow::Result<()> {
     } else {
         ("grpc", "http")
     };
-    let handle = silt_server::start(config).await.context("starting the server")?;
+    let mut handle = silt_server::start(config).await.context("starting the server")?;
     for (name, entry) in handle.engine.catalog() {
         match &entry.unavailable {
             None => eprintln!("  {} {name}", entry.type_name().to_lowercase()),
@@ -255,13 +261,47 @@ pub async fn run(effective: Effective) -> anyhow::Result<()> {
     if let Some(a) = handle.s3_addr {
         eprintln!("silt: S3 API on {admin_scheme}://{a} (buckets: the tables; path or virtual-host style)");
     }
-    let engine = handle.engine.clone();
+    let drain_timeout = handle.engine.config().drain_timeout;
+    let mut stopping = std::pin::pin!(stop_signal());
     tokio::select! {
-        r = handle.wait() => r.context("server stopped")?,
-        _ = tokio::signal::ctrl_c() => {
-            eprintln!("silt: shutting down");
-            drop(engine);
-        }
+        r = handle.wait_for_failure() => return r.context("server stopped"),
+        _ = &mut stopping => {}
+    }
+    let running = handle.engine.drain().running();
+    eprintln!(
+        "silt: draining: new queries refused, {running} running get up to {} to finish (a second signal stops now)",
+        humantime::format_duration(drain_timeout)
+    );
+    tokio::select! {
+        cut = handle.drain(drain_timeout) => match cut.context("stopping the server")? {
+            0 => eprintln!("silt: drained; stopped"),
+            n => eprintln!("silt: drain timeout: {n} requests still running were cut; stopped"),
+        },
+        _ = stop_signal() => eprintln!("silt: second signal: stopping now"),
     }
     Ok(())
+}
+
+/// SIGTERM (how orchestrators and `kill` stop a process) or SIGINT (Ctrl-C).
+async fn stop_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGTERM; only Ctrl-C drains");
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }

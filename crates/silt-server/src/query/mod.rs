@@ -81,6 +81,17 @@ pub enum Request {
     Ranges(silt_proto::RangesRequest),
 }
 
+impl Request {
+    /// The client query this request is part of, when it says.
+    fn query_id(&self) -> Option<&str> {
+        match self {
+            Request::Scan(scan) => scan.query.as_ref().map(|q| q.id.as_str()),
+            Request::Ranges(ranges) => ranges.query.as_ref().map(|q| q.id.as_str()),
+            Request::Sql(_) | Request::Lookup(_) => None,
+        }
+    }
+}
+
 /// A query's answer: its schema and its batches, each failure already
 /// counted and traced. The trace goes on to time the encoding and sending
 /// the transport does.
@@ -88,6 +99,17 @@ pub struct Answer {
     pub schema: SchemaRef,
     pub batches: BoxStream<'static, Result<RecordBatch, ServerError>>,
     pub trace: QueryTrace,
+}
+
+impl Answer {
+    /// This answer, holding `guard` until its batches end (or are dropped).
+    fn holding(self, guard: impl Send + 'static) -> Answer {
+        let end = futures::stream::once(async move { drop(guard) }).filter_map(|()| async { None });
+        Answer {
+            batches: self.batches.chain(end).boxed(),
+            ..self
+        }
+    }
 }
 
 /// What a query would answer, without running it.
@@ -163,6 +185,7 @@ impl QueryRunner {
     /// planned but not run: a scan's or lookup's `GetFlightInfo`, a
     /// prepared statement's creation.
     pub async fn describe(&self, request: &Request) -> Result<Description, ServerError> {
+        self.engine.drain().check(request.query_id(), false)?;
         let trace = QueryTrace::schema_only(self.engine.metrics().clone());
         let deadline = self.deadline();
         let described = async {
@@ -195,6 +218,7 @@ impl QueryRunner {
     /// (its speculative listings are confirmed by validations sent after
     /// this call started) and its trace.
     pub async fn prepare_statement(&self, sql: &str) -> Result<(SchemaRef, String), ServerError> {
+        self.engine.drain().check(None, false)?;
         if let Some(lookup) = self.sql_lookup(sql).await {
             let schema = self.describe(&Request::Lookup(lookup)).await?.schema;
             return Ok((schema, sql.to_string()));
@@ -214,24 +238,31 @@ impl QueryRunner {
     /// A statement's `DoGet`: runs the plan `GetFlightInfo` kept under
     /// `handle`, or (expired, or made by another server) the statement the
     /// handle carries.
+    /// A plan kept before a drain began still runs during it ([`crate::drain`]).
     pub async fn run_statement(&self, handle: &str) -> Result<Answer, ServerError> {
         let (sql, kept) = self.pending.redeem(handle);
-        if kept.is_none()
+        let running = self.engine.drain().admit(None, kept.is_some())?;
+        let answer = if kept.is_none()
             && let Some(lookup) = self.sql_lookup(&sql).await
         {
-            return self.run(Request::Lookup(lookup)).await;
-        }
-        self.run_planned(Planned::Sql(sql), kept).await
+            self.run_lookup(lookup).await
+        } else {
+            self.run_planned(Planned::Sql(sql), kept).await
+        };
+        answer.map(|a| a.holding(running))
     }
 
-    /// Runs `request` to its answer.
+    /// Runs `request` to its answer (refused while the server drains,
+    /// unless it belongs to a client query that started before).
     pub async fn run(&self, request: Request) -> Result<Answer, ServerError> {
-        match request {
+        let running = self.engine.drain().admit(request.query_id(), false)?;
+        let answer = match request {
             Request::Sql(sql) => self.run_planned(Planned::Sql(sql), None).await,
             Request::Scan(scan) => self.run_planned(Planned::Scan(scan), None).await,
             Request::Lookup(lookup) => self.run_lookup(lookup).await,
             Request::Ranges(ranges) => self.run_ranges(ranges).await,
-        }
+        };
+        answer.map(|a| a.holding(running))
     }
 
     /// The deadline of a query starting now.

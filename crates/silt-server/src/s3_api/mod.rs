@@ -126,6 +126,8 @@ fn handler(api: S3Api) -> impl Fn(Request) -> std::pin::Pin<Box<dyn Future<Outpu
 struct S3Api {
     entry: Entry,
     metrics: Arc<ServerMetrics>,
+    /// Refuses requests while the server drains; counts running ones.
+    drain: Arc<crate::drain::Drain>,
 }
 
 /// Where the API is served, and the s3s services that answer there.
@@ -151,6 +153,7 @@ impl S3Api {
     /// The API under `/s3` (see the module's doc for its two services).
     fn mounted(engine: Arc<Engine>) -> S3Api {
         let metrics = engine.metrics().clone();
+        let drain = engine.drain().clone();
         let key = engine.config().s3_api_key();
         let tables = operations(engine).build();
         let gate = key.map(|(id, secret)| {
@@ -163,6 +166,7 @@ impl S3Api {
         S3Api {
             entry: Entry::Mounted { gate, tables },
             metrics,
+            drain,
         }
     }
 
@@ -170,6 +174,7 @@ impl S3Api {
     /// default access check refuses requests that carry no valid signature.
     fn root(engine: Arc<Engine>) -> S3Api {
         let metrics = engine.metrics().clone();
+        let drain = engine.drain().clone();
         let key = engine.config().s3_api_key();
         let hosts = hosts::TableHosts { engine: engine.clone() };
         let mut service = operations(engine);
@@ -183,6 +188,7 @@ impl S3Api {
                 hosts,
             },
             metrics,
+            drain,
         }
     }
 
@@ -200,17 +206,23 @@ impl S3Api {
         if parts.headers.get(header::AUTHORIZATION).is_some_and(|v| !aws(v)) {
             parts.headers.remove(header::AUTHORIZATION);
         }
-        let answer = match (self.check_path(&parts), &self.entry) {
-            (Err(e), _) => e.to_http_response().map_err(|e| format!("{e:?}")),
-            (Ok(()), Entry::Root { service, .. }) => service
+        // A draining server takes no new reads: 503, which S3 clients retry
+        // (and a fleet's forwarding sends to the next owner).
+        let running = self.drain.admit(None, false);
+        let answer = match (&running, self.check_path(&parts), &self.entry) {
+            (Err(e), _, _) => s3_error!(ServiceUnavailable, "{e}")
+                .to_http_response()
+                .map_err(|e| format!("{e:?}")),
+            (Ok(_), Err(e), _) => e.to_http_response().map_err(|e| format!("{e:?}")),
+            (Ok(_), Ok(()), Entry::Root { service, .. }) => service
                 .call(HttpRequest::from_parts(parts, body))
                 .await
                 .map_err(|e| format!("{e:?}")),
-            (Ok(()), Entry::Mounted { gate: Some(gate), .. }) => gate
+            (Ok(_), Ok(()), Entry::Mounted { gate: Some(gate), .. }) => gate
                 .call(HttpRequest::from_parts(parts, body))
                 .await
                 .map_err(|e| format!("{e:?}")),
-            (Ok(()), Entry::Mounted { gate: None, tables }) => {
+            (Ok(_), Ok(()), Entry::Mounted { gate: None, tables }) => {
                 match forwarded(parts.method, &parts.uri, parts.headers, body) {
                     Ok(req) => tables.call(req).await.map_err(|e| format!("{e:?}")),
                     Err(e) => e.to_http_response().map_err(|e| format!("{e:?}")),
@@ -230,6 +242,8 @@ impl S3Api {
         let sent = self.metrics.s3_bytes_sent.clone();
         response.map(|body| {
             Body::new(body.map_frame(move |frame| {
+                // The request runs until its body is sent (or dropped).
+                let _running = &running;
                 if let Some(data) = frame.data_ref() {
                     sent.increment(data.len() as u64);
                 }

@@ -1,0 +1,324 @@
+//! Draining real `silt serve` processes with SIGTERM: a running query
+//! finishes with the right answer while new ones are refused (UNAVAILABLE,
+//! `/health` 503 "draining"), the process exits on its own, and the server
+//! restarted on the same cache directory answers warm from its disk tier.
+//! Then a rolling restart (SIGTERM, wait, start) of each of three fleet
+//! members under a four-client workload fails no query, and the fleet's
+//! byte hit ratio after the restarts is back within 10 points of before
+//! within one pass of the queries.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use datafusion::prelude::SessionContext;
+use silt_bench::compare::{check_same, is_ordered};
+use silt_bench::local_s3::LocalS3;
+use silt_bench::tpch;
+use silt_client::fleet::Fleet;
+use silt_client::script::run_script_last_query;
+
+use common::{Server, baseline, client, query, serve_command_on, start};
+
+fn free_addr() -> String {
+    silt_bench::ports::free_addr().to_string()
+}
+
+/// `GET path` on the admin listener at `addr`: (status, body).
+fn http_get(addr: &str, path: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    let status = text.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_string();
+    (status, body)
+}
+
+/// The sum of every sample of `name` (all label sets) in `/metrics` of `admin`.
+fn metric(admin: &str, name: &str) -> f64 {
+    let (status, body) = http_get(admin, "/metrics");
+    assert_eq!(status, 200, "/metrics of {admin}: {body}");
+    body.lines()
+        .filter(|l| l.split([' ', '{']).next() == Some(name))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// Sends SIGTERM to `server` and waits (up to `limit`) for it to exit; its exit status.
+fn terminate(server: &mut Server, limit: Duration) -> std::process::ExitStatus {
+    let pid = server.child.id().to_string();
+    let sent = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    assert!(sent.success(), "kill -TERM {pid}");
+    let started = Instant::now();
+    loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(
+            started.elapsed() < limit,
+            "silt serve did not exit within {limit:?} of SIGTERM:\n{}",
+            server.log.lock().unwrap().join("\n")
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Polls until `check` holds, for at most `limit`.
+async fn eventually(what: &str, limit: Duration, mut check: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !check() {
+        assert!(started.elapsed() < limit, "{what}: not within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_finishes_the_running_query_refuses_new_ones_and_the_restart_is_warm() {
+    let data = tempfile::tempdir().unwrap();
+    tpch::generate(&data.path().join("tpch"), 0.01, tpch::ParquetLayout::default()).unwrap();
+    let s3 = LocalS3::start(data.path()).await.unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let (listen, admin) = (free_addr(), free_addr());
+    // 300 ms per store request: the cold query runs for seconds, long
+    // enough to be in flight when the signal comes.
+    let args = ["--admin", &admin, "--store-latency-ms", "300", "--drain-timeout", "60s"];
+    let mut server = start(serve_command_on(&listen, &s3, cache.path(), &args));
+    let base = baseline(&data.path().join("tpch")).await;
+    let sql = query(1);
+    let expected = run_script_last_query(&base, &sql).await.unwrap();
+
+    let running = {
+        let ctx = client(&server.url).await;
+        let sql = sql.clone();
+        tokio::spawn(async move { run_script_last_query(&ctx, &sql).await })
+    };
+    let health = |admin: &str| http_get(admin, "/health");
+    let running_now = |admin: &str| {
+        let body: serde_json::Value = serde_json::from_str(&health(admin).1).unwrap_or_default();
+        body["running"].as_u64().unwrap_or(0)
+    };
+    eventually("the query reaches the server", Duration::from_secs(60), || {
+        running_now(&admin) >= 1
+    })
+    .await;
+
+    let pid = server.child.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    eventually("/health says draining", Duration::from_secs(10), || {
+        health(&admin).0 == 503
+    })
+    .await;
+    let (_, body) = health(&admin);
+    assert!(body.contains("\"status\":\"draining\""), "{body}");
+    // A new query is refused with the code clients fail over on.
+    let late = SessionContext::new();
+    let registered = silt_client::register_tables(&late, &server.url).await;
+    let refused = match registered {
+        Err(e) => e.to_string(),
+        Ok(_) => run_script_last_query(&late, &query(6))
+            .await
+            .expect_err("a query sent while draining is refused")
+            .to_string(),
+    };
+    assert!(refused.contains("draining"), "refused with: {refused}");
+
+    let got = running.await.unwrap().expect("the running query finishes");
+    check_same("q01 during the drain", &got, &expected, is_ordered(&sql)).unwrap();
+    let started = Instant::now();
+    loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            assert!(status.success(), "exit status {status}");
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "no exit after the drain");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(server.log_lines_with("silt: drained; stopped").len(), 1);
+    assert!(server.log_lines_with("panicked").is_empty());
+
+    // The same cache directory: the pages come back from the disk tier.
+    let restarted = start(serve_command_on(&listen, &s3, cache.path(), &args));
+    let ctx = client(&restarted.url).await;
+    let again = run_script_last_query(&ctx, &sql).await.unwrap();
+    check_same("q01 after the restart", &again, &expected, true).unwrap();
+    let lineitem: u64 = std::fs::read_dir(data.path().join("tpch/lineitem"))
+        .unwrap()
+        .map(|f| f.unwrap().metadata().unwrap().len())
+        .sum();
+    let fetched = metric(&admin, "silt_object_store_get_bytes_total");
+    eprintln!("after the restart: {fetched} bytes fetched of a {lineitem}-byte table");
+    assert!(
+        fetched < lineitem as f64 * 0.05,
+        "the restarted server fetched {fetched} bytes of a {lineitem}-byte table: not warm"
+    );
+    assert!(metric(&admin, "silt_cache_recovered_pages_total") > 0.0);
+    restarted.stop();
+}
+
+/// Queries each of the four clients runs during the rolling restart.
+const PER_CLIENT: usize = 45;
+
+async fn fleet_client(urls: &[String]) -> SessionContext {
+    let started = Instant::now();
+    loop {
+        let fleet = Fleet::connect(urls, None)
+            .unwrap()
+            .with_backoff(Duration::from_millis(500));
+        let ctx = SessionContext::new();
+        match silt_client::register_fleet_tables(&ctx, Arc::new(fleet)).await {
+            Ok(_) => return ctx,
+            Err(e) if started.elapsed() > Duration::from_secs(30) => panic!("register the fleet's tables: {e}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+/// Runs the 22 queries once on `ctx`, checking each; the problems.
+async fn one_pass(ctx: &SessionContext, expected: &[Vec<datafusion::arrow::array::RecordBatch>]) -> Vec<String> {
+    let mut problems = Vec::new();
+    for n in 1..=22 {
+        let sql = query(n);
+        match run_script_last_query(ctx, &sql).await {
+            Err(e) => problems.push(format!("q{n:02}: failed: {e}")),
+            Ok(got) => {
+                if let Err(d) = check_same(&format!("q{n:02}"), &got, &expected[n as usize - 1], is_ordered(&sql)) {
+                    problems.push(d);
+                }
+            }
+        }
+    }
+    problems
+}
+
+/// Object-store GET bytes of every member so far.
+fn fetched(admins: &[String]) -> f64 {
+    admins
+        .iter()
+        .map(|a| metric(a, "silt_object_store_get_bytes_total"))
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolling_restart_of_a_three_member_fleet_under_load_fails_no_query() {
+    let data = tempfile::tempdir().unwrap();
+    // Row groups of 8,192 rows, so every table's row groups spread over the fleet.
+    let layout = tpch::ParquetLayout {
+        row_group_rows: 8192,
+        ..Default::default()
+    };
+    tpch::generate(&data.path().join("tpch"), 0.01, layout).unwrap();
+    let s3 = LocalS3::start(data.path()).await.unwrap();
+    let caches: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let listens: Vec<String> = (0..3).map(|_| free_addr()).collect();
+    let admins: Vec<String> = (0..3).map(|_| free_addr()).collect();
+    let command = |i: usize| {
+        let args = ["--admin", &admins[i], "--drain-timeout", "60s"];
+        serve_command_on(&listens[i], &s3, caches[i].path(), &args)
+    };
+    let mut servers: Vec<Server> = (0..3).map(|i| start(command(i))).collect();
+    let urls: Vec<String> = servers.iter().map(|s| s.url.clone()).collect();
+    let base = baseline(&data.path().join("tpch")).await;
+    let mut expected = Vec::new();
+    for n in 1..=22 {
+        expected.push(run_script_last_query(&base, &query(n)).await.unwrap());
+    }
+    let expected = Arc::new(expected);
+
+    // The byte hit ratio of a pass: 1 - its GET bytes / the cold pass's.
+    let probe = fleet_client(&urls).await;
+    let before_cold = fetched(&admins);
+    assert_eq!(one_pass(&probe, &expected).await, Vec::<String>::new());
+    let cold = fetched(&admins) - before_cold;
+    let before_warm = fetched(&admins);
+    assert_eq!(one_pass(&probe, &expected).await, Vec::<String>::new());
+    let warm_ratio = 1.0 - (fetched(&admins) - before_warm) / cold;
+
+    let done = Arc::new(AtomicUsize::new(0));
+    let restarting = Arc::new(AtomicBool::new(true));
+    let mut clients = Vec::new();
+    for c in 0..4 {
+        let ctx = fleet_client(&urls).await;
+        let (expected, done, restarting) = (expected.clone(), done.clone(), restarting.clone());
+        clients.push(tokio::spawn(async move {
+            let mut problems = Vec::new();
+            let mut i = 0;
+            // At least PER_CLIENT queries, and on until every member is back.
+            while i < PER_CLIENT || restarting.load(Ordering::Relaxed) {
+                let n = (i * 4 + c) % 22 + 1;
+                let sql = query(n as u32);
+                match run_script_last_query(&ctx, &sql).await {
+                    Err(e) => problems.push(format!("client {c} q{n:02}: failed: {e}")),
+                    Ok(got) => {
+                        if let Err(d) = check_same(&format!("q{n:02}"), &got, &expected[n - 1], is_ordered(&sql)) {
+                            problems.push(format!("client {c}: {d}"));
+                        }
+                    }
+                }
+                i += 1;
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+            (i, problems)
+        }));
+    }
+
+    for i in 0..3 {
+        let at = done.load(Ordering::Relaxed);
+        eventually("the workload runs", Duration::from_secs(600), || {
+            done.load(Ordering::Relaxed) >= at + 8
+        })
+        .await;
+        let status = terminate(&mut servers[i], Duration::from_secs(90));
+        assert!(status.success(), "member {i} exited with {status}");
+        assert_eq!(servers[i].log_lines_with("panicked").len(), 0);
+        let restarted = start(command(i));
+        assert_eq!(restarted.url, urls[i], "back on its port");
+        servers[i] = restarted;
+    }
+    let at = done.load(Ordering::Relaxed);
+    eventually(
+        "the workload runs on the restarted fleet",
+        Duration::from_secs(600),
+        || done.load(Ordering::Relaxed) >= at + 8,
+    )
+    .await;
+    restarting.store(false, Ordering::Relaxed);
+    let mut problems = Vec::new();
+    let mut ran = 0;
+    for c in clients {
+        let (n, p) = c.await.unwrap();
+        ran += n;
+        problems.extend(p);
+    }
+    assert!(
+        problems.is_empty(),
+        "{} of {ran} queries went wrong during the rolling restart:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+
+    // One pass after the restarts: the members' disk tiers brought the
+    // fleet back warm (the memory tiers start empty).
+    let before_after = fetched(&admins);
+    assert_eq!(one_pass(&probe, &expected).await, Vec::<String>::new());
+    let after_ratio = 1.0 - (fetched(&admins) - before_after) / cold;
+    eprintln!("byte hit ratio: {warm_ratio:.3} warm before, {after_ratio:.3} after the restarts; {ran} queries");
+    assert!(
+        after_ratio >= warm_ratio - 0.10,
+        "byte hit ratio {after_ratio:.3} after the restarts, {warm_ratio:.3} before (cold pass: {cold} bytes)"
+    );
+    for s in servers {
+        assert_eq!(s.log_lines_with("panicked").len(), 0);
+        s.stop();
+    }
+}
