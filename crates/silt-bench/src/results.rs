@@ -288,11 +288,17 @@ impl BenchResults {
 }
 
 impl QueryResult {
+    /// Whether this is a DuckDB mode (`duckdb`, `duckdb-s3`): an outside
+    /// reference, with no server and no answer comparison.
+    pub fn is_duckdb(&self) -> bool {
+        matches!(self.mode.as_str(), "duckdb" | "duckdb-s3")
+    }
+
     /// Whether this mode's client reaches a cache server over the simulated
     /// link when a run has one (`liquidcache` runs outside the harness's
     /// sessions and gets none).
     pub fn crosses_link(&self) -> bool {
-        !matches!(self.mode.as_str(), "direct" | "duckdb" | "local" | "liquidcache")
+        !self.is_duckdb() && !matches!(self.mode.as_str(), "direct" | "local" | "liquidcache")
     }
 
     /// The figures an `ok` result of this mode must carry and does not;
@@ -309,18 +315,15 @@ impl QueryResult {
             }
             _ => return vec!["unknown status"],
         }
-        let has_server = !matches!(self.mode.as_str(), "direct" | "duckdb" | "local");
+        let has_server = !self.is_duckdb() && !matches!(self.mode.as_str(), "direct" | "local");
         let checks: [(bool, &'static str); 9] = [
             (self.rows.is_some(), "rows"),
             (self.cold_ms.is_some(), "cold_ms"),
             (self.warm_ms.is_some(), "warm_ms"),
             (self.client_cpu_s.is_some(), "client_cpu_s"),
             (!has_server || self.server_cpu_s.is_some(), "server_cpu_s"),
-            (
-                self.mode == "duckdb" || self.bytes_to_client.is_some(),
-                "bytes_to_client",
-            ),
-            (self.mode == "duckdb" || self.object_store.is_some(), "object_store"),
+            (self.is_duckdb() || self.bytes_to_client.is_some(), "bytes_to_client"),
+            (self.is_duckdb() || self.object_store.is_some(), "object_store"),
             (
                 self.memory.is_some() || matches!(self.mode.as_str(), "direct" | "local"),
                 "memory",

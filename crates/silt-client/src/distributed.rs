@@ -50,7 +50,6 @@ use silt_proto::ScanRequest;
 use silt_proto::placement::member_name;
 use url::Url;
 
-use crate::client::SiltClient;
 use crate::exec::{ScanParts, SiltScanExec};
 use crate::fleet::{Fleet, TaskShare};
 
@@ -71,7 +70,7 @@ impl Workers {
         if workers.is_empty() {
             return Err(exec_datafusion_err!("a distributed query needs at least one worker"));
         }
-        let members: Vec<String> = fleet.clients().map(|c| c.url().to_string()).collect();
+        let members: Vec<String> = fleet.clients().iter().map(|c| c.url().to_string()).collect();
         let urls = workers
             .iter()
             .map(|w| {
@@ -365,7 +364,7 @@ impl PhysicalExtensionCodec for SiltScanCodec {
             filter_text: parts.filter_text.to_vec(),
             aggregate_text: parts.aggregate_text.map(str::to_string),
             num_rows: parts.num_rows.map(|n| n as u64),
-            servers: fleet.clients().map(|c| SiltClient::url(c).to_string()).collect(),
+            servers: fleet.clients().iter().map(|c| c.url().to_string()).collect(),
             task: parts.share.map(|s| s.task as u64),
             homes: parts.share.map(|s| s.homes.clone()).unwrap_or_default(),
             query_tables: parts.query_tables.to_vec(),

@@ -158,7 +158,7 @@ impl SiltScanExec {
 
     /// A scan rebuilt from its [`ScanParts`] on a worker, over `fleet`.
     pub(crate) fn from_parts(fleet: Arc<Fleet>, parts: ScanParts<'_>) -> Result<Self> {
-        let Some(client) = fleet.clients().next().cloned() else {
+        let Some(client) = fleet.clients().into_iter().next() else {
             return exec_err!("a distributed scan needs at least one server");
         };
         let mut scan = SiltScanExec::new(
@@ -250,7 +250,10 @@ impl SiltScanExec {
     /// scan with a compute-side cache and no limit chooses per row group,
     /// anything else is pushed down whole.
     fn route(&self) -> Box<dyn ScanRoute> {
-        let fleet = self.fleet.clone().filter(|f| f.len() > 1 || self.share.is_some());
+        let fleet = self
+            .fleet
+            .clone()
+            .filter(|f| f.len() > 1 || f.is_dynamic() || self.share.is_some());
         let local = self.local.clone().filter(|_| self.request.limit.is_none());
         let client = self.client.clone();
         match (fleet, self.share.clone(), local) {

@@ -37,13 +37,15 @@
 
 use std::collections::HashSet;
 use std::future::Future;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
 use silt_core::Backoff;
 use silt_proto::ScanRequest;
+use silt_proto::placement::member_name;
 
 use crate::client::{ClientError, SiltClient};
+use crate::membership::{REFRESH_EVERY, Sources};
 use crate::scan::layout::{RowGroup, parse_layout};
 
 /// How long a member that failed is skipped: longer than a connection
@@ -58,56 +60,28 @@ struct Member {
     backoff: Backoff,
 }
 
-/// The servers of a fleet (see the module docs).
+/// The fleet's members at one moment ([`Fleet::members`]): a scan places
+/// all its row groups on one of these, so a membership change never mixes
+/// two lists (member indices are into this list).
 #[derive(Debug)]
-pub struct Fleet {
-    members: Vec<Member>,
+pub struct Members {
+    list: Vec<Arc<Member>>,
+    /// How long a member that failed is skipped.
     backoff: Duration,
-    /// Tables scanned whole, without a layout: views, and tables whose
-    /// server refused a layout (nested columns).
-    whole: Mutex<HashSet<String>>,
 }
 
-impl Fleet {
-    /// A fleet of `urls` (at least one). Connections are made on first
-    /// use, so a fleet starts even while some of its servers are down.
-    pub fn connect(urls: &[String], token: Option<String>) -> std::result::Result<Self, ClientError> {
-        if urls.is_empty() {
-            return Err(ClientError::Url("a fleet needs at least one server".into()));
-        }
-        let members = urls
-            .iter()
-            .map(|url| {
-                Ok(Member {
-                    client: SiltClient::connect_lazy(url)?.with_token(token.clone()),
-                    backoff: Backoff::default(),
-                })
-            })
-            .collect::<std::result::Result<_, ClientError>>()?;
-        Ok(Fleet {
-            members,
-            backoff: BACKOFF,
-            whole: Mutex::new(HashSet::new()),
-        })
-    }
-
-    /// This fleet with failed members skipped for `backoff`.
-    pub fn with_backoff(mut self, backoff: Duration) -> Self {
-        self.backoff = backoff;
-        self
-    }
-
-    /// The members' clients, in the order given.
+impl Members {
+    /// The members' clients, in the fleet's order.
     pub fn clients(&self) -> impl Iterator<Item = &SiltClient> {
-        self.members.iter().map(|m| &m.client)
+        self.list.iter().map(|m| &m.client)
     }
 
     pub fn len(&self) -> usize {
-        self.members.len()
+        self.list.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.members.is_empty()
+        self.list.is_empty()
     }
 
     /// Members in rendezvous order for the placement name `name` (highest weight first).
@@ -116,22 +90,9 @@ impl Fleet {
         rendezvous_order(&urls, name)
     }
 
-    /// Scans of `table` go whole to the owner of its name (a view: its
-    /// rows are computed, it has no row groups to place).
-    pub fn scan_whole(&self, table: &str) {
-        self.whole
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(table.to_string());
-    }
-
-    fn scans_whole(&self, table: &str) -> bool {
-        self.whole.lock().unwrap_or_else(|p| p.into_inner()).contains(table)
-    }
-
     /// Whether member `i` is being skipped after a failure.
     pub fn is_down(&self, i: usize) -> bool {
-        self.members[i].backoff.is_down()
+        self.list[i].backoff.is_down()
     }
 
     /// Runs `call` on the members in `name`'s rendezvous order, members
@@ -162,16 +123,181 @@ impl Fleet {
         F: Fn(SiltClient) -> Fut,
         Fut: Future<Output = std::result::Result<T, ClientError>>,
     {
-        let answer = call(self.members[i].client.clone()).await;
+        let member = &self.list[i];
+        let answer = call(member.client.clone()).await;
         match &answer {
-            Ok(_) => self.members[i].backoff.recover(),
+            Ok(_) => member.backoff.recover(),
             Err(e) if e.is_unavailable() => {
-                tracing::warn!(server = self.members[i].client.url(), error = %e, "fleet member failed; its work goes to the next one");
-                self.members[i].backoff.fail_for(self.backoff);
+                tracing::warn!(server = member.client.url(), error = %e, "fleet member failed; its work goes to the next one");
+                member.backoff.fail_for(self.backoff);
             }
             Err(_) => {}
         }
         answer
+    }
+}
+
+/// The list a fleet's scans take their members from, and what refreshes it.
+#[derive(Debug)]
+struct Membership {
+    current: RwLock<Arc<Members>>,
+    sources: Mutex<Sources>,
+    token: Option<String>,
+}
+
+impl Membership {
+    /// Re-reads the dynamic entries and, when the list changed, makes it
+    /// current: members that stay keep their connection and health.
+    fn refresh(&self) {
+        let urls = {
+            let mut sources = self.sources.lock().unwrap_or_else(|p| p.into_inner());
+            if !sources.refresh() {
+                return;
+            }
+            sources.members()
+        };
+        let old = self.current.read().unwrap_or_else(|p| p.into_inner()).clone();
+        let mut list = Vec::with_capacity(urls.len());
+        for url in &urls {
+            let name = member_name(url);
+            match old.list.iter().find(|m| m.client.url() == name) {
+                Some(kept) => list.push(kept.clone()),
+                None => match member(url, &self.token) {
+                    Ok(m) => list.push(Arc::new(m)),
+                    Err(e) => tracing::warn!(url, error = %e, "fleet membership: not a server URL; left out"),
+                },
+            }
+        }
+        if list.is_empty() {
+            return;
+        }
+        let names = |l: &[Arc<Member>]| l.iter().map(|m| m.client.url().to_string()).collect::<Vec<_>>();
+        let (before, after) = (names(&old.list), names(&list));
+        let joined: Vec<&String> = after.iter().filter(|u| !before.contains(u)).collect();
+        let left: Vec<&String> = before.iter().filter(|u| !after.contains(u)).collect();
+        tracing::info!(?joined, ?left, members = after.len(), "fleet membership changed");
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(Members {
+            list,
+            backoff: old.backoff,
+        });
+    }
+}
+
+fn member(url: &str, token: &Option<String>) -> std::result::Result<Member, ClientError> {
+    Ok(Member {
+        client: SiltClient::connect_lazy(url)?.with_token(token.clone()),
+        backoff: Backoff::default(),
+    })
+}
+
+/// The servers of a fleet (see the module docs).
+#[derive(Debug)]
+pub struct Fleet {
+    membership: Arc<Membership>,
+    /// Whether the list can change (a file or DNS entry, [`crate::membership`]).
+    dynamic: bool,
+    /// Tables scanned whole, without a layout: views, and tables whose
+    /// server refused a layout (nested columns).
+    whole: Mutex<HashSet<String>>,
+}
+
+impl Fleet {
+    /// A fleet of `entries` (at least one member): server URLs, and
+    /// `file:///path` or `dns://name:port` entries whose members follow the
+    /// cluster ([`crate::membership`]). Connections are made on first use,
+    /// so a fleet starts even while some of its servers are down. Dynamic
+    /// entries are refreshed by a background thread while the fleet lives,
+    /// when it is made inside a Tokio runtime (else they are read once).
+    pub fn connect(entries: &[String], token: Option<String>) -> std::result::Result<Self, ClientError> {
+        if entries.is_empty() {
+            return Err(ClientError::Url("a fleet needs at least one server".into()));
+        }
+        let sources = Sources::parse(entries)?;
+        let list = sources
+            .members()
+            .iter()
+            .map(|url| member(url, &token).map(Arc::new))
+            .collect::<std::result::Result<Vec<_>, ClientError>>()?;
+        let dynamic = sources.is_dynamic();
+        let membership = Arc::new(Membership {
+            current: RwLock::new(Arc::new(Members { list, backoff: BACKOFF })),
+            sources: Mutex::new(sources),
+            token,
+        });
+        if dynamic && let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            spawn_refresher(Arc::downgrade(&membership), runtime);
+        }
+        Ok(Fleet {
+            membership,
+            dynamic,
+            whole: Mutex::new(HashSet::new()),
+        })
+    }
+
+    /// This fleet with failed members skipped for `backoff`.
+    pub fn with_backoff(self, backoff: Duration) -> Self {
+        {
+            let mut current = self.membership.current.write().unwrap_or_else(|p| p.into_inner());
+            let list = current.list.clone();
+            *current = Arc::new(Members { list, backoff });
+        }
+        self
+    }
+
+    /// The members now: what one scan places its row groups on.
+    pub fn members(&self) -> Arc<Members> {
+        self.membership
+            .current
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The members' clients now, in the fleet's order.
+    pub fn clients(&self) -> Vec<SiltClient> {
+        self.members().clients().cloned().collect()
+    }
+
+    /// Members now.
+    pub fn len(&self) -> usize {
+        self.members().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.members().is_empty()
+    }
+
+    /// Whether the members can change while the fleet lives.
+    pub fn is_dynamic(&self) -> bool {
+        self.dynamic
+    }
+
+    /// Re-reads the membership entries now (a refresh also runs every
+    /// [`REFRESH_EVERY`] in the background).
+    pub fn refresh(&self) {
+        self.membership.refresh();
+    }
+
+    /// Scans of `table` go whole to the owner of its name (a view: its
+    /// rows are computed, it has no row groups to place).
+    pub fn scan_whole(&self, table: &str) {
+        self.whole
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(table.to_string());
+    }
+
+    fn scans_whole(&self, table: &str) -> bool {
+        self.whole.lock().unwrap_or_else(|p| p.into_inner()).contains(table)
+    }
+
+    /// [`Members::with_failover`] on the members now.
+    pub async fn with_failover<T, F, Fut>(&self, name: &str, call: F) -> std::result::Result<T, ClientError>
+    where
+        F: Fn(SiltClient) -> Fut,
+        Fut: Future<Output = std::result::Result<T, ClientError>>,
+    {
+        self.members().with_failover(name, call).await
     }
 
     /// The row groups of `table` (a layout from its name's owner, failing
@@ -218,7 +344,7 @@ impl Fleet {
 }
 
 impl Fleet {
-    /// Per member (in the order given), how many row groups of the fleet's
+    /// Per member (of [`Fleet::members`] now, in its order), how many row groups of the fleet's
     /// tables it owns by rendezvous hashing, whatever its health: what
     /// `silt stats` shows across a fleet. Views and tables without a layout
     /// have no row groups to own.
@@ -226,16 +352,38 @@ impl Fleet {
         let entries = self
             .with_failover("", |c| async move { c.list_entries().await })
             .await?;
-        let mut owned = vec![0; self.len()];
+        let members = self.members();
+        let mut owned = vec![0; members.len()];
         for (table, kind) in entries {
             if kind == "VIEW" {
                 continue;
             }
             for g in self.layout(&table, None).await?.unwrap_or_default() {
-                owned[self.rendezvous(&row_group_name(&g.object, g.index))[0]] += 1;
+                owned[members.rendezvous(&row_group_name(&g.object, g.index))[0]] += 1;
             }
         }
         Ok(owned)
+    }
+}
+
+/// Refreshes `membership` every [`REFRESH_EVERY`] on a thread of its own
+/// (a file read or a DNS lookup may block), until the fleet is dropped.
+/// New members' clients are made inside `runtime` (tonic's channels need one).
+fn spawn_refresher(membership: Weak<Membership>, runtime: tokio::runtime::Handle) {
+    let spawned = std::thread::Builder::new()
+        .name("silt-fleet-membership".into())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(REFRESH_EVERY);
+                let Some(membership) = membership.upgrade() else {
+                    return;
+                };
+                let _entered = runtime.enter();
+                membership.refresh();
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "fleet membership: no refresh thread; the list stays as first read");
     }
 }
 

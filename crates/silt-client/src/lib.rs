@@ -29,6 +29,7 @@ mod exec;
 pub mod fleet;
 pub mod join_filter;
 pub mod local_cache;
+pub mod membership;
 pub mod partial_aggregate;
 pub mod path_cost;
 pub mod pushable;

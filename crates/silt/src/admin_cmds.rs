@@ -60,7 +60,7 @@ pub async fn stats(args: StatsArgs) -> anyhow::Result<()> {
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .collect();
-    if servers.len() > 1 {
+    if servers.len() > 1 || servers.iter().any(|s| crate::query::is_membership_entry(s)) {
         return fleet_stats(&args, &servers).await;
     }
     let client = args.server.connect().await?;
@@ -78,10 +78,17 @@ pub async fn stats(args: StatsArgs) -> anyhow::Result<()> {
 /// one says so and the others are still shown), then the fleet's totals per
 /// tier. With `--json`, one object keyed by server URL.
 async fn fleet_stats(args: &StatsArgs, servers: &[&str]) -> anyhow::Result<()> {
-    let urls: Vec<String> = servers.iter().map(|s| s.to_string()).collect();
-    let fleet = silt_client::fleet::Fleet::connect(&urls, args.server.token.clone())?;
+    let entries: Vec<String> = servers.iter().map(|s| s.to_string()).collect();
+    let fleet = silt_client::fleet::Fleet::connect(&entries, args.server.token.clone())?;
+    let clients = fleet.clients();
+    // Members as given, or (membership files, DNS names) as they resolved.
+    let urls: Vec<String> = if fleet.is_dynamic() {
+        clients.iter().map(|c| c.url().to_string()).collect()
+    } else {
+        entries
+    };
     let mut all = serde_json::Map::new();
-    for (url, client) in urls.iter().zip(fleet.clients()) {
+    for (url, client) in urls.iter().zip(&clients) {
         let answer = async {
             let text = client.stats_json().await?;
             anyhow::Ok(serde_json::from_str::<Value>(&text)?)

@@ -92,6 +92,12 @@ fn split_servers(server: &str) -> Vec<String> {
 }
 
 /// A client-side DataFusion context with the server's tables registered.
+/// Whether `entry` names members rather than being one: a membership file
+/// or a DNS name ([`silt_client::membership`]), always a fleet.
+pub fn is_membership_entry(entry: &str) -> bool {
+    silt_client::membership::Source::parse(entry).is_ok_and(|s| s.is_dynamic())
+}
+
 pub async fn connect(server: &str, token: Option<String>) -> anyhow::Result<SessionContext> {
     connect_with(server, token, &SiltTableOptions::default(), false).await
 }
@@ -106,7 +112,7 @@ pub async fn connect_with(
 ) -> anyhow::Result<SessionContext> {
     let ctx = SessionContext::new_with_config(SessionConfig::new().with_information_schema(true));
     let servers = split_servers(server);
-    if servers.len() > 1 {
+    if servers.len() > 1 || servers.iter().any(|s| is_membership_entry(s)) {
         if explicit_cache {
             tracing::warn!("--local-cache is not used with a fleet of servers (yet)");
         }

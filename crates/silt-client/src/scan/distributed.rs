@@ -21,7 +21,6 @@ use silt_proto::SegmentScope;
 
 use super::layout::{RowGroup, scope_of};
 use super::{Scan, ScanRoute};
-use crate::client::SiltClient;
 use crate::fleet::{Fleet, TaskShare, row_group_name};
 
 /// Task `share.task`'s row groups of the scan, on their owners in `fleet`.
@@ -67,6 +66,9 @@ pub(crate) fn share_scope(planned: &[RowGroup], fleet: &Fleet, share: &TaskShare
 /// Whether task `share.task` reads a row group ([`TaskShare::task_of`]
 /// among `fleet`'s members).
 fn reads<'a>(fleet: &'a Fleet, share: &'a TaskShare) -> impl Fn(&RowGroup) -> bool + 'a {
-    let members: Vec<&str> = fleet.clients().map(SiltClient::url).collect();
-    move |g| share.task_of(&members, &row_group_name(&g.object, g.index)) == share.task
+    let members: Vec<String> = fleet.clients().iter().map(|c| c.url().to_string()).collect();
+    move |g| {
+        let members: Vec<&str> = members.iter().map(String::as_str).collect();
+        share.task_of(&members, &row_group_name(&g.object, g.index)) == share.task
+    }
 }

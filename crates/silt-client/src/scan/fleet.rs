@@ -17,7 +17,7 @@ use silt_proto::ScanRequest;
 use super::layout::{RowGroup, scope_of};
 use super::{Scan, ScanRoute, adapt};
 use crate::client::SiltClient;
-use crate::fleet::{Fleet, row_group_name};
+use crate::fleet::{Fleet, Members, row_group_name};
 
 /// Every row group of the scan on its owner in `fleet`, from a layout the
 /// fleet lists.
@@ -56,9 +56,11 @@ pub(crate) async fn place(
     request: ScanRequest,
     out: SchemaRef,
 ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
+    // One list of members for the whole scan, whatever joins or leaves meanwhile.
+    let members = fleet.members();
     let Some(groups) = groups else {
         // No row groups to place: the table's owner scans it whole.
-        let batches = scan_on_owner(&fleet, &request.table, &request, &out).await?;
+        let batches = scan_on_owner(&members, &request.table, &request, &out).await?;
         return Ok(futures::stream::iter(batches.into_iter().map(Ok)).boxed());
     };
     // Row groups by their first live owner, in runs of at most
@@ -66,8 +68,8 @@ pub(crate) async fn place(
     let mut runs: Vec<(usize, Vec<RowGroup>)> = Vec::new();
     for group in groups {
         let name = row_group_name(&group.object, group.index);
-        let order = fleet.rendezvous(&name);
-        let owner = order.iter().copied().find(|&i| !fleet.is_down(i)).unwrap_or(order[0]);
+        let order = members.rendezvous(&name);
+        let owner = order.iter().copied().find(|&i| !members.is_down(i)).unwrap_or(order[0]);
         match runs
             .iter_mut()
             .rev()
@@ -77,10 +79,10 @@ pub(crate) async fn place(
             None => runs.push((owner, vec![group])),
         }
     }
-    let parallel = SCANS_PER_MEMBER * fleet.len();
+    let parallel = SCANS_PER_MEMBER * members.len();
     let scans = runs.into_iter().map(move |(owner, run)| {
-        let (fleet, request, out) = (fleet.clone(), request.clone(), out.clone());
-        async move { scan_run(&fleet, owner, &run, &request, &out).await }
+        let (members, request, out) = (members.clone(), request.clone(), out.clone());
+        async move { scan_run(&members, owner, &run, &request, &out).await }
     });
     Ok(futures::stream::iter(scans)
         .buffer_unordered(parallel)
@@ -93,7 +95,7 @@ pub(crate) async fn place(
 /// scan on it; if it fails in transport, each row group of the run on its
 /// next live owner instead.
 async fn scan_run(
-    fleet: &Fleet,
+    members: &Members,
     owner: usize,
     run: &[RowGroup],
     request: &ScanRequest,
@@ -103,7 +105,7 @@ async fn scan_run(
         scope: Some(scope_of(run.iter())),
         ..request.clone()
     };
-    let answer = fleet
+    let answer = members
         .on_member(owner, &|c: SiltClient| {
             let scoped = scoped.clone();
             async move { c.scan_all(&scoped).await }
@@ -121,7 +123,7 @@ async fn scan_run(
             ..request.clone()
         };
         let name = row_group_name(&group.object, group.index);
-        rows.extend(scan_on_owner(fleet, &name, &scoped, out).await?);
+        rows.extend(scan_on_owner(members, &name, &scoped, out).await?);
     }
     Ok(rows)
 }
@@ -137,8 +139,13 @@ fn rows_of(batches: Vec<RecordBatch>, out: &SchemaRef) -> Result<Vec<RecordBatch
 
 /// All of `request`'s batches (rows only, in `out`'s schema) from the
 /// owner of `name`, failing over.
-async fn scan_on_owner(fleet: &Fleet, name: &str, request: &ScanRequest, out: &SchemaRef) -> Result<Vec<RecordBatch>> {
-    let batches = fleet
+async fn scan_on_owner(
+    members: &Members,
+    name: &str,
+    request: &ScanRequest,
+    out: &SchemaRef,
+) -> Result<Vec<RecordBatch>> {
+    let batches = members
         .with_failover(name, |c| {
             let request = request.clone();
             async move { c.scan_all(&request).await }

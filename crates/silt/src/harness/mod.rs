@@ -407,7 +407,7 @@ fn answer_problems(results: &BenchResults) -> Vec<String> {
         let what = format!("{}/{}/{}", results.suite, r.mode, r.query);
         if r.status == "error" {
             problems.push(format!("{what}: {}", r.error.as_deref().unwrap_or("error")));
-        } else if !is_duckdb(&r.mode) && r.matches_reference != Some(true) {
+        } else if !r.is_duckdb() && r.matches_reference != Some(true) {
             problems.push(format!(
                 "{what}: answer {}",
                 match r.matches_reference {
@@ -418,11 +418,6 @@ fn answer_problems(results: &BenchResults) -> Vec<String> {
         }
     }
     problems
-}
-
-/// Whether `mode` is one of DuckDB's (an outside reference, not compared).
-fn is_duckdb(mode: &str) -> bool {
-    [Mode::Duckdb, Mode::DuckdbS3].iter().any(|m| m.name() == mode)
 }
 
 /// The `files` of `dir` that are missing or empty.

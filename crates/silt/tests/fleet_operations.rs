@@ -1,4 +1,6 @@
-//! Draining real `silt serve` processes with SIGTERM: a running query
+//! A fleet operated as in production, with real `silt serve` processes.
+//!
+//! Draining with SIGTERM: a running query
 //! finishes with the right answer while new ones are refused (UNAVAILABLE,
 //! `/health` 503 "draining"), the process exits on its own, and the server
 //! restarted on the same cache directory answers warm from its disk tier.
@@ -6,6 +8,10 @@
 //! members under a four-client workload fails no query, and the fleet's
 //! byte hit ratio after the restarts is back within 10 points of before
 //! within one pass of the queries.
+//!
+//! Membership from a file: a member added to a running client's file gets
+//! work within 10 seconds and takes ~1/3 of the row groups, only from the
+//! others; a member removed from it gets no more work.
 
 mod common;
 
@@ -319,6 +325,133 @@ async fn a_rolling_restart_of_a_three_member_fleet_under_load_fails_no_query() {
     );
     for s in servers {
         assert_eq!(s.log_lines_with("panicked").len(), 0);
+        s.stop();
+    }
+}
+
+/// Writes `members` (one URL per line) to `file` with a modification time
+/// past any before it, so a reader comparing times sees the change.
+fn write_members(file: &std::path::Path, members: &[&str]) {
+    std::fs::write(file, members.join("\n") + "\n").unwrap();
+    static BUMP: AtomicUsize = AtomicUsize::new(1);
+    let later = std::time::SystemTime::now() + Duration::from_secs(BUMP.fetch_add(1, Ordering::Relaxed) as u64);
+    std::fs::File::options()
+        .write(true)
+        .open(file)
+        .unwrap()
+        .set_modified(later)
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_membership_file_adds_and_removes_members_of_a_running_client() {
+    let data = tempfile::tempdir().unwrap();
+    // Small row groups: ~90 of them, enough to see the 1/N a joining member takes.
+    let layout = tpch::ParquetLayout {
+        row_group_rows: 1024,
+        ..Default::default()
+    };
+    tpch::generate(&data.path().join("tpch"), 0.01, layout).unwrap();
+    let s3 = LocalS3::start(data.path()).await.unwrap();
+    let caches: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let admins: Vec<String> = (0..3).map(|_| free_addr()).collect();
+    let servers: Vec<Server> = (0..3)
+        .map(|i| {
+            start(serve_command_on(
+                &free_addr(),
+                &s3,
+                caches[i].path(),
+                &["--admin", &admins[i]],
+            ))
+        })
+        .collect();
+    let urls: Vec<&str> = servers.iter().map(|s| s.url.as_str()).collect();
+    let base = baseline(&data.path().join("tpch")).await;
+    let queries = [1u32, 3, 6, 10, 14];
+    let mut expected = Vec::new();
+    for n in queries {
+        expected.push(run_script_last_query(&base, &query(n)).await.unwrap());
+    }
+    let check = |i: usize, got: &[datafusion::arrow::array::RecordBatch]| {
+        let n = queries[i];
+        check_same(&format!("q{n:02}"), got, &expected[i], is_ordered(&query(n))).unwrap();
+    };
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("members");
+    write_members(&file, &urls[..2]);
+    let fleet = Arc::new(
+        Fleet::connect(&[format!("file://{}", file.display())], None)
+            .unwrap()
+            .with_backoff(Duration::from_millis(500)),
+    );
+    assert!(fleet.is_dynamic());
+    let ctx = SessionContext::new();
+    silt_client::register_fleet_tables(&ctx, fleet.clone()).await.unwrap();
+    for (i, n) in queries.iter().enumerate() {
+        check(i, &run_script_last_query(&ctx, &query(*n)).await.unwrap());
+    }
+    let before = fleet.owned_row_groups().await.unwrap();
+    assert_eq!(before.len(), 2);
+    let total: usize = before.iter().sum();
+
+    // A member joins: the running client uses it within 10 seconds.
+    let joined = metric(&admins[2], "silt_queries_total");
+    write_members(&file, &urls);
+    let changed = Instant::now();
+    let mut round = 0;
+    while metric(&admins[2], "silt_queries_total") == joined {
+        assert!(
+            changed.elapsed() < Duration::from_secs(10),
+            "the new member got no work within 10 s"
+        );
+        let i = round % queries.len();
+        check(i, &run_script_last_query(&ctx, &query(queries[i])).await.unwrap());
+        round += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eprintln!(
+        "a joining member got work {:?} after the file changed",
+        changed.elapsed()
+    );
+    let after = fleet.owned_row_groups().await.unwrap();
+    assert_eq!(after.len(), 3);
+    assert_eq!(after.iter().sum::<usize>(), total);
+    // Only the newcomer's share moved, and from the others only.
+    assert!(
+        after[0] <= before[0] && after[1] <= before[1],
+        "{before:?} -> {after:?}"
+    );
+    let share = after[2] as f64 / total as f64;
+    eprintln!("row groups {before:?} -> {after:?}: {share:.2} moved");
+    assert!(
+        (share - 1.0 / 3.0).abs() < 0.15,
+        "the newcomer took {share:.2} of {total} row groups"
+    );
+    for (i, n) in queries.iter().enumerate() {
+        check(i, &run_script_last_query(&ctx, &query(*n)).await.unwrap());
+    }
+
+    // A member leaves: once the client has read the file, it sends it nothing.
+    write_members(&file, &[urls[0], urls[2]]);
+    let changed = Instant::now();
+    while fleet.clients().iter().any(|c| c.url() == urls[1]) {
+        assert!(
+            changed.elapsed() < Duration::from_secs(10),
+            "the member was not dropped within 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let left = metric(&admins[1], "silt_queries_total");
+    for (i, n) in queries.iter().enumerate() {
+        check(i, &run_script_last_query(&ctx, &query(*n)).await.unwrap());
+    }
+    assert_eq!(
+        metric(&admins[1], "silt_queries_total"),
+        left,
+        "a removed member got work"
+    );
+    for s in servers {
         s.stop();
     }
 }
