@@ -516,9 +516,29 @@ impl SiltClient {
         table: &str,
         columns: Option<Vec<String>>,
         memory: bool,
+        on_progress: impl FnMut(&serde_json::Value),
+    ) -> Result<serde_json::Value, ClientError> {
+        self.preload_scoped(table, columns, memory, None, on_progress).await
+    }
+
+    /// [`SiltClient::preload`] of only the row groups `scope` names (object
+    /// versions and row groups, as the table's layout gives them): what a
+    /// fleet sends each member ([`crate::fleet::Fleet::preload`]).
+    pub async fn preload_scoped(
+        &self,
+        table: &str,
+        columns: Option<Vec<String>>,
+        memory: bool,
+        scope: Option<&silt_proto::SegmentScope>,
         mut on_progress: impl FnMut(&serde_json::Value),
     ) -> Result<serde_json::Value, ClientError> {
-        let body = serde_json::json!({"table": table, "columns": columns, "memory": memory});
+        let scope = scope.map(|s| {
+            s.objects
+                .iter()
+                .map(|o| serde_json::json!({"path": o.path, "version": o.version, "row_groups": o.row_groups}))
+                .collect::<Vec<_>>()
+        });
+        let body = serde_json::json!({"table": table, "columns": columns, "memory": memory, "scope": scope});
         let mut stream = std::pin::pin!(
             self.action_stream(ACTION_PRELOAD, body.to_string().into_bytes())
                 .await?

@@ -387,6 +387,51 @@ fn spawn_refresher(membership: Weak<Membership>, runtime: tokio::runtime::Handle
     }
 }
 
+impl Fleet {
+    /// Preloads `table` across the fleet: each member warms only the row
+    /// groups it owns (its live owner's, by rendezvous hashing, as scans
+    /// place them), all members at once. Per member (URL), its last progress
+    /// report or its error; a member that owns none is not asked.
+    pub async fn preload(
+        &self,
+        table: &str,
+        columns: Option<Vec<String>>,
+        memory: bool,
+    ) -> std::result::Result<Vec<(String, std::result::Result<serde_json::Value, ClientError>)>, ClientError> {
+        let members = self.members();
+        let Some(groups) = self.layout(table, None).await? else {
+            return Err(ClientError::Url(format!(
+                "{table} has no row groups to place (a view, or nested columns): preload it on one server"
+            )));
+        };
+        let mut owned: Vec<Vec<RowGroup>> = (0..members.len()).map(|_| Vec::new()).collect();
+        for g in groups {
+            let order = members.rendezvous(&row_group_name(&g.object, g.index));
+            let owner = order.iter().copied().find(|&i| !members.is_down(i)).unwrap_or(order[0]);
+            owned[owner].push(g);
+        }
+        let preloads = owned
+            .into_iter()
+            .enumerate()
+            .filter(|(_, g)| !g.is_empty())
+            .map(|(i, groups)| {
+                let (members, columns) = (members.clone(), columns.clone());
+                async move {
+                    let scope = crate::scan::layout::scope_of(groups.iter());
+                    let answer = members
+                        .on_member(i, &|c: SiltClient| {
+                            let (columns, scope) = (columns.clone(), scope.clone());
+                            async move { c.preload_scoped(table, columns, memory, Some(&scope), |_| {}).await }
+                        })
+                        .await;
+                    let url = members.list[i].client.url().to_string();
+                    (url, answer)
+                }
+            });
+        Ok(futures::future::join_all(preloads).await)
+    }
+}
+
 pub use silt_proto::placement::{rendezvous_order, row_group_name, weight};
 
 /// The share of a scan's row groups that one task of a distributed query

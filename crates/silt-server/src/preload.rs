@@ -14,10 +14,11 @@ use futures::TryStreamExt;
 use object_store::ObjectMeta;
 use serde::{Deserialize, Serialize};
 use silt_cache::CachedStore;
-use silt_proto::{Projection, ScanRequest};
+use silt_proto::{ObjectSegments, Projection, ScanRequest, SegmentScope};
 use silt_scan::chunks::{column_chunk_ranges, root_indices};
 use silt_scan::column_loader::Admission;
 use silt_scan::footer::pinned_footer;
+use silt_scan::scope::ScanScope;
 use tokio::sync::mpsc;
 
 use crate::engine::Engine;
@@ -33,6 +34,20 @@ pub struct PreloadRequest {
     /// Also decode the columns into the memory tier.
     #[serde(default)]
     pub memory: bool,
+    /// Only these row groups of these object versions (as the table's
+    /// layout names them); the whole table when absent. A fleet member is
+    /// sent the row groups it owns (`silt preload --server a,b,c`). An
+    /// object no longer at the version named fails the preload as changed.
+    #[serde(default)]
+    pub scope: Option<Vec<PreloadObject>>,
+}
+
+/// Row groups of one object version to preload ([`PreloadRequest::scope`]).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub struct PreloadObject {
+    pub path: String,
+    pub version: String,
+    pub row_groups: Vec<u32>,
 }
 
 /// One progress report (each result message of the action).
@@ -59,6 +74,22 @@ pub async fn run(
     progress: mpsc::Sender<PreloadProgress>,
 ) -> Result<PreloadProgress, ServerError> {
     let (store, objects) = objects_of(&engine, &request.table).await?;
+    let (objects, scoped) = match &request.scope {
+        None => (objects, None),
+        Some(list) => {
+            let scope = ScanScope::new(list.iter().map(|o| {
+                (
+                    o.path.clone(),
+                    o.version.clone(),
+                    o.row_groups.iter().map(|&g| g as usize).collect(),
+                )
+            }));
+            let (kept, groups) = scope
+                .restrict(objects)
+                .map_err(|e| ServerError::reading(&request.table, e))?;
+            (kept, Some(groups))
+        }
+    };
     let metadata_cache: Arc<FileMetadataCache> = engine.metadata_tier().clone();
     let mut report = PreloadProgress {
         files_total: objects.len() as u64,
@@ -84,7 +115,14 @@ pub async fn run(
             }
         }
         let roots = request.columns.as_deref().map(|names| root_indices(&parquet, names));
-        let ranges = column_chunk_ranges(&parquet, 0..parquet.num_row_groups(), roots.as_deref());
+        let row_groups: Vec<usize> = match &scoped {
+            None => (0..parquet.num_row_groups()).collect(),
+            Some(groups) => groups
+                .get(&meta.location)
+                .map(|g| g.keys().copied().filter(|&i| i < parquet.num_row_groups()).collect())
+                .unwrap_or_default(),
+        };
+        let ranges = column_chunk_ranges(&parquet, row_groups, roots.as_deref());
         report.bytes_total += ranges.iter().map(|r| r.end - r.start).sum::<u64>();
         plan.push((meta.location.clone(), object, ranges));
     }
@@ -114,9 +152,21 @@ pub async fn run(
 /// while the transcoder is behind, when a query's scan admits a chunk only
 /// on its second read).
 async fn decode_into_memory(engine: &Engine, request: &PreloadRequest) -> Result<(), ServerError> {
+    let scope = request.scope.as_ref().map(|list| SegmentScope {
+        objects: list
+            .iter()
+            .map(|o| ObjectSegments {
+                path: o.path.clone(),
+                version: o.version.clone(),
+                row_groups: o.row_groups.clone(),
+                selections: Vec::new(),
+            })
+            .collect(),
+    });
     let scan = ScanRequest {
         table: request.table.clone(),
         projection: request.columns.clone().map(|columns| Projection { columns }),
+        scope,
         ..Default::default()
     };
     let mut stream = crate::query::plan::scan(engine, &scan, None)

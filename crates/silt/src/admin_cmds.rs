@@ -11,8 +11,9 @@ use silt_client::SiltClient;
 /// Where the server is and how to authenticate.
 #[derive(Args, Debug)]
 pub struct ServerArgs {
-    /// Silt server, e.g. http://127.0.0.1:50051 (`silt stats` also takes a
-    /// fleet, comma separated).
+    /// Silt server, e.g. http://127.0.0.1:50051, or a fleet: comma-separated
+    /// URLs, file:///members or dns://NAME:PORT entries (`silt stats` shows
+    /// each member, `silt preload` warms each row group on its owner only).
     #[arg(long)]
     server: String,
     /// Bearer token for a server started with --auth-token.
@@ -52,14 +53,13 @@ pub struct PreloadArgs {
     memory: bool,
 }
 
+/// The entries of a comma-separated `--server` list.
+fn split_list(servers: &str) -> Vec<&str> {
+    servers.split(',').map(str::trim).filter(|s| !s.is_empty()).collect()
+}
+
 pub async fn stats(args: StatsArgs) -> anyhow::Result<()> {
-    let servers: Vec<&str> = args
-        .server
-        .server
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .collect();
+    let servers = split_list(&args.server.server);
     if servers.len() > 1 || servers.iter().any(|s| crate::query::is_membership_entry(s)) {
         return fleet_stats(&args, &servers).await;
     }
@@ -278,6 +278,10 @@ fn render_stats(stats: &Value) -> String {
 }
 
 pub async fn preload(args: PreloadArgs) -> anyhow::Result<()> {
+    let servers = split_list(&args.server.server);
+    if servers.len() > 1 || servers.iter().any(|s| crate::query::is_membership_entry(s)) {
+        return fleet_preload(&args, &servers).await;
+    }
     let client = args.server.connect().await?;
     let bar = ProgressBar::new(0);
     bar.set_style(
@@ -308,6 +312,45 @@ pub async fn preload(args: PreloadArgs) -> anyhow::Result<()> {
         last["files_done"],
         indicatif::HumanBytes(last["bytes_done"].as_u64().unwrap_or(0)),
         bar.elapsed()
+    );
+    Ok(())
+}
+
+/// `silt preload --server a,b,c TABLE`: each member warms only the row
+/// groups it owns, all at once; one line per member, and an error if any failed.
+async fn fleet_preload(args: &PreloadArgs, servers: &[&str]) -> anyhow::Result<()> {
+    let entries: Vec<String> = servers.iter().map(|s| s.to_string()).collect();
+    let fleet = silt_client::fleet::Fleet::connect(&entries, args.server.token.clone())?;
+    let started = std::time::Instant::now();
+    let answers = fleet
+        .preload(&args.table, args.columns.clone(), args.memory)
+        .await
+        .with_context(|| format!("preloading {} across the fleet", args.table))?;
+    let mut failed = 0;
+    for (url, answer) in &answers {
+        match answer {
+            Ok(p) => eprintln!(
+                "  {url}: {} files, {}",
+                p["files_done"],
+                indicatif::HumanBytes(p["bytes_done"].as_u64().unwrap_or(0))
+            ),
+            Err(e) => {
+                failed += 1;
+                eprintln!("  {url}: FAILED: {e}");
+            }
+        }
+    }
+    anyhow::ensure!(
+        failed == 0,
+        "{failed} of {} members failed to preload {}",
+        answers.len(),
+        args.table
+    );
+    eprintln!(
+        "preloaded {} on {} members, each its own row groups, in {:.1?}",
+        args.table,
+        answers.len(),
+        started.elapsed()
     );
     Ok(())
 }

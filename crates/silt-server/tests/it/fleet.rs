@@ -173,3 +173,59 @@ async fn a_server_stopped_mid_workload_costs_no_query_and_gets_its_share_back() 
         "the returned member gets its segments back"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_preload_warms_each_row_group_on_its_owner_only() {
+    let fx = Fixture::start_with(tpch_over_row_groups).await;
+    let (b, _b_dir) = start_member(&fx, None).await;
+    let (c, _c_dir) = start_member(&fx, None).await;
+    let members = [&fx.server, &b, &c];
+    let urls: Vec<String> = members.iter().map(|s| s.flight_url()).collect();
+    let fleet = Arc::new(Fleet::connect(&urls, None).unwrap());
+    let get_bytes = || -> Vec<f64> {
+        members
+            .iter()
+            .map(|s| metric(s, "silt_object_store_get_bytes_total"))
+            .collect()
+    };
+    let before = get_bytes();
+    let answers = fleet.preload("lineitem", None, false).await.unwrap();
+    let fetched: Vec<f64> = get_bytes().iter().zip(&before).map(|(a, b)| a - b).collect();
+    assert_eq!(answers.len(), 3, "every member owns some of lineitem's row groups");
+    let mut preloaded = 0;
+    for (url, answer) in &answers {
+        let p = answer.as_ref().unwrap_or_else(|e| panic!("{url}: {e}"));
+        assert_eq!(p["done"], true);
+        preloaded += p["bytes_done"].as_u64().unwrap();
+    }
+    // Together the members warmed the table once: what one server warms alone.
+    let (alone, _alone_dir) = start_member(&fx, None).await;
+    let whole = silt_client::SiltClient::connect(&alone.flight_url())
+        .await
+        .unwrap()
+        .preload("lineitem", None, false, |_| {})
+        .await
+        .unwrap();
+    assert_eq!(preloaded, whole["bytes_done"].as_u64().unwrap());
+    assert!(fetched.iter().all(|&f| f > 0.0), "{fetched:?}");
+    assert!(
+        fetched.iter().all(|&f| f < preloaded as f64 * 0.8),
+        "each member fetched only its share: {fetched:?} of {preloaded}"
+    );
+
+    // A scan through the fleet then finds every row group warm on its owner.
+    let gets: Vec<f64> = members
+        .iter()
+        .map(|s| metric(s, "silt_object_store_get_requests_total"))
+        .collect();
+    let ctx = fleet_ctx(&urls, Duration::from_secs(5)).await;
+    let sql = "SELECT l_returnflag, sum(l_quantity), count(*) FROM lineitem GROUP BY 1 ORDER BY 1";
+    let got = answer(&ctx, sql).await;
+    let expected = answer(&baseline().await, sql).await;
+    check_same("lineitem after a fleet preload", &got, &expected, true).unwrap();
+    let after: Vec<f64> = members
+        .iter()
+        .map(|s| metric(s, "silt_object_store_get_requests_total"))
+        .collect();
+    assert_eq!(after, gets, "no member went to the store");
+}
