@@ -24,9 +24,17 @@
 //!
 //! Not carried across: hash joins' dynamic filters on a scan (the join
 //! still checks every key; the scan then reads rows the filter would have
-//! dropped), and the compute-side cache (a worker keeps none). A worker
-//! that is down fails the query (`datafusion-distributed` does not retry
-//! tasks); a cache server that is down fails over as in any fleet scan.
+//! dropped), and the compute-side cache (a worker keeps none).
+//!
+//! **Dead workers.** Before a query, [`with_worker_retry`] probes the
+//! workers; only those that answer get tasks (their shares go to the live
+//! workers' homes, so a dead worker's row groups are read beside the next
+//! home in their rendezvous order). A worker that dies under a query fails
+//! it (`datafusion-distributed` has no task retries): the query is planned
+//! again on the workers left and run once more, its answer collected
+//! before it is returned, so never partial or duplicated. A restarted
+//! worker gets tasks again from the next query's probe. A cache server
+//! that is down fails over as in any fleet scan.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -54,14 +62,22 @@ use crate::exec::{ScanParts, SiltScanExec};
 use crate::fleet::{Fleet, TaskShare};
 
 /// The workers of a coordinator and the fleet member beside each: what
-/// the task handlers read from the session's config.
+/// the task handlers read from the session's config. Clones share which
+/// workers answered the last [`Workers::probe`]: only those get tasks.
 #[derive(Debug, Clone)]
 pub struct Workers {
     /// Worker URLs (`http://host:port`), in task order.
     urls: Vec<Url>,
     /// Per worker, the fleet member beside it ([`SiltClient::url`]).
     homes: Vec<String>,
+    /// Per worker, whether it answered the last probe (all, before one).
+    live: Arc<Mutex<Vec<bool>>>,
+    /// Queries run again after a worker failed under them.
+    retries: Arc<AtomicU64>,
 }
+
+/// How long a probe waits for a worker to accept a connection.
+const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(500);
 
 impl Workers {
     /// `workers` paired in order with `fleet`'s members (worker `i` beside
@@ -79,23 +95,121 @@ impl Workers {
             })
             .collect::<Result<Vec<_>>>()?;
         let homes = (0..urls.len()).map(|i| members[i % members.len()].clone()).collect();
-        Ok(Workers { urls, homes })
+        let live = Arc::new(Mutex::new(vec![true; urls.len()]));
+        Ok(Workers {
+            urls,
+            homes,
+            live,
+            retries: Arc::new(AtomicU64::new(0)),
+        })
     }
 
-    /// The share of task `task` of `tasks` (the planner may use fewer
-    /// tasks than there are workers: then the first `tasks` workers).
+    /// The workers that answered the last probe, in task order (all of
+    /// them when none did: the query then fails with the workers' error).
+    fn live(&self) -> Vec<usize> {
+        let live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        let up: Vec<usize> = (0..self.urls.len()).filter(|&i| live[i]).collect();
+        if up.is_empty() {
+            (0..self.urls.len()).collect()
+        } else {
+            up
+        }
+    }
+
+    /// The URLs of [`Workers::live`].
+    fn live_urls(&self) -> Vec<Url> {
+        self.live().into_iter().map(|i| self.urls[i].clone()).collect()
+    }
+
+    /// Connects to every worker at once (a TCP connect, at most
+    /// [`PROBE_TIMEOUT`] each) and keeps which answered; how many did.
+    pub async fn probe(&self) -> usize {
+        let answered = futures::future::join_all(self.urls.iter().map(|url| async move {
+            let Some(addr) = url.socket_addrs(|| None).ok().and_then(|a| a.into_iter().next()) else {
+                return false;
+            };
+            matches!(
+                tokio::time::timeout(PROBE_TIMEOUT, tokio::net::TcpStream::connect(addr)).await,
+                Ok(Ok(_))
+            )
+        }))
+        .await;
+        let up = answered.iter().filter(|a| **a).count();
+        *self.live.lock().unwrap_or_else(|p| p.into_inner()) = answered;
+        up
+    }
+
+    /// Queries run again because a worker failed under them.
+    pub fn retries(&self) -> u64 {
+        self.retries.load(Ordering::Relaxed)
+    }
+
+    /// The share of task `task` of `tasks`: tasks go to the live workers in
+    /// order (the planner may use fewer tasks than there are: then the
+    /// first `tasks`), each beside its home member.
     fn share(&self, task: usize, tasks: usize) -> TaskShare {
         TaskShare {
             task,
-            homes: self.homes.iter().take(tasks.max(1)).cloned().collect(),
+            homes: self
+                .live()
+                .into_iter()
+                .take(tasks.max(1))
+                .map(|i| self.homes[i].clone())
+                .collect(),
         }
     }
 }
 
 impl WorkerResolver for Workers {
     fn get_urls(&self) -> Result<Vec<Url>> {
-        Ok(self.urls.clone())
+        Ok(self.live_urls())
     }
+}
+
+/// Runs `run` (which plans and collects a query of the coordinating
+/// context `ctx`) on the workers that answer a probe; if it fails and a
+/// worker no longer answers, or the failure is one of transport, probes
+/// again and runs it once more on the workers left. `datafusion-distributed`
+/// has no task retries, so the unit of retry is the query: its answer is
+/// collected before it is returned, so a retried query never returns
+/// partial or duplicated rows. Each retry is counted ([`Workers::retries`]).
+pub async fn with_worker_retry<T, F, Fut>(ctx: &SessionContext, run: F) -> Result<T>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    let Some(workers) = ctx.state().config().get_extension::<Workers>() else {
+        return run().await;
+    };
+    let before = workers.probe().await;
+    let first = match run().await {
+        Ok(answer) => return Ok(answer),
+        Err(e) => e,
+    };
+    let after = workers.probe().await;
+    if after == 0 || (after >= before && !is_transport_failure(&first)) {
+        return Err(first);
+    }
+    workers.retries.fetch_add(1, Ordering::Relaxed);
+    tracing::warn!(error = %first, workers_left = after, "a worker failed under the query; running it again");
+    run().await
+}
+
+/// Whether `e` reads as a connection failing (a worker gone mid-query)
+/// rather than an error of the query.
+fn is_transport_failure(e: &DataFusionError) -> bool {
+    let text = e.to_string().to_lowercase();
+    [
+        "transport error",
+        "connection refused",
+        "connection reset",
+        "broken pipe",
+        "error trying to connect",
+        "unavailable",
+        "h2 protocol error",
+    ]
+    .iter()
+    .any(|needle| text.contains(needle))
 }
 
 /// A coordinating context over `fleet` and `workers`: the fleet's tables
@@ -171,11 +285,11 @@ pub async fn serve_worker_with(
         .await
 }
 
-/// Every Silt scan runs on as many tasks as there are workers.
+/// Every Silt scan runs on as many tasks as there are live workers.
 fn desired_scan_tasks(event: DesiredTaskCountEvent) -> Option<Result<DesiredTaskCountEventResponse>> {
     event.plan.downcast_ref::<SiltScanExec>()?;
     let workers = event.session_config.get_extension::<Workers>()?;
-    Some(Ok(DesiredTaskCountEventResponse::desired(workers.urls.len())))
+    Some(Ok(DesiredTaskCountEventResponse::desired(workers.live().len())))
 }
 
 /// A Silt scan becomes one variant per task, each reading its share.
@@ -217,9 +331,8 @@ fn route_scan_tasks(event: RouteTasksEvent) -> Option<Result<RouteTasksEventResp
     if !scans {
         return None;
     }
-    let urls = (0..event.task_count)
-        .map(|i| workers.urls[i % workers.urls.len()].clone())
-        .collect();
+    let live = workers.live_urls();
+    let urls = (0..event.task_count).map(|i| live[i % live.len()].clone()).collect();
     Some(Ok(RouteTasksEventResponse::new(urls)))
 }
 

@@ -189,6 +189,11 @@ pub async fn run(mut args: QueryArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let sql = if args.explain { format!("EXPLAIN {sql}") } else { sql };
+    if args.distributed {
+        // A worker that dies under the query costs a second run, not the query.
+        let results = silt_client::distributed::with_worker_retry(&ctx, || run_script(&ctx, &sql)).await?;
+        return print_results(&results, args.format);
+    }
     execute(&ctx, &sql, args.format, false).await
 }
 
@@ -207,13 +212,19 @@ async fn lookup(args: &QueryArgs, server: &str, target: &str) -> anyhow::Result<
     print(&batches, args.format, &mut std::io::stdout().lock())
 }
 
+/// Prints every statement's result.
+fn print_results(results: &[silt_client::script::StatementResult], format: Format) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    for r in results {
+        print(&r.batches, format, &mut out)?;
+    }
+    Ok(())
+}
+
 async fn execute(ctx: &SessionContext, sql: &str, format: Format, timing: bool) -> anyhow::Result<()> {
     let start = Instant::now();
     let results = run_script(ctx, sql).await?;
-    let mut out = std::io::stdout().lock();
-    for r in &results {
-        print(&r.batches, format, &mut out)?;
-    }
+    print_results(&results, format)?;
     if timing {
         let rows: usize = results
             .last()

@@ -455,3 +455,127 @@ async fn a_membership_file_adds_and_removes_members_of_a_running_client() {
         s.stop();
     }
 }
+
+/// A running `silt worker` process.
+struct WorkerProcess {
+    child: std::process::Child,
+    log: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl WorkerProcess {
+    /// `silt worker --listen listen --servers servers`, once it listens.
+    fn start(listen: &str, servers: &[String]) -> WorkerProcess {
+        use std::io::BufRead;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_silt"))
+            .args(["worker", "--listen", listen, "--servers", &servers.join(",")])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn silt worker");
+        let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+        let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+        loop {
+            let Some(line) = lines.next().map(|l| l.unwrap_or_default()) else {
+                panic!(
+                    "silt worker exited before listening:\n{}",
+                    log.lock().unwrap().join("\n")
+                );
+            };
+            let ready = line.starts_with("silt worker listening on ");
+            log.lock().unwrap().push(line);
+            if ready {
+                break;
+            }
+        }
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                sink.lock().unwrap().push(line);
+            }
+        });
+        WorkerProcess { child, log }
+    }
+
+    fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Distributed queries the coordinator runs while a worker dies and returns.
+const DISTRIBUTED_QUERIES: usize = 200;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn distributed_queries_survive_a_worker_killed_and_restarted() {
+    let data = tempfile::tempdir().unwrap();
+    let layout = tpch::ParquetLayout {
+        row_group_rows: 8192,
+        ..Default::default()
+    };
+    tpch::generate(&data.path().join("tpch"), 0.01, layout).unwrap();
+    let s3 = LocalS3::start(data.path()).await.unwrap();
+    let caches: Vec<tempfile::TempDir> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let servers: Vec<Server> = caches
+        .iter()
+        .map(|c| start(serve_command_on(&free_addr(), &s3, c.path(), &[])))
+        .collect();
+    let urls: Vec<String> = servers.iter().map(|s| s.url.clone()).collect();
+    let listens: Vec<String> = (0..2).map(|_| free_addr()).collect();
+    let mut workers: Vec<Option<WorkerProcess>> =
+        listens.iter().map(|l| Some(WorkerProcess::start(l, &urls))).collect();
+    let worker_urls: Vec<String> = listens.iter().map(|l| format!("http://{l}")).collect();
+    let fleet = Arc::new(Fleet::connect(&urls, None).unwrap());
+    let ctx = silt_client::distributed::coordinator_context(fleet, &worker_urls, None)
+        .await
+        .unwrap();
+    let base = baseline(&data.path().join("tpch")).await;
+    let mut expected = Vec::new();
+    for n in 1..=22 {
+        expected.push(run_script_last_query(&base, &query(n)).await.unwrap());
+    }
+
+    let mut problems = Vec::new();
+    for i in 0..DISTRIBUTED_QUERIES {
+        if i == 50 {
+            // Killed while the query after it runs.
+            let victim = workers[1].take().unwrap();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(30));
+                victim.kill();
+            });
+        }
+        if i == 120 {
+            workers[1] = Some(WorkerProcess::start(&listens[1], &urls));
+        }
+        let n = i % 22 + 1;
+        let sql = query(n as u32);
+        let answer = silt_client::distributed::with_worker_retry(&ctx, || run_script_last_query(&ctx, &sql)).await;
+        match answer {
+            Err(e) => problems.push(format!("query {i} (q{n:02}): failed: {e}")),
+            Ok(got) => {
+                if let Err(d) = check_same(&format!("q{n:02}"), &got, &expected[n - 1], is_ordered(&sql)) {
+                    problems.push(format!("query {i}: {d}"));
+                }
+            }
+        }
+    }
+    let workers_ext = ctx
+        .state()
+        .config()
+        .get_extension::<silt_client::distributed::Workers>()
+        .unwrap();
+    eprintln!(
+        "{DISTRIBUTED_QUERIES} distributed queries, a worker killed at 50 and back at 120: {} failed, {} run again",
+        problems.len(),
+        workers_ext.retries()
+    );
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    assert_eq!(workers_ext.probe().await, 2, "the restarted worker answers again");
+    for w in workers.into_iter().flatten() {
+        assert!(w.log.lock().unwrap().iter().all(|l| !l.contains("panicked")));
+        w.kill();
+    }
+    for s in servers {
+        s.stop();
+    }
+}
