@@ -498,7 +498,18 @@ impl SiltClient {
 
     /// The server's statistics (`silt.stats`) as JSON text.
     pub async fn stats_json(&self) -> Result<String, ClientError> {
-        let mut stream = std::pin::pin!(self.action_stream(ACTION_STATS, Vec::new()).await?);
+        self.action_text(ACTION_STATS).await
+    }
+
+    /// Every member of the server's fleet as it sees them (`silt.fleet`:
+    /// state, tiers, hit ratio, queries) as JSON text.
+    pub async fn fleet_json(&self) -> Result<String, ClientError> {
+        self.action_text(silt_proto::ACTION_FLEET).await
+    }
+
+    /// The whole answer of the body-less action `action`, as text.
+    async fn action_text(&self, action: &str) -> Result<String, ClientError> {
+        let mut stream = std::pin::pin!(self.action_stream(action, Vec::new()).await?);
         let mut body = Vec::new();
         while let Some(r) = stream.next().await {
             body.extend_from_slice(&r?);

@@ -441,6 +441,10 @@ pub const ROW_MARKER_COLUMN: &str = "__silt_row";
 /// Name of the Flight action that returns server statistics as JSON.
 pub const ACTION_STATS: &str = "silt.stats";
 
+/// The Flight action that returns every fleet member's summary, as the
+/// answering member sees it (one JSON result: `{"members": [...]}`).
+pub const ACTION_FLEET: &str = "silt.fleet";
+
 /// Flight action that warms the cache tiers with a table's data. Body: JSON
 /// `{"table": NAME, "columns": [..] | null, "memory": bool}`; each result is
 /// a JSON progress report `{"files_total", "files_done", "bytes_total",

@@ -51,6 +51,7 @@ pub fn router(engine: Arc<Engine>) -> Router {
         .route("/", get(move |request: Request| dashboard(page_auth.clone(), request)))
         .route("/metrics", get(metrics))
         .route("/stats", get(stats))
+        .route("/fleet", get(fleet))
         .route("/notify/s3", post(crate::change_notices::s3_event::receive))
         .route_layer(middleware::from_fn_with_state(auth, require_token));
     Router::new()
@@ -161,6 +162,13 @@ async fn stats(State(engine): State<Arc<Engine>>) -> impl IntoResponse {
         .await
         .map_err(|_| StatusCode::INTERNAL_SERVER_ERROR)?;
     Ok::<_, StatusCode>((StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], body))
+}
+
+/// `/fleet`: every `[cluster]` member's state, tiers, hit ratio and queries
+/// ([`crate::fleet_view`]).
+async fn fleet(State(engine): State<Arc<Engine>>) -> impl IntoResponse {
+    let body = crate::fleet_view::fleet_json(&engine).await.to_string();
+    (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], body)
 }
 
 /// The cookie that keeps a browser signed in to the dashboard once it

@@ -12,6 +12,7 @@ pub mod config;
 pub mod drain;
 pub mod engine;
 pub mod error;
+pub mod fleet_view;
 pub mod flight;
 pub mod guard;
 pub mod history;

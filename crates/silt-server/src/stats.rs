@@ -37,6 +37,7 @@ pub fn stats_json(engine: &Engine) -> Value {
     let would_read = chunk_bytes(engine) + s3_sent;
     let sent = get("silt_flight_bytes_sent_total") + s3_sent;
     json!({
+        "state": if engine.drain().is_draining() { "draining" } else { "serving" },
         "metrics": metrics,
         "tiers": tiers_json(engine, &snapshot),
         "tables": tables_json(engine),

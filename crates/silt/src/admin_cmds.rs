@@ -71,7 +71,50 @@ pub async fn stats(args: StatsArgs) -> anyhow::Result<()> {
     }
     let stats: Value = serde_json::from_str(&text).context("the server sent malformed statistics")?;
     print!("{}", render_stats(&stats));
+    // A member of a fleet also shows every member, as it sees them.
+    if let Ok(fleet) = client.fleet_json().await
+        && let Ok(fleet) = serde_json::from_str::<Value>(&fleet)
+        && fleet["members"].as_array().is_some_and(|m| m.len() > 1)
+    {
+        print!("\n{}", render_fleet_view(&fleet));
+    }
     Ok(())
+}
+
+/// One line per fleet member: state, memory and disk use, hit ratio, queries.
+fn render_fleet_view(fleet: &Value) -> String {
+    let mut out = format!(
+        "{:<32} {:<9} {:>12} {:>12} {:>8} {:>9} {:>8}\n",
+        "fleet member", "state", "memory", "disk", "hit %", "queries", "running"
+    );
+    for m in fleet["members"].as_array().into_iter().flatten() {
+        let bytes = |tier: &str| indicatif::HumanBytes(m["tiers"][tier]["bytes"].as_u64().unwrap_or(0)).to_string();
+        let name = format!(
+            "{}{}",
+            m["url"].as_str().unwrap_or("?"),
+            if m["self"] == true { " (this)" } else { "" }
+        );
+        if m["state"] == "down" {
+            out.push_str(&format!(
+                "{name:<32} {:<9} {}\n",
+                "down",
+                m["error"].as_str().unwrap_or("")
+            ));
+            continue;
+        }
+        out.push_str(&format!(
+            "{name:<32} {:<9} {:>12} {:>12} {:>8} {:>9} {:>8}\n",
+            m["state"].as_str().unwrap_or("?"),
+            bytes("memory"),
+            bytes("disk"),
+            m["hit_ratio"]
+                .as_f64()
+                .map_or("—".to_string(), |r| format!("{:.1}", r * 100.0)),
+            m["queries"]["total"].as_f64().unwrap_or(0.0),
+            m["queries"]["running"].as_f64().unwrap_or(0.0),
+        ));
+    }
+    out
 }
 
 /// `silt stats --server a,b,c`: each member's statistics (an unreachable

@@ -377,6 +377,11 @@ impl FlightSqlService for SiltFlightService {
             let result = arrow_flight::Result { body: body.into() };
             return Ok(Response::new(Box::pin(futures::stream::once(async { Ok(result) }))));
         }
+        if action.r#type == silt_proto::ACTION_FLEET {
+            let body = crate::fleet_view::fleet_json(self.engine()).await.to_string();
+            let result = arrow_flight::Result { body: body.into() };
+            return Ok(Response::new(Box::pin(futures::stream::once(async { Ok(result) }))));
+        }
         if action.r#type == ACTION_PRELOAD {
             let request: crate::preload::PreloadRequest =
                 serde_json::from_slice(&action.body).map_err(ProtocolError::MalformedPreload)?;

@@ -20,12 +20,22 @@ use crate::hybrid::{tpch_over_row_groups, tpch_row_groups_dir};
 
 /// A member beside the fixture's server, on the same store and tables.
 pub async fn start_member(fx: &Fixture, listen: Option<SocketAddr>) -> (ServerHandle, tempfile::TempDir) {
+    start_member_with(fx, listen, |_| {}).await
+}
+
+/// [`start_member`] with `tweak` applied to its configuration.
+async fn start_member_with(
+    fx: &Fixture,
+    listen: Option<SocketAddr>,
+    tweak: impl FnOnce(&mut silt_server::config::ServerConfig),
+) -> (ServerHandle, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = full_config(&fx._s3, dir.path());
     tpch_over_row_groups(&mut cfg);
     if let Some(addr) = listen {
         cfg.listen = addr;
     }
+    tweak(&mut cfg);
     (silt_server::start(cfg).await.expect("start a fleet member"), dir)
 }
 
@@ -228,4 +238,64 @@ async fn a_fleet_preload_warms_each_row_group_on_its_owner_only() {
         .map(|s| metric(s, "silt_object_store_get_requests_total"))
         .collect();
     assert_eq!(after, gets, "no member went to the store");
+}
+
+/// A member's `[cluster]`: every one of `servers`, itself the `me`-th.
+fn in_cluster(servers: &[String], me: usize) -> impl FnOnce(&mut silt_server::config::ServerConfig) {
+    let servers = servers.to_vec();
+    move |cfg| {
+        cfg.cluster.self_url = Some(servers[me].clone());
+        cfg.cluster.servers = servers;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn any_member_shows_every_member_of_the_fleet() {
+    let addrs = silt_bench::ports::free_addrs(3);
+    let servers: Vec<String> = addrs.iter().map(|a| format!("http://{a}")).collect();
+    let fx = Fixture::start_with(|cfg| {
+        tpch_over_row_groups(cfg);
+        cfg.listen = addrs[0];
+        in_cluster(&servers, 0)(cfg);
+    })
+    .await;
+    let (b, _b_dir) = start_member_with(&fx, Some(addrs[1]), in_cluster(&servers, 1)).await;
+    let (c, _c_dir) = start_member_with(&fx, Some(addrs[2]), in_cluster(&servers, 2)).await;
+    let ctx = fleet_ctx(&servers, Duration::from_secs(5)).await;
+    answer(&ctx, "SELECT count(*) FROM lineitem WHERE l_quantity < 10").await;
+
+    let view = |url: &str| {
+        let url = url.to_string();
+        async move {
+            let client = silt_client::SiltClient::connect(&url).await.unwrap();
+            let text = client.fleet_json().await.unwrap();
+            serde_json::from_str::<serde_json::Value>(&text).unwrap()["members"]
+                .as_array()
+                .unwrap()
+                .clone()
+        }
+    };
+    // Member b, asked alone, shows all three, itself marked, each with its tiers and queries.
+    let members = view(&servers[1]).await;
+    assert_eq!(members.len(), 3, "{members:?}");
+    for (i, m) in members.iter().enumerate() {
+        assert_eq!(m["url"], servers[i].as_str());
+        assert_eq!(m["self"], i == 1);
+        assert_eq!(m["state"], "serving", "{m}");
+        assert!(m["tiers"]["memory"]["budget"].as_u64().unwrap() > 0, "{m}");
+        assert!(
+            m["queries"]["total"].as_f64().unwrap() > 0.0,
+            "every member served: {m}"
+        );
+    }
+    // A draining member says so; a stopped one is down, and the view still answers.
+    c.engine.drain().begin();
+    let members = view(&servers[0]).await;
+    assert_eq!(members[2]["state"], "draining");
+    c.shutdown().await.unwrap();
+    let members = view(&servers[0]).await;
+    assert_eq!(members[2]["state"], "down");
+    assert!(members[2]["error"].as_str().is_some_and(|e| !e.is_empty()));
+    assert_eq!(members[1]["state"], "serving");
+    b.shutdown().await.unwrap();
 }
