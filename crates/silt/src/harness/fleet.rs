@@ -113,6 +113,34 @@ struct FleetRun {
     /// Bytes across the client-server link during the timed workload, both
     /// directions (`null` without a link).
     link_bytes: Option<u64>,
+    /// Per server, what one query of the timed workload cost it (the
+    /// inputs of the scale model, `docs/fleet-scale-model.md`). Empty in the
+    /// kill test (the killed server's counters die with it).
+    per_member: Vec<MemberCost>,
+}
+
+/// One server's share of a query, averaged over the timed workload.
+#[derive(Debug, Serialize, Default, Clone)]
+struct MemberCost {
+    cpu_ms_per_query: f64,
+    /// Requests it answered (layouts, scoped scans, SQL) per query.
+    requests_per_query: f64,
+    /// Flight bytes it sent per query.
+    bytes_sent_per_query: f64,
+    /// Object-store GETs and their bytes per query (0 once warm).
+    store_gets_per_query: f64,
+    store_bytes_per_query: f64,
+}
+
+/// The counters [`MemberCost`] is made of, read from a server's statistics.
+fn member_counters(stats: &serde_json::Value) -> [f64; 4] {
+    use super::server::metric;
+    [
+        metric(stats, "silt_queries_total") as f64,
+        metric(stats, "silt_flight_bytes_sent_total") as f64,
+        metric(stats, "silt_object_store_get_requests_total") as f64,
+        metric(stats, "silt_object_store_get_bytes_total") as f64,
+    ]
 }
 
 /// How much moves when the fleet grows from `from` to `from + 1` servers.
@@ -136,6 +164,9 @@ struct FleetReport {
     link: LinkConfig,
     runs: Vec<FleetRun>,
     movement: Vec<Movement>,
+    /// Throughput and latency predicted for larger fleets from the runs
+    /// ([`super::fleet_model`]); `null` with fewer than two fleet sizes.
+    model: Option<Vec<super::fleet_model::Predicted>>,
 }
 
 pub async fn run(args: FleetArgs) -> anyhow::Result<()> {
@@ -201,6 +232,17 @@ pub async fn run(args: FleetArgs) -> anyhow::Result<()> {
     let movement = (1..=largest)
         .map(|n| movement(&suite, n))
         .collect::<anyhow::Result<_>>()?;
+    let measured: Vec<super::fleet_model::Measured> = runs
+        .iter()
+        .filter(|r| !r.kill && r.workers == 0 && r.failed == 0)
+        .map(|r| super::fleet_model::Measured {
+            servers: r.servers,
+            cpu_ms_per_query: r.server_cpu_ms_per_query,
+            p50_ms: r.p50_ms,
+            requests_per_query: r.per_member.iter().map(|m| m.requests_per_query).sum(),
+        })
+        .collect();
+    let model = super::fleet_model::predict(&measured, &row_groups(&suite)?);
     let report = FleetReport {
         name: name.clone(),
         data: suite.data.description.clone(),
@@ -211,6 +253,7 @@ pub async fn run(args: FleetArgs) -> anyhow::Result<()> {
         link: args.link.config(),
         runs,
         movement,
+        model,
     };
     let dir = args.out.join(&name);
     std::fs::create_dir_all(&dir)?;
@@ -329,6 +372,10 @@ async fn run_fleet(
         .collect::<anyhow::Result<_>>()?;
     let worker_cpu_before = worker_cpu(&worker_processes)?;
     let link_before = link_bytes();
+    let mut counters_before = Vec::new();
+    for s in &servers {
+        counters_before.push(member_counters(&s.stats().await?));
+    }
 
     let total = args.clients * args.rounds * queries.len();
     let done = Arc::new(AtomicUsize::new(0));
@@ -393,6 +440,20 @@ async fn run_fleet(
         cpu.push(killed_cpu);
     }
     let cpu_total: f64 = cpu.iter().sum();
+    let mut per_member = Vec::new();
+    if victim.is_none() {
+        for ((s, before), cpu) in servers.iter().zip(&counters_before).zip(&cpu) {
+            let after = member_counters(&s.stats().await?);
+            let per_query = |i: usize| (after[i] - before[i]) / total as f64;
+            per_member.push(MemberCost {
+                cpu_ms_per_query: cpu * 1e3 / total as f64,
+                requests_per_query: per_query(0),
+                bytes_sent_per_query: per_query(1),
+                store_gets_per_query: per_query(2),
+                store_bytes_per_query: per_query(3),
+            });
+        }
+    }
     let workers_cpu = worker_cpu(&worker_processes)? - worker_cpu_before;
     latencies.sort_by(f64::total_cmp);
     let run = FleetRun {
@@ -411,6 +472,7 @@ async fn run_fleet(
         cpu_share: cpu.iter().map(|c| c / cpu_total.max(1e-9)).collect(),
         worker_cpu_ms_per_query: workers_cpu * 1e3 / total as f64,
         link_bytes,
+        per_member,
     };
     drop(proxies);
     println!(
@@ -437,10 +499,38 @@ async fn run_fleet(
 /// them. Objects are named `<prefix>/<file>` and servers by made-up URLs:
 /// the shares depend on the hash's spread, not on the names' spelling.
 fn movement(suite: &Suite, from: usize) -> anyhow::Result<Movement> {
-    let servers: Vec<String> = (0..=from).map(|i| format!("http://127.0.0.1:{}", 50051 + i)).collect();
+    let servers = member_names(from + 1);
     let before: Vec<&str> = servers[..from].iter().map(String::as_str).collect();
     let after: Vec<&str> = servers.iter().map(String::as_str).collect();
     let (mut segments, mut moved, mut bytes, mut moved_bytes) = (0usize, 0usize, 0u64, 0u64);
+    for (name, size) in row_groups(suite)? {
+        segments += 1;
+        bytes += size;
+        if rendezvous_order(&before, &name)[0] != rendezvous_order(&after, &name)[0] {
+            moved += 1;
+            moved_bytes += size;
+        }
+    }
+    Ok(Movement {
+        from,
+        segments,
+        moved_segment_share: moved as f64 / segments.max(1) as f64,
+        moved_byte_share: moved_bytes as f64 / bytes.max(1) as f64,
+    })
+}
+
+/// `n` made-up member URLs: the shares depend on the hash's spread, not on
+/// the names' spelling.
+pub(super) fn member_names(n: usize) -> Vec<String> {
+    (0..n)
+        .map(|i| format!("http://10.0.{}.{}:50051", i / 250, i % 250 + 1))
+        .collect()
+}
+
+/// Every row group of the suite's files as a fleet names it for placement,
+/// with its compressed bytes.
+pub(super) fn row_groups(suite: &Suite) -> anyhow::Result<Vec<(String, u64)>> {
+    let mut groups = Vec::new();
     for t in &suite.tables {
         let path = suite.local_path(t);
         for file in silt_bench::files::files_with_extension(&path, "parquet") {
@@ -451,23 +541,11 @@ fn movement(suite: &Suite, from: usize) -> anyhow::Result<Movement> {
                 file.file_name().unwrap_or_default().to_string_lossy()
             );
             for (rg, meta) in reader.metadata().row_groups().iter().enumerate() {
-                let name = row_group_name(&object, rg as u32);
-                let size = meta.compressed_size().max(0) as u64;
-                segments += 1;
-                bytes += size;
-                if rendezvous_order(&before, &name)[0] != rendezvous_order(&after, &name)[0] {
-                    moved += 1;
-                    moved_bytes += size;
-                }
+                groups.push((row_group_name(&object, rg as u32), meta.compressed_size().max(0) as u64));
             }
         }
     }
-    Ok(Movement {
-        from,
-        segments,
-        moved_segment_share: moved as f64 / segments.max(1) as f64,
-        moved_byte_share: moved_bytes as f64 / bytes.max(1) as f64,
-    })
+    Ok(groups)
 }
 
 fn render(r: &FleetReport) -> String {
@@ -500,6 +578,21 @@ fn render(r: &FleetReport) -> String {
             ))
         ));
     }
+    s.push_str("\n## Per member, per query of the timed workload\n\n| servers | member | CPU ms | requests | bytes sent | store GETs | store bytes |\n|---:|---:|---:|---:|---:|---:|---:|\n");
+    for run in r.runs.iter().filter(|r| !r.kill && r.workers == 0) {
+        for (i, m) in run.per_member.iter().enumerate() {
+            s.push_str(&format!(
+                "| {} | {} | {:.1} | {:.1} | {} | {:.2} | {} |\n",
+                run.servers,
+                i,
+                m.cpu_ms_per_query,
+                m.requests_per_query,
+                silt_bench::report::human_bytes(m.bytes_sent_per_query as u64),
+                m.store_gets_per_query,
+                silt_bench::report::human_bytes(m.store_bytes_per_query as u64),
+            ));
+        }
+    }
     s.push_str("\n## Row groups that change owner when one server joins (rendezvous hashing over the data's layout)\n\nWhen that server leaves again, exactly the same row groups move back (the ones it owned), so the shares are those of a leave too.\n\n| from | to | row groups | moved (row groups) | moved (bytes) | ideal |\n|---:|---:|---:|---:|---:|---:|\n");
     for m in &r.movement {
         s.push_str(&format!(
@@ -511,6 +604,9 @@ fn render(r: &FleetReport) -> String {
             m.moved_byte_share,
             1.0 / (m.from + 1) as f64
         ));
+    }
+    if let Some(model) = &r.model {
+        s.push_str(&super::fleet_model::render(model));
     }
     s
 }

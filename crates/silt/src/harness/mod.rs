@@ -11,6 +11,7 @@
 mod child;
 mod duckdb;
 mod fleet;
+mod fleet_model;
 mod guard;
 mod liquidcache;
 mod lookup;
