@@ -10,32 +10,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use datafusion::prelude::SessionContext;
 use silt_bench::compare::{check_same, is_ordered};
 use silt_bench::local_s3::LocalS3;
 use silt_bench::tpch;
-use silt_client::fleet::Fleet;
 use silt_client::script::run_script_last_query;
 
-use common::{baseline, query, serve_command, serve_command_on, start};
+use common::{baseline, fleet_client, query, serve_command, serve_command_on, start};
 
 /// Queries each of the two clients runs.
 const PER_CLIENT: usize = 110;
-
-async fn fleet_client(urls: &[String]) -> SessionContext {
-    let started = Instant::now();
-    loop {
-        let fleet = Fleet::connect(urls, None)
-            .unwrap()
-            .with_backoff(Duration::from_millis(500));
-        let ctx = SessionContext::new();
-        match silt_client::register_fleet_tables(&ctx, Arc::new(fleet)).await {
-            Ok(_) => return ctx,
-            Err(e) if started.elapsed() > Duration::from_secs(30) => panic!("register the fleet's tables: {e}"),
-            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-        }
-    }
-}
 
 async fn wait_for(done: &AtomicUsize, n: usize) {
     let started = Instant::now();

@@ -29,7 +29,7 @@ use silt_bench::tpch;
 use silt_client::fleet::Fleet;
 use silt_client::script::run_script_last_query;
 
-use common::{Server, baseline, client, query, serve_command_on, start};
+use common::{Server, baseline, client, fleet_client, query, serve_command_on, start, tpch_lake};
 
 fn free_addr() -> String {
     silt_bench::ports::free_addr().to_string()
@@ -175,21 +175,6 @@ async fn sigterm_finishes_the_running_query_refuses_new_ones_and_the_restart_is_
 /// Queries each of the four clients runs during the rolling restart.
 const PER_CLIENT: usize = 45;
 
-async fn fleet_client(urls: &[String]) -> SessionContext {
-    let started = Instant::now();
-    loop {
-        let fleet = Fleet::connect(urls, None)
-            .unwrap()
-            .with_backoff(Duration::from_millis(500));
-        let ctx = SessionContext::new();
-        match silt_client::register_fleet_tables(&ctx, Arc::new(fleet)).await {
-            Ok(_) => return ctx,
-            Err(e) if started.elapsed() > Duration::from_secs(30) => panic!("register the fleet's tables: {e}"),
-            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-        }
-    }
-}
-
 /// Runs the 22 queries once on `ctx`, checking each; the problems.
 async fn one_pass(ctx: &SessionContext, expected: &[Vec<datafusion::arrow::array::RecordBatch>]) -> Vec<String> {
     let mut problems = Vec::new();
@@ -217,14 +202,8 @@ fn fetched(admins: &[String]) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolling_restart_of_a_three_member_fleet_under_load_fails_no_query() {
-    let data = tempfile::tempdir().unwrap();
     // Row groups of 8,192 rows, so every table's row groups spread over the fleet.
-    let layout = tpch::ParquetLayout {
-        row_group_rows: 8192,
-        ..Default::default()
-    };
-    tpch::generate(&data.path().join("tpch"), 0.01, layout).unwrap();
-    let s3 = LocalS3::start(data.path()).await.unwrap();
+    let (data, s3) = tpch_lake(8192).await;
     let caches: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
     let listens: Vec<String> = (0..3).map(|_| free_addr()).collect();
     let admins: Vec<String> = (0..3).map(|_| free_addr()).collect();
@@ -345,14 +324,8 @@ fn write_members(file: &std::path::Path, members: &[&str]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_membership_file_adds_and_removes_members_of_a_running_client() {
-    let data = tempfile::tempdir().unwrap();
     // Small row groups: ~90 of them, enough to see the 1/N a joining member takes.
-    let layout = tpch::ParquetLayout {
-        row_group_rows: 1024,
-        ..Default::default()
-    };
-    tpch::generate(&data.path().join("tpch"), 0.01, layout).unwrap();
-    let s3 = LocalS3::start(data.path()).await.unwrap();
+    let (data, s3) = tpch_lake(1024).await;
     let caches: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
     let admins: Vec<String> = (0..3).map(|_| free_addr()).collect();
     let servers: Vec<Server> = (0..3)
@@ -507,13 +480,7 @@ const DISTRIBUTED_QUERIES: usize = 200;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn distributed_queries_survive_a_worker_killed_and_restarted() {
-    let data = tempfile::tempdir().unwrap();
-    let layout = tpch::ParquetLayout {
-        row_group_rows: 8192,
-        ..Default::default()
-    };
-    tpch::generate(&data.path().join("tpch"), 0.01, layout).unwrap();
-    let s3 = LocalS3::start(data.path()).await.unwrap();
+    let (data, s3) = tpch_lake(8192).await;
     let caches: Vec<tempfile::TempDir> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
     let servers: Vec<Server> = caches
         .iter()

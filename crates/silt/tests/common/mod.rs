@@ -108,6 +108,37 @@ pub fn start(mut cmd: Command) -> Server {
     Server { child, url, log }
 }
 
+/// TPC-H SF 0.01 in row groups of `row_group_rows` rows, generated into a
+/// fresh folder and served by a loopback S3 (the folder lives as long as
+/// the returned guard).
+pub async fn tpch_lake(row_group_rows: usize) -> (tempfile::TempDir, LocalS3) {
+    let data = tempfile::tempdir().unwrap();
+    let layout = tpch::ParquetLayout {
+        row_group_rows,
+        ..Default::default()
+    };
+    tpch::generate(&data.path().join("tpch"), 0.01, layout).unwrap();
+    let s3 = LocalS3::start(data.path()).await.unwrap();
+    (data, s3)
+}
+
+/// A fleet client of `urls` (failed members skipped for 500 ms), retrying
+/// registration while the servers start.
+pub async fn fleet_client(urls: &[String]) -> SessionContext {
+    let started = Instant::now();
+    loop {
+        let fleet = silt_client::fleet::Fleet::connect(urls, None)
+            .unwrap()
+            .with_backoff(Duration::from_millis(500));
+        let ctx = SessionContext::new();
+        match silt_client::register_fleet_tables(&ctx, Arc::new(fleet)).await {
+            Ok(_) => return ctx,
+            Err(e) if started.elapsed() > Duration::from_secs(30) => panic!("register the fleet's tables: {e}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
 /// A client context with the server's tables. The server announces its
 /// address once it is bound; on a loaded machine the first calls can still
 /// fail, so registration is retried for a while before the test gives up.
