@@ -201,7 +201,12 @@ async fn a_fleet_preload_warms_each_row_group_on_its_owner_only() {
     let before = get_bytes();
     let answers = fleet.preload("lineitem", None, false).await.unwrap();
     let fetched: Vec<f64> = get_bytes().iter().zip(&before).map(|(a, b)| a - b).collect();
-    assert_eq!(answers.len(), 3, "every member owns some of lineitem's row groups");
+    // Members listen on random ports, so which own lineitem's few row
+    // groups varies: at least two do, and only those are asked.
+    assert!(
+        answers.len() >= 2,
+        "lineitem's row groups spread over the members: {answers:?}"
+    );
     let mut preloaded = 0;
     for (url, answer) in &answers {
         let p = answer.as_ref().unwrap_or_else(|e| panic!("{url}: {e}"));
@@ -217,11 +222,20 @@ async fn a_fleet_preload_warms_each_row_group_on_its_owner_only() {
         .await
         .unwrap();
     assert_eq!(preloaded, whole["bytes_done"].as_u64().unwrap());
-    assert!(fetched.iter().all(|&f| f > 0.0), "{fetched:?}");
+    // A member not asked fetches nothing; one asked fetches at most its
+    // share (less when its footer read already brought a row group's tail).
     assert!(
-        fetched.iter().all(|&f| f < preloaded as f64 * 0.8),
-        "each member fetched only its share: {fetched:?} of {preloaded}"
+        fetched.iter().sum::<f64>() > 0.0,
+        "the preload read the store: {fetched:?}"
     );
+    for (member, f) in urls.iter().zip(&fetched) {
+        let asked = answers.iter().any(|(url, _)| url == member);
+        assert!(asked || *f == 0.0, "{member} was not asked yet fetched {f} bytes");
+        assert!(
+            *f < preloaded as f64 * 0.8,
+            "each member fetched only its share: {fetched:?} of {preloaded}"
+        );
+    }
 
     // A scan through the fleet then finds every row group warm on its owner.
     let gets: Vec<f64> = members
@@ -283,11 +297,10 @@ async fn any_member_shows_every_member_of_the_fleet() {
         assert_eq!(m["self"], i == 1);
         assert_eq!(m["state"], "serving", "{m}");
         assert!(m["tiers"]["memory"]["budget"].as_u64().unwrap() > 0, "{m}");
-        assert!(
-            m["queries"]["total"].as_f64().unwrap() > 0.0,
-            "every member served: {m}"
-        );
+        assert!(m["queries"]["total"].as_f64().is_some(), "{m}");
     }
+    let served: f64 = members.iter().map(|m| m["queries"]["total"].as_f64().unwrap()).sum();
+    assert!(served > 0.0, "the fleet's query shows in the members' counts");
     // A draining member says so; a stopped one is down, and the view still answers.
     c.engine.drain().begin();
     let members = view(&servers[0]).await;
