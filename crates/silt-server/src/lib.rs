@@ -171,6 +171,9 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, ServerError> {
     // The observers: each takes the engine, none is started by it.
     system_tables::register(&engine)?;
     memory_pressure::spawn(Arc::downgrade(&engine), engine.config().memory_pressure_floor);
+    // Registration reads the tables' footers: through a disk tier that has
+    // not read back its pages yet, each read would miss and go to the store.
+    wait_for_disk_recovery(&engine).await;
     engine.start_registration(engine.config().registration_wait).await;
     let background = vec![stats::spawn_sampler(&engine), runner.spawn_plan_expiry()];
     let file_watches = change_notices::file_watch::start(&engine);
@@ -232,6 +235,30 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, ServerError> {
         background,
         _file_watches: file_watches,
     })
+}
+
+/// Waits (at most `registration_wait`) until the disk tier has read back
+/// the pages a previous run left. A restart is warm only once it knows
+/// them: until then every read misses and goes to the store, and a restarted
+/// fleet member under load (registration's footer reads first) refetched
+/// more than a cold pass. An empty cache directory recovers at once.
+async fn wait_for_disk_recovery(engine: &Arc<Engine>) {
+    let Some(disk) = engine.disk_tier().cloned() else {
+        return;
+    };
+    if disk.recovery_done() {
+        return;
+    }
+    let started = std::time::Instant::now();
+    let limit = engine.config().registration_wait;
+    let waited = tokio::time::timeout(limit, tokio::task::spawn_blocking(move || disk.wait_recovered())).await;
+    match waited {
+        Ok(_) => info!(elapsed = ?started.elapsed(), "disk tier read back before serving"),
+        Err(_) => tracing::warn!(
+            ?limit,
+            "disk tier still reading back its pages; serving anyway (they count as misses until read)"
+        ),
+    }
 }
 
 /// Serves the HTTP listener `name` (`app` on `listener`, over TLS with
