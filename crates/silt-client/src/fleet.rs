@@ -95,6 +95,13 @@ impl Members {
         self.list[i].backoff.is_down()
     }
 
+    /// The member that takes `name` now: its first owner in rendezvous
+    /// order that is not in back-off (the first owner when all are).
+    pub fn live_owner(&self, name: &str) -> usize {
+        let order = self.rendezvous(name);
+        order.iter().copied().find(|&i| !self.is_down(i)).unwrap_or(order[0])
+    }
+
     /// Runs `call` on the members in `name`'s rendezvous order, members
     /// in back-off last, until one answers or fails with an error of the
     /// request itself (returned as is). Members that fail in transport are
@@ -406,9 +413,7 @@ impl Fleet {
         };
         let mut owned: Vec<Vec<RowGroup>> = (0..members.len()).map(|_| Vec::new()).collect();
         for g in groups {
-            let order = members.rendezvous(&row_group_name(&g.object, g.index));
-            let owner = order.iter().copied().find(|&i| !members.is_down(i)).unwrap_or(order[0]);
-            owned[owner].push(g);
+            owned[members.live_owner(&row_group_name(&g.object, g.index))].push(g);
         }
         let preloads = owned
             .into_iter()
@@ -454,12 +459,12 @@ pub struct TaskShare {
 
 impl TaskShare {
     /// The task that reads `name` among `members` (the fleet's URLs).
-    pub fn task_of(&self, members: &[&str], name: &str) -> usize {
+    pub fn task_of<S: AsRef<str>>(&self, members: &[S], name: &str) -> usize {
         // No task beside any member (homes outside the fleet): every task
         // is a candidate, spread by task alone.
         let home = rendezvous_order(members, name)
             .into_iter()
-            .map(|i| members[i])
+            .map(|i| members[i].as_ref())
             .find(|m| self.homes.iter().any(|h| h == m));
         (0..self.homes.len())
             .filter(|&t| home.is_none_or(|home| self.homes[t] == home))

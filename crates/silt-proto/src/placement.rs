@@ -42,8 +42,12 @@ pub fn weight(server: &str, name: &str) -> u64 {
 
 /// Indices of `servers` by descending [`weight`] for the unit named `name` (ties by
 /// index, so the order is total).
-pub fn rendezvous_order(servers: &[&str], name: &str) -> Vec<usize> {
-    let mut order: Vec<(u64, usize)> = servers.iter().enumerate().map(|(i, s)| (weight(s, name), i)).collect();
+pub fn rendezvous_order<S: AsRef<str>>(servers: &[S], name: &str) -> Vec<usize> {
+    let mut order: Vec<(u64, usize)> = servers
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (weight(s.as_ref(), name), i))
+        .collect();
     order.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     order.into_iter().map(|(_, i)| i).collect()
 }

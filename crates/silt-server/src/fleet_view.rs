@@ -65,11 +65,11 @@ fn summary(url: &str, me: bool, stats: &Value) -> Value {
             "misses": t["misses"],
         })
     };
-    let count = |name: &str, field: &str| stats["tiers"][name][field].as_f64().unwrap_or(0.0);
+    let count = |name: &str, field: &str| stats["tiers"][name][field].as_u64().unwrap_or(0);
     let (hits, misses) = ["memory", "disk"]
         .iter()
-        .fold((0.0, 0.0), |(h, m), t| (h + count(t, "hits"), m + count(t, "misses")));
-    let hit_ratio = (hits + misses > 0.0).then(|| hits / (hits + misses));
+        .fold((0, 0), |(h, m), t| (h + count(t, "hits"), m + count(t, "misses")));
+    let hit_ratio = silt_cache::hit_ratio(hits, misses);
     json!({
         "url": url,
         "self": me,

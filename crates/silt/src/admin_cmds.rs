@@ -53,13 +53,8 @@ pub struct PreloadArgs {
     memory: bool,
 }
 
-/// The entries of a comma-separated `--server` list.
-fn split_list(servers: &str) -> Vec<&str> {
-    servers.split(',').map(str::trim).filter(|s| !s.is_empty()).collect()
-}
-
 pub async fn stats(args: StatsArgs) -> anyhow::Result<()> {
-    let servers = split_list(&args.server.server);
+    let servers = crate::query::split_servers(&args.server.server);
     if servers.len() > 1 || servers.iter().any(|s| crate::query::is_membership_entry(s)) {
         return fleet_stats(&args, &servers).await;
     }
@@ -120,15 +115,14 @@ fn render_fleet_view(fleet: &Value) -> String {
 /// `silt stats --server a,b,c`: each member's statistics (an unreachable
 /// one says so and the others are still shown), then the fleet's totals per
 /// tier. With `--json`, one object keyed by server URL.
-async fn fleet_stats(args: &StatsArgs, servers: &[&str]) -> anyhow::Result<()> {
-    let entries: Vec<String> = servers.iter().map(|s| s.to_string()).collect();
-    let fleet = silt_client::fleet::Fleet::connect(&entries, args.server.token.clone())?;
+async fn fleet_stats(args: &StatsArgs, entries: &[String]) -> anyhow::Result<()> {
+    let fleet = silt_client::fleet::Fleet::connect(entries, args.server.token.clone())?;
     let clients = fleet.clients();
     // Members as given, or (membership files, DNS names) as they resolved.
     let urls: Vec<String> = if fleet.is_dynamic() {
         clients.iter().map(|c| c.url().to_string()).collect()
     } else {
-        entries
+        entries.to_vec()
     };
     let mut all = serde_json::Map::new();
     for (url, client) in urls.iter().zip(&clients) {
@@ -321,7 +315,7 @@ fn render_stats(stats: &Value) -> String {
 }
 
 pub async fn preload(args: PreloadArgs) -> anyhow::Result<()> {
-    let servers = split_list(&args.server.server);
+    let servers = crate::query::split_servers(&args.server.server);
     if servers.len() > 1 || servers.iter().any(|s| crate::query::is_membership_entry(s)) {
         return fleet_preload(&args, &servers).await;
     }
@@ -361,9 +355,8 @@ pub async fn preload(args: PreloadArgs) -> anyhow::Result<()> {
 
 /// `silt preload --server a,b,c TABLE`: each member warms only the row
 /// groups it owns, all at once; one line per member, and an error if any failed.
-async fn fleet_preload(args: &PreloadArgs, servers: &[&str]) -> anyhow::Result<()> {
-    let entries: Vec<String> = servers.iter().map(|s| s.to_string()).collect();
-    let fleet = silt_client::fleet::Fleet::connect(&entries, args.server.token.clone())?;
+async fn fleet_preload(args: &PreloadArgs, entries: &[String]) -> anyhow::Result<()> {
+    let fleet = silt_client::fleet::Fleet::connect(entries, args.server.token.clone())?;
     let started = std::time::Instant::now();
     let answers = fleet
         .preload(&args.table, args.columns.clone(), args.memory)

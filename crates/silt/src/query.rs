@@ -83,7 +83,7 @@ pub struct QueryArgs {
 }
 
 /// The servers of a comma-separated list.
-fn split_servers(server: &str) -> Vec<String> {
+pub(crate) fn split_servers(server: &str) -> Vec<String> {
     server
         .split(',')
         .map(|s| s.trim().to_string())

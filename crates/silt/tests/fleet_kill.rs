@@ -10,12 +10,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use silt_bench::compare::{check_same, is_ordered};
 use silt_bench::local_s3::LocalS3;
 use silt_bench::tpch;
-use silt_client::script::run_script_last_query;
 
-use common::{baseline, fleet_client, query, serve_command, serve_command_on, start};
+use common::{fleet_client, serve_command, serve_command_on, start, tpch_answers, tpch_problem};
 
 /// Queries each of the two clients runs.
 const PER_CLIENT: usize = 110;
@@ -44,12 +42,7 @@ async fn kill_9_of_a_fleet_member_mid_workload_fails_no_query() {
         .map(|c| start(serve_command(&s3, c.path(), &[])))
         .collect();
     let urls: Vec<String> = servers.iter().map(|s| s.url.clone()).collect();
-    let base = baseline(&data.path().join("tpch")).await;
-    let mut expected = Vec::new();
-    for n in 1..=22 {
-        expected.push(run_script_last_query(&base, &query(n)).await.unwrap());
-    }
-    let expected = Arc::new(expected);
+    let expected = Arc::new(tpch_answers(&data.path().join("tpch")).await);
 
     let done = Arc::new(AtomicUsize::new(0));
     let mut clients = Vec::new();
@@ -60,15 +53,7 @@ async fn kill_9_of_a_fleet_member_mid_workload_fails_no_query() {
             let mut problems = Vec::new();
             for i in 0..PER_CLIENT {
                 let n = (i * 2 + c) % 22 + 1;
-                let sql = query(n as u32);
-                match run_script_last_query(&ctx, &sql).await {
-                    Err(e) => problems.push(format!("q{n:02}: failed: {e}")),
-                    Ok(got) => {
-                        if let Err(d) = check_same(&format!("q{n:02}"), &got, &expected[n - 1], is_ordered(&sql)) {
-                            problems.push(d);
-                        }
-                    }
-                }
+                problems.extend(tpch_problem(&ctx, n, &expected).await);
                 done.fetch_add(1, Ordering::Relaxed);
             }
             problems

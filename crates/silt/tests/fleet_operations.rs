@@ -29,7 +29,9 @@ use silt_bench::tpch;
 use silt_client::fleet::Fleet;
 use silt_client::script::run_script_last_query;
 
-use common::{Server, baseline, client, fleet_client, query, serve_command_on, start, tpch_lake};
+use common::{
+    Server, baseline, client, fleet_client, query, serve_command_on, start, tpch_answers, tpch_lake, tpch_problem,
+};
 
 fn free_addr() -> String {
     silt_bench::ports::free_addr().to_string()
@@ -179,15 +181,7 @@ const PER_CLIENT: usize = 45;
 async fn one_pass(ctx: &SessionContext, expected: &[Vec<datafusion::arrow::array::RecordBatch>]) -> Vec<String> {
     let mut problems = Vec::new();
     for n in 1..=22 {
-        let sql = query(n);
-        match run_script_last_query(ctx, &sql).await {
-            Err(e) => problems.push(format!("q{n:02}: failed: {e}")),
-            Ok(got) => {
-                if let Err(d) = check_same(&format!("q{n:02}"), &got, &expected[n as usize - 1], is_ordered(&sql)) {
-                    problems.push(d);
-                }
-            }
-        }
+        problems.extend(tpch_problem(ctx, n, expected).await);
     }
     problems
 }
@@ -213,12 +207,7 @@ async fn a_rolling_restart_of_a_three_member_fleet_under_load_fails_no_query() {
     };
     let mut servers: Vec<Server> = (0..3).map(|i| start(command(i))).collect();
     let urls: Vec<String> = servers.iter().map(|s| s.url.clone()).collect();
-    let base = baseline(&data.path().join("tpch")).await;
-    let mut expected = Vec::new();
-    for n in 1..=22 {
-        expected.push(run_script_last_query(&base, &query(n)).await.unwrap());
-    }
-    let expected = Arc::new(expected);
+    let expected = Arc::new(tpch_answers(&data.path().join("tpch")).await);
 
     // The byte hit ratio of a pass: 1 - its GET bytes / the cold pass's.
     let probe = fleet_client(&urls).await;
@@ -241,14 +230,8 @@ async fn a_rolling_restart_of_a_three_member_fleet_under_load_fails_no_query() {
             // At least PER_CLIENT queries, and on until every member is back.
             while i < PER_CLIENT || restarting.load(Ordering::Relaxed) {
                 let n = (i * 4 + c) % 22 + 1;
-                let sql = query(n as u32);
-                match run_script_last_query(&ctx, &sql).await {
-                    Err(e) => problems.push(format!("client {c} q{n:02}: failed: {e}")),
-                    Ok(got) => {
-                        if let Err(d) = check_same(&format!("q{n:02}"), &got, &expected[n - 1], is_ordered(&sql)) {
-                            problems.push(format!("client {c}: {d}"));
-                        }
-                    }
+                if let Some(p) = tpch_problem(&ctx, n, &expected).await {
+                    problems.push(format!("client {c}: {p}"));
                 }
                 i += 1;
                 done.fetch_add(1, Ordering::Relaxed);
@@ -508,11 +491,7 @@ async fn distributed_queries_survive_a_worker_killed_and_restarted() {
     let ctx = silt_client::distributed::coordinator_context(fleet, &worker_urls, None)
         .await
         .unwrap();
-    let base = baseline(&data.path().join("tpch")).await;
-    let mut expected = Vec::new();
-    for n in 1..=22 {
-        expected.push(run_script_last_query(&base, &query(n)).await.unwrap());
-    }
+    let expected = tpch_answers(&data.path().join("tpch")).await;
 
     let mut problems = Vec::new();
     for i in 0..DISTRIBUTED_QUERIES {

@@ -67,8 +67,5 @@ pub(crate) fn share_scope(planned: &[RowGroup], fleet: &Fleet, share: &TaskShare
 /// among `fleet`'s members).
 fn reads<'a>(fleet: &'a Fleet, share: &'a TaskShare) -> impl Fn(&RowGroup) -> bool + 'a {
     let members: Vec<String> = fleet.clients().iter().map(|c| c.url().to_string()).collect();
-    move |g| {
-        let members: Vec<&str> = members.iter().map(String::as_str).collect();
-        share.task_of(&members, &row_group_name(&g.object, g.index)) == share.task
-    }
+    move |g| share.task_of(&members, &row_group_name(&g.object, g.index)) == share.task
 }

@@ -68,8 +68,7 @@ pub(crate) async fn place(
     let mut runs: Vec<(usize, Vec<RowGroup>)> = Vec::new();
     for group in groups {
         let name = row_group_name(&group.object, group.index);
-        let order = members.rendezvous(&name);
-        let owner = order.iter().copied().find(|&i| !members.is_down(i)).unwrap_or(order[0]);
+        let owner = members.live_owner(&name);
         match runs
             .iter_mut()
             .rev()

@@ -66,14 +66,15 @@ impl Files {
         let Files::Store { endpoint, s3 } = self else {
             return Vec::new();
         };
-        let text = |v: &Option<String>| v.as_deref().unwrap_or("").replace('\'', "''");
+        // SQL string literals: quotes doubled.
+        let text = |v: Option<&str>, default: &str| v.unwrap_or(default).replace('\'', "''");
         vec![format!(
             "CREATE SECRET silt_bench_store (TYPE s3, KEY_ID '{}', SECRET '{}', REGION '{}', \
              ENDPOINT '{}', URL_STYLE 'path', USE_SSL false)",
-            text(&s3.access_key_id),
-            text(&s3.secret_access_key),
-            s3.region.as_deref().unwrap_or("us-east-1").replace('\'', "''"),
-            endpoint.replace('\'', "''"),
+            text(s3.access_key_id.as_deref(), ""),
+            text(s3.secret_access_key.as_deref(), ""),
+            text(s3.region.as_deref(), "us-east-1"),
+            text(Some(endpoint), ""),
         )]
     }
 }

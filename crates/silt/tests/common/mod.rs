@@ -139,6 +139,31 @@ pub async fn fleet_client(urls: &[String]) -> SessionContext {
     }
 }
 
+/// Plain DataFusion's answers to TPC-H's 22 queries over the files under
+/// `tpch_dir`, in query order.
+pub async fn tpch_answers(tpch_dir: &Path) -> Vec<Vec<datafusion::arrow::array::RecordBatch>> {
+    let base = baseline(tpch_dir).await;
+    let mut answers = Vec::new();
+    for n in 1..=22 {
+        answers.push(run_script_last_query(&base, &query(n)).await.unwrap());
+    }
+    answers
+}
+
+/// Runs TPC-H query `n` on `ctx` against `expected` (the 22 answers of
+/// [`tpch_answers`]): what went wrong, if anything.
+pub async fn tpch_problem(
+    ctx: &SessionContext,
+    n: usize,
+    expected: &[Vec<datafusion::arrow::array::RecordBatch>],
+) -> Option<String> {
+    let sql = query(n as u32);
+    match run_script_last_query(ctx, &sql).await {
+        Err(e) => Some(format!("q{n:02}: failed: {e}")),
+        Ok(got) => check_same(&format!("q{n:02}"), &got, &expected[n - 1], is_ordered(&sql)).err(),
+    }
+}
+
 /// A client context with the server's tables. The server announces its
 /// address once it is bound; on a loaded machine the first calls can still
 /// fail, so registration is retried for a while before the test gives up.
