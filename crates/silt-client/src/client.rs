@@ -132,6 +132,12 @@ fn failed_in_transport(status: &tonic::Status) -> bool {
     false
 }
 
+impl From<silt_proto::membership::MembershipError> for ClientError {
+    fn from(e: silt_proto::membership::MembershipError) -> Self {
+        ClientError::Url(e.0)
+    }
+}
+
 impl From<ClientError> for DataFusionError {
     fn from(e: ClientError) -> Self {
         DataFusionError::External(Box::new(e))

@@ -37,7 +37,7 @@
 
 use std::collections::HashSet;
 use std::future::Future;
-use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use silt_core::Backoff;
@@ -45,7 +45,7 @@ use silt_proto::ScanRequest;
 use silt_proto::placement::member_name;
 
 use crate::client::{ClientError, SiltClient};
-use crate::membership::{REFRESH_EVERY, Sources};
+use crate::membership::{Sources, refresh_while_alive};
 use crate::scan::layout::{RowGroup, parse_layout};
 
 /// How long a member that failed is skipped: longer than a connection
@@ -232,7 +232,16 @@ impl Fleet {
             token,
         });
         if dynamic && let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            spawn_refresher(Arc::downgrade(&membership), runtime);
+            // New members' clients are made inside the runtime (tonic's
+            // channels need one).
+            refresh_while_alive(
+                Arc::downgrade(&membership),
+                "silt-fleet-membership",
+                move |m: &Membership| {
+                    let _entered = runtime.enter();
+                    m.refresh();
+                },
+            );
         }
         Ok(Fleet {
             membership,
@@ -280,7 +289,7 @@ impl Fleet {
     }
 
     /// Re-reads the membership entries now (a refresh also runs every
-    /// [`REFRESH_EVERY`] in the background).
+    /// [`REFRESH_EVERY`](crate::membership::REFRESH_EVERY) in the background).
     pub fn refresh(&self) {
         self.membership.refresh();
     }
@@ -370,27 +379,6 @@ impl Fleet {
             }
         }
         Ok(owned)
-    }
-}
-
-/// Refreshes `membership` every [`REFRESH_EVERY`] on a thread of its own
-/// (a file read or a DNS lookup may block), until the fleet is dropped.
-/// New members' clients are made inside `runtime` (tonic's channels need one).
-fn spawn_refresher(membership: Weak<Membership>, runtime: tokio::runtime::Handle) {
-    let spawned = std::thread::Builder::new()
-        .name("silt-fleet-membership".into())
-        .spawn(move || {
-            loop {
-                std::thread::sleep(REFRESH_EVERY);
-                let Some(membership) = membership.upgrade() else {
-                    return;
-                };
-                let _entered = runtime.enter();
-                membership.refresh();
-            }
-        });
-    if let Err(e) = spawned {
-        tracing::warn!(error = %e, "fleet membership: no refresh thread; the list stays as first read");
     }
 }
 

@@ -29,7 +29,8 @@ mod exec;
 pub mod fleet;
 pub mod join_filter;
 pub mod local_cache;
-pub mod membership;
+/// Where a fleet's members come from (shared with the server).
+pub use silt_proto::membership;
 pub mod partial_aggregate;
 pub mod path_cost;
 pub mod pushable;

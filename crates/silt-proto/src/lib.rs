@@ -9,6 +9,7 @@
 //! expressions serialized structurally with `datafusion-proto`; this crate
 //! only carries the bytes so that it does not depend on DataFusion.
 
+pub mod membership;
 pub mod placement;
 
 use arrow_flight::sql::{Any, ProstMessageExt};

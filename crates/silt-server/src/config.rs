@@ -258,17 +258,28 @@ pub struct S3ApiConfig {
 
 /// A fleet of servers that serve the same tables (same config but for
 /// `self`). Clients place row groups on `servers` by rendezvous hashing;
-/// with `admin` set, a member's S3 API forwards a GET to the member that
-/// owns its bytes, so byte readers see one cache ([`crate::s3_api`]).
+/// with `admin` or `admin_port` set, a member's S3 API forwards a GET to the
+/// member that owns its bytes, so byte readers see one cache
+/// ([`crate::s3_api`]). `servers` may name members that change
+/// ([`silt_proto::membership`]: `file:///path`, `dns://name:port`); the
+/// server follows them ([`crate::cluster`]).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ClusterConfig {
     /// Every member's Flight URL, spelled the same for every member and
-    /// client (placement hashes the spelling).
+    /// client (placement hashes the spelling); or entries naming them:
+    /// `file:///path` (a file of URLs, re-read when it changes) and
+    /// `dns://name:port` (every address the name resolves to).
     pub servers: Vec<String>,
     /// Per member of `servers`, in the same order, its admin listener's
-    /// URL (`http://host:port`); empty: GETs are never forwarded.
+    /// URL (`http://host:port`); empty: GETs are never forwarded (unless
+    /// `admin_port`). Only for a list of URLs: a file or a name cannot keep
+    /// an order to pair with.
     pub admin: Vec<String>,
+    /// Every member's admin listener is on this port of its Flight URL's
+    /// host (`https` when the Flight URL is TLS): how members named by a
+    /// file or DNS are reached for S3 forwarding. Instead of `admin`.
+    pub admin_port: Option<u16>,
     /// This server's entry in `servers`; default: the entry whose
     /// `host:port` is the `listen` address.
     #[serde(rename = "self")]
@@ -283,17 +294,29 @@ pub struct ClusterConfig {
 impl ClusterConfig {
     /// The index of this server in `servers`, listening on `listen`.
     pub fn self_index(&self, listen: SocketAddr) -> Result<usize, ServerError> {
+        self.self_among(&self.servers, listen)
+    }
+
+    /// Whether `servers` names members that can change (a file, a DNS name).
+    pub fn is_dynamic(&self) -> bool {
+        self.servers
+            .iter()
+            .any(|s| silt_proto::membership::Source::parse(s).is_ok_and(|s| s.is_dynamic()))
+    }
+
+    /// The index of this server (`self`, else the one listening on
+    /// `listen`) among `members`, URLs as `servers` names them now.
+    pub fn self_among(&self, members: &[String], listen: SocketAddr) -> Result<usize, ServerError> {
         let normalize = silt_proto::placement::member_name;
         if let Some(me) = &self.self_url {
-            return self
-                .servers
+            return members
                 .iter()
                 .position(|s| normalize(s) == normalize(me))
                 .ok_or_else(|| ConfigError::SelfNotAMember { self_url: me.clone() }.into());
         }
-        let matches: Vec<usize> = (0..self.servers.len())
+        let matches: Vec<usize> = (0..members.len())
             .filter(|&i| {
-                let s = normalize(&self.servers[i]);
+                let s = normalize(&members[i]);
                 let authority = s.split_once("://").map_or(s.as_str(), |(_, rest)| rest);
                 authority.parse::<SocketAddr>().is_ok_and(|a| a == listen)
                     || authority == format!("localhost:{}", listen.port()) && listen.ip().is_loopback()
@@ -306,6 +329,12 @@ impl ClusterConfig {
     }
 
     fn validate(&self) -> Result<(), ServerError> {
+        if !self.admin.is_empty() && self.is_dynamic() {
+            return Err(ConfigError::AdminWithMembership.into());
+        }
+        if !self.admin.is_empty() && self.admin_port.is_some() {
+            return Err(ConfigError::AdminTwice.into());
+        }
         if !self.admin.is_empty() && self.admin.len() != self.servers.len() {
             return Err(ConfigError::AdminCount {
                 admin: self.admin.len(),
@@ -314,6 +343,9 @@ impl ClusterConfig {
             .into());
         }
         for url in self.admin.iter().chain(&self.servers) {
+            if silt_proto::membership::Source::parse(url).is_ok_and(|s| s.is_dynamic()) {
+                continue;
+            }
             if url::Url::parse(url).is_err() {
                 return Err(ConfigError::NotAUrl { url: url.clone() }.into());
             }
@@ -771,12 +803,24 @@ mod tests {
         short.cluster.admin.pop();
         let err = short.validate().unwrap_err().to_string();
         assert!(err.contains("one per server"), "{err}");
-        let mut stranger = config;
+        let mut stranger = config.clone();
         stranger.listen = "127.0.0.1:60000".parse().unwrap();
         assert!(
             stranger.validate().is_err(),
             "a server that is no member must say which it is"
         );
+        // Members from a file or a name: admin listeners by port only, and
+        // this server need not be listed yet.
+        let mut dynamic = config.clone();
+        dynamic.cluster.servers = vec!["file:///etc/silt/members".into(), "dns://silt.svc:50051".into()];
+        let err = dynamic.validate().unwrap_err().to_string();
+        assert!(err.contains("admin_port"), "{err}");
+        dynamic.cluster.admin.clear();
+        dynamic.cluster.admin_port = Some(9090);
+        dynamic.validate().unwrap();
+        let mut both = config;
+        both.cluster.admin_port = Some(9090);
+        assert!(both.validate().is_err(), "admin and admin_port");
     }
 
     #[test]

@@ -61,6 +61,8 @@ pub struct Engine {
     query_slots: QuerySlots,
     /// Whether the server is draining, and its running requests.
     drain: Arc<crate::drain::Drain>,
+    /// `[cluster] servers` as they change (`None` without a cluster).
+    cluster: Option<Arc<crate::cluster::Cluster>>,
     /// The last hour of counter samples, for the dashboard (filled by the
     /// sampler [`crate::start`] runs).
     history: History,
@@ -133,6 +135,7 @@ impl Engine {
         }
         let query_slots = QuerySlots::new(config.max_concurrent_queries, metrics.queued_queries.clone());
         let listing_state = state.clone();
+        let cluster = crate::cluster::Cluster::start(&config.cluster, config.listen)?;
         let engine = Arc::new(Engine {
             base: SessionContext::new_with_state(state),
             config,
@@ -147,6 +150,7 @@ impl Engine {
             listing_state,
             query_slots,
             drain: crate::drain::Drain::new(),
+            cluster,
             history: History::default(),
             _cache_dir_lock: cache_dir_lock,
         });
@@ -181,6 +185,11 @@ impl Engine {
 
     pub fn config(&self) -> &ServerConfig {
         &self.config
+    }
+
+    /// The cluster this server is a member of, as it is now.
+    pub fn cluster(&self) -> Option<&Arc<crate::cluster::Cluster>> {
+        self.cluster.as_ref()
     }
 
     /// The context every query's context is made from (tables, caches).

@@ -1,5 +1,5 @@
 //! The fleet as any member sees it: every member of `[cluster] servers`
-//! with its state, tiers, hit ratio and queries, for the dashboard's Fleet
+//! (as they are now, [`crate::cluster`]) with its state, tiers, hit ratio and queries, for the dashboard's Fleet
 //! card (`GET /fleet`), the `silt.fleet` Flight action and `silt stats` of
 //! one member.
 //!
@@ -19,7 +19,6 @@ use arrow_flight::flight_service_client::FlightServiceClient;
 use futures::TryStreamExt;
 use serde_json::{Value, json};
 use silt_proto::ACTION_STATS;
-use silt_proto::placement::member_name;
 
 use crate::engine::Engine;
 
@@ -29,15 +28,14 @@ pub const PEER_TIMEOUT: Duration = Duration::from_secs(3);
 /// Every member's summary (this server's alone when it has no `[cluster]`):
 /// `{"members": [{url, self, state, tiers, hit_ratio, queries, error?}]}`.
 pub async fn fleet_json(engine: &Arc<Engine>) -> Value {
-    let cluster = &engine.config().cluster;
-    let me = cluster.self_index(engine.config().listen).ok();
-    if cluster.servers.is_empty() || me.is_none() {
+    let members = engine.cluster().map(|c| c.members());
+    let Some((members, me)) = members.as_ref().and_then(|m| Some((&m.servers, m.me?))) else {
         let own = crate::stats::stats_json(engine);
         return json!({"members": [summary("self", true, &own)]});
-    }
-    let members = cluster.servers.iter().enumerate().map(|(i, url)| async move {
-        let url = member_name(url);
-        if Some(i) == me {
+    };
+    let members = members.iter().enumerate().map(|(i, url)| async move {
+        let url = url.clone();
+        if i == me {
             return summary(&url, true, &crate::stats::stats_json(engine));
         }
         match tokio::time::timeout(PEER_TIMEOUT, peer_stats(engine, &url)).await {

@@ -8,6 +8,7 @@ pub mod admin;
 pub mod auth;
 pub mod catalog;
 pub mod change_notices;
+pub mod cluster;
 pub mod config;
 pub mod drain;
 pub mod engine;

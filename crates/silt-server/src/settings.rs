@@ -287,6 +287,7 @@ fn entries(c: &ServerConfig) -> Vec<(String, String)> {
         ("s3_api.secret_access_key", secret(&c.s3_api.secret_access_key)),
         ("cluster.servers", list(&c.cluster.servers)),
         ("cluster.admin", list(&c.cluster.admin)),
+        ("cluster.admin_port", optional(&c.cluster.admin_port)),
         ("cluster.self", optional(&c.cluster.self_url)),
         ("cluster.ca_cert", path(&c.cluster.ca_cert)),
     ];

@@ -76,6 +76,16 @@ pub enum ConfigError {
     SelfUnknown { listen: SocketAddr },
     #[error("cluster.admin lists {admin} URLs for {servers} cluster.servers: give one per server, in the same order")]
     AdminCount { admin: usize, servers: usize },
+    #[error(
+        "cluster.admin pairs admin URLs with cluster.servers by position, which a membership file or DNS name \
+         cannot keep: set cluster.admin_port (every member's admin listener on that port of its host)"
+    )]
+    AdminWithMembership,
+    #[error("cluster: set cluster.admin or cluster.admin_port, not both")]
+    AdminTwice,
+    /// `cluster.servers` names no member at start.
+    #[error("cluster.servers: {message}")]
+    Membership { message: String },
     #[error("cluster: {url:?} is not a URL")]
     NotAUrl { url: String },
     /// The TLS certificate or key files do not make a TLS configuration.

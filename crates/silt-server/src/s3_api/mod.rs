@@ -35,7 +35,7 @@
 //! **Errors** ([`errors`]): every failure of a table or of a read becomes
 //! an S3 error in one function, by its kind.
 //!
-//! **Across a fleet** ([`peers`]): with `[cluster]` `servers` and `admin`,
+//! **Across a fleet** ([`peers`]): with `[cluster]` `servers` and `admin` (or `admin_port`),
 //! each body chunk is read from the member that owns it (rendezvous
 //! hashing), so any member answers for the whole fleet.
 //!
@@ -297,7 +297,7 @@ fn check_path(path: &str, rest: &str, bucket_in_host: bool) -> Result<(), S3Erro
 /// The builder of the service that serves the operations over `engine`'s
 /// tables (any table name is a valid bucket).
 fn operations(engine: Arc<Engine>) -> S3ServiceBuilder {
-    let peers = peers::Peers::from_config(engine.config(), engine.metrics()).map(Arc::new);
+    let peers = peers::Peers::new(engine.cluster(), engine.config(), engine.metrics()).map(Arc::new);
     let mut tables = S3ServiceBuilder::new(service::TableBuckets { engine, peers });
     tables.set_validation(AnyTableName);
     tables

@@ -1,4 +1,5 @@
-//! The S3 API across a fleet (`[cluster]` with `admin` URLs): every member
+//! The S3 API across a fleet (`[cluster]` with `admin` URLs or an
+//! `admin_port`): every member
 //! answers a GET for any key, and each body chunk (a span of
 //! [`super::BODY_CHUNK_PAGES`] pages, the unit a response reads) is read
 //! from the member that owns it, so the fleet caches each chunk once and
@@ -7,7 +8,9 @@
 //! **Ownership.** The chunk `n` of key `k` in table `t` is placed by the
 //! name `t/k@n`, owned by the member with the highest rendezvous weight
 //! ([`silt_proto::placement`], the hash the Flight clients place row groups
-//! with) among `cluster.servers`.
+//! with) among `cluster.servers` as they are now ([`crate::cluster`]: a
+//! membership file or DNS name is followed, so a member that joins takes
+//! ~1/N of the chunks and one that leaves hands only its own on).
 //!
 //! **Forwarding.** A non-owner reads the chunk with a ranged GET from the
 //! owner's S3 API, signed with this fleet's S3 key (members share their
@@ -30,6 +33,7 @@ use object_store::path::Path as ObjectPath;
 use object_store::{ClientOptions, GetOptions, GetRange, ObjectStore, RetryConfig};
 use silt_core::Backoff;
 
+use crate::cluster::Cluster;
 use crate::config::ServerConfig;
 use crate::metrics::ServerMetrics;
 
@@ -57,61 +61,38 @@ impl PeerRoute {
     /// member and it answers with the version tagged `etag`.
     pub async fn read(&self, chunk: u64, span: Range<u64>, etag: &str) -> Option<Bytes> {
         let owner = self.peers.remote_owner(&self.table, &self.key, chunk)?;
-        self.peers.read(owner, &self.table, &self.key, span, etag).await
+        self.peers.read(&owner, &self.table, &self.key, span, etag).await
     }
-}
-
-/// One other member of the fleet.
-struct Peer {
-    /// Its admin listener (`http://host:port`).
-    admin: String,
-    /// Skipped for [`BACKOFF`] after a failure in transport.
-    backoff: Backoff,
 }
 
 /// This server's view of its fleet, for the S3 API.
 pub struct Peers {
-    /// `cluster.servers`, as placement names them.
-    members: Vec<String>,
-    me: usize,
-    peers: Vec<Peer>,
+    cluster: Arc<Cluster>,
+    /// Per member's admin listener, skipped for [`BACKOFF`] after a
+    /// failure in transport (members that left keep their entry: a few
+    /// bytes each).
+    backoff: Mutex<HashMap<String, Arc<Backoff>>>,
     /// The S3 key the fleet's API is signed with, if any.
     key: Option<(String, String)>,
     /// An extra PEM root for members' `https://` admin listeners
     /// (`cluster.ca_cert`, else this server's own certificate).
     trust: Option<Vec<u8>>,
-    /// One client per (member, table), made on first use.
-    clients: Mutex<HashMap<(usize, String), Arc<AmazonS3>>>,
+    /// One client per (member's admin listener, table), made on first use.
+    clients: Mutex<HashMap<(String, String), Arc<AmazonS3>>>,
     forwarded: Counter,
     failures: Counter,
 }
 
 impl Peers {
-    /// The fleet of `config`, or `None` when GETs are not forwarded (no
-    /// `[cluster]` with `admin` URLs, or a fleet of one).
-    pub fn from_config(config: &ServerConfig, metrics: &ServerMetrics) -> Option<Peers> {
-        let cluster = &config.cluster;
-        if cluster.admin.len() < 2 || cluster.admin.len() != cluster.servers.len() {
-            return None;
-        }
-        let me = cluster.self_index(config.listen).ok()?;
+    /// The fleet of `cluster` (with `config`'s key and certificates), or
+    /// `None` when GETs are not forwarded (no admin listeners configured).
+    pub fn new(cluster: Option<&Arc<Cluster>>, config: &ServerConfig, metrics: &ServerMetrics) -> Option<Peers> {
+        let cluster = cluster.filter(|c| c.forwards())?.clone();
         Some(Peers {
-            members: cluster
-                .servers
-                .iter()
-                .map(|s| silt_proto::placement::member_name(s))
-                .collect(),
-            me,
-            peers: cluster
-                .admin
-                .iter()
-                .map(|a| Peer {
-                    admin: a.trim_end_matches('/').to_string(),
-                    backoff: Backoff::default(),
-                })
-                .collect(),
+            cluster,
+            backoff: Mutex::new(HashMap::new()),
             key: config.s3_api_key(),
-            trust: cluster.ca_cert.as_ref().or(config.tls_cert.as_ref()).and_then(|path| {
+            trust: config.cluster.ca_cert.as_ref().or(config.tls_cert.as_ref()).and_then(|path| {
                 std::fs::read(path)
                     .inspect_err(|e| {
                         tracing::warn!(path = %path.display(), "S3 forwarding: cannot read the fleet's CA certificate: {e}")
@@ -124,19 +105,32 @@ impl Peers {
         })
     }
 
-    /// The member that owns chunk `chunk` of `key` in `table`, when it is
-    /// another member that is not in back-off.
-    pub fn remote_owner(&self, table: &str, key: &str, chunk: u64) -> Option<usize> {
-        let members: Vec<&str> = self.members.iter().map(String::as_str).collect();
+    /// The admin listener of the member that owns chunk `chunk` of `key` in
+    /// `table`, when it is another member (and this server is one) that is
+    /// not in back-off.
+    pub fn remote_owner(&self, table: &str, key: &str, chunk: u64) -> Option<String> {
+        let members = self.cluster.members();
+        let me = members.me?;
         let name = format!("{table}/{key}@{chunk}");
-        let owner = silt_proto::placement::rendezvous_order(&members, &name)[0];
-        (owner != self.me && !self.peers[owner].backoff.is_down()).then_some(owner)
+        let owner = *silt_proto::placement::rendezvous_order(&members.servers, &name).first()?;
+        let admin = members.admin(owner).filter(|_| owner != me)?;
+        (!self.backoff_of(admin).is_down()).then(|| admin.to_string())
+    }
+
+    /// The back-off of the member whose admin listener is `admin`.
+    fn backoff_of(&self, admin: &str) -> Arc<Backoff> {
+        self.backoff
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(admin.to_string())
+            .or_default()
+            .clone()
     }
 
     /// `span` of `key` read from member `owner`, if it answers with the
     /// version whose entity tag is `etag`; `None` (read it locally) when it
     /// does not.
-    pub async fn read(&self, owner: usize, table: &str, key: &str, span: Range<u64>, etag: &str) -> Option<Bytes> {
+    pub async fn read(&self, owner: &str, table: &str, key: &str, span: Range<u64>, etag: &str) -> Option<Bytes> {
         if span.start >= span.end {
             return None; // nothing to forward (an empty object)
         }
@@ -146,7 +140,7 @@ impl Peers {
         let client = match self.client(owner, table) {
             Ok(c) => c,
             Err(e) => {
-                tracing::warn!(peer = %self.peers[owner].admin, error = %e, "S3 API: no client for a fleet member");
+                tracing::warn!(peer = %owner, error = %e, "S3 API: no client for a fleet member");
                 return None;
             }
         };
@@ -170,7 +164,7 @@ impl Peers {
                 Some(bytes)
             }
             Ok((tag, _)) => {
-                tracing::debug!(peer = %self.peers[owner].admin, %key, %tag, expected = %etag, "S3 API: a fleet member holds another version; reading locally");
+                tracing::debug!(peer = %owner, %key, %tag, expected = %etag, "S3 API: a fleet member holds another version; reading locally");
                 None
             }
             Err(e) => {
@@ -185,8 +179,8 @@ impl Peers {
                         | object_store::Error::Unauthenticated { .. }
                 );
                 if !answered {
-                    tracing::warn!(peer = %self.peers[owner].admin, error = %e, "S3 API: a fleet member failed a forwarded read; reading locally, skipping it for {BACKOFF:?}");
-                    self.peers[owner].backoff.fail_for(BACKOFF);
+                    tracing::warn!(peer = %owner, error = %e, "S3 API: a fleet member failed a forwarded read; reading locally, skipping it for {BACKOFF:?}");
+                    self.backoff_of(owner).fail_for(BACKOFF);
                 }
                 None
             }
@@ -194,9 +188,10 @@ impl Peers {
     }
 
     /// The S3 client of `table` on member `owner`.
-    fn client(&self, owner: usize, table: &str) -> object_store::Result<Arc<AmazonS3>> {
+    fn client(&self, owner: &str, table: &str) -> object_store::Result<Arc<AmazonS3>> {
+        let key = (owner.to_string(), table.to_string());
         let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(c) = clients.get(&(owner, table.to_string())) {
+        if let Some(c) = clients.get(&key) {
             return Ok(c.clone());
         }
         let mut headers = axum::http::HeaderMap::new();
@@ -210,7 +205,7 @@ impl Peers {
             options = options.with_root_certificate(object_store::Certificate::from_pem(pem)?);
         }
         let mut builder = AmazonS3Builder::new()
-            .with_endpoint(format!("{}/s3", self.peers[owner].admin))
+            .with_endpoint(format!("{owner}/s3"))
             .with_bucket_name(table)
             .with_region("us-east-1")
             .with_virtual_hosted_style_request(false)
@@ -224,7 +219,7 @@ impl Peers {
             None => builder.with_skip_signature(true),
         };
         let client = Arc::new(builder.build()?);
-        clients.insert((owner, table.to_string()), client.clone());
+        clients.insert(key, client.clone());
         Ok(client)
     }
 }
@@ -238,7 +233,8 @@ mod tests {
         config.cluster.servers = (0..3).map(|i| format!("http://127.0.0.1:5005{i}")).collect();
         config.cluster.admin = (0..3).map(|i| format!("http://127.0.0.1:909{i}")).collect();
         config.cluster.self_url = Some(me.to_string());
-        Peers::from_config(&config, &ServerMetrics::new()).expect("a fleet of three")
+        let cluster = Cluster::start(&config.cluster, config.listen).unwrap();
+        Peers::new(cluster.as_ref(), &config, &ServerMetrics::new()).expect("a fleet of three")
     }
 
     #[test]
@@ -246,7 +242,7 @@ mod tests {
         let members: Vec<Peers> = (0..3).map(|i| fleet(&format!("http://127.0.0.1:5005{i}"))).collect();
         let mut owned = [0usize; 3];
         for chunk in 0..3000 {
-            let remote: Vec<Option<usize>> = members
+            let remote: Vec<Option<String>> = members
                 .iter()
                 .map(|p| p.remote_owner("t", "a.parquet", chunk))
                 .collect();
@@ -257,7 +253,7 @@ mod tests {
             owned[owner] += 1;
             for (i, r) in remote.iter().enumerate() {
                 if i != owner {
-                    assert_eq!(*r, Some(owner));
+                    assert_eq!(r.as_deref(), Some(format!("http://127.0.0.1:909{owner}").as_str()));
                 }
             }
         }
@@ -270,6 +266,7 @@ mod tests {
     fn no_fleet_without_admin_urls() {
         let mut config = ServerConfig::default();
         config.cluster.servers = vec!["http://127.0.0.1:50051".into(), "http://127.0.0.1:50052".into()];
-        assert!(Peers::from_config(&config, &ServerMetrics::new()).is_none());
+        let cluster = Cluster::start(&config.cluster, config.listen).unwrap();
+        assert!(Peers::new(cluster.as_ref(), &config, &ServerMetrics::new()).is_none());
     }
 }

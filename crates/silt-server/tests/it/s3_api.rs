@@ -9,6 +9,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use datafusion::arrow::array::{Int64Array, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
@@ -886,4 +887,100 @@ async fn s3_api_across_a_tls_fleet_forwards_over_https() {
     for (m, _) in &members {
         assert!(metric(m, "silt_s3_requests_total") > 0.0, "every member owns a share");
     }
+}
+
+/// A port free on each of `ips` (loopback addresses): what members named
+/// by a membership file share as `cluster.admin_port`, each on its own host.
+fn port_free_on(ips: &[&str]) -> u16 {
+    for _ in 0..50 {
+        let first = std::net::TcpListener::bind((ips[0], 0)).unwrap();
+        let port = first.local_addr().unwrap().port();
+        let rest: Vec<_> = ips[1..]
+            .iter()
+            .map(|ip| std::net::TcpListener::bind((*ip, port)))
+            .collect();
+        if rest.iter().all(Result::is_ok) {
+            return port;
+        }
+    }
+    panic!("no port free on all of {ips:?}");
+}
+
+/// Writes member URLs to `file` with a modification time past any before.
+fn write_members(file: &Path, members: &[String]) {
+    static BUMP: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    std::fs::write(file, members.join("\n") + "\n").unwrap();
+    let bump = BUMP.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    std::fs::File::options()
+        .write(true)
+        .open(file)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() + Duration::from_secs(bump))
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_api_follows_a_membership_file() {
+    // Three members, each on its own loopback host, admin listeners on one
+    // port; the file names two of them at first.
+    let ips = ["127.0.0.1", "127.0.0.2", "127.0.0.3"];
+    let admin_port = port_free_on(&ips);
+    let flight: Vec<SocketAddr> = ips
+        .iter()
+        .map(|ip| std::net::TcpListener::bind((*ip, 0)).unwrap().local_addr().unwrap())
+        .collect();
+    let urls: Vec<String> = flight.iter().map(|a| format!("http://{a}")).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("members");
+    write_members(&file, &urls[..2]);
+    let member = |c: &ServerConfig, me: usize, cache: &Path| {
+        let mut cfg = c.clone();
+        cfg.listen = flight[me];
+        cfg.admin = Some(SocketAddr::new(flight[me].ip(), admin_port));
+        cfg.cache_dir = cache.to_path_buf();
+        cfg.cluster.servers = vec![format!("file://{}", file.display())];
+        cfg.cluster.admin = Vec::new();
+        cfg.cluster.admin_port = Some(admin_port);
+        cfg.cluster.self_url = None;
+        cfg
+    };
+    let lake = Lake::start(|c| {
+        c.page_size = 1 << 10; // body chunks of 8 KiB: every file spans many
+        let cache = c.cache_dir.clone();
+        *c = member(c, 0, &cache);
+    })
+    .await;
+    let mut others = Vec::new();
+    for me in 1..3 {
+        let cache = tempfile::tempdir().unwrap();
+        let cfg = member(lake.server.engine.config(), me, cache.path());
+        others.push((silt_server::start(cfg).await.unwrap(), cache));
+    }
+    let s3_requests = |i: usize| metric(&others[i - 1].0, "silt_s3_requests_total");
+
+    read_all_events(&lake, &lake.client("events")).await;
+    assert!(lake.metric("silt_s3_forwarded_total") > 0.0);
+    assert!(s3_requests(1) > 0.0, "the second member owns a share");
+    assert_eq!(s3_requests(2), 0.0, "not in the file: owns nothing");
+
+    // The third joins: within a refresh it owns ~1/3 of the chunks.
+    write_members(&file, &urls);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while s3_requests(2) == 0.0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the joined member got no chunk within 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        read_all_events(&lake, &lake.client("events")).await;
+    }
+
+    // The second leaves: after a refresh it gets no more forwarded reads.
+    write_members(&file, &[urls[0].clone(), urls[2].clone()]);
+    tokio::time::sleep(silt_proto::membership::REFRESH_EVERY * 2).await;
+    let before = s3_requests(1);
+    read_all_events(&lake, &lake.client("events")).await;
+    assert_eq!(s3_requests(1), before, "a member that left got work");
+    assert!(s3_requests(2) > 0.0);
+    assert_eq!(lake.metric("silt_s3_forward_failures_total"), 0.0);
 }

@@ -1,6 +1,8 @@
 //! Where a fleet's members come from, and how the list follows the cluster.
 //!
-//! Each entry a fleet is given ([`crate::fleet::Fleet::connect`]) is one of:
+//! Shared by the fleet client (`silt_client::fleet::Fleet::connect`) and
+//! the server's own view of its `[cluster]` (S3 forwarding, the fleet
+//! view), so both read the same entries the same way. Each entry is one of:
 //!
 //! - a server URL (`http://host:port`, `grpc://`, `https://`, ...): that
 //!   member, always;
@@ -26,9 +28,19 @@ use std::net::ToSocketAddrs;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
-use silt_proto::placement::member_name;
+use crate::placement::member_name;
 
-use crate::client::ClientError;
+/// An entry that names no member, or a list with none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MembershipError(pub String);
+
+impl std::fmt::Display for MembershipError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for MembershipError {}
 
 /// How often dynamic entries are re-read: a change is in use within this
 /// (plus one scan's start).
@@ -47,11 +59,11 @@ pub enum Source {
 
 impl Source {
     /// The entry `text` names.
-    pub fn parse(text: &str) -> Result<Source, ClientError> {
+    pub fn parse(text: &str) -> Result<Source, MembershipError> {
         let text = text.trim();
         if let Some(path) = text.strip_prefix("file://") {
             if !path.starts_with('/') {
-                return Err(ClientError::Url(format!(
+                return Err(MembershipError(format!(
                     "{text}: a membership file is named by an absolute path (file:///path)"
                 )));
             }
@@ -63,7 +75,7 @@ impl Source {
                 .rsplit_once(':')
                 .and_then(|(h, p)| Some((h, p.parse::<u16>().ok()?)))
                 .filter(|(h, _)| !h.is_empty())
-                .ok_or_else(|| ClientError::Url(format!("{text}: a DNS entry is dns://NAME:PORT")))?;
+                .ok_or_else(|| MembershipError(format!("{text}: a DNS entry is dns://NAME:PORT")))?;
             return Ok(Source::Dns {
                 host: host.to_string(),
                 port,
@@ -124,7 +136,7 @@ impl Sources {
     /// The entries `texts` name, read once. An entry that cannot be read
     /// now (a missing file, a name that does not resolve) names no member
     /// until it can; a list with no member at all is an error.
-    pub fn parse(texts: &[String]) -> Result<Sources, ClientError> {
+    pub fn parse(texts: &[String]) -> Result<Sources, MembershipError> {
         let entries = texts.iter().map(|t| Source::parse(t)).collect::<Result<Vec<_>, _>>()?;
         let mut sources = Sources {
             last: vec![(Vec::new(), None); entries.len()],
@@ -132,7 +144,7 @@ impl Sources {
         };
         sources.refresh();
         if sources.members().is_empty() {
-            return Err(ClientError::Url(format!(
+            return Err(MembershipError(format!(
                 "a fleet needs at least one server (none in {})",
                 texts.join(", ")
             )));
@@ -173,6 +185,29 @@ impl Sources {
             .filter(|m| seen.insert(member_name(m)))
             .cloned()
             .collect()
+    }
+}
+
+/// Calls `refresh` on `target` every [`REFRESH_EVERY`] on a thread named
+/// `name`, until `target` is dropped: how a fleet's list follows its
+/// entries. A thread rather than a task, so a slow DNS answer never holds a
+/// runtime's worker.
+pub fn refresh_while_alive<T, F>(target: std::sync::Weak<T>, name: &str, refresh: F)
+where
+    T: Send + Sync + 'static,
+    F: Fn(&T) + Send + 'static,
+{
+    let spawned = std::thread::Builder::new().name(name.to_string()).spawn(move || {
+        loop {
+            std::thread::sleep(REFRESH_EVERY);
+            let Some(target) = target.upgrade() else {
+                return;
+            };
+            refresh(&target);
+        }
+    });
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "fleet membership: no refresh thread; the list stays as first read");
     }
 }
 
