@@ -34,12 +34,18 @@
 //! again on the workers left and run once more, its answer collected
 //! before it is returned, so never partial or duplicated. A restarted
 //! worker gets tasks again from the next query's probe. A cache server
-//! that is down fails over as in any fleet scan.
+//! that is down fails over as in any fleet scan. Scripts
+//! ([`run_script_retrying`]) retry statement by statement, so a statement
+//! that already took effect (TPC-H Q15's `CREATE VIEW`) never runs twice.
+//! Retries are counted ([`Workers::retries`], the metric
+//! `silt_distributed_query_retries_total` where the process exports
+//! metrics) and shown by `EXPLAIN ANALYZE` (a `Worker retries` row).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use datafusion::arrow::array::{RecordBatch, StringArray};
 use datafusion::arrow::datatypes::Schema;
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::common::{exec_datafusion_err, internal_err};
@@ -47,6 +53,7 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SessionStateBuilder, TaskContext};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion::sql::parser::{DFParser, Statement as DfStatement};
 use datafusion_distributed::{
     DesiredTaskCountEvent, DesiredTaskCountEventResponse, DistributedExt, DistributedLeafExec, RouteTasksEvent,
     RouteTasksEventResponse, ScaleUpLeafNodeEvent, ScaleUpLeafNodeEventResponse, SessionStateBuilderExt, Worker,
@@ -60,6 +67,7 @@ use url::Url;
 
 use crate::exec::{ScanParts, SiltScanExec};
 use crate::fleet::{Fleet, TaskShare};
+use crate::script::{StatementResult, run_statement};
 
 /// The workers of a coordinator and the fleet member beside each: what
 /// the task handlers read from the session's config. Clones share which
@@ -74,6 +82,26 @@ pub struct Workers {
     live: Arc<Mutex<Vec<bool>>>,
     /// Queries run again after a worker failed under them.
     retries: Arc<AtomicU64>,
+}
+
+/// A query run again on the workers left: what failed and how many answered.
+#[derive(Debug, Clone)]
+pub struct WorkerRetry {
+    /// The first run's error.
+    pub error: String,
+    /// Workers that answered the probe before the second run, and in all.
+    pub live: usize,
+    pub workers: usize,
+}
+
+impl std::fmt::Display for WorkerRetry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "run again on {} of {} workers after: {}",
+            self.live, self.workers, self.error
+        )
+    }
 }
 
 /// How long a probe waits for a worker to accept a connection.
@@ -169,7 +197,8 @@ impl WorkerResolver for Workers {
 /// Runs `run` (which plans and collects a query of the coordinating
 /// context `ctx`) on the workers that answer a probe; if it fails and a
 /// worker no longer answers, or the failure is one of transport, probes
-/// again and runs it once more on the workers left. `datafusion-distributed`
+/// again and runs it once more on the workers left (at most [`MAX_RUNS`]
+/// runs in all). `datafusion-distributed`
 /// has no task retries, so the unit of retry is the query: its answer is
 /// collected before it is returned, so a retried query never returns
 /// partial or duplicated rows. Each retry is counted ([`Workers::retries`]).
@@ -178,21 +207,90 @@ where
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = Result<T>>,
 {
+    Ok(retrying(ctx, run).await?.0)
+}
+
+/// [`with_worker_retry`], also saying whether (and why) it ran twice.
+async fn retrying<T, F, Fut>(ctx: &SessionContext, run: F) -> Result<(T, Option<WorkerRetry>)>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
     let Some(workers) = ctx.state().config().get_extension::<Workers>() else {
-        return run().await;
+        return Ok((run().await?, None));
     };
-    let before = workers.probe().await;
-    let first = match run().await {
-        Ok(answer) => return Ok(answer),
-        Err(e) => e,
-    };
-    let after = workers.probe().await;
-    if after == 0 || (after >= before && !is_transport_failure(&first)) {
-        return Err(first);
+    let mut before = workers.probe().await;
+    let mut retry: Option<WorkerRetry> = None;
+    for attempt in 1.. {
+        let failure = match run().await {
+            Ok(answer) => return Ok((answer, retry)),
+            Err(e) => e,
+        };
+        if attempt == MAX_RUNS {
+            return Err(failure);
+        }
+        // A worker being killed may still accept a connection for a moment:
+        // let it finish dying before asking who is left.
+        tokio::time::sleep(SETTLE).await;
+        let after = workers.probe().await;
+        if after == 0 || (after >= before && !is_transport_failure(&failure)) {
+            return Err(failure);
+        }
+        before = after;
+        workers.retries.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!("silt_distributed_query_retries_total").increment(1);
+        let again = WorkerRetry {
+            error: failure.to_string(),
+            live: after,
+            workers: workers.urls.len(),
+        };
+        tracing::warn!(retry = %again, "a worker failed under the query; running it again");
+        retry = Some(again);
     }
-    workers.retries.fetch_add(1, Ordering::Relaxed);
-    tracing::warn!(error = %first, workers_left = after, "a worker failed under the query; running it again");
-    run().await
+    unreachable!("the loop returns by its last run")
+}
+
+/// Runs of one query at most: a second when a worker died under the
+/// first, a third when another (or the same, still dying at the probe)
+/// failed the second.
+const MAX_RUNS: usize = 3;
+
+/// How long a failed run waits before probing the workers.
+const SETTLE: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Runs each statement of `sql` in `ctx` (a [`coordinator_context`]) under
+/// [`with_worker_retry`]: a statement a dying worker fails runs once more,
+/// and the statements before it, which took effect, do not. An `EXPLAIN
+/// ANALYZE` answer gains a row `Worker retries`: `0`, or the retry and why.
+pub async fn run_script_retrying(ctx: &SessionContext, sql: &str) -> Result<Vec<StatementResult>> {
+    let mut out = Vec::new();
+    for statement in DFParser::parse_sql(sql)? {
+        let analyze = matches!(&statement, DfStatement::Explain(e) if e.options.analyze);
+        let (mut result, retry) = retrying(ctx, || run_statement(ctx, statement.clone())).await?;
+        if analyze {
+            let note = retry.map_or_else(|| "0".to_string(), |r| format!("1: {r}"));
+            result.batches = with_plan_row(&result.batches, "Worker retries", &note)?;
+        }
+        out.push(result);
+    }
+    Ok(out)
+}
+
+/// `batches` (an `EXPLAIN` answer: `plan_type`, `plan`) with one more row.
+fn with_plan_row(batches: &[RecordBatch], plan_type: &str, plan: &str) -> Result<Vec<RecordBatch>> {
+    let Some(schema) = batches.first().map(|b| b.schema()) else {
+        return Ok(Vec::new());
+    };
+    let row = RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            Arc::new(StringArray::from(vec![plan_type])),
+            Arc::new(StringArray::from(vec![plan])),
+        ],
+    )?;
+    let mut out = batches.to_vec();
+    out.push(row);
+    Ok(out)
 }
 
 /// Whether `e` reads as a connection failing (a worker gone mid-query)

@@ -4,7 +4,7 @@
 use datafusion::arrow::array::RecordBatch;
 use datafusion::error::Result;
 use datafusion::prelude::SessionContext;
-use datafusion::sql::parser::DFParser;
+use datafusion::sql::parser::{DFParser, Statement};
 
 /// Result of one statement of a script.
 pub struct StatementResult {
@@ -18,20 +18,24 @@ pub struct StatementResult {
 /// so semicolons inside string literals are safe. A result without rows is
 /// one empty batch, so every result carries its schema.
 pub async fn run_script(ctx: &SessionContext, sql: &str) -> Result<Vec<StatementResult>> {
-    let statements = DFParser::parse_sql(sql)?;
-    let mut out = Vec::with_capacity(statements.len());
-    for statement in statements {
-        let text = statement.to_string();
-        let plan = ctx.state().statement_to_plan(statement).await?;
-        let df = ctx.execute_logical_plan(plan).await?;
-        let schema = std::sync::Arc::new(df.schema().as_arrow().clone());
-        let mut batches = df.collect().await?;
-        if batches.is_empty() {
-            batches.push(RecordBatch::new_empty(schema));
-        }
-        out.push(StatementResult { sql: text, batches });
+    let mut out = Vec::new();
+    for statement in DFParser::parse_sql(sql)? {
+        out.push(run_statement(ctx, statement).await?);
     }
     Ok(out)
+}
+
+/// Plans and runs one parsed statement, collecting its answer.
+pub async fn run_statement(ctx: &SessionContext, statement: Statement) -> Result<StatementResult> {
+    let text = statement.to_string();
+    let plan = ctx.state().statement_to_plan(statement).await?;
+    let df = ctx.execute_logical_plan(plan).await?;
+    let schema = std::sync::Arc::new(df.schema().as_arrow().clone());
+    let mut batches = df.collect().await?;
+    if batches.is_empty() {
+        batches.push(RecordBatch::new_empty(schema));
+    }
+    Ok(StatementResult { sql: text, batches })
 }
 
 /// The result of the script's main query: the last statement that returned

@@ -190,8 +190,19 @@ pub async fn run(mut args: QueryArgs) -> anyhow::Result<()> {
     }
     let sql = if args.explain { format!("EXPLAIN {sql}") } else { sql };
     if args.distributed {
-        // A worker that dies under the query costs a second run, not the query.
-        let results = silt_client::distributed::with_worker_retry(&ctx, || run_script(&ctx, &sql)).await?;
+        // A worker that dies under a statement costs a second run of it, not the query.
+        let results = silt_client::distributed::run_script_retrying(&ctx, &sql).await?;
+        if let Some(workers) = ctx
+            .state()
+            .config()
+            .get_extension::<silt_client::distributed::Workers>()
+            && workers.retries() > 0
+        {
+            eprintln!(
+                "{} statement(s) run again after a worker failed under them",
+                workers.retries()
+            );
+        }
         return print_results(&results, args.format);
     }
     execute(&ctx, &sql, args.format, false).await

@@ -12,6 +12,10 @@
 //! Membership from a file: a member added to a running client's file gets
 //! work within 10 seconds and takes ~1/3 of the row groups, only from the
 //! others; a member removed from it gets no more work.
+//!
+//! Distributed queries: 200 TPC-H queries, each a `silt query --distributed`
+//! process, over two `silt worker` processes, one killed mid-query and
+//! restarted: none fails or differs from DataFusion's answer.
 
 mod common;
 
@@ -22,6 +26,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use datafusion::arrow::array::RecordBatch;
 use datafusion::prelude::SessionContext;
 use silt_bench::compare::{check_same, is_ordered};
 use silt_bench::local_s3::LocalS3;
@@ -471,8 +476,43 @@ impl WorkerProcess {
     }
 }
 
-/// Distributed queries the coordinator runs while a worker dies and returns.
+/// Distributed queries run while a worker dies and returns.
 const DISTRIBUTED_QUERIES: usize = 200;
+
+/// One `silt query --distributed` process's answer: its rows (JSON lines,
+/// read back into `expected`'s schema) and whether it ran a statement again.
+fn distributed_query(
+    urls: &[String],
+    workers: &[String],
+    sql: &str,
+    expected: &[RecordBatch],
+) -> Result<(Vec<RecordBatch>, bool), String> {
+    let out = Command::new(env!("CARGO_BIN_EXE_silt"))
+        .args([
+            "query",
+            "--server",
+            &urls.join(","),
+            "--distributed",
+            "--workers",
+            &workers.join(","),
+        ])
+        .args(["--format", "json", "--", sql])
+        .output()
+        .map_err(|e| format!("spawning silt query: {e}"))?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() {
+        return Err(format!("exit {}: {}", out.status, stderr.trim()));
+    }
+    let schema = expected.first().ok_or("no expected answer")?.schema();
+    let mut rows = datafusion::arrow::json::ReaderBuilder::new(schema.clone())
+        .build(std::io::Cursor::new(out.stdout))
+        .and_then(|reader| reader.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| format!("reading its JSON lines: {e}"))?;
+    if rows.is_empty() {
+        rows.push(RecordBatch::new_empty(schema)); // no rows: no line printed
+    }
+    Ok((rows, stderr.contains("run again after a worker failed")))
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn distributed_queries_survive_a_worker_killed_and_restarted() {
@@ -487,49 +527,80 @@ async fn distributed_queries_survive_a_worker_killed_and_restarted() {
     let mut workers: Vec<Option<WorkerProcess>> =
         listens.iter().map(|l| Some(WorkerProcess::start(l, &urls))).collect();
     let worker_urls: Vec<String> = listens.iter().map(|l| format!("http://{l}")).collect();
-    let fleet = Arc::new(Fleet::connect(&urls, None).unwrap());
-    let ctx = silt_client::distributed::coordinator_context(fleet, &worker_urls, None)
-        .await
-        .unwrap();
-    let expected = tpch_answers(&data.path().join("tpch")).await;
+    let expected = Arc::new(tpch_answers(&data.path().join("tpch")).await);
 
+    // Two coordinators at a time, each query its own `silt query` process.
     let mut problems = Vec::new();
-    for i in 0..DISTRIBUTED_QUERIES {
-        if i == 50 {
-            // Killed while the query after it runs.
+    let mut retried = 0;
+    let mut took = Vec::new();
+    for pair in (0..DISTRIBUTED_QUERIES).step_by(2) {
+        if pair == 50 {
+            // Killed while these queries run: half the median query's time in.
+            took.sort();
             let victim = workers[1].take().unwrap();
+            let after = took[took.len() / 2] / 2;
             std::thread::spawn(move || {
-                std::thread::sleep(Duration::from_millis(30));
+                std::thread::sleep(after);
                 victim.kill();
             });
         }
-        if i == 120 {
+        if pair == 120 {
             workers[1] = Some(WorkerProcess::start(&listens[1], &urls));
         }
-        let n = i % 22 + 1;
-        let sql = query(n as u32);
-        let answer = silt_client::distributed::with_worker_retry(&ctx, || run_script_last_query(&ctx, &sql)).await;
-        match answer {
-            Err(e) => problems.push(format!("query {i} (q{n:02}): failed: {e}")),
-            Ok(got) => {
-                if let Err(d) = check_same(&format!("q{n:02}"), &got, &expected[n - 1], is_ordered(&sql)) {
-                    problems.push(format!("query {i}: {d}"));
-                }
+        let runs: Vec<_> = (pair..pair + 2)
+            .map(|i| {
+                let (urls, workers, expected) = (urls.clone(), worker_urls.clone(), expected.clone());
+                std::thread::spawn(move || {
+                    let n = i % 22 + 1;
+                    let sql = query(n as u32);
+                    let began = Instant::now();
+                    let answer = distributed_query(&urls, &workers, &sql, &expected[n - 1]);
+                    let outcome = answer.and_then(|(got, again)| {
+                        check_same(&format!("q{n:02}"), &got, &expected[n - 1], is_ordered(&sql)).map(|()| again)
+                    });
+                    (
+                        i,
+                        n,
+                        outcome.map_err(|e| format!("query {i} (q{n:02}): {e}")),
+                        began.elapsed(),
+                    )
+                })
+            })
+            .collect();
+        for run in runs {
+            let (_, _, outcome, elapsed) = run.join().unwrap();
+            took.push(elapsed);
+            match outcome {
+                Ok(again) => retried += usize::from(again),
+                Err(e) => problems.push(e),
             }
         }
     }
-    let workers_ext = ctx
-        .state()
-        .config()
-        .get_extension::<silt_client::distributed::Workers>()
-        .unwrap();
+    took.sort();
     eprintln!(
-        "{DISTRIBUTED_QUERIES} distributed queries, a worker killed at 50 and back at 120: {} failed, {} run again",
+        "{DISTRIBUTED_QUERIES} distributed queries (silt query processes, two at a time), a worker killed at 50 and \
+         back at 120: {} failed or wrong, {retried} ran a statement again; median {:?} per process",
         problems.len(),
-        workers_ext.retries()
+        took[took.len() / 2]
     );
     assert!(problems.is_empty(), "{}", problems.join("\n"));
-    assert_eq!(workers_ext.probe().await, 2, "the restarted worker answers again");
+    // The restarted worker gets tasks again: EXPLAIN ANALYZE through both
+    // workers runs, reporting its retries.
+    let analyze = Command::new(env!("CARGO_BIN_EXE_silt"))
+        .args([
+            "query",
+            "--server",
+            &urls.join(","),
+            "--distributed",
+            "--workers",
+            &worker_urls.join(","),
+        ])
+        .args(["--format", "csv", "--", &format!("EXPLAIN ANALYZE {}", query(1))])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&analyze.stdout);
+    assert!(analyze.status.success(), "{}", String::from_utf8_lossy(&analyze.stderr));
+    assert!(text.contains("Worker retries,0"), "{text}");
     for w in workers.into_iter().flatten() {
         assert!(w.log.lock().unwrap().iter().all(|l| !l.contains("panicked")));
         w.kill();
