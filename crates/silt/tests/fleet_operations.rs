@@ -476,6 +476,14 @@ impl WorkerProcess {
     }
 }
 
+/// A test that fails leaves no worker behind.
+impl Drop for WorkerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// Distributed queries run while a worker dies and returns.
 const DISTRIBUTED_QUERIES: usize = 200;
 

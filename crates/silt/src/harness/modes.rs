@@ -235,6 +235,34 @@ async fn run_ddl(ctx: &SessionContext, ddl: &[String]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The client's DataFusion context, seeing changes as the run's validation
+/// promises. DataFusion keeps every listing forever by default (its
+/// list-files cache: 1 MiB, no TTL), so a client reading files itself
+/// (`direct`, `file-server`, `local`) would never list again after its first
+/// query: it would not see an overwrite, and it would skip the round trip a
+/// Silt scan pays under `always`. So its listings are kept as long as the
+/// validation trusts one: never under `always`, the TTL under `ttl=`, until
+/// a sweep under `notify` (no notices reach a client), forever under
+/// `immutable`. Silt's own clients list through the server either way.
+fn client_context(validation: &str) -> anyhow::Result<SessionContext> {
+    use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+    use silt_cache::Freshness;
+    let freshness: Freshness = validation
+        .parse()
+        .map_err(|e| anyhow::anyhow!("validation {validation:?}: {e}"))?;
+    let runtime = match freshness {
+        Freshness::Always => RuntimeEnvBuilder::new().with_object_list_cache_limit(0),
+        Freshness::Ttl(ttl) | Freshness::Notify { sweep: ttl } => {
+            RuntimeEnvBuilder::new().with_object_list_cache_ttl(Some(ttl))
+        }
+        Freshness::Immutable => RuntimeEnvBuilder::new(),
+    };
+    Ok(SessionContext::new_with_config_rt(
+        datafusion::prelude::SessionConfig::new(),
+        runtime.build_arc()?,
+    ))
+}
+
 impl Session {
     /// Starts `mode` over `suite` with an empty cache.
     pub async fn start(
@@ -243,7 +271,7 @@ impl Session {
         setup: &StoreSetup,
         work: &std::path::Path,
     ) -> anyhow::Result<Session> {
-        let ctx = SessionContext::new();
+        let ctx = client_context(&setup.validation)?;
         let counters = ClientStoreCounters::default();
         let server = match mode.server() {
             None => None,

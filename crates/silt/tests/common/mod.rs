@@ -42,6 +42,14 @@ impl Server {
     }
 }
 
+/// A test that fails leaves no server behind.
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// `silt serve` on every TPC-H table of `s3`, with the cache in
 /// `cache_dir` and `extra` arguments.
 pub fn serve_command(s3: &LocalS3, cache_dir: &Path, extra: &[&str]) -> Command {
