@@ -487,6 +487,14 @@ impl Drop for WorkerProcess {
 /// Distributed queries run while a worker dies and returns.
 const DISTRIBUTED_QUERIES: usize = 200;
 
+/// `silt query --distributed` of `sql` over `urls` and `workers`, printing `format`.
+fn silt_query_distributed(urls: &[String], workers: &[String], format: &str, sql: &str) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_silt"));
+    cmd.args(["query", "--server", &urls.join(","), "--distributed"])
+        .args(["--workers", &workers.join(","), "--format", format, "--", sql]);
+    cmd
+}
+
 /// One `silt query --distributed` process's answer: its rows (JSON lines,
 /// read back into `expected`'s schema) and whether it ran a statement again.
 fn distributed_query(
@@ -495,16 +503,7 @@ fn distributed_query(
     sql: &str,
     expected: &[RecordBatch],
 ) -> Result<(Vec<RecordBatch>, bool), String> {
-    let out = Command::new(env!("CARGO_BIN_EXE_silt"))
-        .args([
-            "query",
-            "--server",
-            &urls.join(","),
-            "--distributed",
-            "--workers",
-            &workers.join(","),
-        ])
-        .args(["--format", "json", "--", sql])
+    let out = silt_query_distributed(urls, workers, "json", sql)
         .output()
         .map_err(|e| format!("spawning silt query: {e}"))?;
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -594,16 +593,7 @@ async fn distributed_queries_survive_a_worker_killed_and_restarted() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
     // The restarted worker gets tasks again: EXPLAIN ANALYZE through both
     // workers runs, reporting its retries.
-    let analyze = Command::new(env!("CARGO_BIN_EXE_silt"))
-        .args([
-            "query",
-            "--server",
-            &urls.join(","),
-            "--distributed",
-            "--workers",
-            &worker_urls.join(","),
-        ])
-        .args(["--format", "csv", "--", &format!("EXPLAIN ANALYZE {}", query(1))])
+    let analyze = silt_query_distributed(&urls, &worker_urls, "csv", &format!("EXPLAIN ANALYZE {}", query(1)))
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&analyze.stdout);
