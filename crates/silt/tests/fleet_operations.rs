@@ -490,8 +490,14 @@ const DISTRIBUTED_QUERIES: usize = 200;
 /// `silt query --distributed` of `sql` over `urls` and `workers`, printing `format`.
 fn silt_query_distributed(urls: &[String], workers: &[String], format: &str, sql: &str) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_silt"));
-    cmd.args(["query", "--server", &urls.join(","), "--distributed"])
-        .args(["--workers", &workers.join(","), "--format", format, "--", sql]);
+    cmd.args(["query", "--server", &urls.join(","), "--distributed"]).args([
+        "--workers",
+        &workers.join(","),
+        "--format",
+        format,
+        "--",
+        sql,
+    ]);
     cmd
 }
 
