@@ -48,3 +48,15 @@ pub fn bytes_below(dir: &Path) -> u64 {
         .map(|m| m.len())
         .sum()
 }
+
+/// The source folder of the crate being built or tested: `CARGO_MANIFEST_DIR`
+/// as cargo sets it when it runs a test (so a test binary built in one
+/// checkout and run from another, as a shared target directory allows, finds
+/// this checkout's files), else `compiled`, the caller's
+/// `env!("CARGO_MANIFEST_DIR")`.
+pub fn source_dir(compiled: &str) -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .filter(|dir| dir.is_dir())
+        .unwrap_or_else(|| PathBuf::from(compiled))
+}

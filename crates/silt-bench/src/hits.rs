@@ -460,7 +460,7 @@ mod tests {
     }
 
     fn seed_file() -> std::path::PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/nano_hits.parquet")
+        crate::files::source_dir(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/nano_hits.parquet")
     }
 
     #[test]

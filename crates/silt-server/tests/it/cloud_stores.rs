@@ -38,7 +38,7 @@ const BUCKET: &str = "lake";
 fn installed_tools() -> &'static Vec<(String, PathBuf)> {
     static TOOLS: OnceLock<Vec<(String, PathBuf)>> = OnceLock::new();
     TOOLS.get_or_init(|| {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/emulators-env.sh");
+        let script = silt_bench::files::source_dir(env!("CARGO_MANIFEST_DIR")).join("../../scripts/emulators-env.sh");
         let out = Command::new("bash")
             .arg(&script)
             .stderr(Stdio::inherit())

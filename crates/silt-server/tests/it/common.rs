@@ -16,7 +16,7 @@ pub const TPCH_SF: f64 = 0.01;
 
 /// `../shared` from the repository root.
 pub fn shared_dir() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared");
+    let dir = silt_bench::files::source_dir(env!("CARGO_MANIFEST_DIR")).join("../../../shared");
     assert!(
         dir.join("data/nano_hits.parquet").exists(),
         "the shared benchmark folder must sit beside the repository (expected {})",

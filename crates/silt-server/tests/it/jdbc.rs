@@ -6,7 +6,7 @@
 //! driver is fetched by `scripts/jdbc-env.sh` (or named by
 //! `SILT_JDBC_DRIVER`), which `scripts/test.sh` runs first.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::sync::{Arc, OnceLock};
 
@@ -23,7 +23,8 @@ fn classpath() -> &'static str {
         let jar = std::env::var("SILT_JDBC_DRIVER")
             .map(PathBuf::from)
             .unwrap_or_else(|_| {
-                let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/jdbc-env.sh");
+                let script =
+                    silt_bench::files::source_dir(env!("CARGO_MANIFEST_DIR")).join("../../scripts/jdbc-env.sh");
                 let out = Command::new("bash")
                     .arg(&script)
                     .output()
@@ -37,7 +38,7 @@ fn classpath() -> &'static str {
             });
         assert!(jar.exists(), "no JDBC driver at {}", jar.display());
         let classes = std::env::temp_dir().join(format!("silt-jdbc-classes-{}", std::process::id()));
-        let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/jdbc/SiltJdbc.java");
+        let source = silt_bench::files::source_dir(env!("CARGO_MANIFEST_DIR")).join("tests/jdbc/SiltJdbc.java");
         let out = Command::new("javac")
             .arg("-cp")
             .arg(&jar)

@@ -18,7 +18,7 @@ use silt_bench::tpch;
 use silt_client::script::run_script_last_query;
 
 pub fn shared_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared")
+    silt_bench::files::source_dir(env!("CARGO_MANIFEST_DIR")).join("../../../shared")
 }
 
 /// A running `silt serve`: the process, its Flight URL, and every line it
