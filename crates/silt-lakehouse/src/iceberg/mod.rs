@@ -1,0 +1,205 @@
+//! Iceberg tables: the metadata file, a snapshot, its live files.
+//!
+//! Reading a snapshot's files takes one metadata read (which snapshot is
+//! current), one manifest-list read and one read per manifest, all through
+//! the caller's store. A table is named by its metadata JSON
+//! (`.../metadata/00003-<uuid>.metadata.json`) or by its folder: then the
+//! current version is `metadata/version-hint.text` (Hadoop tables), else
+//! the highest-numbered `*.metadata.json` in `metadata/` (what catalogs
+//! write; with a catalog the catalog's answer is the authority).
+
+mod manifest;
+mod metadata;
+
+use futures::{StreamExt, TryStreamExt};
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
+
+pub use manifest::{ContentFile, FileContent, ManifestContent, ManifestEntryFile, read_manifest, read_manifest_list};
+pub use metadata::{Snapshot, SnapshotChoice, SnapshotLogEntry, TableMetadata};
+
+use crate::{LakehouseError, ObjectLocator, Result};
+
+/// Manifests read at once.
+const MANIFEST_READS: usize = 8;
+
+/// A table's metadata as of one metadata file.
+#[derive(Debug, Clone)]
+pub struct IcebergTable {
+    /// The metadata file read.
+    pub metadata_path: Path,
+    pub metadata: TableMetadata,
+}
+
+/// The live files of one snapshot.
+#[derive(Debug, Clone, Default)]
+pub struct SnapshotFiles {
+    /// Data files, sorted by path.
+    pub data: Vec<ContentFile>,
+    /// Position and equality delete files, sorted by path.
+    pub deletes: Vec<ContentFile>,
+}
+
+impl IcebergTable {
+    /// The table at `location` (a metadata JSON, or the table's folder).
+    pub async fn load(store: &dyn ObjectStore, location: &Path) -> Result<IcebergTable> {
+        let metadata_path = current_metadata_path(store, location).await?;
+        let bytes = read(store, &metadata_path).await?;
+        let metadata = TableMetadata::parse(metadata_path.as_ref(), &bytes)?;
+        Ok(IcebergTable {
+            metadata_path,
+            metadata,
+        })
+    }
+
+    /// The live files of the snapshot `choice` names (none for a table
+    /// without snapshots), their URLs resolved in `store` by `locator`.
+    pub async fn files(
+        &self,
+        store: &dyn ObjectStore,
+        locator: &ObjectLocator,
+        choice: SnapshotChoice,
+    ) -> Result<SnapshotFiles> {
+        let Some(snapshot) = self.metadata.snapshot(choice)? else {
+            return Ok(SnapshotFiles::default());
+        };
+        let manifests = match (&snapshot.manifest_list, &snapshot.manifests) {
+            (Some(list), _) => {
+                let bytes = read(store, &locator.path(list)?).await?;
+                read_manifest_list(list, &bytes)?
+            }
+            // v1 without a manifest list: the manifests, all of data.
+            (None, Some(paths)) => paths
+                .iter()
+                .map(|p| ManifestEntryFile {
+                    path: p.clone(),
+                    content: ManifestContent::Data,
+                    sequence_number: 0,
+                })
+                .collect(),
+            (None, None) => {
+                return Err(LakehouseError::Invalid {
+                    path: self.metadata_path.to_string(),
+                    what: "Iceberg table metadata file",
+                    reason: format!("snapshot {} names no manifests", snapshot.snapshot_id),
+                });
+            }
+        };
+        let per_manifest: Vec<Vec<ContentFile>> = futures::stream::iter(manifests)
+            .map(|m| async move {
+                let bytes = read(store, &locator.path(&m.path)?).await?;
+                read_manifest(&m, &bytes)
+            })
+            .buffered(MANIFEST_READS)
+            .try_collect()
+            .await?;
+        let (mut data, mut deletes): (Vec<ContentFile>, Vec<ContentFile>) = per_manifest
+            .into_iter()
+            .flatten()
+            .partition(|f| f.content == FileContent::Data);
+        data.sort_by(|a, b| a.path.cmp(&b.path));
+        deletes.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(SnapshotFiles { data, deletes })
+    }
+}
+
+/// The current metadata file of the table at `location`.
+pub async fn current_metadata_path(store: &dyn ObjectStore, location: &Path) -> Result<Path> {
+    if location.as_ref().ends_with(".metadata.json") {
+        return Ok(location.clone());
+    }
+    let folder = location.clone().join("metadata");
+    let hint = folder.clone().join("version-hint.text");
+    match store.get(&hint).await {
+        Ok(result) => {
+            let text = result.bytes().await.map_err(|e| store_error(&hint, e))?;
+            let text = String::from_utf8_lossy(&text).trim().to_string();
+            if text.ends_with(".metadata.json") {
+                return Ok(folder.join(text.as_str()));
+            }
+            let version: u64 = text.parse().map_err(|_| LakehouseError::Invalid {
+                path: hint.to_string(),
+                what: "Iceberg version hint",
+                reason: format!("{text:?} is not a version number"),
+            })?;
+            let named = folder.clone().join(format!("v{version}.metadata.json").as_str());
+            if store.head(&named).await.is_ok() {
+                return Ok(named);
+            }
+            latest_metadata(store, &folder, Some(version)).await
+        }
+        Err(object_store::Error::NotFound { .. }) => latest_metadata(store, &folder, None).await,
+        Err(e) => Err(store_error(&hint, e)),
+    }
+}
+
+/// The `*.metadata.json` in `folder` with the highest version (`vN.` or
+/// `0000N-uuid.`), or exactly version `want`.
+async fn latest_metadata(store: &dyn ObjectStore, folder: &Path, want: Option<u64>) -> Result<Path> {
+    let listed: Vec<_> = store
+        .list(Some(folder))
+        .try_collect()
+        .await
+        .map_err(|e| store_error(folder, e))?;
+    let best = listed
+        .into_iter()
+        .filter_map(|meta| {
+            let name = meta.location.filename()?.to_string();
+            let version = metadata_version(&name)?;
+            Some((version, meta.location))
+        })
+        .filter(|(v, _)| want.is_none_or(|w| *v == w))
+        .max_by_key(|(v, _)| *v);
+    best.map(|(_, path)| path)
+        .ok_or_else(|| LakehouseError::NoSuchSnapshot {
+            table: folder.to_string(),
+            reason: match want {
+                Some(v) => format!("no metadata file of version {v}"),
+                None => "no *.metadata.json: not an Iceberg table folder".to_string(),
+            },
+        })
+}
+
+/// The version of a metadata file name: `v12.metadata.json` and
+/// `00012-<uuid>.metadata.json` are version 12. Compressed ones
+/// (`.gz.metadata.json`) are not read yet.
+fn metadata_version(name: &str) -> Option<u64> {
+    let stem = name.strip_suffix(".metadata.json")?;
+    if stem.ends_with(".gz") {
+        return None;
+    }
+    let digits = match stem.strip_prefix('v') {
+        Some(rest) => rest,
+        None => stem.split('-').next()?,
+    };
+    digits.parse().ok()
+}
+
+async fn read(store: &dyn ObjectStore, path: &Path) -> Result<bytes::Bytes> {
+    let result = store.get(path).await.map_err(|e| store_error(path, e))?;
+    result.bytes().await.map_err(|e| store_error(path, e))
+}
+
+fn store_error(path: &Path, source: object_store::Error) -> LakehouseError {
+    LakehouseError::Store {
+        path: path.to_string(),
+        source,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadata_file_names_carry_their_version() {
+        assert_eq!(metadata_version("v12.metadata.json"), Some(12));
+        assert_eq!(
+            metadata_version("00012-6b0d9f1c-7f52-4d3a-9d6e-1c2f3a4b5c6d.metadata.json"),
+            Some(12)
+        );
+        assert_eq!(metadata_version("00001-x.gz.metadata.json"), None);
+        assert_eq!(metadata_version("snap-1-0-x.avro"), None);
+        assert_eq!(metadata_version("version-hint.text"), None);
+    }
+}
