@@ -31,13 +31,14 @@
 //! workers' homes, so a dead worker's row groups are read beside the next
 //! home in their rendezvous order). A worker that dies under a query fails
 //! it (`datafusion-distributed` has no task retries): the query is planned
-//! again on the workers left and run once more, its answer collected
-//! before it is returned, so never partial or duplicated. A restarted
-//! worker gets tasks again from the next query's probe. A cache server
-//! that is down fails over as in any fleet scan. Scripts
-//! ([`run_script_retrying`]) retry statement by statement, so a statement
-//! that already took effect (TPC-H Q15's `CREATE VIEW`) never runs twice.
-//! Retries are counted ([`Workers::retries`], the metric
+//! again on the workers left and run again (at most [`MAX_RUNS`] runs),
+//! its answer collected before it is returned, so never partial or
+//! duplicated. A restarted worker gets tasks again from the next query's
+//! probe. A cache server that is down fails over as in any fleet scan.
+//! Scripts ([`run_script_retrying`]) retry statement by statement, so a
+//! statement that already took effect (TPC-H Q15's `CREATE VIEW`) never
+//! runs twice, and only queries are retried: a write runs once. Retries
+//! are counted ([`Workers::retries`], the metric
 //! `silt_distributed_query_retries_total` where the process exports
 //! metrics) and shown by `EXPLAIN ANALYZE` (a `Worker retries` row).
 
@@ -80,16 +81,17 @@ pub struct Workers {
     homes: Vec<String>,
     /// Per worker, whether it answered the last probe (all, before one).
     live: Arc<Mutex<Vec<bool>>>,
-    /// Queries run again after a worker failed under them.
+    /// Runs repeated after a worker failed under them.
     retries: Arc<AtomicU64>,
 }
 
-/// A query run again on the workers left: what failed and how many answered.
+/// A run repeated on the workers left: what failed the run before and how
+/// many workers answered the probe after it.
 #[derive(Debug, Clone)]
 pub struct WorkerRetry {
     /// The first run's error.
     pub error: String,
-    /// Workers that answered the probe before the second run, and in all.
+    /// Workers that answered the probe before the repeated run, and in all.
     pub live: usize,
     pub workers: usize,
 }
@@ -167,7 +169,7 @@ impl Workers {
         up
     }
 
-    /// Queries run again because a worker failed under them.
+    /// Runs repeated because a worker failed under them.
     pub fn retries(&self) -> u64 {
         self.retries.load(Ordering::Relaxed)
     }
@@ -197,7 +199,7 @@ impl WorkerResolver for Workers {
 /// Runs `run` (which plans and collects a query of the coordinating
 /// context `ctx`) on the workers that answer a probe; if it fails and a
 /// worker no longer answers, or the failure is one of transport, probes
-/// again and runs it once more on the workers left (at most [`MAX_RUNS`]
+/// again and runs it again on the workers left (at most [`MAX_RUNS`]
 /// runs in all). `datafusion-distributed`
 /// has no task retries, so the unit of retry is the query: its answer is
 /// collected before it is returned, so a retried query never returns
@@ -207,26 +209,27 @@ where
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = Result<T>>,
 {
-    Ok(retrying(ctx, run).await?.0)
+    Ok(retrying(ctx, MAX_RUNS, run).await?.0)
 }
 
-/// [`with_worker_retry`], also saying whether (and why) it ran twice.
-async fn retrying<T, F, Fut>(ctx: &SessionContext, run: F) -> Result<(T, Option<WorkerRetry>)>
+/// [`with_worker_retry`] with at most `max_runs` runs, also saying which
+/// runs were repeated and why.
+async fn retrying<T, F, Fut>(ctx: &SessionContext, max_runs: usize, run: F) -> Result<(T, Vec<WorkerRetry>)>
 where
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = Result<T>>,
 {
     let Some(workers) = ctx.state().config().get_extension::<Workers>() else {
-        return Ok((run().await?, None));
+        return Ok((run().await?, Vec::new()));
     };
     let mut before = workers.probe().await;
-    let mut retry: Option<WorkerRetry> = None;
+    let mut retries = Vec::new();
     for attempt in 1.. {
         let failure = match run().await {
-            Ok(answer) => return Ok((answer, retry)),
+            Ok(answer) => return Ok((answer, retries)),
             Err(e) => e,
         };
-        if attempt == MAX_RUNS {
+        if attempt >= max_runs {
             return Err(failure);
         }
         // A worker being killed may still accept a connection for a moment:
@@ -245,7 +248,7 @@ where
             workers: workers.urls.len(),
         };
         tracing::warn!(retry = %again, "a worker failed under the query; running it again");
-        retry = Some(again);
+        retries.push(again);
     }
     unreachable!("the loop returns by its last run")
 }
@@ -258,22 +261,41 @@ const MAX_RUNS: usize = 3;
 /// How long a failed run waits before probing the workers.
 const SETTLE: std::time::Duration = std::time::Duration::from_millis(200);
 
-/// Runs each statement of `sql` in `ctx` (a [`coordinator_context`]) under
-/// [`with_worker_retry`]: a statement a dying worker fails runs once more,
-/// and the statements before it, which took effect, do not. An `EXPLAIN
-/// ANALYZE` answer gains a row `Worker retries`: `0`, or the retry and why.
+/// Runs each statement of `sql` in `ctx` (a [`coordinator_context`]) on
+/// the workers that answer a probe. A query (`SELECT`, `WITH`, `VALUES`,
+/// their `EXPLAIN`) a dying worker fails runs again ([`with_worker_retry`]);
+/// the statements before it, which took effect, do not. Any other statement
+/// runs once: a write (`INSERT ... SELECT`, `COPY`) a worker failed under may
+/// have written part of its output, and a second run would write it again.
+/// An `EXPLAIN ANALYZE` answer gains a row `Worker retries`: `0`, or how
+/// many runs were repeated and why.
 pub async fn run_script_retrying(ctx: &SessionContext, sql: &str) -> Result<Vec<StatementResult>> {
     let mut out = Vec::new();
     for statement in DFParser::parse_sql(sql)? {
         let analyze = matches!(&statement, DfStatement::Explain(e) if e.options.analyze);
-        let (mut result, retry) = retrying(ctx, || run_statement(ctx, statement.clone())).await?;
+        let max_runs = if is_query(&statement) { MAX_RUNS } else { 1 };
+        let (mut result, retries) = retrying(ctx, max_runs, || run_statement(ctx, statement.clone())).await?;
         if analyze {
-            let note = retry.map_or_else(|| "0".to_string(), |r| format!("1: {r}"));
+            let note = match retries.last() {
+                None => "0".to_string(),
+                Some(last) => format!("{}: {last}", retries.len()),
+            };
             result.batches = with_plan_row(&result.batches, "Worker retries", &note)?;
         }
         out.push(result);
     }
     Ok(out)
+}
+
+/// Whether `statement` only reads (a query, or the `EXPLAIN` of one), so
+/// running it twice gives the same answer and changes nothing.
+fn is_query(statement: &DfStatement) -> bool {
+    use datafusion::sql::sqlparser::ast::Statement as Sql;
+    match statement {
+        DfStatement::Statement(s) => matches!(**s, Sql::Query(_)),
+        DfStatement::Explain(e) => is_query(&e.statement),
+        _ => false,
+    }
 }
 
 /// `batches` (an `EXPLAIN` answer: `plan_type`, `plan`) with one more row.

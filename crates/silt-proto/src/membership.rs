@@ -137,18 +137,26 @@ impl Sources {
     /// now (a missing file, a name that does not resolve) names no member
     /// until it can; a list with no member at all is an error.
     pub fn parse(texts: &[String]) -> Result<Sources, MembershipError> {
-        let entries = texts.iter().map(|t| Source::parse(t)).collect::<Result<Vec<_>, _>>()?;
-        let mut sources = Sources {
-            last: vec![(Vec::new(), None); entries.len()],
-            entries,
-        };
-        sources.refresh();
+        let sources = Sources::read(texts)?;
         if sources.members().is_empty() {
             return Err(MembershipError(format!(
                 "a fleet needs at least one server (none in {})",
                 texts.join(", ")
             )));
         }
+        Ok(sources)
+    }
+
+    /// The entries `texts` name, read once, even if they name no member
+    /// yet (a server whose DNS name resolves only once some member is
+    /// ready); only an entry that is not one is an error.
+    pub fn read(texts: &[String]) -> Result<Sources, MembershipError> {
+        let entries = texts.iter().map(|t| Source::parse(t)).collect::<Result<Vec<_>, _>>()?;
+        let mut sources = Sources {
+            last: vec![(Vec::new(), None); entries.len()],
+            entries,
+        };
+        sources.refresh();
         Ok(sources)
     }
 

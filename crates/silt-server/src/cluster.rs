@@ -63,9 +63,13 @@ impl Cluster {
         if config.servers.is_empty() {
             return Ok(None);
         }
-        let sources = Sources::parse(&config.servers).map_err(|e| ConfigError::Membership { message: e.0 })?;
+        // A dynamic list may name no member yet (a DNS name resolves once
+        // some member is ready): this server then owns and forwards nothing
+        // until a refresh finds members.
+        let sources = Sources::read(&config.servers).map_err(|e| ConfigError::Membership { message: e.0 })?;
         let dynamic = sources.is_dynamic();
         let members = members_of(config, listen, &sources.members());
+        warn_if_not_listed(config, &members);
         let cluster = Arc::new(Cluster {
             config: config.clone(),
             listen,
@@ -98,7 +102,13 @@ impl Cluster {
             }
             sources.members()
         };
+        if urls.is_empty() {
+            // A file caught half-written, a name that resolves to nothing for
+            // a moment: never shrink to no member.
+            return;
+        }
         let next = members_of(&self.config, self.listen, &urls);
+        warn_if_not_listed(&self.config, &next);
         let before = self.members();
         tracing::info!(
             joined = ?next.servers.iter().filter(|s| !before.servers.contains(s)).collect::<Vec<_>>(),
@@ -107,6 +117,20 @@ impl Cluster {
             "cluster membership changed"
         );
         *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(next);
+    }
+}
+
+/// Says so when this server forwards S3 reads but is not among `members`:
+/// it then forwards nothing. The usual cause with a DNS name is a server
+/// listening on `0.0.0.0`, which matches no member address: give it
+/// `cluster.self` (its URL as the name lists it) or listen on its own address.
+fn warn_if_not_listed(config: &ClusterConfig, members: &ClusterMembers) {
+    let forwards = !config.admin.is_empty() || config.admin_port.is_some();
+    if forwards && members.me.is_none() && !members.servers.is_empty() {
+        tracing::warn!(
+            members = ?members.servers,
+            "this server is not among cluster.servers: it serves every S3 read itself (set cluster.self, or listen on the address the members are named by)"
+        );
     }
 }
 
@@ -194,10 +218,30 @@ mod tests {
         let members = cluster.members();
         assert_eq!(members.me, Some(1));
         assert_eq!(members.admin(1), Some("http://127.0.0.3:8080"));
+        // A rewrite to nothing keeps the members.
+        std::fs::write(&file, "").unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&file)
+            .unwrap()
+            .set_modified(later + std::time::Duration::from_secs(5))
+            .unwrap();
+        cluster.refresh();
+        assert_eq!(cluster.members().servers.len(), 2);
+        // No member yet (a name that resolves to nothing, a missing file):
+        // the server starts, owning nothing.
         let empty = ClusterConfig {
             servers: vec![format!("file://{}", dir.path().join("none").display())],
+            admin_port: Some(8080),
             ..Default::default()
         };
-        assert!(Cluster::start(&empty, listen("127.0.0.3:50051")).is_err());
+        let cluster = Cluster::start(&empty, listen("127.0.0.3:50051")).unwrap().unwrap();
+        assert!(cluster.members().servers.is_empty());
+        assert_eq!(cluster.members().me, None);
+        let bad = ClusterConfig {
+            servers: vec!["dns://no-port".into()],
+            ..Default::default()
+        };
+        assert!(Cluster::start(&bad, listen("127.0.0.3:50051")).is_err());
     }
 }

@@ -342,6 +342,14 @@ impl ClusterConfig {
             }
             .into());
         }
+        let mut seen = std::collections::HashSet::new();
+        if let Some(twice) = self
+            .servers
+            .iter()
+            .find(|s| !seen.insert(silt_proto::placement::member_name(s)))
+        {
+            return Err(ConfigError::RepeatedMember { url: twice.clone() }.into());
+        }
         for url in self.admin.iter().chain(&self.servers) {
             if silt_proto::membership::Source::parse(url).is_ok_and(|s| s.is_dynamic()) {
                 continue;
@@ -818,9 +826,13 @@ mod tests {
         dynamic.cluster.admin.clear();
         dynamic.cluster.admin_port = Some(9090);
         dynamic.validate().unwrap();
-        let mut both = config;
+        let mut both = config.clone();
         both.cluster.admin_port = Some(9090);
         assert!(both.validate().is_err(), "admin and admin_port");
+        let mut twice = config;
+        twice.cluster.servers[2] = "http://127.0.0.1:50051/".into();
+        let err = twice.validate().unwrap_err().to_string();
+        assert!(err.contains("twice"), "{err}");
     }
 
     #[test]

@@ -199,7 +199,7 @@ pub async fn run(mut args: QueryArgs) -> anyhow::Result<()> {
             && workers.retries() > 0
         {
             eprintln!(
-                "{} statement(s) run again after a worker failed under them",
+                "{} statement run(s) repeated after a worker failed under them",
                 workers.retries()
             );
         }

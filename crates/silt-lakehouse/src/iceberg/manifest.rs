@@ -83,8 +83,10 @@ pub fn read_manifest(manifest: &ManifestEntryFile, bytes: &[u8]) -> Result<Vec<C
         let status = field(&entry, "status")
             .and_then(as_long)
             .ok_or_else(|| bad("an entry without status"))?;
-        if status == 2 {
-            continue; // DELETED: no longer in this snapshot
+        match status {
+            0 | 1 => {}    // EXISTING, ADDED: live
+            2 => continue, // DELETED: no longer in this snapshot
+            other => return Err(bad(&format!("entry status {other}"))),
         }
         let file = field(&entry, "data_file").ok_or_else(|| bad("an entry without data_file"))?;
         let content = match field(file, "content").and_then(as_long).unwrap_or(0) {
@@ -108,7 +110,9 @@ pub fn read_manifest(manifest: &ManifestEntryFile, bytes: &[u8]) -> Result<Vec<C
                 .and_then(as_long)
                 .and_then(|s| u64::try_from(s).ok())
                 .ok_or_else(|| bad("a file without file_size_in_bytes"))?,
-            // An ADDED entry may leave its sequence number to the manifest's.
+            // An ADDED entry may leave its sequence number to the manifest's
+            // (v2); v1 has none (0). An EXISTING entry without one is taken
+            // the same way rather than refused.
             sequence_number: field(&entry, "sequence_number")
                 .and_then(as_long)
                 .unwrap_or(manifest.sequence_number),

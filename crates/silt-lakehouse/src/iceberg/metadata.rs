@@ -24,7 +24,8 @@ pub struct TableMetadata {
     #[serde(default)]
     pub snapshots: Vec<Snapshot>,
     /// Which snapshot was current when, oldest first: what time travel by
-    /// timestamp follows (a rolled-back snapshot is no longer in it).
+    /// timestamp follows (a snapshot staged but never made current is not in
+    /// it; a rolled-back one stays, for the time it was current).
     #[serde(default)]
     pub snapshot_log: Vec<SnapshotLogEntry>,
     #[serde(default)]
@@ -112,11 +113,19 @@ impl TableMetadata {
             SnapshotChoice::Id(id) => id,
             SnapshotChoice::AsOf(ms) => {
                 let log: Vec<(i64, i64)> = if self.snapshot_log.is_empty() {
-                    // No log (some v1 writers): the snapshots by their own time.
-                    let mut all: Vec<(i64, i64)> =
-                        self.snapshots.iter().map(|s| (s.timestamp_ms, s.snapshot_id)).collect();
-                    all.sort();
-                    all
+                    // No log (some v1 writers): the current snapshot and its
+                    // ancestors, never a staged snapshot that was not current.
+                    let mut line = Vec::new();
+                    let mut next = self.current_snapshot_id.filter(|id| *id != -1);
+                    while let Some(snapshot) = next.and_then(|id| self.snapshots.iter().find(|s| s.snapshot_id == id)) {
+                        line.push((snapshot.timestamp_ms, snapshot.snapshot_id));
+                        next = snapshot.parent_snapshot_id;
+                        if line.len() > self.snapshots.len() {
+                            break; // a cycle in damaged metadata
+                        }
+                    }
+                    line.reverse();
+                    line
                 } else {
                     self.snapshot_log
                         .iter()
@@ -162,9 +171,21 @@ mod tests {
         assert_eq!(id(SnapshotChoice::Id(3)), Some(3));
         assert!(m.snapshot(SnapshotChoice::Id(9)).is_err());
         assert_eq!(id(SnapshotChoice::AsOf(15)), Some(1));
-        // Snapshot 3 (a staged or rolled-back commit) was never current.
+        // Snapshot 3 (a staged commit) was never current.
         assert_eq!(id(SnapshotChoice::AsOf(27)), Some(2));
         assert!(m.snapshot(SnapshotChoice::AsOf(5)).is_err(), "before the first commit");
+    }
+
+    #[test]
+    fn without_a_log_time_travel_follows_the_current_line() {
+        let no_log = METADATA.replace(
+            r#""snapshot-log": [{"snapshot-id": 1, "timestamp-ms": 10}, {"snapshot-id": 2, "timestamp-ms": 20}],"#,
+            "",
+        );
+        let m = TableMetadata::parse("m.json", no_log.as_bytes()).unwrap();
+        let at = |t| m.snapshot(SnapshotChoice::AsOf(t)).unwrap().unwrap().snapshot_id;
+        assert_eq!(at(15), 1);
+        assert_eq!(at(27), 2, "the staged snapshot 3 is not on the current line");
     }
 
     #[test]

@@ -86,6 +86,8 @@ pub enum ConfigError {
     /// `cluster.servers` names no member at start.
     #[error("cluster.servers: {message}")]
     Membership { message: String },
+    #[error("cluster.servers lists {url:?} twice: members are placed by name and paired with admin URLs by position")]
+    RepeatedMember { url: String },
     #[error("cluster: {url:?} is not a URL")]
     NotAUrl { url: String },
     /// The TLS certificate or key files do not make a TLS configuration.

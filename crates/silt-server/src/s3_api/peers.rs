@@ -69,8 +69,8 @@ impl PeerRoute {
 pub struct Peers {
     cluster: Arc<Cluster>,
     /// Per member's admin listener, skipped for [`BACKOFF`] after a
-    /// failure in transport (members that left keep their entry: a few
-    /// bytes each).
+    /// failure in transport (members that left are forgotten as the map
+    /// grows: [`Peers::forget_departed`]).
     backoff: Mutex<HashMap<String, Arc<Backoff>>>,
     /// The S3 key the fleet's API is signed with, if any.
     key: Option<(String, String)>,
@@ -119,12 +119,24 @@ impl Peers {
 
     /// The back-off of the member whose admin listener is `admin`.
     fn backoff_of(&self, admin: &str) -> Arc<Backoff> {
-        self.backoff
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(admin.to_string())
-            .or_default()
-            .clone()
+        let mut backoff = self.backoff.lock().unwrap_or_else(|p| p.into_inner());
+        if !backoff.contains_key(admin) {
+            self.forget_departed(&mut backoff, |k| k);
+        }
+        backoff.entry(admin.to_string()).or_default().clone()
+    }
+
+    /// Drops the entries of members no longer in the list from `map` (keyed
+    /// by `admin_of(key)`), once it holds more than twice the members: with
+    /// DNS membership, addresses come and go for as long as the server runs.
+    fn forget_departed<K, V>(&self, map: &mut HashMap<K, V>, admin_of: impl Fn(&K) -> &str) {
+        let members = self.cluster.members();
+        if map.len() <= 2 * members.servers.len() + 8 {
+            return;
+        }
+        let current: std::collections::HashSet<&str> =
+            (0..members.servers.len()).filter_map(|i| members.admin(i)).collect();
+        map.retain(|k, _| current.contains(admin_of(k)));
     }
 
     /// `span` of `key` read from member `owner`, if it answers with the
@@ -194,6 +206,7 @@ impl Peers {
         if let Some(c) = clients.get(&key) {
             return Ok(c.clone());
         }
+        self.forget_departed(&mut clients, |(admin, _)| admin);
         let mut headers = axum::http::HeaderMap::new();
         headers.insert(FORWARDED, axum::http::HeaderValue::from_static("1"));
         let mut options = ClientOptions::new()
