@@ -60,3 +60,20 @@ pub fn source_dir(compiled: &str) -> PathBuf {
         .filter(|dir| dir.is_dir())
         .unwrap_or_else(|| PathBuf::from(compiled))
 }
+
+/// Writes `members` (one URL per line) to the membership file `file` with a
+/// modification time past any this process gave it before, so a reader that
+/// re-reads the file only when its time moves (`silt_proto::membership`)
+/// sees every rewrite, however close together.
+pub fn write_members<S: AsRef<str>>(file: &Path, members: &[S]) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static BUMP: AtomicU64 = AtomicU64::new(1);
+    let text: String = members.iter().map(|m| format!("{}\n", m.as_ref())).collect();
+    std::fs::write(file, text).expect("writing the membership file");
+    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(BUMP.fetch_add(1, Ordering::Relaxed));
+    std::fs::File::options()
+        .write(true)
+        .open(file)
+        .and_then(|f| f.set_modified(later))
+        .expect("setting the membership file's time");
+}

@@ -47,17 +47,44 @@ fn write_fixture(warehouse: &FsPath) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).expect("the fixture's JSON")
 }
 
+/// pyiceberg's table in a fresh warehouse, and how to read it.
+struct Fixture {
+    _dir: tempfile::TempDir,
+    warehouse: PathBuf,
+    /// The fixture script's description of the table.
+    fixture: serde_json::Value,
+    store: LocalFileSystem,
+    locator: ObjectLocator,
+}
+
+impl Fixture {
+    fn write() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let warehouse = dir.path().canonicalize().unwrap();
+        let fixture = write_fixture(&warehouse);
+        Fixture {
+            _dir: dir,
+            warehouse,
+            fixture,
+            store: LocalFileSystem::new(),
+            locator: ObjectLocator::new(Url::parse("file:///").unwrap()),
+        }
+    }
+}
+
 fn local_path(url: &str) -> Path {
     ObjectLocator::new(Url::parse("file:///").unwrap()).path(url).unwrap()
 }
 
 #[tokio::test]
 async fn every_snapshot_has_the_files_pyiceberg_plans_for_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let warehouse = dir.path().canonicalize().unwrap();
-    let fixture = write_fixture(&warehouse);
-    let store = LocalFileSystem::new();
-    let locator = ObjectLocator::new(Url::parse("file:///").unwrap());
+    let Fixture {
+        _dir,
+        warehouse,
+        fixture,
+        store,
+        locator,
+    } = Fixture::write();
 
     // By folder: the highest-numbered metadata file is the current one.
     let folder = local_path(fixture["table_location"].as_str().unwrap());
@@ -125,11 +152,13 @@ async fn every_snapshot_has_the_files_pyiceberg_plans_for_it() {
 
 #[tokio::test]
 async fn damaged_or_missing_metadata_is_an_error_naming_the_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let warehouse = dir.path().canonicalize().unwrap();
-    let fixture = write_fixture(&warehouse);
-    let store = LocalFileSystem::new();
-    let locator = ObjectLocator::new(Url::parse("file:///").unwrap());
+    let Fixture {
+        _dir,
+        warehouse,
+        fixture,
+        store,
+        locator,
+    } = Fixture::write();
 
     let nothing = local_path(&format!("file://{}/db", warehouse.display()));
     let err = IcebergTable::load(&store, &nothing).await.unwrap_err().to_string();

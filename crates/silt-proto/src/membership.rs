@@ -84,6 +84,12 @@ impl Source {
         Ok(Source::Member(text.to_string()))
     }
 
+    /// Whether the entry `text` names members that can change (a file or
+    /// a DNS name) rather than being one.
+    pub fn names_members(text: &str) -> bool {
+        Source::parse(text).is_ok_and(|s| s.is_dynamic())
+    }
+
     /// Whether this entry can change (a file or a DNS name).
     pub fn is_dynamic(&self) -> bool {
         !matches!(self, Source::Member(_))

@@ -164,6 +164,8 @@ fn admin_on_port(url: &str, port: u16) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    use silt_bench::files::write_members;
+
     use super::*;
 
     fn listen(addr: &str) -> SocketAddr {
@@ -194,7 +196,7 @@ mod tests {
     fn a_membership_file_is_followed_with_admin_listeners_on_a_port() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("members");
-        std::fs::write(&file, "http://127.0.0.2:50051\ngrpc+tls://[::1]:50051\n").unwrap();
+        write_members(&file, &["http://127.0.0.2:50051", "grpc+tls://[::1]:50051"]);
         let config = ClusterConfig {
             servers: vec![format!("file://{}", file.display())],
             admin_port: Some(8080),
@@ -206,26 +208,13 @@ mod tests {
         assert_eq!(members.admin(0), Some("http://127.0.0.2:8080"));
         assert_eq!(members.admin(1), Some("https://[::1]:8080"));
         // This server joins: the next refresh finds it.
-        std::fs::write(&file, "http://127.0.0.2:50051\nhttp://127.0.0.3:50051\n").unwrap();
-        let later = std::time::SystemTime::now() + std::time::Duration::from_secs(5);
-        std::fs::File::options()
-            .write(true)
-            .open(&file)
-            .unwrap()
-            .set_modified(later)
-            .unwrap();
+        write_members(&file, &["http://127.0.0.2:50051", "http://127.0.0.3:50051"]);
         cluster.refresh();
         let members = cluster.members();
         assert_eq!(members.me, Some(1));
         assert_eq!(members.admin(1), Some("http://127.0.0.3:8080"));
         // A rewrite to nothing keeps the members.
-        std::fs::write(&file, "").unwrap();
-        std::fs::File::options()
-            .write(true)
-            .open(&file)
-            .unwrap()
-            .set_modified(later + std::time::Duration::from_secs(5))
-            .unwrap();
+        write_members::<&str>(&file, &[]);
         cluster.refresh();
         assert_eq!(cluster.members().servers.len(), 2);
         // No member yet (a name that resolves to nothing, a missing file):

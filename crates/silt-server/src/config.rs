@@ -301,7 +301,7 @@ impl ClusterConfig {
     pub fn is_dynamic(&self) -> bool {
         self.servers
             .iter()
-            .any(|s| silt_proto::membership::Source::parse(s).is_ok_and(|s| s.is_dynamic()))
+            .any(|s| silt_proto::membership::Source::names_members(s))
     }
 
     /// The index of this server (`self`, else the one listening on
@@ -351,7 +351,7 @@ impl ClusterConfig {
             return Err(ConfigError::RepeatedMember { url: twice.clone() }.into());
         }
         for url in self.admin.iter().chain(&self.servers) {
-            if silt_proto::membership::Source::parse(url).is_ok_and(|s| s.is_dynamic()) {
+            if silt_proto::membership::Source::names_members(url) {
                 continue;
             }
             if url::Url::parse(url).is_err() {

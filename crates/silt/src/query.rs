@@ -95,7 +95,7 @@ pub(crate) fn split_servers(server: &str) -> Vec<String> {
 /// Whether `entry` names members rather than being one: a membership file
 /// or a DNS name ([`silt_client::membership`]), always a fleet.
 pub fn is_membership_entry(entry: &str) -> bool {
-    silt_client::membership::Source::parse(entry).is_ok_and(|s| s.is_dynamic())
+    silt_client::membership::Source::names_members(entry)
 }
 
 pub async fn connect(server: &str, token: Option<String>) -> anyhow::Result<SessionContext> {

@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::prelude::SessionContext;
 use silt_bench::compare::{check_same, is_ordered};
+use silt_bench::files::write_members;
 use silt_bench::local_s3::LocalS3;
 use silt_bench::tpch;
 use silt_client::fleet::Fleet;
@@ -309,20 +310,6 @@ async fn a_rolling_restart_of_a_three_member_fleet_under_load_fails_no_query() {
     }
 }
 
-/// Writes `members` (one URL per line) to `file` with a modification time
-/// past any before it, so a reader comparing times sees the change.
-fn write_members(file: &std::path::Path, members: &[&str]) {
-    std::fs::write(file, members.join("\n") + "\n").unwrap();
-    static BUMP: AtomicUsize = AtomicUsize::new(1);
-    let later = std::time::SystemTime::now() + Duration::from_secs(BUMP.fetch_add(1, Ordering::Relaxed) as u64);
-    std::fs::File::options()
-        .write(true)
-        .open(file)
-        .unwrap()
-        .set_modified(later)
-        .unwrap();
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_membership_file_adds_and_removes_members_of_a_running_client() {
     // Small row groups: ~90 of them, enough to see the 1/N a joining member takes.
@@ -470,10 +457,8 @@ impl WorkerProcess {
         WorkerProcess { child, log }
     }
 
-    fn kill(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+    /// Kills the worker and waits for it ([`Drop`]).
+    fn kill(self) {}
 }
 
 /// A test that fails leaves no worker behind.

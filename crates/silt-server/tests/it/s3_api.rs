@@ -22,6 +22,7 @@ use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::path::Path as ObjectPath;
 use object_store::signer::Signer;
 use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore, ObjectStoreExt, RetryConfig};
+use silt_bench::files::write_members;
 use silt_bench::local_s3::LocalS3;
 use silt_bench::ports::free_addrs;
 use silt_server::config::{S3ApiConfig, TableConfig};
@@ -904,19 +905,6 @@ fn port_free_on(ips: &[&str]) -> u16 {
         }
     }
     panic!("no port free on all of {ips:?}");
-}
-
-/// Writes member URLs to `file` with a modification time past any before.
-fn write_members(file: &Path, members: &[String]) {
-    static BUMP: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-    std::fs::write(file, members.join("\n") + "\n").unwrap();
-    let bump = BUMP.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    std::fs::File::options()
-        .write(true)
-        .open(file)
-        .unwrap()
-        .set_modified(std::time::SystemTime::now() + Duration::from_secs(bump))
-        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
