@@ -77,3 +77,32 @@ pub fn write_members<S: AsRef<str>>(file: &Path, members: &[S]) {
         .and_then(|f| f.set_modified(later))
         .expect("setting the membership file's time");
 }
+
+/// Runs `script` (a path below the repository's `scripts/`) with the
+/// project's test Python (`scripts/python-env.sh` sets it up once) and
+/// `args`; its stdout, or a panic with its stderr. For tests whose fixtures
+/// real writers (pyiceberg, deltalake) write.
+pub fn run_python_script(repo: &Path, script: &str, args: &[&std::ffi::OsStr]) -> Vec<u8> {
+    use std::process::Command;
+    let env = Command::new("bash")
+        .arg(repo.join("scripts/python-env.sh"))
+        .output()
+        .expect("running scripts/python-env.sh");
+    assert!(
+        env.status.success(),
+        "scripts/python-env.sh: {}",
+        String::from_utf8_lossy(&env.stderr)
+    );
+    let python = String::from_utf8(env.stdout).unwrap().trim().to_string();
+    let out = Command::new(python)
+        .arg(repo.join("scripts").join(script))
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("running scripts/{script}: {e}"));
+    assert!(
+        out.status.success(),
+        "scripts/{script}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}

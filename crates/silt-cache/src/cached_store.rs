@@ -171,6 +171,13 @@ impl CachedStore {
         ))
     }
 
+    /// The store underneath the tiers (paths without the namespace), for
+    /// reads that are not of an object version: a table format's pointer to
+    /// its current metadata, read once per query under `always`.
+    pub fn inner(&self) -> &dyn ObjectStore {
+        self.inner.as_ref()
+    }
+
     /// The namespaced path of a pinned object of this store.
     pub fn location_of(&self, object: &PinnedObject) -> Path {
         self.qualify(&Path::from(object.key.path.as_ref()))

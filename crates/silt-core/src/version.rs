@@ -10,6 +10,10 @@ use std::sync::Arc;
 
 use object_store::ObjectMeta;
 
+/// Marks an [`ObjectVersion::immutable_meta`] (in `ObjectMeta::version`,
+/// which Silt never sends to a store).
+const IMMUTABLE: &str = "silt:immutable";
+
 /// The version of an object as seen by the last LIST or HEAD.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ObjectVersion {
@@ -44,14 +48,39 @@ impl ObjectVersion {
         }
         match (expected, answered.e_tag.as_deref()) {
             (Some(want), Some(got)) => want == got,
+            // An immutable object is known by path and size alone.
+            _ if self.is_immutable() => true,
             _ => answered.last_modified.timestamp() == self.meta.last_modified.timestamp(),
         }
+    }
+
+    /// The description of an object that never changes under its path (a
+    /// lakehouse table's data file: the table's metadata names it with its
+    /// size, and writers never rewrite a file in place), for reading it
+    /// without a LIST or HEAD. Its version is path + size: a GET answer of
+    /// that size is of it (and, once learned from the first answer, of the
+    /// same ETag), so the file stays warm across the snapshots that keep it,
+    /// and across restarts.
+    pub fn immutable_meta(location: object_store::path::Path, size: u64) -> ObjectMeta {
+        ObjectMeta {
+            location,
+            last_modified: Default::default(),
+            size,
+            e_tag: None,
+            version: Some(IMMUTABLE.to_string()),
+        }
+    }
+
+    /// Whether this is the version of an [`ObjectVersion::immutable_meta`].
+    pub fn is_immutable(&self) -> bool {
+        self.meta.version.as_deref() == Some(IMMUTABLE)
     }
 
     /// The version `meta` (a LIST or HEAD answer) describes.
     pub fn from_meta(meta: &ObjectMeta) -> Self {
         let tag: Arc<str> = match &meta.e_tag {
             Some(e) => Arc::from(e.as_str()),
+            None if meta.version.as_deref() == Some(IMMUTABLE) => Arc::from(format!("{}-immutable", meta.size)),
             None => Arc::from(format!(
                 "{}-{}",
                 meta.size,
@@ -126,5 +155,20 @@ mod tests {
         assert_eq!(&*untagged.tag, "7-0");
         assert_eq!(untagged.wire_token(), "7:0:");
         assert_eq!(untagged.entity_tag(), "7-0");
+    }
+
+    #[test]
+    fn an_immutable_object_is_known_by_path_and_size() {
+        let v = ObjectVersion::from_meta(&ObjectVersion::immutable_meta("t/a.parquet".into(), 7));
+        assert!(v.is_immutable());
+        assert_eq!(&*v.tag, "7-immutable");
+        let mut answered = meta(None);
+        answered.last_modified = "2026-11-27T10:00:00Z".parse().unwrap();
+        assert!(v.may_be(&answered, None));
+        assert!(v.may_be(&meta(Some("x")), Some("x")));
+        assert!(!v.may_be(&meta(Some("y")), Some("x")));
+        answered.size = 8;
+        assert!(!v.may_be(&answered, None));
+        assert!(!ObjectVersion::from_meta(&meta(None)).is_immutable());
     }
 }

@@ -10,7 +10,7 @@ use std::process::Command;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
 use silt_lakehouse::ObjectLocator;
-use silt_lakehouse::iceberg::{IcebergTable, SnapshotChoice};
+use silt_lakehouse::iceberg::{IcebergTable, MetadataMemo, SnapshotChoice};
 use url::Url;
 
 /// This checkout's folder (the run-time `CARGO_MANIFEST_DIR` cargo sets for
@@ -85,16 +85,17 @@ async fn every_snapshot_has_the_files_pyiceberg_plans_for_it() {
         store,
         locator,
     } = Fixture::write();
+    let memo = MetadataMemo::default();
 
     // By folder: the highest-numbered metadata file is the current one.
     let folder = local_path(fixture["table_location"].as_str().unwrap());
-    let table = IcebergTable::load(&store, &folder).await.unwrap();
+    let table = IcebergTable::load(&store, &folder, &memo).await.unwrap();
     assert_eq!(
         table.metadata_path,
         local_path(fixture["metadata_location"].as_str().unwrap())
     );
     // By the metadata file itself: the same table.
-    let named = IcebergTable::load(&store, &table.metadata_path).await.unwrap();
+    let named = IcebergTable::load(&store, &table.metadata_path, &memo).await.unwrap();
     assert_eq!(named.metadata.snapshots.len(), table.metadata.snapshots.len());
 
     let snapshots = fixture["snapshots"].as_array().unwrap();
@@ -103,7 +104,10 @@ async fn every_snapshot_has_the_files_pyiceberg_plans_for_it() {
     let mut previous: Vec<String> = Vec::new();
     for expected in snapshots {
         let id = expected["snapshot_id"].as_i64().unwrap();
-        let files = table.files(&store, &locator, SnapshotChoice::Id(id)).await.unwrap();
+        let files = table
+            .files(&store, &locator, SnapshotChoice::Id(id), &memo)
+            .await
+            .unwrap();
         let paths: Vec<String> = files.data.iter().map(|f| f.path.clone()).collect();
         let want: Vec<String> = expected["data_files"]
             .as_array()
@@ -131,7 +135,10 @@ async fn every_snapshot_has_the_files_pyiceberg_plans_for_it() {
     }
     assert!(replaced_files > 0, "the delete and the overwrite replaced files");
 
-    let current = table.files(&store, &locator, SnapshotChoice::Current).await.unwrap();
+    let current = table
+        .files(&store, &locator, SnapshotChoice::Current, &memo)
+        .await
+        .unwrap();
     let last = snapshots.last().unwrap();
     assert_eq!(
         table.metadata.current_snapshot_id,
@@ -159,12 +166,16 @@ async fn damaged_or_missing_metadata_is_an_error_naming_the_file() {
         store,
         locator,
     } = Fixture::write();
+    let memo = MetadataMemo::default();
 
     let nothing = local_path(&format!("file://{}/db", warehouse.display()));
-    let err = IcebergTable::load(&store, &nothing).await.unwrap_err().to_string();
+    let err = IcebergTable::load(&store, &nothing, &memo)
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("not an Iceberg table folder"), "{err}");
 
-    let table = IcebergTable::load(&store, &local_path(fixture["table_location"].as_str().unwrap()))
+    let table = IcebergTable::load(&store, &local_path(fixture["table_location"].as_str().unwrap()), &memo)
         .await
         .unwrap();
     // Truncate the current snapshot's manifest list: a clear error, no panic.
@@ -173,13 +184,13 @@ async fn damaged_or_missing_metadata_is_an_error_naming_the_file() {
     let bytes = std::fs::read(&list).unwrap();
     std::fs::write(&list, &bytes[..bytes.len() / 2]).unwrap();
     let err = table
-        .files(&store, &locator, SnapshotChoice::Current)
+        .files(&store, &locator, SnapshotChoice::Current, &memo)
         .await
         .unwrap_err()
         .to_string();
     assert!(err.contains("manifest list"), "{err}");
     let err = table
-        .files(&store, &locator, SnapshotChoice::Id(42))
+        .files(&store, &locator, SnapshotChoice::Id(42), &memo)
         .await
         .unwrap_err()
         .to_string();

@@ -35,6 +35,7 @@ use std::sync::Arc;
 
 use tracing::Instrument;
 
+use datafusion::arrow::array::BooleanBufferBuilder;
 use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, RecordBatch, RecordBatchOptions};
 use datafusion::arrow::buffer::{BooleanBuffer, Buffer};
 use datafusion::arrow::compute::filter as filter_array;
@@ -63,6 +64,7 @@ use tokio::task::JoinSet;
 
 use crate::column_loader::{Admission, ColumnLoader, FileContext, batch_lengths};
 use crate::footer::pinned_footer;
+use crate::lakehouse::PositionDeletes;
 use crate::pruning::{FilePruner, RowGroupWork};
 use crate::scan_filter::ScanFilter;
 use crate::scan_metrics::ScanMetrics;
@@ -133,6 +135,10 @@ pub struct ScanSpec {
     /// row group is released as a partition passes it, the rest when the
     /// plan is dropped (finished, failed or cancelled).
     pub scan_set: Option<ScanSet>,
+    /// Rows deleted from the files by position (a lakehouse table's position
+    /// deletes): never returned, and never seen by the filter, a limit or
+    /// anything above the scan.
+    pub deletes: PositionDeletes,
 }
 
 /// Table columns a scan reads: projected and filter columns, ascending.
@@ -633,10 +639,37 @@ impl PartitionRun {
         Ok(columns.iter().copied().zip(arrays).collect())
     }
 
-    /// The rows of row group `rg` of `file` the client asked for (a scoped
-    /// scan with a row bitmap), `None` for all of them. A bitmap that does
-    /// not fit the row group's row count is refused.
+    /// The rows of row group `rg` of `file` the scan may return: those the
+    /// client asked for (a scoped scan with a row bitmap) less those deleted
+    /// by position; `None` for all of them. A bitmap that does not fit the
+    /// row group's row count is refused.
     fn requested_rows(&self, file: &FileContext, rg: usize) -> Result<Option<BooleanBuffer>> {
+        let scoped = self.scoped_rows(file, rg)?;
+        let Some(deleted) = self.spec.deletes.of(&file.meta.location) else {
+            return Ok(scoped);
+        };
+        let rows = file.rows(rg);
+        let start: u64 = (0..rg).map(|g| file.rows(g) as u64).sum();
+        let end = start + rows as u64;
+        let here = &deleted[deleted.partition_point(|&p| p < start)..deleted.partition_point(|&p| p < end)];
+        if here.is_empty() {
+            return Ok(scoped);
+        }
+        let mut live = BooleanBufferBuilder::new(rows);
+        live.append_n(rows, true);
+        for &p in here {
+            live.set_bit((p - start) as usize, false);
+        }
+        let live = live.finish();
+        Ok(Some(match scoped {
+            Some(scoped) => &scoped & &live,
+            None => live,
+        }))
+    }
+
+    /// The rows of row group `rg` of `file` the client asked for (a scoped
+    /// scan with a row bitmap), `None` for all of them.
+    fn scoped_rows(&self, file: &FileContext, rg: usize) -> Result<Option<BooleanBuffer>> {
         let Some(bitmap) = self
             .spec
             .row_groups

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use datafusion::arrow::array::RecordBatch;
-use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::datatypes::{Schema, SchemaRef};
 use datafusion::catalog::Session;
 use datafusion::common::Statistics;
 use datafusion::datasource::listing::ListingTable;
@@ -35,16 +35,26 @@ use silt_cache::{CacheError, ValidationGate};
 use crate::cached_scan::needed_columns;
 use crate::cached_scan::{CachedScanExec, ScanSources, ScanSpec};
 use crate::footer::pinned_footer;
+use crate::lakehouse::{IcebergFiles, TableFiles};
 use crate::scan_filter::ScanFilter;
 use crate::scan_set::{PinnedFile, scan_set_chunks};
 use crate::scope::{LayoutBuilder, ScanScope};
 
 #[derive(Debug)]
 pub struct CachedParquetTable {
-    listing: Arc<ListingTable>,
+    files: Files,
     sources: ScanSources,
     /// Whether scans read through the memory tier (false: nested columns).
     cached: bool,
+}
+
+/// Where a table's files come from.
+#[derive(Debug)]
+enum Files {
+    /// A listing of its URL (loose Parquet files).
+    Listing(Arc<ListingTable>),
+    /// An Iceberg table: the snapshot each query resolves, and its schema.
+    Iceberg(Arc<IcebergFiles>),
 }
 
 impl std::fmt::Debug for ScanSources {
@@ -57,9 +67,29 @@ impl CachedParquetTable {
     pub fn new(listing: ListingTable, sources: ScanSources) -> Self {
         let cached = !listing.schema().fields().iter().any(|f| f.data_type().is_nested());
         CachedParquetTable {
-            listing: Arc::new(listing),
+            files: Files::Listing(Arc::new(listing)),
             sources,
             cached,
+        }
+    }
+
+    /// An Iceberg table (primitive columns: read through the tiers), its
+    /// files and schema from the snapshot each query resolves; `files` has
+    /// resolved one already.
+    pub fn iceberg(files: Arc<IcebergFiles>, sources: ScanSources) -> Self {
+        CachedParquetTable {
+            files: Files::Iceberg(files),
+            sources,
+            cached: true,
+        }
+    }
+
+    /// The snapshot id of the table's last resolved snapshot (lakehouse
+    /// tables that have resolved one), for `silt_system`.
+    pub fn snapshot_id(&self) -> Option<i64> {
+        match &self.files {
+            Files::Listing(_) => None,
+            Files::Iceberg(files) => files.last_resolved().and_then(|f| f.snapshot_id),
         }
     }
 }
@@ -70,9 +100,13 @@ impl CachedParquetTable {
         &self.sources
     }
 
-    /// The table's schema.
+    /// The table's schema (a lakehouse table's: its last resolved
+    /// snapshot's).
     pub fn schema_ref(&self) -> SchemaRef {
-        self.listing.schema()
+        match &self.files {
+            Files::Listing(listing) => listing.schema(),
+            Files::Iceberg(files) => files.last_schema().unwrap_or_else(|| Arc::new(Schema::empty())),
+        }
     }
 
     /// Whether scans and lookups read through the tiers (false: the table
@@ -106,13 +140,35 @@ impl CachedParquetTable {
         state: &dyn Session,
         gate: Option<Arc<ValidationGate>>,
     ) -> Result<Vec<ObjectMeta>> {
+        Ok(self.table_files_gated(state, gate).await?.files.clone())
+    }
+
+    /// What a query reads of the table: its files (as [`Self::list_files`])
+    /// and, for a lakehouse table, the rows deleted from them, all of one
+    /// snapshot.
+    pub async fn table_files(&self, state: &dyn Session) -> Result<Arc<TableFiles>> {
+        let gate = state.config().get_extension::<ValidationGate>();
+        self.table_files_gated(state, gate).await
+    }
+
+    /// [`Self::table_files`] with the validation gate given.
+    pub async fn table_files_gated(
+        &self,
+        state: &dyn Session,
+        gate: Option<Arc<ValidationGate>>,
+    ) -> Result<Arc<TableFiles>> {
+        let listing = match &self.files {
+            Files::Listing(listing) => listing,
+            // The snapshot is the version: its metadata read validates.
+            Files::Iceberg(files) => return files.resolve(gate.as_ref().map(|g| g.started())).await,
+        };
         let gated = gate.map(|gate| self.sources.store.gated(gate));
         let store: &dyn ObjectStore = match &gated {
             Some(gated) => gated,
             None => self.sources.store.as_ref(),
         };
         let mut files = Vec::new();
-        for url in self.listing.table_paths() {
+        for url in listing.table_paths() {
             let listed: Vec<ObjectMeta> = url
                 .list_all_files(state, store, ".parquet")
                 .await?
@@ -129,7 +185,10 @@ impl CachedParquetTable {
             files.extend(listed);
         }
         files.sort_by(|a, b| a.location.cmp(&b.location));
-        Ok(files)
+        Ok(Arc::new(TableFiles {
+            files,
+            ..Default::default()
+        }))
     }
 
     /// Whether the (namespaced) `path` is one of the table's objects by the
@@ -137,13 +196,20 @@ impl CachedParquetTable {
     /// directly under the table's URL, or under `key=value` folders, unless
     /// `ignore_subdirectory` (the session's `listing_table_ignore_subdirectory`)
     /// is off), without listing.
+    /// For a lakehouse table: whether the last snapshot resolved holds it.
     pub fn holds(&self, path: &object_store::path::Path, ignore_subdirectory: bool) -> bool {
-        path.as_ref().ends_with(".parquet")
-            && self
-                .listing
-                .table_paths()
-                .iter()
-                .any(|url| url.contains(path, ignore_subdirectory))
+        match &self.files {
+            Files::Listing(listing) => {
+                path.as_ref().ends_with(".parquet")
+                    && listing
+                        .table_paths()
+                        .iter()
+                        .any(|url| url.contains(path, ignore_subdirectory))
+            }
+            Files::Iceberg(files) => files
+                .last_resolved()
+                .is_some_and(|f| f.files.binary_search_by(|m| m.location.cmp(path)).is_ok()),
+        }
     }
 
     /// The table's layout for a client that caches row groups itself
@@ -158,7 +224,15 @@ impl CachedParquetTable {
                 "the table has nested columns: it has no row-group layout for a client cache".into(),
             ));
         }
-        let files = self.list_files(state).await?;
+        let snapshot = self.table_files(state).await?;
+        if !snapshot.deletes.is_empty() {
+            return Err(DataFusionError::Plan(
+                "the table's snapshot deletes rows by position: scans go to the server, which applies the deletes, \
+                 so it has no row-group layout for a client cache"
+                    .into(),
+            ));
+        }
+        let files = &snapshot.files;
         let reads = files.iter().cloned().map(|meta| {
             let (store, cache) = (self.sources.store.clone(), self.sources.metadata_cache.clone());
             async move {
@@ -213,7 +287,7 @@ impl CachedParquetTable {
 #[async_trait]
 impl TableProvider for CachedParquetTable {
     fn schema(&self) -> SchemaRef {
-        self.listing.schema()
+        self.schema_ref()
     }
 
     fn table_type(&self) -> TableType {
@@ -243,15 +317,22 @@ impl TableProvider for CachedParquetTable {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        if !self.cached {
-            return self.listing.scan(state, projection, filters, limit).await;
+        if let (false, Files::Listing(listing)) = (self.cached, &self.files) {
+            return listing.scan(state, projection, filters, limit).await;
         }
-        let table_schema = self.listing.schema();
+        let table_schema = self.schema_ref();
         let projection: Vec<usize> = match projection {
             Some(p) => p.clone(),
             None => (0..table_schema.fields().len()).collect(),
         };
-        let mut files = self.list_files(state).await?;
+        let snapshot = self.table_files(state).await?;
+        // A lakehouse table's files are read in the schema the query was
+        // planned with (`table_schema`), by column name: should a schema
+        // change have been committed since, its new columns are not read
+        // and a column it dropped reads as nulls, so the rows are still all
+        // of one snapshot.
+        let mut files = snapshot.files.clone();
+        let deletes = snapshot.deletes.clone();
         let mut row_groups = None;
         if let Some(scope) = state.config().get_extension::<ScanScope>() {
             let (kept, groups) = scope.restrict(files)?;
@@ -269,7 +350,7 @@ impl TableProvider for CachedParquetTable {
         });
         let pinned = self.pinned_footers(&files).await?;
         let mut statistics = Self::statistics(&pinned, &table_schema)?.project(Some(&projection));
-        if filter.is_some() {
+        if filter.is_some() || !deletes.is_empty() {
             statistics = statistics.to_inexact();
         }
         // Registered now, at planning: a query waiting for a slot already
@@ -287,6 +368,7 @@ impl TableProvider for CachedParquetTable {
             statistics,
             row_groups,
             scan_set: Some(scan_set),
+            deletes,
         };
         let partitions = state.config().target_partitions();
         Ok(Arc::new(CachedScanExec::new(spec, self.sources.clone(), partitions)?))

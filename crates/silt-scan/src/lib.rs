@@ -11,6 +11,8 @@
 //!   pruning counters the server exports.
 //! * [`metadata_tier`]: the shared cache of decoded footers, page indexes
 //!   and bloom filters, checked against validated object versions.
+//! * [`lakehouse`]: Iceberg tables — the files of the snapshot a query
+//!   reads, and the rows position deletes remove from them.
 //! * [`lookup`]: point lookups by key, answered from per-version page
 //!   indexes without planning.
 //! * [`pushdown`]: turning a pushed-down scan (table, projection, filters,
@@ -23,6 +25,7 @@ pub mod chunks;
 pub mod column_loader;
 pub mod file_reader;
 pub mod footer;
+pub mod lakehouse;
 pub mod liquid_predicate;
 pub mod lookup;
 pub mod metadata_tier;

@@ -10,8 +10,10 @@ use silt_cache::{CachedStore, ColumnCache};
 
 use crate::cached_scan::ScanSources;
 use crate::cached_table::CachedParquetTable;
+use crate::lakehouse::IcebergFiles;
 use crate::scan_metrics::ScanMetrics;
-use silt_store::TableLocation;
+use object_store::path::Path;
+use silt_store::{TableFormat, TableLocation};
 use url::Url;
 
 /// What the scans of every table of a server share.
@@ -51,6 +53,10 @@ pub struct ParquetTable<'a> {
 /// means every `*.parquet` object under it. Scans keep decoded column
 /// batches in `shared.batches` (the memory tier) and count pruning in
 /// `shared.metrics`.
+///
+/// An `iceberg+` location registers an Iceberg table instead
+/// ([`crate::lakehouse`]): its schema is the current metadata's, its files
+/// those of the snapshot each query resolves.
 pub async fn register_parquet_table(ctx: &SessionContext, table: ParquetTable<'_>, shared: &ScanShared) -> Result<()> {
     let ParquetTable {
         name,
@@ -62,6 +68,27 @@ pub async fn register_parquet_table(ctx: &SessionContext, table: ParquetTable<'_
     let base_url = Url::parse(&base).map_err(|e| DataFusionError::External(Box::new(e)))?;
     let namespace = store.namespace().to_string();
     ctx.runtime_env().register_object_store(&base_url, store.clone());
+    let sources = ScanSources {
+        store: store.clone(),
+        batches: shared.batches.clone(),
+        metadata_cache: ctx.runtime_env().cache_manager.get_file_metadata_cache(),
+        metrics: shared.metrics.clone(),
+    };
+    match location.format {
+        TableFormat::Parquet => {}
+        TableFormat::Iceberg => {
+            let provider = iceberg_table(ctx, location, sources).await.map_err(|e| {
+                DataFusionError::Plan(format!("cannot read Iceberg table '{name}' at {}: {e}", location.url))
+            })?;
+            ctx.register_table(name, Arc::new(provider))?;
+            return Ok(());
+        }
+        TableFormat::Delta => {
+            return Err(DataFusionError::NotImplemented(format!(
+                "table '{name}': Delta Lake tables are not read yet (Iceberg tables are: iceberg+URL)"
+            )));
+        }
+    }
     let mut table_url = format!("{base}/{namespace}/{}", location.path);
     if location.is_prefix && !table_url.ends_with('/') {
         table_url.push('/');
@@ -83,12 +110,26 @@ pub async fn register_parquet_table(ctx: &SessionContext, table: ParquetTable<'_
         .with_listing_options(listing)
         .with_schema(schema);
     let listing = ListingTable::try_new(config)?;
-    let sources = ScanSources {
-        store,
-        batches: shared.batches.clone(),
-        metadata_cache: ctx.runtime_env().cache_manager.get_file_metadata_cache(),
-        metrics: shared.metrics.clone(),
-    };
     ctx.register_table(name, Arc::new(CachedParquetTable::new(listing, sources)))?;
     Ok(())
+}
+
+/// The Iceberg table at `location`, read through `sources`; its current
+/// snapshot resolved now (its schema is the table's until the next).
+async fn iceberg_table(
+    ctx: &SessionContext,
+    location: &TableLocation,
+    sources: ScanSources,
+) -> Result<CachedParquetTable> {
+    let root = Url::parse(&format!("{}/", location.store_key())).map_err(|e| DataFusionError::External(Box::new(e)))?;
+    let view_types = ctx.state().config_options().execution.parquet.schema_force_view_types;
+    let files = Arc::new(IcebergFiles::new(
+        sources.store.clone(),
+        sources.metadata_cache.clone(),
+        Path::from(location.path.as_str()),
+        root,
+        view_types,
+    ));
+    files.schema().await?;
+    Ok(CachedParquetTable::iceberg(files, sources))
 }

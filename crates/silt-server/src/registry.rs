@@ -16,7 +16,7 @@ use object_store::path::Path as ObjectPath;
 use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt};
 use silt_cache::{CachedStore, ChangeNotices};
 use silt_scan::{CachedParquetTable, ParquetTable, ScanShared, TableOptions, register_parquet_table};
-use silt_store::{FaultyStore, MeteredStore, RetryingStore, TableLocation};
+use silt_store::{FaultyStore, MeteredStore, RetryingStore, TableFormat, TableLocation};
 use tracing::{info, warn};
 
 use crate::catalog::{CatalogEntry, EntryKind};
@@ -183,7 +183,7 @@ impl Engine {
             CachedStore::new(metered, self.tiers.clone(), format!("t{index}"), config.validation)
                 .with_change_notices(Arc::new(notices)),
         );
-        if !location.is_prefix {
+        if !location.is_prefix && location.format == TableFormat::Parquet {
             // Checked through the cache, so the table's validation mode decides
             // whether each query sends a HEAD.
             let path = cached.qualify(&ObjectPath::from(location.path.as_str()));

@@ -24,6 +24,6 @@ pub mod wrapper;
 pub use cloud::{Cloud, CloudSettings};
 pub use error::{RequestTimeout, StoreError};
 pub use faults::{FaultConfig, FaultyStore};
-pub use location::{S3Settings, StoreSettings, TableLocation};
+pub use location::{S3Settings, StoreSettings, TableFormat, TableLocation};
 pub use metered::{MeteredStore, StoreMetrics};
 pub use retry::{RetryPolicy, RetryingStore};

@@ -97,11 +97,45 @@ pub struct TableLocation {
     pub path: String,
     /// True when the URL names a directory/prefix (ends with `/`).
     pub is_prefix: bool,
+    /// What the objects at the URL are: loose Parquet files, or a table
+    /// format's folder (`iceberg+URL`, `delta+URL`).
+    pub format: TableFormat,
+}
+
+/// How a table's files are found: by listing, or from a table format's
+/// metadata.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TableFormat {
+    /// Every `*.parquet` object at the URL (a file, or a prefix).
+    #[default]
+    Parquet,
+    /// An Iceberg table: its folder (the current metadata from
+    /// `metadata/version-hint.text`, else the highest-numbered
+    /// `*.metadata.json`) or one metadata JSON.
+    Iceberg,
+    /// A Delta Lake table: its root, holding `_delta_log/`.
+    Delta,
+}
+
+impl TableFormat {
+    /// The URL prefix that names the format (`iceberg+`), empty for Parquet.
+    pub fn prefix(self) -> &'static str {
+        match self {
+            TableFormat::Parquet => "",
+            TableFormat::Iceberg => "iceberg+",
+            TableFormat::Delta => "delta+",
+        }
+    }
 }
 
 impl TableLocation {
-    /// Parse and validate a table URL.
+    /// Parse and validate a table URL: a store URL, optionally prefixed by
+    /// a table format (`iceberg+s3://bucket/wh/db/t`).
     pub fn parse(raw: &str) -> Result<Self, StoreError> {
+        let (format, raw) = [TableFormat::Iceberg, TableFormat::Delta]
+            .into_iter()
+            .find_map(|f| Some((f, raw.strip_prefix(f.prefix())?)))
+            .unwrap_or((TableFormat::Parquet, raw));
         let url = Url::parse(raw).map_err(|e| StoreError::InvalidUrl {
             url: raw.to_string(),
             reason: e.to_string(),
@@ -138,7 +172,12 @@ impl TableLocation {
             })?
             .to_string();
         let is_prefix = raw.ends_with('/') || path.is_empty();
-        Ok(TableLocation { url, path, is_prefix })
+        Ok(TableLocation {
+            url,
+            path,
+            is_prefix,
+            format,
+        })
     }
 
     /// The `scheme://authority` part that identifies the store.
@@ -235,6 +274,16 @@ mod tests {
         assert_eq!(l.store_key(), "s3://bucket");
         assert_eq!(l.path, "pre/fix");
         assert!(TableLocation::parse("memory:///t/").unwrap().is_prefix);
+        let l = TableLocation::parse("iceberg+s3://lake/wh/db/t").unwrap();
+        assert_eq!(
+            (l.format, l.path.as_str(), l.url.as_str()),
+            (TableFormat::Iceberg, "wh/db/t", "s3://lake/wh/db/t")
+        );
+        assert_eq!(
+            TableLocation::parse("delta+file:///t/").unwrap().format,
+            TableFormat::Delta
+        );
+        assert_eq!(TableLocation::parse("file:///t/").unwrap().format, TableFormat::Parquet);
         let l = TableLocation::parse("gs://lake/tpch/lineitem/").unwrap();
         assert_eq!(
             (l.store_key().as_str(), l.path.as_str()),

@@ -9,14 +9,20 @@
 //! write; with a catalog the catalog's answer is the authority).
 
 mod manifest;
+mod memo;
 mod metadata;
+mod schema;
+
+use std::sync::Arc;
 
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 
 pub use manifest::{ContentFile, FileContent, ManifestContent, ManifestEntryFile, read_manifest, read_manifest_list};
+pub use memo::MetadataMemo;
 pub use metadata::{Snapshot, SnapshotChoice, SnapshotLogEntry, TableMetadata};
+pub use schema::{IcebergField, IcebergSchema, IcebergType};
 
 use crate::{LakehouseError, ObjectLocator, Result};
 
@@ -28,7 +34,7 @@ const MANIFEST_READS: usize = 8;
 pub struct IcebergTable {
     /// The metadata file read.
     pub metadata_path: Path,
-    pub metadata: TableMetadata,
+    pub metadata: Arc<TableMetadata>,
 }
 
 /// The live files of one snapshot.
@@ -42,10 +48,17 @@ pub struct SnapshotFiles {
 
 impl IcebergTable {
     /// The table at `location` (a metadata JSON, or the table's folder).
-    pub async fn load(store: &dyn ObjectStore, location: &Path) -> Result<IcebergTable> {
-        let metadata_path = current_metadata_path(store, location).await?;
-        let bytes = read(store, &metadata_path).await?;
-        let metadata = TableMetadata::parse(metadata_path.as_ref(), &bytes)?;
+    /// Metadata files are immutable under their names: one `memo` has read
+    /// and parsed, it does not read again, so a warm load of a table folder
+    /// costs one request (the version hint, or the LIST of `metadata/`).
+    pub async fn load(store: &dyn ObjectStore, location: &Path, memo: &MetadataMemo) -> Result<IcebergTable> {
+        let metadata_path = current_metadata_path(store, location, memo).await?;
+        let metadata = memo
+            .metadata(&metadata_path, || async {
+                let bytes = read(store, &metadata_path).await?;
+                TableMetadata::parse(metadata_path.as_ref(), &bytes)
+            })
+            .await?;
         Ok(IcebergTable {
             metadata_path,
             metadata,
@@ -53,20 +66,28 @@ impl IcebergTable {
     }
 
     /// The live files of the snapshot `choice` names (none for a table
-    /// without snapshots), their URLs resolved in `store` by `locator`.
+    /// without snapshots), their URLs resolved in `store` by `locator`;
+    /// manifest lists and manifests `memo` holds are not read again.
     pub async fn files(
         &self,
         store: &dyn ObjectStore,
         locator: &ObjectLocator,
         choice: SnapshotChoice,
+        memo: &MetadataMemo,
     ) -> Result<SnapshotFiles> {
         let Some(snapshot) = self.metadata.snapshot(choice)? else {
             return Ok(SnapshotFiles::default());
         };
         let manifests = match (&snapshot.manifest_list, &snapshot.manifests) {
             (Some(list), _) => {
-                let bytes = read(store, &locator.path(list)?).await?;
-                read_manifest_list(list, &bytes)?
+                let path = locator.path(list)?;
+                memo.manifest_list(list, || async {
+                    let bytes = read(store, &path).await?;
+                    read_manifest_list(list, &bytes)
+                })
+                .await?
+                .as_ref()
+                .clone()
             }
             // v1 without a manifest list: the manifests, all of data.
             (None, Some(paths)) => paths
@@ -87,8 +108,14 @@ impl IcebergTable {
         };
         let per_manifest: Vec<Vec<ContentFile>> = futures::stream::iter(manifests)
             .map(|m| async move {
-                let bytes = read(store, &locator.path(&m.path)?).await?;
-                read_manifest(&m, &bytes)
+                let path = locator.path(&m.path)?;
+                let files = memo
+                    .manifest(&m.path, || async {
+                        let bytes = read(store, &path).await?;
+                        read_manifest(&m, &bytes)
+                    })
+                    .await?;
+                Ok::<_, LakehouseError>(files.as_ref().clone())
             })
             .buffered(MANIFEST_READS)
             .try_collect()
@@ -103,12 +130,17 @@ impl IcebergTable {
     }
 }
 
-/// The current metadata file of the table at `location`.
-pub async fn current_metadata_path(store: &dyn ObjectStore, location: &Path) -> Result<Path> {
+/// The current metadata file of the table at `location`: one request (the
+/// version hint's GET, or the LIST of `metadata/`) when `memo` has read the
+/// file the hint names.
+pub async fn current_metadata_path(store: &dyn ObjectStore, location: &Path, memo: &MetadataMemo) -> Result<Path> {
     if location.as_ref().ends_with(".metadata.json") {
         return Ok(location.clone());
     }
     let folder = location.clone().join("metadata");
+    if memo.is_hintless(&folder) {
+        return latest_metadata(store, &folder, None).await;
+    }
     let hint = folder.clone().join("version-hint.text");
     match store.get(&hint).await {
         Ok(result) => {
@@ -123,12 +155,16 @@ pub async fn current_metadata_path(store: &dyn ObjectStore, location: &Path) -> 
                 reason: format!("{text:?} is not a version number"),
             })?;
             let named = folder.clone().join(format!("v{version}.metadata.json").as_str());
-            if store.head(&named).await.is_ok() {
+            if memo.has_metadata(&named) || store.head(&named).await.is_ok() {
                 return Ok(named);
             }
             latest_metadata(store, &folder, Some(version)).await
         }
-        Err(object_store::Error::NotFound { .. }) => latest_metadata(store, &folder, None).await,
+        Err(object_store::Error::NotFound { .. }) => {
+            let latest = latest_metadata(store, &folder, None).await?;
+            memo.set_hintless(&folder);
+            Ok(latest)
+        }
         Err(e) => Err(store_error(&hint, e)),
     }
 }

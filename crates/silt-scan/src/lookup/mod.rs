@@ -162,8 +162,16 @@ pub async fn lookup(
     if keys.null_count() == keys.len() {
         return Ok(outcome);
     }
-    for meta in table.list_files_gated(state, gate).await? {
-        let index = indexes.get(table, &meta, request.key_column).await?;
+    let snapshot = table.table_files_gated(state, gate).await?;
+    if !snapshot.deletes.is_empty() {
+        // Lookups read matching rows straight from pages and batches; they
+        // do not apply deletes yet, so a deleted row must not be returned.
+        return Err(DataFusionError::NotImplemented(
+            "lookups on a table whose snapshot deletes rows by position; run the query as SQL".into(),
+        ));
+    }
+    for meta in snapshot.files.iter() {
+        let index = indexes.get(table, meta, request.key_column).await?;
         let Some(index) = index.as_ref() else {
             continue; // the file lacks the key column: no row matches
         };

@@ -12,6 +12,7 @@ mod flight_sql;
 mod fuzz;
 mod hybrid;
 mod hybrid_compressed;
+mod iceberg;
 mod jdbc;
 mod load;
 mod lookups;

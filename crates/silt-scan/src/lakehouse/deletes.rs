@@ -1,0 +1,127 @@
+//! Position deletes: Parquet files of `(file_path, pos)` rows (Iceberg spec,
+//! "Position Delete Files"), read once per file (immutable, like every file
+//! a table's metadata names) into the deleted positions of each data file.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, AsArray, RecordBatch};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Int64Type};
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::cache::cache_manager::FileMetadataCache;
+use datafusion::parquet::arrow::ProjectionMask;
+use datafusion::parquet::arrow::arrow_reader::ArrowReaderMetadata;
+use datafusion::parquet::arrow::arrow_reader::ArrowReaderOptions;
+use datafusion::parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
+use futures::TryStreamExt;
+use object_store::ObjectMeta;
+use object_store::path::Path;
+use silt_cache::CachedStore;
+
+use crate::file_reader::CachedFileReader;
+use crate::footer::pinned_footer;
+
+/// Delete files read, by path: a few hundred bytes per deleted row at most
+/// while held; 1,024 files.
+const DELETE_FILES: u64 = 1024;
+
+/// Deleted row positions (0-based, in the file) per data file (namespaced
+/// path), sorted and without repeats. Cheap to clone.
+#[derive(Debug, Clone, Default)]
+pub struct PositionDeletes(Arc<HashMap<Path, Arc<Vec<u64>>>>);
+
+impl PositionDeletes {
+    /// From positions in any order, with repeats.
+    pub fn from_unsorted(per_file: HashMap<Path, Vec<u64>>) -> Self {
+        let sorted = per_file
+            .into_iter()
+            .map(|(path, mut rows)| {
+                rows.sort_unstable();
+                rows.dedup();
+                (path, Arc::new(rows))
+            })
+            .collect();
+        PositionDeletes(Arc::new(sorted))
+    }
+
+    /// Whether no row of any file is deleted.
+    pub fn is_empty(&self) -> bool {
+        self.0.values().all(|rows| rows.is_empty())
+    }
+
+    /// The deleted positions of `file`, if any.
+    pub fn of(&self, file: &Path) -> Option<&Arc<Vec<u64>>> {
+        self.0.get(file).filter(|rows| !rows.is_empty())
+    }
+
+    /// Rows deleted across all files.
+    pub fn rows(&self) -> usize {
+        self.0.values().map(|rows| rows.len()).sum()
+    }
+}
+
+/// Reads position delete files through the table's cached store.
+pub struct DeleteFiles {
+    store: Arc<CachedStore>,
+    footers: Arc<FileMetadataCache>,
+    read: moka::sync::Cache<Path, Arc<HashMap<String, Vec<u64>>>>,
+}
+
+impl DeleteFiles {
+    pub fn new(store: Arc<CachedStore>, footers: Arc<FileMetadataCache>) -> Self {
+        DeleteFiles {
+            store,
+            footers,
+            read: moka::sync::Cache::new(DELETE_FILES),
+        }
+    }
+
+    /// The positions the delete file `meta` (an immutable object) deletes,
+    /// per data file URL as the file spells it.
+    pub async fn read(&self, meta: &ObjectMeta) -> Result<Arc<HashMap<String, Vec<u64>>>> {
+        if let Some(held) = self.read.get(&meta.location) {
+            return Ok(held);
+        }
+        let invalid =
+            |reason: String| DataFusionError::Execution(format!("position delete file {}: {reason}", meta.location));
+        let (object, metadata) = pinned_footer(&self.store, &self.footers, meta).await?;
+        let reader_metadata = ArrowReaderMetadata::try_new(metadata.clone(), ArrowReaderOptions::new())?;
+        let schema = reader_metadata.schema().clone();
+        let column = |name: &str| schema.index_of(name).map_err(|_| invalid(format!("no column {name}")));
+        let (path_column, pos_column) = (column("file_path")?, column("pos")?);
+        let mask = ProjectionMask::roots(metadata.file_metadata().schema_descr(), [path_column, pos_column]);
+        let reader = CachedFileReader {
+            store: self.store.clone(),
+            object,
+            metadata,
+        };
+        let batches: Vec<RecordBatch> = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, reader_metadata)
+            .with_projection(mask)
+            .build()?
+            .try_collect()
+            .await?;
+        let mut per_file: HashMap<String, Vec<u64>> = HashMap::new();
+        for batch in batches {
+            let named = |name: &str| {
+                batch
+                    .column_by_name(name)
+                    .ok_or_else(|| invalid(format!("no column {name}")))
+            };
+            let paths = cast(named("file_path")?, &DataType::Utf8)?;
+            let positions = cast(named("pos")?, &DataType::Int64)?;
+            let (paths, positions) = (paths.as_string::<i32>(), positions.as_primitive::<Int64Type>());
+            if paths.null_count() > 0 || positions.null_count() > 0 {
+                return Err(invalid("a null file_path or pos".into()));
+            }
+            for (path, pos) in paths.iter().zip(positions.iter()) {
+                let (Some(path), Some(pos)) = (path, pos) else { continue };
+                let pos = u64::try_from(pos).map_err(|_| invalid(format!("position {pos}")))?;
+                per_file.entry(path.to_string()).or_default().push(pos);
+            }
+        }
+        let per_file = Arc::new(per_file);
+        self.read.insert(meta.location.clone(), per_file.clone());
+        Ok(per_file)
+    }
+}

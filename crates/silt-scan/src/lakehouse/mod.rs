@@ -1,0 +1,255 @@
+//! Lakehouse tables (Iceberg): the files of a table come from its metadata
+//! — the snapshot a query reads — rather than from a listing.
+//!
+//! A query resolves the table to one snapshot ([`IcebergFiles::resolve`]):
+//! under `always` one read of the current-metadata pointer per query (the
+//! version hint, or the LIST of `metadata/`), else as the table's freshness
+//! allows; metadata files, manifest lists and manifests are immutable under
+//! their names and parsed once ([`MetadataMemo`]). The snapshot's data files
+//! are read as immutable objects ([`ObjectVersion::immutable_meta`]): known
+//! by path and size, never listed or HEADed, so every file a new snapshot
+//! keeps (after an append or a compaction) stays warm in every tier.
+//!
+//! Position deletes are read into per-file sorted row positions
+//! ([`PositionDeletes`]) and applied by the scan before any filter,
+//! aggregate or limit sees a row ([`crate::cached_scan`]).
+
+mod deletes;
+mod schema;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::cache::cache_manager::FileMetadataCache;
+use object_store::ObjectMeta;
+use object_store::path::Path;
+use parking_lot::Mutex;
+use silt_cache::{CachedStore, ObjectVersion};
+use silt_lakehouse::ObjectLocator;
+use silt_lakehouse::iceberg::{ContentFile, FileContent, IcebergTable, MetadataMemo, SnapshotChoice};
+
+pub use deletes::{DeleteFiles, PositionDeletes};
+pub use schema::arrow_schema;
+
+/// What one query reads of a table: the files (sorted by path) and the rows
+/// deleted from them.
+#[derive(Debug, Clone, Default)]
+pub struct TableFiles {
+    pub files: Vec<ObjectMeta>,
+    /// Deleted row positions per file (empty for a table without deletes).
+    pub deletes: PositionDeletes,
+    /// The snapshot the files are of (lakehouse tables).
+    pub snapshot_id: Option<i64>,
+    /// The snapshot's schema (lakehouse tables): what its scans read.
+    pub schema: Option<SchemaRef>,
+}
+
+/// An Iceberg table's files, resolved per query from its metadata.
+pub struct IcebergFiles {
+    /// The table's folder or metadata JSON, in the store (not namespaced).
+    location: Path,
+    locator: ObjectLocator,
+    store: Arc<CachedStore>,
+    /// Strings and binaries read as views (DataFusion's default for Parquet).
+    view_types: bool,
+    memo: MetadataMemo,
+    deletes: DeleteFiles,
+    /// The last snapshot resolved, and when: reused while the table's
+    /// freshness trusts it, and by any query that started before it was.
+    last: Mutex<Option<(Instant, Arc<TableFiles>)>>,
+    /// The snapshot each recent query (by its start) read, so every scan of
+    /// one query reads the same snapshot whatever commits land meanwhile.
+    per_query: moka::sync::Cache<Instant, Arc<TableFiles>>,
+    resolving: tokio::sync::Mutex<()>,
+}
+
+/// Queries whose snapshots are remembered, and for how long after their
+/// last scan was planned.
+const QUERIES_REMEMBERED: u64 = 4096;
+const QUERY_MEMORY: std::time::Duration = std::time::Duration::from_secs(600);
+
+impl std::fmt::Debug for IcebergFiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IcebergFiles")
+            .field("location", &self.location)
+            .finish_non_exhaustive()
+    }
+}
+
+impl IcebergFiles {
+    /// The table at `location` (a folder or a metadata JSON) of `store`,
+    /// whose metadata names files by URLs below `root` (the URL of the
+    /// store's empty path).
+    /// Footers of delete files are kept in `footers` (the metadata tier);
+    /// `view_types`: strings and binaries read as views.
+    pub fn new(
+        store: Arc<CachedStore>,
+        footers: Arc<FileMetadataCache>,
+        location: Path,
+        root: url::Url,
+        view_types: bool,
+    ) -> Self {
+        IcebergFiles {
+            view_types,
+            location,
+            locator: ObjectLocator::new(root),
+            deletes: DeleteFiles::new(store.clone(), footers),
+            store,
+            memo: MetadataMemo::default(),
+            last: Mutex::new(None),
+            per_query: moka::sync::Cache::builder()
+                .max_capacity(QUERIES_REMEMBERED)
+                .time_to_idle(QUERY_MEMORY)
+                .build(),
+            resolving: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// The table's current metadata (one pointer read).
+    pub async fn load(&self) -> Result<IcebergTable> {
+        IcebergTable::load(self.store.inner(), &self.location, &self.memo)
+            .await
+            .map_err(external)
+    }
+
+    /// The current snapshot's files for the query that started at
+    /// `query_start` (`None`: a read outside any query), as the table's
+    /// freshness allows: the snapshot that query already read; else under
+    /// `always` a snapshot resolved since the query started (one pointer
+    /// read per query); else the last one while it is trusted.
+    pub async fn resolve(&self, query_start: Option<Instant>) -> Result<Arc<TableFiles>> {
+        if let Some(files) = self.reusable(query_start) {
+            return Ok(self.remember(query_start, files));
+        }
+        // One resolution at a time: a query's scans (and its validation at
+        // start) planned together read the pointer once.
+        let _one = self.resolving.lock().await;
+        if let Some(files) = self.reusable(query_start) {
+            return Ok(self.remember(query_start, files));
+        }
+        let resolved_at = Instant::now();
+        let files = Arc::new(self.files_at(SnapshotChoice::Current).await?);
+        *self.last.lock() = Some((resolved_at, files.clone()));
+        Ok(self.remember(query_start, files))
+    }
+
+    /// A snapshot already resolved that the query starting at `query_start`
+    /// may read (see [`Self::resolve`]).
+    fn reusable(&self, query_start: Option<Instant>) -> Option<Arc<TableFiles>> {
+        if let Some(files) = query_start.and_then(|start| self.per_query.get(&start)) {
+            return Some(files);
+        }
+        let last = self.last.lock();
+        let (at, files) = last.as_ref()?;
+        let fresh = query_start.is_some_and(|start| *at >= start);
+        (fresh || self.store.freshness().still_valid(at.elapsed())).then(|| files.clone())
+    }
+
+    /// Records that the query starting at `query_start` reads `files`, or
+    /// returns what it already reads.
+    fn remember(&self, query_start: Option<Instant>, files: Arc<TableFiles>) -> Arc<TableFiles> {
+        match query_start {
+            Some(start) => self.per_query.get_with(start, || files),
+            None => files,
+        }
+    }
+
+    /// The files of the last snapshot resolved, if any (without reading).
+    pub fn last_resolved(&self) -> Option<Arc<TableFiles>> {
+        self.last.lock().as_ref().map(|(_, f)| f.clone())
+    }
+
+    /// The files of the snapshot `choice` names.
+    pub async fn files_at(&self, choice: SnapshotChoice) -> Result<TableFiles> {
+        let table = self.load().await?;
+        let snapshot = table.metadata.snapshot(choice).map_err(external)?;
+        let snapshot_id = snapshot.map(|s| s.snapshot_id);
+        let schema = table.metadata.schema_of(snapshot).map_err(external)?;
+        let schema = Arc::new(arrow_schema(&schema, self.view_types)?);
+        let live = table
+            .files(self.store.inner(), &self.locator, choice, &self.memo)
+            .await
+            .map_err(external)?;
+        if let Some(f) = live.data.iter().find(|f| f.format != "PARQUET") {
+            return Err(DataFusionError::NotImplemented(format!(
+                "{}: data file {} is {}; Silt reads Parquet data files only",
+                table.metadata_path, f.path, f.format
+            )));
+        }
+        if let Some(f) = live.deletes.iter().find(|f| f.content == FileContent::EqualityDeletes) {
+            return Err(DataFusionError::NotImplemented(format!(
+                "{}: equality delete file {}: Silt applies position deletes only, so far",
+                table.metadata_path, f.path
+            )));
+        }
+        let mut files = Vec::with_capacity(live.data.len());
+        for f in &live.data {
+            files.push(ObjectVersion::immutable_meta(self.namespaced(&f.path)?, f.size));
+        }
+        files.sort_by(|a, b| a.location.cmp(&b.location));
+        let deletes = self.position_deletes(&live.data, &live.deletes).await?;
+        Ok(TableFiles {
+            files,
+            deletes,
+            snapshot_id,
+            schema: Some(schema),
+        })
+    }
+
+    /// Per data file, the positions every position delete file that applies
+    /// to it (a data sequence number at or above the data file's) deletes.
+    async fn position_deletes(&self, data: &[ContentFile], deletes: &[ContentFile]) -> Result<PositionDeletes> {
+        if deletes.is_empty() {
+            return Ok(PositionDeletes::default());
+        }
+        let sequence: HashMap<&str, i64> = data.iter().map(|f| (f.path.as_str(), f.sequence_number)).collect();
+        let mut per_file: HashMap<Path, Vec<u64>> = HashMap::new();
+        for delete in deletes {
+            let location = ObjectVersion::immutable_meta(self.namespaced(&delete.path)?, delete.size);
+            let positions = self.deletes.read(&location).await?;
+            for (data_file, rows) in positions.iter() {
+                match sequence.get(data_file.as_str()) {
+                    Some(&seq) if seq <= delete.sequence_number => {
+                        per_file.entry(self.namespaced(data_file)?).or_default().extend(rows);
+                    }
+                    _ => {} // an older file's, or one no longer in the table
+                }
+            }
+        }
+        Ok(PositionDeletes::from_unsorted(per_file))
+    }
+
+    /// The namespaced path (as scans see objects) of a file's URL.
+    fn namespaced(&self, url: &str) -> Result<Path> {
+        let path = self.locator.path(url).map_err(external)?;
+        Ok(self.store.qualify(&path))
+    }
+}
+
+fn external(e: silt_lakehouse::LakehouseError) -> DataFusionError {
+    DataFusionError::External(Box::new(e))
+}
+
+impl IcebergFiles {
+    /// The schema of the last snapshot resolved (the table's schema as
+    /// queries plan with it), resolving the current one if none was.
+    pub async fn schema(&self) -> Result<SchemaRef> {
+        match self.last_schema() {
+            Some(schema) => Ok(schema),
+            None => self
+                .resolve(None)
+                .await?
+                .schema
+                .clone()
+                .ok_or_else(|| DataFusionError::Internal("a resolved Iceberg snapshot without a schema".into())),
+        }
+    }
+
+    /// The schema of the last snapshot resolved.
+    pub fn last_schema(&self) -> Option<SchemaRef> {
+        self.last_resolved().and_then(|f| f.schema.clone())
+    }
+}

@@ -1,0 +1,208 @@
+"""Write an Iceberg table with pyiceberg, in phases, for Silt's server tests.
+
+Usage: iceberg_server_fixture.py WAREHOUSE_DIR PHASE
+
+PHASE `create` makes `db.events` (SQL catalog on SQLite in the warehouse,
+partitioned by identity on `cat`) and commits: two appends, a delete
+(pyiceberg rewrites the files it touches), an overwrite of one partition.
+PHASE `more` commits to the same table: position deletes (a merge-on-read
+delete: pyiceberg does not write them, so this script writes the delete
+file, its delete manifest and the snapshot to the Iceberg spec, and commits
+it through pyiceberg's catalog), an added column and an append that fills it.
+
+After each phase, every snapshot's rows as pyiceberg's own scan returns them
+(which applies position deletes) are written to
+`WAREHOUSE_DIR/expected/<snapshot id>.parquet`, and one JSON object is
+printed: {"table_location": URL, "current_snapshot_id": N,
+"snapshots": [{"snapshot_id": N, "timestamp_ms": T, "rows": R}, ...]}.
+"""
+
+import json
+import os
+import sys
+import uuid
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.expressions import EqualTo, LessThan
+from pyiceberg.manifest import (
+    DataFile,
+    DataFileContent,
+    FileFormat,
+    ManifestContent,
+    ManifestEntry,
+    ManifestEntryStatus,
+    ManifestWriterV2,
+    write_manifest_list,
+)
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.table.refs import SnapshotRefType
+from pyiceberg.table.snapshots import Operation, Snapshot, Summary
+from pyiceberg.table.update import AddSnapshotUpdate, AssertRefSnapshotId, SetSnapshotRefUpdate
+from pyiceberg.transforms import IdentityTransform
+from pyiceberg.types import DoubleType, LongType, NestedField, StringType
+
+
+def rows(first, count, extra=False):
+    ids = list(range(first, first + count))
+    columns = {
+        "id": pa.array(ids, pa.int64()),
+        "cat": pa.array(["abc"[i % 3] for i in ids], pa.string()),
+        "v": pa.array([i * 0.5 for i in ids], pa.float64()),
+    }
+    if extra:
+        columns["note"] = pa.array([f"n{i % 7}" for i in ids], pa.string())
+    return pa.table(columns)
+
+
+def catalog_of(warehouse):
+    return SqlCatalog("fixture", uri=f"sqlite:///{warehouse}/catalog.db", warehouse=f"file://{warehouse}")
+
+
+def create(catalog):
+    catalog.create_namespace("db")
+    schema = Schema(
+        NestedField(1, "id", LongType(), required=False),
+        NestedField(2, "cat", StringType(), required=False),
+        NestedField(3, "v", DoubleType(), required=False),
+    )
+    spec = PartitionSpec(PartitionField(source_id=2, field_id=1000, transform=IdentityTransform(), name="cat"))
+    table = catalog.create_table("db.events", schema=schema, partition_spec=spec)
+    table.append(rows(0, 3000))
+    table.append(rows(3000, 3000))
+    table.delete(LessThan("id", 100))
+    replacement = rows(10000, 600)
+    table.overwrite(replacement.filter(pa.compute.equal(replacement["cat"], "a")), overwrite_filter=EqualTo("cat", "a"))
+
+
+class DeleteManifestWriter(ManifestWriterV2):
+    """A v2 manifest of delete files (pyiceberg writes data manifests only)."""
+
+    def content(self):
+        return ManifestContent.DELETES
+
+    @property
+    def _meta(self):
+        return {**super()._meta, "content": "deletes"}
+
+
+def local(url):
+    return url[len("file://") :]
+
+
+def commit_position_deletes(table, every):
+    """Deletes every `every`-th row (by position) of each data file of the
+    current snapshot, as one position delete file per data file."""
+    metadata = table.metadata
+    parent = table.current_snapshot()
+    snapshot_id = metadata.new_snapshot_id()
+    sequence_number = metadata.next_sequence_number()
+    delete_files = []
+    for task in table.scan().plan_files():
+        data = task.file
+        positions = list(range(0, data.record_count, every))
+        path = f"{table.location()}/data/pos-deletes-{uuid.uuid4()}.parquet"
+        schema = pa.schema(
+            [
+                pa.field("file_path", pa.string(), nullable=False, metadata={"PARQUET:field_id": "2147483546"}),
+                pa.field("pos", pa.int64(), nullable=False, metadata={"PARQUET:field_id": "2147483545"}),
+            ]
+        )
+        pq.write_table(
+            pa.table({"file_path": [data.file_path] * len(positions), "pos": positions}, schema=schema), local(path)
+        )
+        delete_files.append(
+            DataFile.from_args(
+                content=DataFileContent.POSITION_DELETES,
+                file_path=path,
+                file_format=FileFormat.PARQUET,
+                partition=data.partition,
+                record_count=len(positions),
+                file_size_in_bytes=os.path.getsize(local(path)),
+                spec_id=data.spec_id,
+            )
+        )
+    manifest_path = f"{table.location()}/metadata/{uuid.uuid4()}-m-deletes.avro"
+    with DeleteManifestWriter(
+        metadata.spec(), metadata.schema(), table.io.new_output(manifest_path), snapshot_id, "deflate"
+    ) as writer:
+        for f in delete_files:
+            writer.add(
+                ManifestEntry.from_args(
+                    status=ManifestEntryStatus.ADDED,
+                    snapshot_id=snapshot_id,
+                    sequence_number=None,
+                    file_sequence_number=None,
+                    data_file=f,
+                )
+            )
+    manifests = parent.manifests(table.io) + [writer.to_manifest_file()]
+    list_path = f"{table.location()}/metadata/snap-{snapshot_id}-0-{uuid.uuid4()}.avro"
+    with write_manifest_list(
+        format_version=2,
+        output_file=table.io.new_output(list_path),
+        snapshot_id=snapshot_id,
+        parent_snapshot_id=parent.snapshot_id,
+        sequence_number=sequence_number,
+        avro_compression="deflate",
+    ) as list_writer:
+        list_writer.add_manifests(manifests)
+    snapshot = Snapshot(
+        snapshot_id=snapshot_id,
+        parent_snapshot_id=parent.snapshot_id,
+        manifest_list=list_path,
+        sequence_number=sequence_number,
+        summary=Summary(operation=Operation.DELETE),
+        schema_id=metadata.current_schema_id,
+    )
+    with table.transaction() as tx:
+        tx._apply(
+            (
+                AddSnapshotUpdate(snapshot=snapshot),
+                SetSnapshotRefUpdate(
+                    snapshot_id=snapshot_id,
+                    parent_snapshot_id=parent.snapshot_id,
+                    ref_name="main",
+                    type=SnapshotRefType.BRANCH,
+                ),
+            ),
+            (AssertRefSnapshotId(snapshot_id=parent.snapshot_id, ref="main"),),
+        )
+
+
+def more(catalog):
+    table = catalog.load_table("db.events")
+    commit_position_deletes(table, 7)
+    table = catalog.load_table("db.events")
+    with table.update_schema() as update:
+        update.add_column("note", StringType())
+    table = catalog.load_table("db.events")
+    table.append(rows(20000, 900, extra=True))
+
+
+def describe(catalog, warehouse):
+    table = catalog.load_table("db.events")
+    os.makedirs(f"{warehouse}/expected", exist_ok=True)
+    snapshots = []
+    for snap in table.metadata.snapshots:
+        result = table.scan(snapshot_id=snap.snapshot_id).to_arrow()
+        pq.write_table(result, f"{warehouse}/expected/{snap.snapshot_id}.parquet")
+        snapshots.append({"snapshot_id": snap.snapshot_id, "timestamp_ms": snap.timestamp_ms, "rows": result.num_rows})
+    return {
+        "table_location": table.metadata.location,
+        "current_snapshot_id": table.metadata.current_snapshot_id,
+        "snapshots": snapshots,
+    }
+
+
+def main():
+    warehouse, phase = sys.argv[1], sys.argv[2]
+    catalog = catalog_of(warehouse)
+    {"create": create, "more": more}[phase](catalog)
+    print(json.dumps(describe(catalog, warehouse)))
+
+
+if __name__ == "__main__":
+    main()
