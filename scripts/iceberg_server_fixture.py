@@ -9,6 +9,7 @@ PHASE `more` commits to the same table: position deletes (a merge-on-read
 delete: pyiceberg does not write them, so this script writes the delete
 file, its delete manifest and the snapshot to the Iceberg spec, and commits
 it through pyiceberg's catalog), an added column and an append that fills it.
+PHASE `append` appends a few rows.
 
 After each phase, every snapshot's rows as pyiceberg's own scan returns them
 (which applies position deletes) are written to
@@ -182,6 +183,12 @@ def more(catalog):
     table.append(rows(20000, 900, extra=True))
 
 
+def append(catalog):
+    table = catalog.load_table("db.events")
+    first = 30000 + 100 * len(table.metadata.snapshots)
+    table.append(rows(first, 30, extra="note" in [f.name for f in table.schema().fields]))
+
+
 def describe(catalog, warehouse):
     table = catalog.load_table("db.events")
     os.makedirs(f"{warehouse}/expected", exist_ok=True)
@@ -200,7 +207,7 @@ def describe(catalog, warehouse):
 def main():
     warehouse, phase = sys.argv[1], sys.argv[2]
     catalog = catalog_of(warehouse)
-    {"create": create, "more": more}[phase](catalog)
+    {"create": create, "more": more, "append": append}[phase](catalog)
     print(json.dumps(describe(catalog, warehouse)))
 
 

@@ -154,3 +154,68 @@ async fn iceberg_tables_answer_as_pyiceberg_reads_each_snapshot() {
     let sql = "SELECT count(*) AS n FROM events WHERE id BETWEEN 3000 AND 3100";
     check_same(sql, &answer(&expected, sql).await, &answer(&pushdown, sql).await, false).unwrap();
 }
+
+/// A damaged manifest list is a clear error naming the file, for the
+/// Iceberg table's queries only: other tables keep answering, and the table
+/// answers again once a good snapshot is committed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_manifest_list_fails_its_table_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let warehouse = dir.path().canonicalize().unwrap();
+    let created = fixture_phase(&warehouse, "create");
+    let location = created["table_location"].as_str().unwrap().to_string();
+    let cache = tempfile::tempdir().unwrap();
+    let mut cfg = ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        cache_dir: cache.path().to_path_buf(),
+        ..Default::default()
+    };
+    for (name, url) in [
+        ("events", format!("iceberg+{location}")),
+        ("folder", format!("{location}/data/")),
+    ] {
+        cfg.tables.insert(
+            name.into(),
+            TableConfig {
+                url,
+                ..Default::default()
+            },
+        );
+    }
+    let server = silt_server::start(cfg).await.expect("start server");
+    let ctx = pushdown_client(&server).await;
+    answer(&ctx, "SELECT count(*) FROM events").await;
+
+    // A commit whose manifest list is then truncated.
+    fixture_phase(&warehouse, "append");
+    let metadata = warehouse.join("db/events/metadata");
+    let newest = std::fs::read_dir(&metadata)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("snap-"))
+        .max_by_key(|p| std::fs::metadata(p).unwrap().modified().unwrap())
+        .unwrap();
+    let bytes = std::fs::read(&newest).unwrap();
+    std::fs::write(&newest, &bytes[..bytes.len() / 3]).unwrap();
+    let err = silt_client::script::run_script_last_query(&ctx, "SELECT count(*) FROM events")
+        .await
+        .unwrap_err()
+        .to_string();
+    let name = newest.file_name().unwrap().to_string_lossy().to_string();
+    assert!(err.contains(&name), "the error names the damaged file: {err}");
+    answer(&ctx, "SELECT count(*) FROM folder").await;
+
+    // Mended (the writer rewrites it): the table answers again.
+    std::fs::write(&newest, &bytes).unwrap();
+    let sql = "SELECT count(*) AS n FROM events";
+    let current = fixture_phase(&warehouse, "append")["current_snapshot_id"]
+        .as_i64()
+        .unwrap();
+    check_same(
+        sql,
+        &answer(&expected_ctx(&warehouse, current).await, sql).await,
+        &answer(&ctx, sql).await,
+        false,
+    )
+    .unwrap();
+}
