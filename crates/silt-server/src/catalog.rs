@@ -64,6 +64,8 @@ pub struct Catalog {
     /// Tables whose URL names one object: checked with a HEAD before each
     /// query so a deleted object is an error, not an empty table.
     pub(crate) single_files: RwLock<BTreeMap<String, SingleObject>>,
+    /// Lakehouse tables' providers, for the snapshot each last resolved.
+    pub(crate) lakehouse: RwLock<BTreeMap<String, Arc<dyn datafusion::catalog::TableProvider>>>,
 }
 
 impl Catalog {
@@ -83,5 +85,14 @@ impl Catalog {
     /// The cached store of each registered table.
     pub fn table_stores(&self) -> BTreeMap<String, Arc<CachedStore>> {
         self.stores.read().clone()
+    }
+
+    /// The snapshot lakehouse table `name` last resolved (what a query
+    /// starting now without a change reads).
+    pub fn snapshot_id(&self, name: &str) -> Option<i64> {
+        let provider = self.lakehouse.read().get(name).cloned()?;
+        provider
+            .downcast_ref::<silt_scan::CachedParquetTable>()
+            .and_then(|t| t.snapshot_id())
     }
 }

@@ -135,6 +135,7 @@ impl Engine {
                         // listed (stats) or HEADed.
                         self.catalog.stores.write().remove(name.as_str());
                         self.catalog.single_files.write().remove(name.as_str());
+                        self.catalog.lakehouse.write().remove(name.as_str());
                     }
                 }
                 self.set_status(name, result.err().map(UnavailableCause::from));
@@ -215,7 +216,13 @@ impl Engine {
         let _ = self.base.deregister_table(name);
         register_parquet_table(&self.base, table, &shared)
             .await
-            .map_err(ServerError::from)
+            .map_err(ServerError::from)?;
+        if location.format != TableFormat::Parquet
+            && let Ok(provider) = self.base.table_provider(name).await
+        {
+            self.catalog.lakehouse.write().insert(name.to_string(), provider);
+        }
+        Ok(())
     }
 
     async fn register_view(&self, name: &str, sql: &str) -> Result<(), ServerError> {

@@ -26,7 +26,7 @@ use std::sync::atomic::Ordering;
 
 use async_trait::async_trait;
 use datafusion::arrow::array::{
-    ArrayRef, Float64Array, RecordBatch, StringArray, TimestampMillisecondArray, UInt32Array, UInt64Array,
+    ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray, TimestampMillisecondArray, UInt32Array, UInt64Array,
 };
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use datafusion::catalog::{MemTable, SchemaProvider, TableProvider};
@@ -271,6 +271,7 @@ fn tables(engine: &Sources) -> Result<RecordBatch> {
                 entry.unavailable.as_ref().map(ToString::to_string),
                 counts,
                 definition,
+                engine.catalog.snapshot_id(name),
             )
         })
         .collect();
@@ -292,6 +293,7 @@ fn tables(engine: &Sources) -> Result<RecordBatch> {
             u64f("column_chunk_bytes", true),
             u64f("memory_bytes", true),
             utf8("definition", true),
+            Field::new("snapshot_id", DataType::Int64, true),
         ],
         vec![
             Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.0.as_str()))),
@@ -306,6 +308,7 @@ fn tables(engine: &Sources) -> Result<RecordBatch> {
             col(|c| c.chunk_bytes),
             col(|c| c.memory_bytes),
             Arc::new(StringArray::from_iter(rows.iter().map(|r| r.5.as_deref()))),
+            Arc::new(Int64Array::from_iter(rows.iter().map(|r| r.6))),
         ],
     )
 }

@@ -16,11 +16,12 @@ use tonic::transport::Channel;
 use crate::common::{Fixture, baseline_ctx, check_same};
 
 pub async fn flight_sql_client(fx: &Fixture) -> FlightSqlServiceClient<Channel> {
-    let channel = Channel::from_shared(fx.server.flight_url())
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
+    flight_sql_client_at(&fx.server.flight_url()).await
+}
+
+/// A plain Flight SQL client of the server at `url`.
+pub async fn flight_sql_client_at(url: &str) -> FlightSqlServiceClient<Channel> {
+    let channel = Channel::from_shared(url.to_string()).unwrap().connect().await.unwrap();
     FlightSqlServiceClient::new(channel)
 }
 

@@ -14,6 +14,7 @@ use silt_server::ServerConfig;
 use silt_server::config::TableConfig;
 
 use crate::common::{answer, check_same, client, metric, pushdown_client};
+use crate::flight_sql::{fetch, flight_sql_client_at};
 
 /// The repository's root.
 fn repo() -> PathBuf {
@@ -144,6 +145,26 @@ async fn iceberg_tables_answer_as_pyiceberg_reads_each_snapshot() {
     ] {
         check_same(sql, &answer(&expected, sql).await, &answer(&fresh, sql).await, true).unwrap();
     }
+
+    // Plain Flight SQL (the server plans the SQL) reads the same snapshot,
+    // and silt_system shows which.
+    let mut flight = flight_sql_client_at(&server.flight_url()).await;
+    // (Every query's answer is ordered or one row; Flight SQL sends strings
+    // as Utf8 where DataFusion reads views: compared as rendered.)
+    let render = |b: &[datafusion::arrow::array::RecordBatch]| {
+        datafusion::arrow::util::pretty::pretty_format_batches(b)
+            .unwrap()
+            .to_string()
+    };
+    for sql in QUERIES {
+        let info = flight.execute(sql.to_string(), None).await.unwrap();
+        let got = fetch(&mut flight, info).await;
+        assert_eq!(render(&got), render(&answer(&expected, sql).await), "{sql}");
+    }
+    let sql = "SELECT snapshot_id FROM silt_system.tables WHERE table_name = 'events'";
+    let info = flight.execute(sql.to_string(), None).await.unwrap();
+    let shown = render(&fetch(&mut flight, info).await);
+    assert!(shown.contains(&current.to_string()), "{shown}");
 
     // The rows position deletes removed: pyiceberg does not return them,
     // and neither does any path of Silt's.
