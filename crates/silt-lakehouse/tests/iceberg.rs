@@ -5,7 +5,6 @@
 //! record counts must add up to the rows pyiceberg's scan returns.
 
 use std::path::{Path as FsPath, PathBuf};
-use std::process::Command;
 
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
@@ -13,38 +12,15 @@ use silt_lakehouse::ObjectLocator;
 use silt_lakehouse::iceberg::{IcebergTable, MetadataMemo, SnapshotChoice};
 use url::Url;
 
-/// This checkout's folder (the run-time `CARGO_MANIFEST_DIR` cargo sets for
-/// a test, else the one compiled in).
+/// This checkout's folder.
 fn repo() -> PathBuf {
-    std::env::var_os("CARGO_MANIFEST_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
-        .join("../..")
+    silt_bench::files::source_dir(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 /// pyiceberg's table in `warehouse` and its description of every snapshot.
 fn write_fixture(warehouse: &FsPath) -> serde_json::Value {
-    let env = Command::new("bash")
-        .arg(repo().join("scripts/python-env.sh"))
-        .output()
-        .expect("running scripts/python-env.sh");
-    assert!(
-        env.status.success(),
-        "scripts/python-env.sh: {}",
-        String::from_utf8_lossy(&env.stderr)
-    );
-    let python = String::from_utf8(env.stdout).unwrap().trim().to_string();
-    let out = Command::new(python)
-        .arg(repo().join("scripts/iceberg_fixture.py"))
-        .arg(warehouse)
-        .output()
-        .expect("running scripts/iceberg_fixture.py");
-    assert!(
-        out.status.success(),
-        "iceberg_fixture.py: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("the fixture's JSON")
+    let out = silt_bench::files::run_python_script(&repo(), "iceberg_fixture.py", &[warehouse.as_os_str()]);
+    serde_json::from_slice(&out).expect("the fixture's JSON")
 }
 
 /// pyiceberg's table in a fresh warehouse, and how to read it.

@@ -61,8 +61,18 @@ async fn check_all(silt: &SessionContext, warehouse: &Path, snapshot: i64, label
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn iceberg_tables_answer_as_pyiceberg_reads_each_snapshot() {
+/// A warehouse after the fixture's `create` phase, and a server over it
+/// with `events` (the Iceberg table) and `folder` (the same table's data
+/// folder as loose Parquet: every file ever written, the replaced ones too
+/// — what Silt served before it read table formats).
+struct Served {
+    warehouse: PathBuf,
+    created: serde_json::Value,
+    server: silt_server::ServerHandle,
+    _dirs: [tempfile::TempDir; 2],
+}
+
+async fn serve_created_table() -> Served {
     let dir = tempfile::tempdir().unwrap();
     let warehouse = dir.path().canonicalize().unwrap();
     let created = fixture_phase(&warehouse, "create");
@@ -73,23 +83,35 @@ async fn iceberg_tables_answer_as_pyiceberg_reads_each_snapshot() {
         cache_dir: cache.path().to_path_buf(),
         ..Default::default()
     };
-    cfg.tables.insert(
-        "events".into(),
-        TableConfig {
-            url: format!("iceberg+{location}"),
-            ..Default::default()
-        },
-    );
-    // The same folder as loose Parquet: every file ever written, the
-    // replaced ones too — what Silt served before it read table formats.
-    cfg.tables.insert(
-        "folder".into(),
-        TableConfig {
-            url: format!("{location}/data/"),
-            ..Default::default()
-        },
-    );
+    for (name, url) in [
+        ("events", format!("iceberg+{location}")),
+        ("folder", format!("{location}/data/")),
+    ] {
+        cfg.tables.insert(
+            name.into(),
+            TableConfig {
+                url,
+                ..Default::default()
+            },
+        );
+    }
     let server = silt_server::start(cfg).await.expect("start server");
+    Served {
+        warehouse,
+        created,
+        server,
+        _dirs: [dir, cache],
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn iceberg_tables_answer_as_pyiceberg_reads_each_snapshot() {
+    let Served {
+        warehouse,
+        created,
+        server,
+        _dirs,
+    } = serve_created_table().await;
     let pushdown = pushdown_client(&server).await;
     let default = client(&server).await;
 
@@ -181,29 +203,12 @@ async fn iceberg_tables_answer_as_pyiceberg_reads_each_snapshot() {
 /// answers again once a good snapshot is committed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_damaged_manifest_list_fails_its_table_only() {
-    let dir = tempfile::tempdir().unwrap();
-    let warehouse = dir.path().canonicalize().unwrap();
-    let created = fixture_phase(&warehouse, "create");
-    let location = created["table_location"].as_str().unwrap().to_string();
-    let cache = tempfile::tempdir().unwrap();
-    let mut cfg = ServerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        cache_dir: cache.path().to_path_buf(),
-        ..Default::default()
-    };
-    for (name, url) in [
-        ("events", format!("iceberg+{location}")),
-        ("folder", format!("{location}/data/")),
-    ] {
-        cfg.tables.insert(
-            name.into(),
-            TableConfig {
-                url,
-                ..Default::default()
-            },
-        );
-    }
-    let server = silt_server::start(cfg).await.expect("start server");
+    let Served {
+        warehouse,
+        server,
+        _dirs,
+        ..
+    } = serve_created_table().await;
     let ctx = pushdown_client(&server).await;
     answer(&ctx, "SELECT count(*) FROM events").await;
 
