@@ -70,7 +70,9 @@ def create(catalog):
         NestedField(3, "v", DoubleType(), required=False),
     )
     spec = PartitionSpec(PartitionField(source_id=2, field_id=1000, transform=IdentityTransform(), name="cat"))
-    table = catalog.create_table("db.events", schema=schema, partition_spec=spec)
+    # Small row groups: position deletes then fall in many row groups of a file.
+    properties = {"write.parquet.row-group-limit": "400"}
+    table = catalog.create_table("db.events", schema=schema, partition_spec=spec, properties=properties)
     table.append(rows(0, 3000))
     table.append(rows(3000, 3000))
     table.delete(LessThan("id", 100))

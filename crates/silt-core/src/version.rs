@@ -14,6 +14,12 @@ use object_store::ObjectMeta;
 /// which Silt never sends to a store).
 const IMMUTABLE: &str = "silt:immutable";
 
+/// The generation of an [`ObjectVersion::immutable_meta`], `None` for any
+/// other description.
+fn immutable_generation(meta: &ObjectMeta) -> Option<&str> {
+    meta.version.as_deref()?.strip_prefix(IMMUTABLE)?.strip_prefix(':')
+}
+
 /// The version of an object as seen by the last LIST or HEAD.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ObjectVersion {
@@ -61,31 +67,38 @@ impl ObjectVersion {
     /// that size is of it (and, once learned from the first answer, of the
     /// same ETag), so the file stays warm across the snapshots that keep it,
     /// and across restarts.
-    pub fn immutable_meta(location: object_store::path::Path, size: u64) -> ObjectMeta {
+    ///
+    /// `generation` becomes part of the cache tag: what is cached of the
+    /// file depends on more than its bytes (the table schema its columns
+    /// are decoded in, the store it is in), so a reader of another
+    /// generation never shares a cached batch with this one.
+    pub fn immutable_meta(location: object_store::path::Path, size: u64, generation: &str) -> ObjectMeta {
         ObjectMeta {
             location,
             last_modified: Default::default(),
             size,
             e_tag: None,
-            version: Some(IMMUTABLE.to_string()),
+            version: Some(format!("{IMMUTABLE}:{generation}")),
         }
     }
 
     /// Whether this is the version of an [`ObjectVersion::immutable_meta`].
     pub fn is_immutable(&self) -> bool {
-        self.meta.version.as_deref() == Some(IMMUTABLE)
+        immutable_generation(&self.meta).is_some()
     }
 
     /// The version `meta` (a LIST or HEAD answer) describes.
     pub fn from_meta(meta: &ObjectMeta) -> Self {
         let tag: Arc<str> = match &meta.e_tag {
             Some(e) => Arc::from(e.as_str()),
-            None if meta.version.as_deref() == Some(IMMUTABLE) => Arc::from(format!("{}-immutable", meta.size)),
-            None => Arc::from(format!(
-                "{}-{}",
-                meta.size,
-                meta.last_modified.timestamp_nanos_opt().unwrap_or_default()
-            )),
+            None => match immutable_generation(meta) {
+                Some(generation) => Arc::from(format!("{}-immutable-{generation}", meta.size)),
+                None => Arc::from(format!(
+                    "{}-{}",
+                    meta.size,
+                    meta.last_modified.timestamp_nanos_opt().unwrap_or_default()
+                )),
+            },
         };
         ObjectVersion {
             size: meta.size,
@@ -159,9 +172,9 @@ mod tests {
 
     #[test]
     fn an_immutable_object_is_known_by_path_and_size() {
-        let v = ObjectVersion::from_meta(&ObjectVersion::immutable_meta("t/a.parquet".into(), 7));
+        let v = ObjectVersion::from_meta(&ObjectVersion::immutable_meta("t/a.parquet".into(), 7, "g1"));
         assert!(v.is_immutable());
-        assert_eq!(&*v.tag, "7-immutable");
+        assert_eq!(&*v.tag, "7-immutable-g1");
         let mut answered = meta(None);
         answered.last_modified = "2026-11-27T10:00:00Z".parse().unwrap();
         assert!(v.may_be(&answered, None));

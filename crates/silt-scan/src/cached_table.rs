@@ -39,6 +39,7 @@ use crate::lakehouse::{IcebergFiles, TableFiles};
 use crate::scan_filter::ScanFilter;
 use crate::scan_set::{PinnedFile, scan_set_chunks};
 use crate::scope::{LayoutBuilder, ScanScope};
+use silt_lakehouse::iceberg::SnapshotChoice;
 
 #[derive(Debug)]
 pub struct CachedParquetTable {
@@ -53,8 +54,16 @@ pub struct CachedParquetTable {
 enum Files {
     /// A listing of its URL (loose Parquet files).
     Listing(Arc<ListingTable>),
-    /// An Iceberg table: the snapshot each query resolves, and its schema.
-    Iceberg(Arc<IcebergFiles>),
+    /// An Iceberg table: the snapshot each query resolves. `planned`: the
+    /// schema this provider was handed out with for planning one query
+    /// (fixed, so its `schema()` and its scan agree); `None` for the
+    /// registered provider, whose schema is the last resolved snapshot's.
+    Iceberg {
+        files: Arc<IcebergFiles>,
+        planned: Option<SchemaRef>,
+    },
+    /// An Iceberg table at one snapshot (time travel), and its schema.
+    Snapshot(Arc<TableFiles>),
 }
 
 impl std::fmt::Debug for ScanSources {
@@ -78,7 +87,7 @@ impl CachedParquetTable {
     /// resolved one already.
     pub fn iceberg(files: Arc<IcebergFiles>, sources: ScanSources) -> Self {
         CachedParquetTable {
-            files: Files::Iceberg(files),
+            files: Files::Iceberg { files, planned: None },
             sources,
             cached: true,
         }
@@ -89,8 +98,43 @@ impl CachedParquetTable {
     pub fn snapshot_id(&self) -> Option<i64> {
         match &self.files {
             Files::Listing(_) => None,
-            Files::Iceberg(files) => files.last_resolved().and_then(|f| f.snapshot_id),
+            Files::Iceberg { files, .. } => files.last_resolved().and_then(|f| f.snapshot_id),
+            Files::Snapshot(at) => at.snapshot_id,
         }
+    }
+
+    /// This lakehouse table at the snapshot `choice` names, in that
+    /// snapshot's schema (time travel: [`crate::lakehouse::time_travel`]).
+    pub async fn at_snapshot(&self, choice: SnapshotChoice) -> Result<CachedParquetTable> {
+        let Files::Iceberg { files, .. } = &self.files else {
+            return Err(DataFusionError::Plan(
+                "only lakehouse tables have snapshots to read".into(),
+            ));
+        };
+        Ok(CachedParquetTable {
+            files: Files::Snapshot(Arc::new(files.files_at(choice).await?)),
+            sources: self.sources.clone(),
+            cached: true,
+        })
+    }
+
+    /// For a lakehouse table, a provider to plan one query with: the same
+    /// table, its schema fixed at the last resolved snapshot's, so planning
+    /// and the scan read columns by the same indices whatever snapshot
+    /// another query resolves meanwhile. `None` for other tables (their
+    /// schema never changes).
+    pub fn for_query(&self) -> Option<CachedParquetTable> {
+        let Files::Iceberg { files, planned: None } = &self.files else {
+            return None;
+        };
+        Some(CachedParquetTable {
+            files: Files::Iceberg {
+                files: files.clone(),
+                planned: Some(self.schema_ref()),
+            },
+            sources: self.sources.clone(),
+            cached: true,
+        })
     }
 }
 
@@ -105,7 +149,11 @@ impl CachedParquetTable {
     pub fn schema_ref(&self) -> SchemaRef {
         match &self.files {
             Files::Listing(listing) => listing.schema(),
-            Files::Iceberg(files) => files.last_schema().unwrap_or_else(|| Arc::new(Schema::empty())),
+            Files::Iceberg {
+                planned: Some(schema), ..
+            } => schema.clone(),
+            Files::Iceberg { files, .. } => files.last_schema().unwrap_or_else(|| Arc::new(Schema::empty())),
+            Files::Snapshot(at) => at.schema.clone().unwrap_or_else(|| Arc::new(Schema::empty())),
         }
     }
 
@@ -160,7 +208,8 @@ impl CachedParquetTable {
         let listing = match &self.files {
             Files::Listing(listing) => listing,
             // The snapshot is the version: its metadata read validates.
-            Files::Iceberg(files) => return files.resolve(gate.as_ref().map(|g| g.started())).await,
+            Files::Iceberg { files, .. } => return files.resolve(gate.as_ref().map(|g| g.started())).await,
+            Files::Snapshot(at) => return Ok(at.clone()),
         };
         let gated = gate.map(|gate| self.sources.store.gated(gate));
         let store: &dyn ObjectStore = match &gated {
@@ -206,9 +255,10 @@ impl CachedParquetTable {
                         .iter()
                         .any(|url| url.contains(path, ignore_subdirectory))
             }
-            Files::Iceberg(files) => files
+            Files::Iceberg { files, .. } => files
                 .last_resolved()
                 .is_some_and(|f| f.files.binary_search_by(|m| m.location.cmp(path)).is_ok()),
+            Files::Snapshot(at) => at.files.binary_search_by(|m| m.location.cmp(path)).is_ok(),
         }
     }
 
@@ -330,8 +380,11 @@ impl TableProvider for CachedParquetTable {
         // planned with (`table_schema`), by column name: should a schema
         // change have been committed since, its new columns are not read
         // and a column it dropped reads as nulls, so the rows are still all
-        // of one snapshot.
-        let mut files = snapshot.files.clone();
+        // of one snapshot. What is cached of them is kept per schema.
+        let mut files = match &self.files {
+            Files::Iceberg { files: iceberg, .. } => iceberg.read_in(&snapshot.files, &table_schema),
+            _ => snapshot.files.clone(),
+        };
         let deletes = snapshot.deletes.clone();
         let mut row_groups = None;
         if let Some(scope) = state.config().get_extension::<ScanScope>() {

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::catalog::MemorySchemaProvider;
 use datafusion::common::TableReference;
 use datafusion::execution::cache::cache_manager::CacheManagerConfig;
 use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
@@ -19,6 +20,7 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 use object_store::memory::InMemory;
 use silt_cache::{CacheTiers, DiskTier};
 use silt_scan::MetadataTier;
+use silt_scan::lakehouse::TimeTravelSchema;
 use silt_scan::lookup::LookupIndexes;
 
 pub use crate::catalog::{CATALOG, Catalog, CatalogEntry, EntryKind, SCHEMA};
@@ -136,8 +138,15 @@ impl Engine {
         let query_slots = QuerySlots::new(config.max_concurrent_queries, metrics.queued_queries.clone());
         let listing_state = state.clone();
         let cluster = crate::cluster::Cluster::start(&config.cluster, config.listen)?;
+        let base = SessionContext::new_with_state(state);
+        // Tables are registered in a schema that also answers `TABLE@SNAPSHOT`
+        // names of lakehouse tables (time travel).
+        if let Some(catalog) = base.catalog(CATALOG) {
+            let tables = Arc::new(MemorySchemaProvider::new());
+            catalog.register_schema(SCHEMA, Arc::new(TimeTravelSchema::new(tables)))?;
+        }
         let engine = Arc::new(Engine {
-            base: SessionContext::new_with_state(state),
+            base,
             config,
             metrics,
             memory_store: Arc::new(InMemory::new()),

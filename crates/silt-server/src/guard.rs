@@ -69,7 +69,7 @@ pub fn check_references(refs: &[TableReference], registered: &BTreeSet<String>) 
                 catalog.as_ref() == crate::catalog::CATALOG && schema.as_ref() == crate::catalog::SCHEMA
             }
         };
-        if !qualifier_ok || !registered.contains(name) {
+        if !qualifier_ok || registered_name(name, registered).is_none() {
             return Err(ServerError::UnknownTable {
                 name: r.to_string(),
                 registered: registered.iter().cloned().collect::<Vec<_>>().join(", "),
@@ -77,6 +77,21 @@ pub fn check_references(refs: &[TableReference], registered: &BTreeSet<String>) 
         }
     }
     Ok(())
+}
+
+/// The registered name `name` reads: itself, or for a lakehouse table at a
+/// snapshot (`events@123`, time travel) the table's; `None` when neither is
+/// registered.
+pub fn registered_name<'a>(name: &'a str, registered: &BTreeSet<String>) -> Option<&'a str> {
+    if registered.contains(name) {
+        return Some(name);
+    }
+    // A malformed snapshot after the `@` is left to planning, which says
+    // what is wrong with it.
+    match name.rsplit_once('@') {
+        Some((table, _)) if registered.contains(table) => Some(table),
+        _ => None,
+    }
 }
 
 /// Whether `r` names a table of `silt_system` (qualified by that schema,
@@ -98,7 +113,7 @@ pub fn check_plan(plan: &LogicalPlan, registered: &BTreeSet<String>) -> Result<(
     let mut bad: Option<String> = None;
     plan.apply_with_subqueries(|node| {
         if let LogicalPlan::TableScan(scan) = node
-            && !registered.contains(scan.table_name.table())
+            && registered_name(scan.table_name.table(), registered).is_none()
             && !names_system_table(&scan.table_name)
         {
             bad = Some(scan.table_name.to_string());

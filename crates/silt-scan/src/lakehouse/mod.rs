@@ -16,12 +16,13 @@
 
 mod deletes;
 mod schema;
+pub mod time_travel;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::datatypes::{Schema, SchemaRef};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::cache::cache_manager::FileMetadataCache;
 use object_store::ObjectMeta;
@@ -33,6 +34,7 @@ use silt_lakehouse::iceberg::{ContentFile, FileContent, IcebergTable, MetadataMe
 
 pub use deletes::{DeleteFiles, PositionDeletes};
 pub use schema::arrow_schema;
+pub use time_travel::{TimeTravelSchema, parse_time_travel};
 
 /// What one query reads of a table: the files (sorted by path) and the rows
 /// deleted from them.
@@ -52,6 +54,8 @@ pub struct IcebergFiles {
     /// The table's folder or metadata JSON, in the store (not namespaced).
     location: Path,
     locator: ObjectLocator,
+    /// The URL of the store's root: part of every file's cache generation.
+    root: String,
     store: Arc<CachedStore>,
     /// Strings and binaries read as views (DataFusion's default for Parquet).
     view_types: bool,
@@ -95,12 +99,17 @@ impl IcebergFiles {
         IcebergFiles {
             view_types,
             location,
+            root: root.to_string(),
             locator: ObjectLocator::new(root),
             deletes: DeleteFiles::new(store.clone(), footers),
             store,
             memo: MetadataMemo::default(),
             last: Mutex::new(None),
+            // LRU, not the default admission policy: a new query's entry
+            // is always kept, and a running query's (touched by each scan)
+            // is never the one evicted.
             per_query: moka::sync::Cache::builder()
+                .eviction_policy(moka::policy::EvictionPolicy::lru())
                 .max_capacity(QUERIES_REMEMBERED)
                 .time_to_idle(QUERY_MEMORY)
                 .build(),
@@ -167,8 +176,16 @@ impl IcebergFiles {
         let table = self.load().await?;
         let snapshot = table.metadata.snapshot(choice).map_err(external)?;
         let snapshot_id = snapshot.map(|s| s.snapshot_id);
-        let schema = table.metadata.schema_of(snapshot).map_err(external)?;
+        // The current table reads in the table's current schema (a schema
+        // change needs no data commit); time travel in the snapshot's.
+        let schema_of = if choice == SnapshotChoice::Current {
+            None
+        } else {
+            snapshot
+        };
+        let schema = table.metadata.schema_of(schema_of).map_err(external)?;
         let schema = Arc::new(arrow_schema(&schema, self.view_types)?);
+        let generation = self.generation(Some(&schema));
         let live = table
             .files(self.store.inner(), &self.locator, choice, &self.memo)
             .await
@@ -176,6 +193,12 @@ impl IcebergFiles {
         if let Some(f) = live.data.iter().find(|f| f.format != "PARQUET") {
             return Err(DataFusionError::NotImplemented(format!(
                 "{}: data file {} is {}; Silt reads Parquet data files only",
+                table.metadata_path, f.path, f.format
+            )));
+        }
+        if let Some(f) = live.deletes.iter().find(|f| f.format != "PARQUET") {
+            return Err(DataFusionError::NotImplemented(format!(
+                "{}: delete file {} is {}; Silt reads Parquet position deletes only",
                 table.metadata_path, f.path, f.format
             )));
         }
@@ -187,7 +210,11 @@ impl IcebergFiles {
         }
         let mut files = Vec::with_capacity(live.data.len());
         for f in &live.data {
-            files.push(ObjectVersion::immutable_meta(self.namespaced(&f.path)?, f.size));
+            files.push(ObjectVersion::immutable_meta(
+                self.namespaced(&f.path)?,
+                f.size,
+                &generation,
+            ));
         }
         files.sort_by(|a, b| a.location.cmp(&b.location));
         let deletes = self.position_deletes(&live.data, &live.deletes).await?;
@@ -205,15 +232,23 @@ impl IcebergFiles {
         if deletes.is_empty() {
             return Ok(PositionDeletes::default());
         }
-        let sequence: HashMap<&str, i64> = data.iter().map(|f| (f.path.as_str(), f.sequence_number)).collect();
+        // By store path: writers may spell one file's URL two ways.
+        let sequence: HashMap<Path, i64> = data
+            .iter()
+            .map(|f| Ok((self.namespaced(&f.path)?, f.sequence_number)))
+            .collect::<Result<_>>()?;
+        let generation = self.generation(None);
         let mut per_file: HashMap<Path, Vec<u64>> = HashMap::new();
         for delete in deletes {
-            let location = ObjectVersion::immutable_meta(self.namespaced(&delete.path)?, delete.size);
+            let location = ObjectVersion::immutable_meta(self.namespaced(&delete.path)?, delete.size, &generation);
             let positions = self.deletes.read(&location).await?;
             for (data_file, rows) in positions.iter() {
-                match sequence.get(data_file.as_str()) {
+                let Ok(data_file) = self.namespaced(data_file) else {
+                    continue; // a file of another store: not this table's
+                };
+                match sequence.get(&data_file) {
                     Some(&seq) if seq <= delete.sequence_number => {
-                        per_file.entry(self.namespaced(data_file)?).or_default().extend(rows);
+                        per_file.entry(data_file).or_default().extend(rows);
                     }
                     _ => {} // an older file's, or one no longer in the table
                 }
@@ -222,11 +257,42 @@ impl IcebergFiles {
         Ok(PositionDeletes::from_unsorted(per_file))
     }
 
+    /// The cache generation of the table's files read in `schema` (`None`:
+    /// files read in their own schema, delete files): a stable hash of the
+    /// store's root and the schema's columns, so a batch decoded for one
+    /// schema is never served to a reader in another, and a store put in
+    /// another table's place by a config change never shares its cache.
+    fn generation(&self, schema: Option<&Schema>) -> String {
+        let mut text = self.root.clone();
+        for field in schema.iter().flat_map(|s| s.fields()) {
+            text.push_str(&format!("|{}:{}", field.name(), field.data_type()));
+        }
+        format!("{:016x}", fnv1a(text.as_bytes()))
+    }
+
+    /// `files` (of this table) as read in `schema`: re-marked with that
+    /// schema's generation where they carry another.
+    pub fn read_in(&self, files: &[ObjectMeta], schema: &Schema) -> Vec<ObjectMeta> {
+        let generation = self.generation(Some(schema));
+        files
+            .iter()
+            .map(|m| ObjectVersion::immutable_meta(m.location.clone(), m.size, &generation))
+            .collect()
+    }
+
     /// The namespaced path (as scans see objects) of a file's URL.
     fn namespaced(&self, url: &str) -> Result<Path> {
         let path = self.locator.path(url).map_err(external)?;
         Ok(self.store.qualify(&path))
     }
+}
+
+/// FNV-1a, 64 bits: a hash that stays the same across builds and restarts
+/// (the disk tier keeps entries under it).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 fn external(e: silt_lakehouse::LakehouseError) -> DataFusionError {

@@ -183,6 +183,39 @@ async fn iceberg_tables_answer_as_pyiceberg_reads_each_snapshot() {
         let got = fetch(&mut flight, info).await;
         assert_eq!(render(&got), render(&answer(&expected, sql).await), "{sql}");
     }
+    // Time travel through Flight SQL: every snapshot by id, and by the time
+    // it was committed (`"events@<RFC 3339>"`), in that snapshot's schema.
+    let summary = "SELECT count(*) AS n, sum(id) AS s, min(v) AS lo FROM";
+    for snap in more["snapshots"].as_array().unwrap() {
+        let id = snap["snapshot_id"].as_i64().unwrap();
+        let ms = snap["timestamp_ms"].as_u64().unwrap();
+        let at = humantime::format_rfc3339_millis(std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms));
+        let want = render(&answer(&expected_ctx(&warehouse, id).await, &format!("{summary} events")).await);
+        for name in [format!("\"events@{id}\""), format!("\"events@{at}\"")] {
+            let sql = format!("{summary} {name}");
+            let info = flight.execute(sql.clone(), None).await.unwrap();
+            assert_eq!(render(&fetch(&mut flight, info).await), want, "{sql}");
+        }
+    }
+    for (sql, says) in [
+        ("SELECT count(*) FROM \"events@yesterday\"", "snapshot id or a time"),
+        ("SELECT count(*) FROM \"events@42\"", "no snapshot 42"),
+        ("SELECT count(*) FROM \"folder@42\"", "only lakehouse tables"),
+    ] {
+        let err = match flight.execute(sql.to_string(), None).await {
+            Ok(info) => match flight.do_get(info.endpoint[0].ticket.clone().unwrap()).await {
+                Ok(stream) => futures::TryStreamExt::try_collect::<Vec<_>>(stream)
+                    .await
+                    .map(|_| ())
+                    .unwrap_err()
+                    .to_string(),
+                Err(e) => e.to_string(),
+            },
+            Err(e) => e.to_string(),
+        };
+        assert!(err.contains(says), "{sql}: {err}");
+    }
+
     let sql = "SELECT snapshot_id FROM silt_system.tables WHERE table_name = 'events'";
     let info = flight.execute(sql.to_string(), None).await.unwrap();
     let shown = render(&fetch(&mut flight, info).await);
