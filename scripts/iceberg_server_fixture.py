@@ -9,7 +9,8 @@ PHASE `more` commits to the same table: position deletes (a merge-on-read
 delete: pyiceberg does not write them, so this script writes the delete
 file, its delete manifest and the snapshot to the Iceberg spec, and commits
 it through pyiceberg's catalog), an added column and an append that fills it.
-PHASE `append` appends a few rows.
+PHASE `append` appends a few rows. PHASE `appends N` commits N appends of
+100 rows and prints nothing (for commits made while queries run).
 
 After each phase, every snapshot's rows as pyiceberg's own scan returns them
 (which applies position deletes) are written to
@@ -42,7 +43,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.table.refs import SnapshotRefType
 from pyiceberg.table.snapshots import Operation, Snapshot, Summary
 from pyiceberg.table.update import AddSnapshotUpdate, AssertRefSnapshotId, SetSnapshotRefUpdate
-from pyiceberg.transforms import IdentityTransform
+from pyiceberg.transforms import BucketTransform, IdentityTransform
 from pyiceberg.types import DoubleType, LongType, NestedField, StringType
 
 
@@ -106,7 +107,10 @@ def commit_position_deletes(table, every):
     for task in table.scan().plan_files():
         data = task.file
         positions = list(range(0, data.record_count, every))
-        path = f"{table.location()}/data/pos-deletes-{uuid.uuid4()}.parquet"
+        # Beside the data folder, not in it: the folder stays a plain
+        # Parquet table of the data files (benchmarks compare the two).
+        os.makedirs(local(f"{table.location()}/deletes"), exist_ok=True)
+        path = f"{table.location()}/deletes/pos-deletes-{uuid.uuid4()}.parquet"
         schema = pa.schema(
             [
                 pa.field("file_path", pa.string(), nullable=False, metadata={"PARQUET:field_id": "2147483546"}),
@@ -183,6 +187,24 @@ def more(catalog):
         update.add_column("note", StringType())
     table = catalog.load_table("db.events")
     table.append(rows(20000, 900, extra=True))
+    # A partition-spec change (files before it keep the old spec), then an
+    # append under the new one.
+    with catalog.load_table("db.events").update_spec() as update:
+        update.add_field("id", BucketTransform(4), "id_bucket")
+    catalog.load_table("db.events").append(rows(21000, 400, extra=True))
+    # A compaction of partition `b`: its rows rewritten into new files (the
+    # old ones, and the deletes against them, leave the snapshot).
+    table = catalog.load_table("db.events")
+    b = table.scan(row_filter=EqualTo("cat", "b")).to_arrow()
+    table.overwrite(b, overwrite_filter=EqualTo("cat", "b"))
+
+
+def appends(catalog, count):
+    """`count` commits of 100 rows each, as fast as the catalog takes them."""
+    for _ in range(count):
+        table = catalog.load_table("db.events")
+        first = 40000 + 100 * len(table.metadata.snapshots)
+        table.append(rows(first, 100, extra="note" in [f.name for f in table.schema().fields]))
 
 
 def append(catalog):
@@ -209,6 +231,9 @@ def describe(catalog, warehouse):
 def main():
     warehouse, phase = sys.argv[1], sys.argv[2]
     catalog = catalog_of(warehouse)
+    if phase == "appends":
+        appends(catalog, int(sys.argv[3]))
+        return
     {"create": create, "more": more, "append": append}[phase](catalog)
     print(json.dumps(describe(catalog, warehouse)))
 

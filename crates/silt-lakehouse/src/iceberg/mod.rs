@@ -51,18 +51,39 @@ impl IcebergTable {
     /// Metadata files are immutable under their names: one `memo` has read
     /// and parsed, it does not read again, so a warm load of a table folder
     /// costs one request (the version hint, or the LIST of `metadata/`).
+    ///
+    /// Found by listing, the newest metadata file may still be being
+    /// written (a local or NFS warehouse; object-store writes are atomic):
+    /// one that does not parse is passed over for the next newest, at most
+    /// [`UNREADABLE_NEWEST`] times, so a commit in progress is seen once it
+    /// is whole rather than failing queries meanwhile.
     pub async fn load(store: &dyn ObjectStore, location: &Path, memo: &MetadataMemo) -> Result<IcebergTable> {
-        let metadata_path = current_metadata_path(store, location, memo).await?;
-        let metadata = memo
-            .metadata(&metadata_path, || async {
-                let bytes = read(store, &metadata_path).await?;
-                TableMetadata::parse(metadata_path.as_ref(), &bytes)
-            })
-            .await?;
-        Ok(IcebergTable {
-            metadata_path,
-            metadata,
-        })
+        let candidates = current_metadata_paths(store, location, memo).await?;
+        let mut failed = None;
+        for metadata_path in candidates.into_iter().take(UNREADABLE_NEWEST + 1) {
+            let parsed = memo
+                .metadata(&metadata_path, || async {
+                    let bytes = read(store, &metadata_path).await?;
+                    TableMetadata::parse(metadata_path.as_ref(), &bytes)
+                })
+                .await;
+            match parsed {
+                Ok(metadata) => {
+                    return Ok(IcebergTable {
+                        metadata_path,
+                        metadata,
+                    });
+                }
+                Err(e @ LakehouseError::Invalid { .. }) => {
+                    failed.get_or_insert(e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(failed.unwrap_or_else(|| LakehouseError::NoSuchSnapshot {
+            table: location.to_string(),
+            reason: "no metadata file".into(),
+        }))
     }
 
     /// The live files of the snapshot `choice` names (none for a table
@@ -130,12 +151,21 @@ impl IcebergTable {
     }
 }
 
-/// The current metadata file of the table at `location`: one request (the
+/// Newest metadata files found by listing that may be passed over as
+/// unreadable (being written) before a load fails.
+const UNREADABLE_NEWEST: usize = 2;
+
+/// The current metadata file of the table at `location`, first; when it was
+/// found by listing, the older ones follow, newest first. One request (the
 /// version hint's GET, or the LIST of `metadata/`) when `memo` has read the
 /// file the hint names.
-pub async fn current_metadata_path(store: &dyn ObjectStore, location: &Path, memo: &MetadataMemo) -> Result<Path> {
+pub async fn current_metadata_paths(
+    store: &dyn ObjectStore,
+    location: &Path,
+    memo: &MetadataMemo,
+) -> Result<Vec<Path>> {
     if location.as_ref().ends_with(".metadata.json") {
-        return Ok(location.clone());
+        return Ok(vec![location.clone()]);
     }
     let folder = location.clone().join("metadata");
     if memo.is_hintless(&folder) {
@@ -147,7 +177,7 @@ pub async fn current_metadata_path(store: &dyn ObjectStore, location: &Path, mem
             let text = result.bytes().await.map_err(|e| store_error(&hint, e))?;
             let text = String::from_utf8_lossy(&text).trim().to_string();
             if text.ends_with(".metadata.json") {
-                return Ok(folder.join(text.as_str()));
+                return Ok(vec![folder.join(text.as_str())]);
             }
             let version: u64 = text.parse().map_err(|_| LakehouseError::Invalid {
                 path: hint.to_string(),
@@ -156,7 +186,7 @@ pub async fn current_metadata_path(store: &dyn ObjectStore, location: &Path, mem
             })?;
             let named = folder.clone().join(format!("v{version}.metadata.json").as_str());
             if memo.has_metadata(&named) || store.head(&named).await.is_ok() {
-                return Ok(named);
+                return Ok(vec![named]);
             }
             latest_metadata(store, &folder, Some(version)).await
         }
@@ -169,15 +199,15 @@ pub async fn current_metadata_path(store: &dyn ObjectStore, location: &Path, mem
     }
 }
 
-/// The `*.metadata.json` in `folder` with the highest version (`vN.` or
-/// `0000N-uuid.`), or exactly version `want`.
-async fn latest_metadata(store: &dyn ObjectStore, folder: &Path, want: Option<u64>) -> Result<Path> {
+/// The `*.metadata.json` in `folder`, highest version (`vN.` or
+/// `0000N-uuid.`) first, or those of exactly version `want`.
+async fn latest_metadata(store: &dyn ObjectStore, folder: &Path, want: Option<u64>) -> Result<Vec<Path>> {
     let listed: Vec<_> = store
         .list(Some(folder))
         .try_collect()
         .await
         .map_err(|e| store_error(folder, e))?;
-    let best = listed
+    let mut found: Vec<(u64, Path)> = listed
         .into_iter()
         .filter_map(|meta| {
             let name = meta.location.filename()?.to_string();
@@ -185,15 +215,18 @@ async fn latest_metadata(store: &dyn ObjectStore, folder: &Path, want: Option<u6
             Some((version, meta.location))
         })
         .filter(|(v, _)| want.is_none_or(|w| *v == w))
-        .max_by_key(|(v, _)| *v);
-    best.map(|(_, path)| path)
-        .ok_or_else(|| LakehouseError::NoSuchSnapshot {
+        .collect();
+    found.sort_by(|a, b| b.cmp(a));
+    if found.is_empty() {
+        return Err(LakehouseError::NoSuchSnapshot {
             table: folder.to_string(),
             reason: match want {
                 Some(v) => format!("no metadata file of version {v}"),
                 None => "no *.metadata.json: not an Iceberg table folder".to_string(),
             },
-        })
+        });
+    }
+    Ok(found.into_iter().map(|(_, path)| path).collect())
 }
 
 /// The version of a metadata file name: `v12.metadata.json` and

@@ -278,3 +278,75 @@ async fn a_damaged_manifest_list_fails_its_table_only() {
     )
     .unwrap();
 }
+
+/// Commits while queries run never give an answer that mixes two snapshots:
+/// 4 clients each run queries that scan the table twice (two subqueries) —
+/// at least 25 each, and on until another process has made 30 commits
+/// (appends); both scans of one query must see the same snapshot, one the
+/// table has had.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn commits_during_queries_never_mix_snapshots() {
+    let Served {
+        warehouse,
+        server,
+        _dirs,
+        ..
+    } = serve_created_table().await;
+    let committed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let committer = {
+        let (warehouse, committed) = (warehouse.clone(), committed.clone());
+        std::thread::spawn(move || {
+            silt_bench::files::run_python_script(
+                &repo(),
+                "iceberg_server_fixture.py",
+                &[warehouse.as_os_str(), "appends".as_ref(), "30".as_ref()],
+            );
+            committed.store(true, std::sync::atomic::Ordering::SeqCst);
+        })
+    };
+    let sql = "SELECT (SELECT count(*) FROM events) AS a, (SELECT sum(id) FROM events) AS b";
+    let clients = (0..4).map(|_| {
+        let (url, committed) = (server.flight_url(), committed.clone());
+        tokio::spawn(async move {
+            let mut flight = flight_sql_client_at(&url).await;
+            let mut seen = Vec::new();
+            while seen.len() < 25 || !committed.load(std::sync::atomic::Ordering::SeqCst) {
+                let info = flight.execute(sql.to_string(), None).await.unwrap();
+                let batches = fetch(&mut flight, info).await;
+                let row = datafusion::arrow::util::pretty::pretty_format_batches(&batches)
+                    .unwrap()
+                    .to_string();
+                seen.push(row);
+            }
+            seen
+        })
+    });
+    let answers: Vec<String> = futures::future::join_all(clients)
+        .await
+        .into_iter()
+        .flat_map(|r| r.unwrap())
+        .collect();
+    committer.join().unwrap();
+    // Every snapshot's own (count, sum), from pyiceberg's scans of each.
+    let described = fixture_phase(&warehouse, "append");
+    let mut valid = std::collections::BTreeSet::new();
+    for snap in described["snapshots"].as_array().unwrap() {
+        let id = snap["snapshot_id"].as_i64().unwrap();
+        let one = answer(
+            &expected_ctx(&warehouse, id).await,
+            "SELECT count(*) AS a, sum(id) AS b FROM events",
+        )
+        .await;
+        valid.insert(
+            datafusion::arrow::util::pretty::pretty_format_batches(&one)
+                .unwrap()
+                .to_string(),
+        );
+    }
+    let distinct: std::collections::BTreeSet<&String> = answers.iter().collect();
+    for a in &distinct {
+        assert!(valid.contains(*a), "an answer of no snapshot (two mixed?):\n{a}");
+    }
+    eprintln!("{} snapshots seen across {} queries", distinct.len(), answers.len());
+    assert!(distinct.len() > 1, "the queries ran while commits landed");
+}
