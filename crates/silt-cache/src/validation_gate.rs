@@ -31,6 +31,9 @@ pub struct ValidationGate {
     started: Instant,
     pending: Mutex<Vec<BoxFuture<'static, CacheResult<()>>>>,
     speculative: Mutex<bool>,
+    /// Whether reads may be speculative at all (false for the restart of a
+    /// query whose speculation failed: it reads what is current).
+    may_speculate: bool,
     /// Wall time the query waited on validations it could not speculate
     /// past (a first listing, or one under another freshness).
     inline: Mutex<InlineWaits>,
@@ -84,8 +87,29 @@ impl ValidationGate {
             started: started.min(Instant::now()),
             pending: Mutex::default(),
             speculative: Mutex::new(false),
+            may_speculate: true,
             inline: Mutex::default(),
         })
+    }
+
+    /// A gate for the restart of a query whose speculative reads were not
+    /// confirmed: it starts now and reads whatever it reads as current
+    /// ([`ValidationGate::may_speculate`] is false), so a table committed to
+    /// often cannot fail it twice.
+    pub fn without_speculation() -> Arc<Self> {
+        Arc::new(ValidationGate {
+            started: Instant::now(),
+            pending: Mutex::default(),
+            speculative: Mutex::new(false),
+            may_speculate: false,
+            inline: Mutex::default(),
+        })
+    }
+
+    /// Whether this query's reads may be speculative (see
+    /// [`ValidationGate::without_speculation`]).
+    pub fn may_speculate(&self) -> bool {
+        self.may_speculate
     }
 
     /// When the query started. Only a validation whose request was sent at
@@ -100,7 +124,7 @@ impl ValidationGate {
     /// used are still current, [`CacheError::Changed`] if not, or the
     /// validation's own error. The future should already be running (spawned)
     /// so the validation proceeds while the query does.
-    pub(crate) fn register(&self, confirmation: BoxFuture<'static, CacheResult<()>>) {
+    pub fn register(&self, confirmation: BoxFuture<'static, CacheResult<()>>) {
         *self.speculative.lock() = true;
         self.pending.lock().push(confirmation);
     }

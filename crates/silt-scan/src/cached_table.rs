@@ -208,7 +208,7 @@ impl CachedParquetTable {
         let listing = match &self.files {
             Files::Listing(listing) => listing,
             // The snapshot is the version: its metadata read validates.
-            Files::Iceberg { files, .. } => return files.resolve(gate.as_ref().map(|g| g.started())).await,
+            Files::Iceberg { files, .. } => return files.resolve(gate.as_ref()).await,
             Files::Snapshot(at) => return Ok(at.clone()),
         };
         let gated = gate.map(|gate| self.sources.store.gated(gate));

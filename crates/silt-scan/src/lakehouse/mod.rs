@@ -25,10 +25,12 @@ use std::time::Instant;
 use datafusion::arrow::datatypes::{Schema, SchemaRef};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::cache::cache_manager::FileMetadataCache;
+use futures::FutureExt;
+use futures::future::{BoxFuture, Shared};
 use object_store::ObjectMeta;
 use object_store::path::Path;
 use parking_lot::Mutex;
-use silt_cache::{CachedStore, ObjectVersion};
+use silt_cache::{CacheError, CachedStore, Freshness, ObjectVersion, ValidationGate};
 use silt_lakehouse::ObjectLocator;
 use silt_lakehouse::iceberg::{ContentFile, FileContent, IcebergTable, MetadataMemo, SnapshotChoice};
 
@@ -47,6 +49,30 @@ pub struct TableFiles {
     pub snapshot_id: Option<i64>,
     /// The snapshot's schema (lakehouse tables): what its scans read.
     pub schema: Option<SchemaRef>,
+    /// The metadata file the snapshot was read from (lakehouse tables).
+    pub metadata_path: Option<Path>,
+}
+
+/// A confirmation that a speculatively read snapshot was current, shared by
+/// the gates of one query.
+type Confirmation = Shared<BoxFuture<'static, silt_cache::CacheResult<()>>>;
+
+/// The snapshot one query reads, and the confirmation it awaits if it read
+/// it speculatively.
+#[derive(Clone)]
+struct QueryRead {
+    files: Arc<TableFiles>,
+    confirmation: Option<Confirmation>,
+}
+
+impl QueryRead {
+    /// A snapshot resolved at or after the query started: nothing to confirm.
+    fn confirmed(files: Arc<TableFiles>) -> Self {
+        QueryRead {
+            files,
+            confirmation: None,
+        }
+    }
 }
 
 /// An Iceberg table's files, resolved per query from its metadata.
@@ -66,7 +92,11 @@ pub struct IcebergFiles {
     last: Mutex<Option<(Instant, Arc<TableFiles>)>>,
     /// The snapshot each recent query (by its start) read, so every scan of
     /// one query reads the same snapshot whatever commits land meanwhile.
-    per_query: moka::sync::Cache<Instant, Arc<TableFiles>>,
+    per_query: moka::sync::Cache<Instant, QueryRead>,
+    /// The last snapshot resolved, once a confirmation found a newer one
+    /// committed: not speculated on again (it stays the table's schema
+    /// until the next resolution replaces it).
+    outdated: Mutex<Option<Arc<TableFiles>>>,
     resolving: tokio::sync::Mutex<()>,
 }
 
@@ -113,6 +143,7 @@ impl IcebergFiles {
                 .max_capacity(QUERIES_REMEMBERED)
                 .time_to_idle(QUERY_MEMORY)
                 .build(),
+            outdated: Mutex::new(None),
             resolving: tokio::sync::Mutex::new(()),
         }
     }
@@ -124,46 +155,106 @@ impl IcebergFiles {
             .map_err(external)
     }
 
-    /// The current snapshot's files for the query that started at
-    /// `query_start` (`None`: a read outside any query), as the table's
-    /// freshness allows: the snapshot that query already read; else under
-    /// `always` a snapshot resolved since the query started (one pointer
-    /// read per query); else the last one while it is trusted.
-    pub async fn resolve(&self, query_start: Option<Instant>) -> Result<Arc<TableFiles>> {
+    /// The current snapshot's files for the query whose validation gate is
+    /// `gate` (`None`: a read outside any query), as the table's freshness
+    /// allows: the snapshot that query already read; else under `always` a
+    /// snapshot resolved since the query started, or the last one read
+    /// speculatively ([`Self::speculate`]): one pointer read per query,
+    /// off its critical path; else the last one while it is trusted.
+    pub async fn resolve(self: &Arc<Self>, gate: Option<&Arc<ValidationGate>>) -> Result<Arc<TableFiles>> {
+        let query_start = gate.map(|g| g.started());
         if let Some(files) = self.reusable(query_start) {
-            return Ok(self.remember(query_start, files));
+            return Ok(self.remember(gate, QueryRead::confirmed(files)));
+        }
+        if let Some(gate) = gate
+            && let Some(read) = self
+                .per_query
+                .optionally_get_with(gate.started(), || self.speculate(gate))
+        {
+            // Every gate of the query (its scans', its validation at start)
+            // waits for the one confirmation.
+            return Ok(self.remember(Some(gate), read));
         }
         // One resolution at a time: a query's scans (and its validation at
         // start) planned together read the pointer once.
         let _one = self.resolving.lock().await;
         if let Some(files) = self.reusable(query_start) {
-            return Ok(self.remember(query_start, files));
+            return Ok(self.remember(gate, QueryRead::confirmed(files)));
         }
         let resolved_at = Instant::now();
         let files = Arc::new(self.files_at(SnapshotChoice::Current).await?);
         *self.last.lock() = Some((resolved_at, files.clone()));
-        Ok(self.remember(query_start, files))
+        Ok(self.remember(gate, QueryRead::confirmed(files)))
+    }
+
+    /// Under `always`, for a query with a validation gate: the last snapshot
+    /// resolved, at once, with a confirmation — a read of the current-
+    /// metadata pointer started now, running while the query does — that
+    /// the query's gates await before any result is released (as
+    /// speculative listings are confirmed). If a commit moved the pointer,
+    /// the confirmation fails as changed, the stale snapshot is not
+    /// speculated on again, and the query, nothing sent yet, is restarted
+    /// without speculation and reads the new one. `None` when there is
+    /// nothing to speculate on.
+    fn speculate(self: &Arc<Self>, gate: &Arc<ValidationGate>) -> Option<QueryRead> {
+        if self.store.freshness() != Freshness::Always || !gate.may_speculate() {
+            return None;
+        }
+        let files = self.last_resolved()?;
+        if self.outdated.lock().as_ref().is_some_and(|o| Arc::ptr_eq(o, &files)) {
+            return None;
+        }
+        let read = files.metadata_path.clone()?;
+        let (this, start, stale) = (self.clone(), gate.started(), files.clone());
+        let confirmation = tokio::spawn(async move {
+            let current = this.load().await.map_err(|e| CacheError::Store {
+                path: read.to_string(),
+                source: Arc::new(object_store::Error::Generic {
+                    store: "iceberg",
+                    source: Box::new(e),
+                }),
+            })?;
+            if current.metadata_path == read {
+                return Ok(());
+            }
+            this.per_query.invalidate(&start);
+            *this.outdated.lock() = Some(stale);
+            Err(CacheError::changed(&read, current.metadata_path.as_ref()))
+        });
+        let confirmation: Confirmation = async move {
+            confirmation.await.map_err(|e| CacheError::Corrupt {
+                path: "iceberg metadata".into(),
+                detail: format!("the snapshot's confirmation failed: {e}"),
+            })?
+        }
+        .boxed()
+        .shared();
+        Some(QueryRead {
+            files,
+            confirmation: Some(confirmation),
+        })
     }
 
     /// A snapshot already resolved that the query starting at `query_start`
-    /// may read (see [`Self::resolve`]).
+    /// may read without a confirmation (see [`Self::resolve`]).
     fn reusable(&self, query_start: Option<Instant>) -> Option<Arc<TableFiles>> {
-        if let Some(files) = query_start.and_then(|start| self.per_query.get(&start)) {
-            return Some(files);
-        }
         let last = self.last.lock();
         let (at, files) = last.as_ref()?;
         let fresh = query_start.is_some_and(|start| *at >= start);
         (fresh || self.store.freshness().still_valid(at.elapsed())).then(|| files.clone())
     }
 
-    /// Records that the query starting at `query_start` reads `files`, or
-    /// returns what it already reads.
-    fn remember(&self, query_start: Option<Instant>, files: Arc<TableFiles>) -> Arc<TableFiles> {
-        match query_start {
-            Some(start) => self.per_query.get_with(start, || files),
-            None => files,
+    /// What the query of `gate` reads: what it already read if it did (its
+    /// confirmation, if any, registered on `gate` too), else `read`.
+    fn remember(&self, gate: Option<&Arc<ValidationGate>>, read: QueryRead) -> Arc<TableFiles> {
+        let Some(gate) = gate else {
+            return read.files;
+        };
+        let read = self.per_query.get_with(gate.started(), || read);
+        if let Some(confirmation) = read.confirmation {
+            gate.register(confirmation.boxed());
         }
+        read.files
     }
 
     /// The files of the last snapshot resolved, if any (without reading).
@@ -223,6 +314,7 @@ impl IcebergFiles {
             deletes,
             snapshot_id,
             schema: Some(schema),
+            metadata_path: Some(table.metadata_path.clone()),
         })
     }
 
@@ -302,7 +394,7 @@ fn external(e: silt_lakehouse::LakehouseError) -> DataFusionError {
 impl IcebergFiles {
     /// The schema of the last snapshot resolved (the table's schema as
     /// queries plan with it), resolving the current one if none was.
-    pub async fn schema(&self) -> Result<SchemaRef> {
+    pub async fn schema(self: &Arc<Self>) -> Result<SchemaRef> {
         match self.last_schema() {
             Some(schema) => Ok(schema),
             None => self

@@ -368,8 +368,9 @@ impl QueryRunner {
                         // A scan of a client query starts when the query did
                         // (`clock`); a restart starts now.
                         let gate = match self.started_at(query) {
-                            Some(at) if !restarted => ValidationGate::starting_at(at),
-                            _ => ValidationGate::new(),
+                            _ if restarted => ValidationGate::without_speculation(),
+                            Some(at) => ValidationGate::starting_at(at),
+                            None => ValidationGate::new(),
                         };
                         // Planning reads footers too: a version gone by then
                         // is a changed version as well.
