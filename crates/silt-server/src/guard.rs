@@ -88,7 +88,7 @@ pub fn registered_name<'a>(name: &'a str, registered: &BTreeSet<String>) -> Opti
     }
     // A malformed snapshot after the `@` is left to planning, which says
     // what is wrong with it.
-    match name.rsplit_once('@') {
+    match silt_scan::lakehouse::split_snapshot(name) {
         Some((table, _)) if registered.contains(table) => Some(table),
         _ => None,
     }

@@ -54,11 +54,6 @@ impl PositionDeletes {
     pub fn of(&self, file: &Path) -> Option<&Arc<Vec<u64>>> {
         self.0.get(file).filter(|rows| !rows.is_empty())
     }
-
-    /// Rows deleted across all files.
-    pub fn rows(&self) -> usize {
-        self.0.values().map(|rows| rows.len()).sum()
-    }
 }
 
 /// Reads position delete files through the table's cached store.

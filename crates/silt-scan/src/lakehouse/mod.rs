@@ -36,7 +36,7 @@ use silt_lakehouse::iceberg::{ContentFile, FileContent, IcebergTable, MetadataMe
 
 pub use deletes::{DeleteFiles, PositionDeletes};
 pub use schema::arrow_schema;
-pub use time_travel::{TimeTravelSchema, parse_time_travel};
+pub use time_travel::{TimeTravelSchema, parse_time_travel, split_snapshot};
 
 /// What one query reads of a table: the files (sorted by path) and the rows
 /// deleted from them.

@@ -25,10 +25,7 @@ use crate::CachedParquetTable;
 /// has no `@`; an error when what follows the `@` is neither a snapshot id
 /// nor a time.
 pub fn parse_time_travel(name: &str) -> Option<Result<(&str, SnapshotChoice)>> {
-    let (table, spec) = name.rsplit_once('@')?;
-    if table.is_empty() {
-        return None;
-    }
+    let (table, spec) = split_snapshot(name)?;
     if let Ok(id) = spec.parse::<i64>() {
         return Some(Ok((table, SnapshotChoice::Id(id))));
     }
@@ -38,6 +35,14 @@ pub fn parse_time_travel(name: &str) -> Option<Result<(&str, SnapshotChoice)>> {
             "{name}: after '@' comes a snapshot id or a time (e.g. {table}@2026-11-27T10:00:00Z), not {spec:?}"
         ))),
     })
+}
+
+/// `name` as `(table, what follows the '@')` when it names a table at a
+/// snapshot, however well-formed the snapshot part: the one rule of the
+/// spelling, for the SQL guard (which checks the table) and for planning
+/// (which parses the snapshot).
+pub fn split_snapshot(name: &str) -> Option<(&str, &str)> {
+    name.rsplit_once('@').filter(|(table, _)| !table.is_empty())
 }
 
 /// A schema whose tables may be named at a snapshot (module doc).
