@@ -35,11 +35,11 @@ use silt_cache::{CacheError, ValidationGate};
 use crate::cached_scan::needed_columns;
 use crate::cached_scan::{CachedScanExec, ScanSources, ScanSpec};
 use crate::footer::pinned_footer;
-use crate::lakehouse::{IcebergFiles, TableFiles};
+use crate::lakehouse::{LakehouseFiles, TableFiles};
 use crate::scan_filter::ScanFilter;
 use crate::scan_set::{PinnedFile, scan_set_chunks};
 use crate::scope::{LayoutBuilder, ScanScope};
-use silt_lakehouse::iceberg::SnapshotChoice;
+use silt_lakehouse::SnapshotChoice;
 
 #[derive(Debug)]
 pub struct CachedParquetTable {
@@ -54,15 +54,15 @@ pub struct CachedParquetTable {
 enum Files {
     /// A listing of its URL (loose Parquet files).
     Listing(Arc<ListingTable>),
-    /// An Iceberg table: the snapshot each query resolves. `planned`: the
+    /// A lakehouse table: the snapshot each query resolves. `planned`: the
     /// schema this provider was handed out with for planning one query
     /// (fixed, so its `schema()` and its scan agree); `None` for the
     /// registered provider, whose schema is the last resolved snapshot's.
-    Iceberg {
-        files: Arc<IcebergFiles>,
+    Lakehouse {
+        files: Arc<LakehouseFiles>,
         planned: Option<SchemaRef>,
     },
-    /// An Iceberg table at one snapshot (time travel), and its schema.
+    /// A lakehouse table at one snapshot (time travel), and its schema.
     Snapshot(Arc<TableFiles>),
 }
 
@@ -82,12 +82,12 @@ impl CachedParquetTable {
         }
     }
 
-    /// An Iceberg table (primitive columns: read through the tiers), its
+    /// A lakehouse table (primitive columns: read through the tiers), its
     /// files and schema from the snapshot each query resolves; `files` has
     /// resolved one already.
-    pub fn iceberg(files: Arc<IcebergFiles>, sources: ScanSources) -> Self {
+    pub fn lakehouse(files: Arc<LakehouseFiles>, sources: ScanSources) -> Self {
         CachedParquetTable {
-            files: Files::Iceberg { files, planned: None },
+            files: Files::Lakehouse { files, planned: None },
             sources,
             cached: true,
         }
@@ -98,7 +98,7 @@ impl CachedParquetTable {
     pub fn snapshot_id(&self) -> Option<i64> {
         match &self.files {
             Files::Listing(_) => None,
-            Files::Iceberg { files, .. } => files.last_resolved().and_then(|f| f.snapshot_id),
+            Files::Lakehouse { files, .. } => files.last_resolved().and_then(|f| f.snapshot_id),
             Files::Snapshot(at) => at.snapshot_id,
         }
     }
@@ -106,7 +106,7 @@ impl CachedParquetTable {
     /// This lakehouse table at the snapshot `choice` names, in that
     /// snapshot's schema (time travel: [`crate::lakehouse::time_travel`]).
     pub async fn at_snapshot(&self, choice: SnapshotChoice) -> Result<CachedParquetTable> {
-        let Files::Iceberg { files, .. } = &self.files else {
+        let Files::Lakehouse { files, .. } = &self.files else {
             return Err(DataFusionError::Plan(
                 "only lakehouse tables have snapshots to read".into(),
             ));
@@ -124,11 +124,11 @@ impl CachedParquetTable {
     /// another query resolves meanwhile. `None` for other tables (their
     /// schema never changes).
     pub fn for_query(&self) -> Option<CachedParquetTable> {
-        let Files::Iceberg { files, planned: None } = &self.files else {
+        let Files::Lakehouse { files, planned: None } = &self.files else {
             return None;
         };
         Some(CachedParquetTable {
-            files: Files::Iceberg {
+            files: Files::Lakehouse {
                 files: files.clone(),
                 planned: Some(self.schema_ref()),
             },
@@ -149,10 +149,10 @@ impl CachedParquetTable {
     pub fn schema_ref(&self) -> SchemaRef {
         match &self.files {
             Files::Listing(listing) => listing.schema(),
-            Files::Iceberg {
+            Files::Lakehouse {
                 planned: Some(schema), ..
             } => schema.clone(),
-            Files::Iceberg { files, .. } => files.last_schema().unwrap_or_else(|| Arc::new(Schema::empty())),
+            Files::Lakehouse { files, .. } => files.last_schema().unwrap_or_else(|| Arc::new(Schema::empty())),
             Files::Snapshot(at) => at.schema.clone().unwrap_or_else(|| Arc::new(Schema::empty())),
         }
     }
@@ -208,7 +208,7 @@ impl CachedParquetTable {
         let listing = match &self.files {
             Files::Listing(listing) => listing,
             // The snapshot is the version: its metadata read validates.
-            Files::Iceberg { files, .. } => return files.resolve(gate.as_ref()).await,
+            Files::Lakehouse { files, .. } => return files.resolve(gate.as_ref()).await,
             Files::Snapshot(at) => return Ok(at.clone()),
         };
         let gated = gate.map(|gate| self.sources.store.gated(gate));
@@ -255,7 +255,7 @@ impl CachedParquetTable {
                         .iter()
                         .any(|url| url.contains(path, ignore_subdirectory))
             }
-            Files::Iceberg { files, .. } => files
+            Files::Lakehouse { files, .. } => files
                 .last_resolved()
                 .is_some_and(|f| f.files.binary_search_by(|m| m.location.cmp(path)).is_ok()),
             Files::Snapshot(at) => at.files.binary_search_by(|m| m.location.cmp(path)).is_ok(),
@@ -382,7 +382,7 @@ impl TableProvider for CachedParquetTable {
         // and a column it dropped reads as nulls, so the rows are still all
         // of one snapshot. What is cached of them is kept per schema.
         let mut files = match &self.files {
-            Files::Iceberg { files: iceberg, .. } => iceberg.read_in(&snapshot.files, &table_schema),
+            Files::Lakehouse { files: lakehouse, .. } => lakehouse.read_in(&snapshot.files, &table_schema),
             _ => snapshot.files.clone(),
         };
         let deletes = snapshot.deletes.clone();

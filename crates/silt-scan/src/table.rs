@@ -10,7 +10,9 @@ use silt_cache::{CachedStore, ColumnCache};
 
 use crate::cached_scan::ScanSources;
 use crate::cached_table::CachedParquetTable;
-use crate::lakehouse::IcebergFiles;
+use crate::lakehouse::delta::DeltaSnapshots;
+use crate::lakehouse::iceberg::IcebergSnapshots;
+use crate::lakehouse::{LakehouseFiles, SnapshotSource};
 use crate::scan_metrics::ScanMetrics;
 use object_store::path::Path;
 use silt_store::{TableFormat, TableLocation};
@@ -54,8 +56,8 @@ pub struct ParquetTable<'a> {
 /// batches in `shared.batches` (the memory tier) and count pruning in
 /// `shared.metrics`.
 ///
-/// An `iceberg+` location registers an Iceberg table instead
-/// ([`crate::lakehouse`]): its schema is the current metadata's, its files
+/// An `iceberg+` or `delta+` location registers a lakehouse table instead
+/// ([`crate::lakehouse`]): its schema is the current snapshot's, its files
 /// those of the snapshot each query resolves.
 pub async fn register_parquet_table(ctx: &SessionContext, table: ParquetTable<'_>, shared: &ScanShared) -> Result<()> {
     let ParquetTable {
@@ -76,17 +78,17 @@ pub async fn register_parquet_table(ctx: &SessionContext, table: ParquetTable<'_
     };
     match location.format {
         TableFormat::Parquet => {}
-        TableFormat::Iceberg => {
-            let provider = iceberg_table(ctx, location, sources).await.map_err(|e| {
-                DataFusionError::Plan(format!("cannot read Iceberg table '{name}' at {}: {e}", location.url))
+        TableFormat::Iceberg | TableFormat::Delta => {
+            let provider = lakehouse_table(ctx, location, sources).await.map_err(|e| {
+                let format = if location.format == TableFormat::Iceberg {
+                    "Iceberg"
+                } else {
+                    "Delta"
+                };
+                DataFusionError::Plan(format!("cannot read {format} table '{name}' at {}: {e}", location.url))
             })?;
             ctx.register_table(name, Arc::new(provider))?;
             return Ok(());
-        }
-        TableFormat::Delta => {
-            return Err(DataFusionError::NotImplemented(format!(
-                "table '{name}': Delta Lake tables are not read yet (Iceberg tables are: iceberg+URL)"
-            )));
         }
     }
     let mut table_url = format!("{base}/{namespace}/{}", location.path);
@@ -114,22 +116,27 @@ pub async fn register_parquet_table(ctx: &SessionContext, table: ParquetTable<'_
     Ok(())
 }
 
-/// The Iceberg table at `location`, read through `sources`; its current
+/// The lakehouse table at `location`, read through `sources`; its current
 /// snapshot resolved now (its schema is the table's until the next).
-async fn iceberg_table(
+async fn lakehouse_table(
     ctx: &SessionContext,
     location: &TableLocation,
     sources: ScanSources,
 ) -> Result<CachedParquetTable> {
     let root = Url::parse(&format!("{}/", location.store_key())).map_err(|e| DataFusionError::External(Box::new(e)))?;
     let view_types = ctx.state().config_options().execution.parquet.schema_force_view_types;
-    let files = Arc::new(IcebergFiles::new(
+    let path = Path::from(location.path.as_str());
+    let source = match location.format {
+        TableFormat::Delta => SnapshotSource::Delta(DeltaSnapshots::new(path)),
+        _ => SnapshotSource::Iceberg(IcebergSnapshots::new(path)),
+    };
+    let files = Arc::new(LakehouseFiles::new(
+        source,
         sources.store.clone(),
         sources.metadata_cache.clone(),
-        Path::from(location.path.as_str()),
         root,
         view_types,
     ));
     files.schema().await?;
-    Ok(CachedParquetTable::iceberg(files, sources))
+    Ok(CachedParquetTable::lakehouse(files, sources))
 }

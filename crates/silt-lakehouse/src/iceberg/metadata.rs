@@ -66,17 +66,7 @@ pub struct SnapshotLogEntry {
     pub timestamp_ms: i64,
 }
 
-/// Which snapshot a query reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SnapshotChoice {
-    /// The table's current snapshot.
-    Current,
-    /// The snapshot with this id.
-    Id(i64),
-    /// The snapshot that was current at this time (milliseconds since the
-    /// epoch): the last entry of the snapshot log at or before it.
-    AsOf(i64),
-}
+pub use crate::SnapshotChoice;
 
 impl TableMetadata {
     /// Parses a metadata file's bytes (`path` names it in errors).

@@ -1,24 +1,32 @@
-//! Lakehouse tables (Iceberg): the files of a table come from its metadata
-//! — the snapshot a query reads — rather than from a listing.
+//! Lakehouse tables (Iceberg, Delta Lake): the files of a table come from
+//! its metadata — the snapshot (version) a query reads — rather than from
+//! a listing.
 //!
-//! A query resolves the table to one snapshot ([`IcebergFiles::resolve`]):
-//! under `always` one read of the current-metadata pointer per query (the
-//! version hint, or the LIST of `metadata/`), else as the table's freshness
-//! allows; metadata files, manifest lists and manifests are immutable under
-//! their names and parsed once ([`MetadataMemo`]). The snapshot's data files
-//! are read as immutable objects ([`ObjectVersion::immutable_meta`]): known
-//! by path and size, never listed or HEADed, so every file a new snapshot
-//! keeps (after an append or a compaction) stays warm in every tier.
+//! A query resolves the table to one snapshot ([`LakehouseFiles::resolve`]):
+//! under `always` one read of the table's current pointer per query (Iceberg:
+//! the version hint, or the LIST of `metadata/`; Delta: the LIST of
+//! `_delta_log/` after the newest commit known), else as the table's
+//! freshness allows; metadata files are immutable under their names and
+//! parsed once. The snapshot's data files are read as immutable objects
+//! ([`ObjectVersion::immutable_meta`]): known by path and size, never
+//! listed or HEADed, so every file a new snapshot keeps (after an append or
+//! a compaction) stays warm in every tier.
 //!
-//! Position deletes are read into per-file sorted row positions
-//! ([`PositionDeletes`]) and applied by the scan before any filter,
-//! aggregate or limit sees a row ([`crate::cached_scan`]).
+//! Deleted rows — Iceberg position delete files, Delta deletion vectors —
+//! are read into per-file sorted row positions ([`PositionDeletes`]) and
+//! applied by the scan before any filter, aggregate or limit sees a row
+//! ([`crate::cached_scan`]).
+//!
+//! What differs per format is behind [`SnapshotSource`]: where the current
+//! pointer is, and how a snapshot's files, schema and deletes are read
+//! ([`iceberg::IcebergSnapshots`], [`delta::DeltaSnapshots`]).
 
 mod deletes;
+pub mod delta;
+pub mod iceberg;
 mod schema;
 pub mod time_travel;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -31,8 +39,7 @@ use object_store::ObjectMeta;
 use object_store::path::Path;
 use parking_lot::Mutex;
 use silt_cache::{CacheError, CachedStore, Freshness, ObjectVersion, ValidationGate};
-use silt_lakehouse::ObjectLocator;
-use silt_lakehouse::iceberg::{ContentFile, FileContent, IcebergTable, MetadataMemo, SnapshotChoice};
+use silt_lakehouse::{ObjectLocator, SnapshotChoice};
 
 pub use deletes::{DeleteFiles, PositionDeletes};
 pub use schema::arrow_schema;
@@ -49,8 +56,57 @@ pub struct TableFiles {
     pub snapshot_id: Option<i64>,
     /// The snapshot's schema (lakehouse tables): what its scans read.
     pub schema: Option<SchemaRef>,
-    /// The metadata file the snapshot was read from (lakehouse tables).
+    /// The metadata file the snapshot was read from (Iceberg), or its
+    /// commit file (Delta): the pointer a confirmation compares.
     pub metadata_path: Option<Path>,
+}
+
+/// What differs between table formats: where a table's current pointer is
+/// and how a snapshot's files are read. Both are given the table's
+/// [`TableStore`] (its store and the naming of its files).
+#[derive(Debug)]
+pub enum SnapshotSource {
+    Iceberg(iceberg::IcebergSnapshots),
+    Delta(delta::DeltaSnapshots),
+}
+
+impl SnapshotSource {
+    /// The table's current pointer (one metadata read): compared with the
+    /// [`TableFiles::metadata_path`] a query read speculatively.
+    async fn current_pointer(&self, table: &TableStore) -> Result<Path> {
+        match self {
+            SnapshotSource::Iceberg(s) => s.current_pointer(table).await,
+            SnapshotSource::Delta(s) => s.current_pointer(table).await,
+        }
+    }
+
+    /// The files of the snapshot `choice` names.
+    async fn files_at(&self, table: &TableStore, choice: SnapshotChoice) -> Result<TableFiles> {
+        match self {
+            SnapshotSource::Iceberg(s) => s.files_at(table, choice).await,
+            SnapshotSource::Delta(s) => s.files_at(table, choice).await,
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        match self {
+            SnapshotSource::Iceberg(_) => "Iceberg",
+            SnapshotSource::Delta(_) => "Delta",
+        }
+    }
+}
+
+/// A lakehouse table's store and the naming of its files, as every format
+/// reads them.
+pub struct TableStore {
+    pub(crate) locator: ObjectLocator,
+    /// The URL of the store's root: part of every file's cache generation.
+    root: String,
+    pub(crate) store: Arc<CachedStore>,
+    /// Strings and binaries read as views (DataFusion's default for Parquet).
+    pub(crate) view_types: bool,
+    /// Delete files read (Iceberg position deletes).
+    pub(crate) deletes: DeleteFiles,
 }
 
 /// A confirmation that a speculatively read snapshot was current, shared by
@@ -75,18 +131,10 @@ impl QueryRead {
     }
 }
 
-/// An Iceberg table's files, resolved per query from its metadata.
-pub struct IcebergFiles {
-    /// The table's folder or metadata JSON, in the store (not namespaced).
-    location: Path,
-    locator: ObjectLocator,
-    /// The URL of the store's root: part of every file's cache generation.
-    root: String,
-    store: Arc<CachedStore>,
-    /// Strings and binaries read as views (DataFusion's default for Parquet).
-    view_types: bool,
-    memo: MetadataMemo,
-    deletes: DeleteFiles,
+/// A lakehouse table's files, resolved per query from its metadata.
+pub struct LakehouseFiles {
+    source: SnapshotSource,
+    table: TableStore,
     /// The last snapshot resolved, and when: reused while the table's
     /// freshness trusts it, and by any query that started before it was.
     last: Mutex<Option<(Instant, Arc<TableFiles>)>>,
@@ -105,35 +153,35 @@ pub struct IcebergFiles {
 const QUERIES_REMEMBERED: u64 = 4096;
 const QUERY_MEMORY: std::time::Duration = std::time::Duration::from_secs(600);
 
-impl std::fmt::Debug for IcebergFiles {
+impl std::fmt::Debug for LakehouseFiles {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("IcebergFiles")
-            .field("location", &self.location)
+        f.debug_struct("LakehouseFiles")
+            .field("source", &self.source)
             .finish_non_exhaustive()
     }
 }
 
-impl IcebergFiles {
-    /// The table at `location` (a folder or a metadata JSON) of `store`,
-    /// whose metadata names files by URLs below `root` (the URL of the
-    /// store's empty path).
+impl LakehouseFiles {
+    /// The table `source` reads, in `store`, whose metadata names files by
+    /// URLs below `root` (the URL of the store's empty path).
     /// Footers of delete files are kept in `footers` (the metadata tier);
     /// `view_types`: strings and binaries read as views.
     pub fn new(
+        source: SnapshotSource,
         store: Arc<CachedStore>,
         footers: Arc<FileMetadataCache>,
-        location: Path,
         root: url::Url,
         view_types: bool,
     ) -> Self {
-        IcebergFiles {
-            view_types,
-            location,
-            root: root.to_string(),
-            locator: ObjectLocator::new(root),
-            deletes: DeleteFiles::new(store.clone(), footers),
-            store,
-            memo: MetadataMemo::default(),
+        LakehouseFiles {
+            source,
+            table: TableStore {
+                view_types,
+                root: root.to_string(),
+                locator: ObjectLocator::new(root),
+                deletes: DeleteFiles::new(store.clone(), footers),
+                store,
+            },
             last: Mutex::new(None),
             // LRU, not the default admission policy: a new query's entry
             // is always kept, and a running query's (touched by each scan)
@@ -146,13 +194,6 @@ impl IcebergFiles {
             outdated: Mutex::new(None),
             resolving: tokio::sync::Mutex::new(()),
         }
-    }
-
-    /// The table's current metadata (one pointer read).
-    pub async fn load(&self) -> Result<IcebergTable> {
-        IcebergTable::load(self.store.inner(), &self.location, &self.memo)
-            .await
-            .map_err(external)
     }
 
     /// The current snapshot's files for the query whose validation gate is
@@ -197,7 +238,7 @@ impl IcebergFiles {
     /// without speculation and reads the new one. `None` when there is
     /// nothing to speculate on.
     fn speculate(self: &Arc<Self>, gate: &Arc<ValidationGate>) -> Option<QueryRead> {
-        if self.store.freshness() != Freshness::Always || !gate.may_speculate() {
+        if self.table.store.freshness() != Freshness::Always || !gate.may_speculate() {
             return None;
         }
         let files = self.last_resolved()?;
@@ -207,23 +248,27 @@ impl IcebergFiles {
         let read = files.metadata_path.clone()?;
         let (this, start, stale) = (self.clone(), gate.started(), files.clone());
         let confirmation = tokio::spawn(async move {
-            let current = this.load().await.map_err(|e| CacheError::Store {
-                path: read.to_string(),
-                source: Arc::new(object_store::Error::Generic {
-                    store: "iceberg",
-                    source: Box::new(e),
-                }),
-            })?;
-            if current.metadata_path == read {
+            let current = this
+                .source
+                .current_pointer(&this.table)
+                .await
+                .map_err(|e| CacheError::Store {
+                    path: read.to_string(),
+                    source: Arc::new(object_store::Error::Generic {
+                        store: this.source.name(),
+                        source: Box::new(e),
+                    }),
+                })?;
+            if current == read {
                 return Ok(());
             }
             this.per_query.invalidate(&start);
             *this.outdated.lock() = Some(stale);
-            Err(CacheError::changed(&read, current.metadata_path.as_ref()))
+            Err(CacheError::changed(&read, current.as_ref()))
         });
         let confirmation: Confirmation = async move {
             confirmation.await.map_err(|e| CacheError::Corrupt {
-                path: "iceberg metadata".into(),
+                path: "lakehouse table metadata".into(),
                 detail: format!("the snapshot's confirmation failed: {e}"),
             })?
         }
@@ -241,7 +286,7 @@ impl IcebergFiles {
         let last = self.last.lock();
         let (at, files) = last.as_ref()?;
         let fresh = query_start.is_some_and(|start| *at >= start);
-        (fresh || self.store.freshness().still_valid(at.elapsed())).then(|| files.clone())
+        (fresh || self.table.store.freshness().still_valid(at.elapsed())).then(|| files.clone())
     }
 
     /// What the query of `gate` reads: what it already read if it did (its
@@ -264,97 +309,23 @@ impl IcebergFiles {
 
     /// The files of the snapshot `choice` names.
     pub async fn files_at(&self, choice: SnapshotChoice) -> Result<TableFiles> {
-        let table = self.load().await?;
-        let snapshot = table.metadata.snapshot(choice).map_err(external)?;
-        let snapshot_id = snapshot.map(|s| s.snapshot_id);
-        // The current table reads in the table's current schema (a schema
-        // change needs no data commit); time travel in the snapshot's.
-        let schema_of = if choice == SnapshotChoice::Current {
-            None
-        } else {
-            snapshot
-        };
-        let schema = table.metadata.schema_of(schema_of).map_err(external)?;
-        let schema = Arc::new(arrow_schema(&schema, self.view_types)?);
-        let generation = self.generation(Some(&schema));
-        let live = table
-            .files(self.store.inner(), &self.locator, choice, &self.memo)
-            .await
-            .map_err(external)?;
-        if let Some(f) = live.data.iter().find(|f| f.format != "PARQUET") {
-            return Err(DataFusionError::NotImplemented(format!(
-                "{}: data file {} is {}; Silt reads Parquet data files only",
-                table.metadata_path, f.path, f.format
-            )));
-        }
-        if let Some(f) = live.deletes.iter().find(|f| f.format != "PARQUET") {
-            return Err(DataFusionError::NotImplemented(format!(
-                "{}: delete file {} is {}; Silt reads Parquet position deletes only",
-                table.metadata_path, f.path, f.format
-            )));
-        }
-        if let Some(f) = live.deletes.iter().find(|f| f.content == FileContent::EqualityDeletes) {
-            return Err(DataFusionError::NotImplemented(format!(
-                "{}: equality delete file {}: Silt applies position deletes only, so far",
-                table.metadata_path, f.path
-            )));
-        }
-        let mut files = Vec::with_capacity(live.data.len());
-        for f in &live.data {
-            files.push(ObjectVersion::immutable_meta(
-                self.namespaced(&f.path)?,
-                f.size,
-                &generation,
-            ));
-        }
-        files.sort_by(|a, b| a.location.cmp(&b.location));
-        let deletes = self.position_deletes(&live.data, &live.deletes).await?;
-        Ok(TableFiles {
-            files,
-            deletes,
-            snapshot_id,
-            schema: Some(schema),
-            metadata_path: Some(table.metadata_path.clone()),
-        })
+        self.source.files_at(&self.table, choice).await
     }
 
-    /// Per data file, the positions every position delete file that applies
-    /// to it (a data sequence number at or above the data file's) deletes.
-    async fn position_deletes(&self, data: &[ContentFile], deletes: &[ContentFile]) -> Result<PositionDeletes> {
-        if deletes.is_empty() {
-            return Ok(PositionDeletes::default());
-        }
-        // By store path: writers may spell one file's URL two ways.
-        let sequence: HashMap<Path, i64> = data
-            .iter()
-            .map(|f| Ok((self.namespaced(&f.path)?, f.sequence_number)))
-            .collect::<Result<_>>()?;
-        let generation = self.generation(None);
-        let mut per_file: HashMap<Path, Vec<u64>> = HashMap::new();
-        for delete in deletes {
-            let location = ObjectVersion::immutable_meta(self.namespaced(&delete.path)?, delete.size, &generation);
-            let positions = self.deletes.read(&location).await?;
-            for (data_file, rows) in positions.iter() {
-                let Ok(data_file) = self.namespaced(data_file) else {
-                    continue; // a file of another store: not this table's
-                };
-                match sequence.get(&data_file) {
-                    Some(&seq) if seq <= delete.sequence_number => {
-                        per_file.entry(data_file).or_default().extend(rows);
-                    }
-                    _ => {} // an older file's, or one no longer in the table
-                }
-            }
-        }
-        Ok(PositionDeletes::from_unsorted(per_file))
+    /// `files` (of this table) as read in `schema`: re-marked with that
+    /// schema's generation where they carry another.
+    pub fn read_in(&self, files: &[ObjectMeta], schema: &Schema) -> Vec<ObjectMeta> {
+        self.table.read_in(files, schema)
     }
+}
 
+impl TableStore {
     /// The cache generation of the table's files read in `schema` (`None`:
     /// files read in their own schema, delete files): a stable hash of the
     /// store's root and the schema's columns, so a batch decoded for one
     /// schema is never served to a reader in another, and a store put in
     /// another table's place by a config change never shares its cache.
-    fn generation(&self, schema: Option<&Schema>) -> String {
+    pub(crate) fn generation(&self, schema: Option<&Schema>) -> String {
         let mut text = self.root.clone();
         for field in schema.iter().flat_map(|s| s.fields()) {
             text.push_str(&format!("|{}:{}", field.name(), field.data_type()));
@@ -373,9 +344,21 @@ impl IcebergFiles {
     }
 
     /// The namespaced path (as scans see objects) of a file's URL.
-    fn namespaced(&self, url: &str) -> Result<Path> {
+    pub(crate) fn namespaced(&self, url: &str) -> Result<Path> {
         let path = self.locator.path(url).map_err(external)?;
         Ok(self.store.qualify(&path))
+    }
+
+    /// `files` as immutable objects of this table read in `schema`:
+    /// namespaced, marked with the schema's generation, sorted by path.
+    pub(crate) fn data_files(&self, files: impl IntoIterator<Item = (Path, u64)>, schema: &Schema) -> Vec<ObjectMeta> {
+        let generation = self.generation(Some(schema));
+        let mut files: Vec<ObjectMeta> = files
+            .into_iter()
+            .map(|(path, size)| ObjectVersion::immutable_meta(path, size, &generation))
+            .collect();
+        files.sort_by(|a, b| a.location.cmp(&b.location));
+        files
     }
 }
 
@@ -387,11 +370,11 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
-fn external(e: silt_lakehouse::LakehouseError) -> DataFusionError {
+pub(crate) fn external(e: silt_lakehouse::LakehouseError) -> DataFusionError {
     DataFusionError::External(Box::new(e))
 }
 
-impl IcebergFiles {
+impl LakehouseFiles {
     /// The schema of the last snapshot resolved (the table's schema as
     /// queries plan with it), resolving the current one if none was.
     pub async fn schema(self: &Arc<Self>) -> Result<SchemaRef> {
@@ -402,7 +385,7 @@ impl IcebergFiles {
                 .await?
                 .schema
                 .clone()
-                .ok_or_else(|| DataFusionError::Internal("a resolved Iceberg snapshot without a schema".into())),
+                .ok_or_else(|| DataFusionError::Internal("a resolved lakehouse snapshot without a schema".into())),
         }
     }
 

@@ -17,7 +17,7 @@ use async_trait::async_trait;
 use datafusion::arrow::compute::kernels::cast_utils::string_to_timestamp_nanos;
 use datafusion::catalog::{SchemaProvider, TableProvider};
 use datafusion::error::{DataFusionError, Result};
-use silt_lakehouse::iceberg::SnapshotChoice;
+use silt_lakehouse::SnapshotChoice;
 
 use crate::CachedParquetTable;
 

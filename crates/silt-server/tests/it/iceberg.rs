@@ -17,22 +17,25 @@ use crate::common::{answer, check_same, client, metric, pushdown_client};
 use crate::flight_sql::{fetch, flight_sql_client_at};
 
 /// The repository's root.
-fn repo() -> PathBuf {
+pub(crate) fn repo() -> PathBuf {
     silt_bench::files::source_dir(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 /// Runs a phase of the fixture script on `warehouse`; its description.
 fn fixture_phase(warehouse: &Path, phase: &str) -> serde_json::Value {
-    let out = silt_bench::files::run_python_script(
-        &repo(),
-        "iceberg_server_fixture.py",
-        &[warehouse.as_os_str(), phase.as_ref()],
-    );
+    run_fixture("iceberg_server_fixture.py", warehouse, phase)
+}
+
+/// Runs a phase of a lakehouse fixture script (`scripts/<script>`) on
+/// `dir`; the JSON it prints.
+pub(crate) fn run_fixture(script: &str, dir: &Path, phase: &str) -> serde_json::Value {
+    let out = silt_bench::files::run_python_script(&repo(), script, &[dir.as_os_str(), phase.as_ref()]);
     serde_json::from_slice(&out).expect("the fixture's JSON")
 }
 
-/// A context where `expected` is pyiceberg's scan of `snapshot`.
-async fn expected_ctx(warehouse: &Path, snapshot: i64) -> SessionContext {
+/// A context where `events` is the independent reader's rows of
+/// `snapshot` (`expected/<snapshot>.parquet` in `warehouse`).
+pub(crate) async fn expected_ctx(warehouse: &Path, snapshot: i64) -> SessionContext {
     let ctx = SessionContext::new();
     let file = warehouse.join(format!("expected/{snapshot}.parquet"));
     ctx.register_parquet("events", file.to_str().unwrap(), ParquetReadOptions::default())
@@ -43,7 +46,7 @@ async fn expected_ctx(warehouse: &Path, snapshot: i64) -> SessionContext {
 
 /// Queries whose answers are compared: scans, pushed filters (a filter on
 /// a deleted row's id must not find it), partial aggregates, a limit.
-const QUERIES: &[&str] = &[
+pub(crate) const QUERIES: &[&str] = &[
     "SELECT id, cat, v FROM events ORDER BY id",
     "SELECT count(*) AS n, sum(v) AS s, min(id) AS lo, max(id) AS hi FROM events",
     "SELECT cat, count(*) AS n, sum(id) AS s FROM events GROUP BY cat ORDER BY cat",
@@ -52,12 +55,31 @@ const QUERIES: &[&str] = &[
     "SELECT id FROM events WHERE id IN (3000, 3007, 3014, 3001, 20006) ORDER BY id",
 ];
 
-async fn check_all(silt: &SessionContext, warehouse: &Path, snapshot: i64, label: &str) {
+pub(crate) async fn check_all(silt: &SessionContext, warehouse: &Path, snapshot: i64, label: &str) {
     let expected = expected_ctx(warehouse, snapshot).await;
     for sql in QUERIES {
         let want = answer(&expected, sql).await;
         let got = answer(silt, sql).await;
         check_same(&format!("{label}: {sql}"), &want, &got, sql.contains("ORDER BY")).unwrap();
+    }
+}
+
+/// The error of a Flight SQL query that must fail (at planning or while
+/// its results stream).
+pub(crate) async fn flight_error(
+    flight: &mut arrow_flight::sql::client::FlightSqlServiceClient<tonic::transport::Channel>,
+    sql: &str,
+) -> String {
+    match flight.execute(sql.to_string(), None).await {
+        Ok(info) => match flight.do_get(info.endpoint[0].ticket.clone().unwrap()).await {
+            Ok(stream) => futures::TryStreamExt::try_collect::<Vec<_>>(stream)
+                .await
+                .map(|_| ())
+                .expect_err(sql)
+                .to_string(),
+            Err(e) => e.to_string(),
+        },
+        Err(e) => e.to_string(),
     }
 }
 
@@ -202,17 +224,7 @@ async fn iceberg_tables_answer_as_pyiceberg_reads_each_snapshot() {
         ("SELECT count(*) FROM \"events@42\"", "no snapshot 42"),
         ("SELECT count(*) FROM \"folder@42\"", "only lakehouse tables"),
     ] {
-        let err = match flight.execute(sql.to_string(), None).await {
-            Ok(info) => match flight.do_get(info.endpoint[0].ticket.clone().unwrap()).await {
-                Ok(stream) => futures::TryStreamExt::try_collect::<Vec<_>>(stream)
-                    .await
-                    .map(|_| ())
-                    .unwrap_err()
-                    .to_string(),
-                Err(e) => e.to_string(),
-            },
-            Err(e) => e.to_string(),
-        };
+        let err = flight_error(&mut flight, sql).await;
         assert!(err.contains(says), "{sql}: {err}");
     }
 

@@ -6,6 +6,7 @@ mod benchmarks;
 mod cloud_stores;
 mod common;
 mod cost;
+mod delta;
 mod distributed;
 mod fleet;
 mod flight_sql;

@@ -1,0 +1,143 @@
+//! A Delta table's schema: the `schemaString` of its `metaData` action, a
+//! Spark-style JSON struct (Delta protocol, "Schema Serialization Format").
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::{LakehouseError, Result};
+
+/// The top-level columns of a table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeltaSchema {
+    pub fields: Vec<DeltaField>,
+}
+
+/// One column.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeltaField {
+    pub name: String,
+    pub data_type: DeltaType,
+    pub nullable: bool,
+}
+
+/// A column's type; nested types are kept by their JSON, unread.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DeltaType {
+    String,
+    Long,
+    Integer,
+    Short,
+    Byte,
+    Float,
+    Double,
+    Boolean,
+    Binary,
+    Date,
+    /// Microseconds, adjusted to UTC.
+    Timestamp,
+    /// Microseconds, no time zone.
+    TimestampNtz,
+    Decimal {
+        precision: u8,
+        scale: i8,
+    },
+    /// A struct, array, map or variant (its JSON, for messages).
+    Nested(String),
+}
+
+#[derive(Deserialize)]
+struct RawStruct {
+    fields: Vec<RawField>,
+}
+
+#[derive(Deserialize)]
+struct RawField {
+    name: String,
+    #[serde(rename = "type")]
+    data_type: Value,
+    #[serde(default = "yes")]
+    nullable: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl DeltaSchema {
+    /// Parses a `schemaString`.
+    pub fn parse(text: &str) -> Result<DeltaSchema> {
+        let invalid = |reason: String| LakehouseError::Invalid {
+            path: "metaData.schemaString".into(),
+            what: "Delta schema",
+            reason,
+        };
+        let raw: RawStruct = serde_json::from_str(text).map_err(|e| invalid(e.to_string()))?;
+        let fields = raw
+            .fields
+            .into_iter()
+            .map(|f| {
+                let data_type = match &f.data_type {
+                    Value::String(name) => primitive(name).ok_or_else(|| invalid(format!("type {name:?}")))?,
+                    other => DeltaType::Nested(other.to_string()),
+                };
+                Ok(DeltaField {
+                    name: f.name,
+                    data_type,
+                    nullable: f.nullable,
+                })
+            })
+            .collect::<Result<_>>()?;
+        Ok(DeltaSchema { fields })
+    }
+}
+
+fn primitive(name: &str) -> Option<DeltaType> {
+    Some(match name {
+        "string" => DeltaType::String,
+        "long" => DeltaType::Long,
+        "integer" => DeltaType::Integer,
+        "short" => DeltaType::Short,
+        "byte" => DeltaType::Byte,
+        "float" => DeltaType::Float,
+        "double" => DeltaType::Double,
+        "boolean" => DeltaType::Boolean,
+        "binary" => DeltaType::Binary,
+        "date" => DeltaType::Date,
+        "timestamp" => DeltaType::Timestamp,
+        "timestamp_ntz" => DeltaType::TimestampNtz,
+        "variant" => DeltaType::Nested(name.to_string()),
+        decimal => {
+            let inner = decimal.strip_prefix("decimal(")?.strip_suffix(')')?;
+            let (p, s) = inner.split_once(',')?;
+            DeltaType::Decimal {
+                precision: p.trim().parse().ok()?,
+                scale: s.trim().parse().ok()?,
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spark_struct_json_becomes_columns() {
+        let text = r#"{"type":"struct","fields":[
+            {"name":"id","type":"long","nullable":false,"metadata":{}},
+            {"name":"price","type":"decimal(12, 2)","nullable":true,"metadata":{}},
+            {"name":"tags","type":{"type":"array","elementType":"string","containsNull":true},"nullable":true,"metadata":{}}]}"#;
+        let schema = DeltaSchema::parse(text).unwrap();
+        assert_eq!(schema.fields[0].data_type, DeltaType::Long);
+        assert!(!schema.fields[0].nullable);
+        assert_eq!(
+            schema.fields[1].data_type,
+            DeltaType::Decimal {
+                precision: 12,
+                scale: 2
+            }
+        );
+        assert!(matches!(schema.fields[2].data_type, DeltaType::Nested(_)));
+        assert!(DeltaSchema::parse(r#"{"fields":[{"name":"x","type":"uint128"}]}"#).is_err());
+    }
+}

@@ -1,0 +1,133 @@
+//! Iceberg tables: the current pointer is the metadata file (the version
+//! hint, or the newest `*.metadata.json` listed); a snapshot's files come
+//! from its manifest list and manifests, its deletes from position delete
+//! files ([`super::deletes`]).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use datafusion::error::{DataFusionError, Result};
+use object_store::path::Path;
+use silt_cache::ObjectVersion;
+use silt_lakehouse::SnapshotChoice;
+use silt_lakehouse::iceberg::{ContentFile, FileContent, IcebergTable, MetadataMemo};
+
+use super::{PositionDeletes, TableFiles, TableStore, arrow_schema, external};
+
+/// An Iceberg table's snapshots.
+#[derive(Debug)]
+pub struct IcebergSnapshots {
+    /// The table's folder or metadata JSON, in the store (not namespaced).
+    location: Path,
+    memo: MetadataMemo,
+}
+
+impl IcebergSnapshots {
+    /// The table at `location`: a folder or a metadata JSON.
+    pub fn new(location: Path) -> Self {
+        IcebergSnapshots {
+            location,
+            memo: MetadataMemo::default(),
+        }
+    }
+
+    /// The table's current metadata (one pointer read).
+    async fn load(&self, store: &TableStore) -> Result<IcebergTable> {
+        IcebergTable::load(store.store.inner(), &self.location, &self.memo)
+            .await
+            .map_err(external)
+    }
+
+    /// The current metadata file's path.
+    pub(super) async fn current_pointer(&self, store: &TableStore) -> Result<Path> {
+        Ok(self.load(store).await?.metadata_path)
+    }
+
+    /// The files of the snapshot `choice` names.
+    pub(super) async fn files_at(&self, store: &TableStore, choice: SnapshotChoice) -> Result<TableFiles> {
+        let table = self.load(store).await?;
+        let snapshot = table.metadata.snapshot(choice).map_err(external)?;
+        let snapshot_id = snapshot.map(|s| s.snapshot_id);
+        // The current table reads in the table's current schema (a schema
+        // change needs no data commit); time travel in the snapshot's.
+        let schema_of = if choice == SnapshotChoice::Current {
+            None
+        } else {
+            snapshot
+        };
+        let schema = table.metadata.schema_of(schema_of).map_err(external)?;
+        let schema = Arc::new(arrow_schema(&schema, store.view_types)?);
+        let live = table
+            .files(store.store.inner(), &store.locator, choice, &self.memo)
+            .await
+            .map_err(external)?;
+        if let Some(f) = live.data.iter().find(|f| f.format != "PARQUET") {
+            return Err(DataFusionError::NotImplemented(format!(
+                "{}: data file {} is {}; Silt reads Parquet data files only",
+                table.metadata_path, f.path, f.format
+            )));
+        }
+        if let Some(f) = live.deletes.iter().find(|f| f.format != "PARQUET") {
+            return Err(DataFusionError::NotImplemented(format!(
+                "{}: delete file {} is {}; Silt reads Parquet position deletes only",
+                table.metadata_path, f.path, f.format
+            )));
+        }
+        if let Some(f) = live.deletes.iter().find(|f| f.content == FileContent::EqualityDeletes) {
+            return Err(DataFusionError::NotImplemented(format!(
+                "{}: equality delete file {}: Silt applies position deletes only, so far",
+                table.metadata_path, f.path
+            )));
+        }
+        let files = live
+            .data
+            .iter()
+            .map(|f| Ok((store.namespaced(&f.path)?, f.size)))
+            .collect::<Result<Vec<_>>>()?;
+        let files = store.data_files(files, &schema);
+        let deletes = self.position_deletes(store, &live.data, &live.deletes).await?;
+        Ok(TableFiles {
+            files,
+            deletes,
+            snapshot_id,
+            schema: Some(schema),
+            metadata_path: Some(table.metadata_path.clone()),
+        })
+    }
+
+    /// Per data file, the positions every position delete file that applies
+    /// to it (a data sequence number at or above the data file's) deletes.
+    async fn position_deletes(
+        &self,
+        store: &TableStore,
+        data: &[ContentFile],
+        deletes: &[ContentFile],
+    ) -> Result<PositionDeletes> {
+        if deletes.is_empty() {
+            return Ok(PositionDeletes::default());
+        }
+        // By store path: writers may spell one file's URL two ways.
+        let sequence: HashMap<Path, i64> = data
+            .iter()
+            .map(|f| Ok((store.namespaced(&f.path)?, f.sequence_number)))
+            .collect::<Result<_>>()?;
+        let generation = store.generation(None);
+        let mut per_file: HashMap<Path, Vec<u64>> = HashMap::new();
+        for delete in deletes {
+            let location = ObjectVersion::immutable_meta(store.namespaced(&delete.path)?, delete.size, &generation);
+            let positions = store.deletes.read(&location).await?;
+            for (data_file, rows) in positions.iter() {
+                let Ok(data_file) = store.namespaced(data_file) else {
+                    continue; // a file of another store: not this table's
+                };
+                match sequence.get(&data_file) {
+                    Some(&seq) if seq <= delete.sequence_number => {
+                        per_file.entry(data_file).or_default().extend(rows);
+                    }
+                    _ => {} // an older file's, or one no longer in the table
+                }
+            }
+        }
+        Ok(PositionDeletes::from_unsorted(per_file))
+    }
+}

@@ -1,0 +1,238 @@
+//! Delta Lake tables through a Silt server, against DuckDB's delta
+//! extension reading the same versions (`scripts/delta_server_fixture.py`,
+//! which writes with deltalake and checks DuckDB against deltalake's own
+//! engine): appends, a copy-on-write delete, an overwrite, deletion vectors
+//! (in a `.bin` file and inline), then, while the server runs, an added
+//! column, a checkpoint, vectors replacing vectors, a compaction and an
+//! append. Every answer must equal DataFusion's over DuckDB's rows of the
+//! version; a deleted row never comes back; a warm query makes no store
+//! request but the LIST of the log.
+
+use std::path::{Path, PathBuf};
+
+use silt_server::ServerConfig;
+use silt_server::config::TableConfig;
+
+use crate::common::{answer, check_same, client, metric, pushdown_client};
+use crate::flight_sql::{fetch, flight_sql_client_at};
+use crate::iceberg::{QUERIES, check_all, expected_ctx, flight_error, run_fixture};
+
+const SCRIPT: &str = "delta_server_fixture.py";
+
+/// The version's commit file's modification time, in milliseconds (what
+/// time travel by time compares, as the Delta protocol says for tables
+/// without in-commit timestamps).
+fn committed_ms(table: &Path, version: u64) -> u64 {
+    let commit = table.join(format!("_delta_log/{version:020}.json"));
+    let modified = std::fs::metadata(commit).unwrap().modified().unwrap();
+    modified.duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
+}
+
+/// The rows of every Parquet file in the table's root (by their footers).
+fn rows_in_files(table: &Path) -> i64 {
+    std::fs::read_dir(table)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "parquet"))
+        .map(|p| {
+            use datafusion::parquet::file::reader::FileReader;
+            let file = std::fs::File::open(p).unwrap();
+            let reader = datafusion::parquet::file::reader::SerializedFileReader::new(file).unwrap();
+            reader.metadata().file_metadata().num_rows()
+        })
+        .sum()
+}
+
+struct Served {
+    warehouse: PathBuf,
+    table: PathBuf,
+    created: serde_json::Value,
+    server: silt_server::ServerHandle,
+    _dirs: [tempfile::TempDir; 2],
+}
+
+/// The fixture's `create` phase in a new folder, and a server with
+/// `events`, the Delta table. (Its root is no plain Parquet table: deltalake
+/// writes strings as `string` or `string_view` by the path that wrote the
+/// file, which a listing cannot merge; the table's schema reads both.)
+async fn serve_created_table() -> Served {
+    let dir = tempfile::tempdir().unwrap();
+    let warehouse = dir.path().canonicalize().unwrap();
+    let table = warehouse.join("events");
+    let created = run_fixture(SCRIPT, &table, "create");
+    let location = created["table_location"].as_str().unwrap().to_string();
+    let cache = tempfile::tempdir().unwrap();
+    let mut cfg = ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        cache_dir: cache.path().to_path_buf(),
+        ..Default::default()
+    };
+    for (name, url) in [
+        ("events", format!("delta+{location}")),
+        ("folder", format!("{location}/")),
+    ] {
+        cfg.tables.insert(
+            name.into(),
+            TableConfig {
+                url,
+                ..Default::default()
+            },
+        );
+    }
+    let server = silt_server::start(cfg).await.expect("start server");
+    Served {
+        warehouse,
+        table,
+        created,
+        server,
+        _dirs: [dir, cache],
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn delta_tables_answer_as_duckdb_reads_each_version() {
+    let Served {
+        warehouse,
+        table,
+        created,
+        server,
+        _dirs,
+    } = serve_created_table().await;
+    let pushdown = pushdown_client(&server).await;
+    let default = client(&server).await;
+
+    let current = created["current_version"].as_i64().unwrap();
+    check_all(&pushdown, &warehouse, current, "after create, pushed down").await;
+    check_all(&default, &warehouse, current, "after create, default client").await;
+    let table_rows = answer(&pushdown, "SELECT count(*) AS n FROM events").await;
+    let table_rows = datafusion::arrow::util::pretty::pretty_format_batches(&table_rows)
+        .unwrap()
+        .to_string();
+    assert!(
+        !table_rows.contains(&format!(" {} ", rows_in_files(&table))),
+        "the folder holds replaced files and deleted rows the version does not: {table_rows}"
+    );
+
+    // Warm: the only store request of a query is the LIST of the log.
+    let requests = || {
+        ["get", "head", "list"]
+            .iter()
+            .map(|kind| metric(&server, &format!("silt_object_store_{kind}_requests_total")))
+            .sum::<f64>()
+    };
+    let before = requests();
+    answer(&pushdown, "SELECT cat, count(*) FROM events GROUP BY cat").await;
+    let warm = requests() - before;
+    assert!(warm <= 1.0, "a warm query made {warm} store requests");
+
+    // Commits while the server runs: the next query reads the new version.
+    let more = run_fixture(SCRIPT, &table, "more");
+    let current = more["current_version"].as_i64().unwrap();
+    for (ctx, label) in [(&pushdown, "pushed down"), (&default, "default client")] {
+        check_all(
+            ctx,
+            &warehouse,
+            current,
+            &format!("after a checkpoint, vectors, optimize: {label}"),
+        )
+        .await;
+    }
+    let fresh = pushdown_client(&server).await;
+    let expected = expected_ctx(&warehouse, current).await;
+    for sql in [
+        "SELECT note, count(*) AS n, sum(v) AS s FROM events GROUP BY note ORDER BY note",
+        "SELECT id, note FROM events WHERE note = 'n3' ORDER BY id",
+    ] {
+        check_same(sql, &answer(&expected, sql).await, &answer(&fresh, sql).await, true).unwrap();
+    }
+
+    // Flight SQL (the server plans), and time travel by version and by
+    // commit time, every version in its own schema.
+    let mut flight = flight_sql_client_at(&server.flight_url()).await;
+    let render = |b: &[datafusion::arrow::array::RecordBatch]| {
+        datafusion::arrow::util::pretty::pretty_format_batches(b)
+            .unwrap()
+            .to_string()
+    };
+    for sql in QUERIES {
+        let info = flight.execute(sql.to_string(), None).await.unwrap();
+        let got = fetch(&mut flight, info).await;
+        assert_eq!(render(&got), render(&answer(&expected, sql).await), "{sql}");
+    }
+    let summary = "SELECT count(*) AS n, sum(id) AS s, min(v) AS lo FROM";
+    let versions: Vec<u64> = more["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["version"].as_u64().unwrap())
+        .collect();
+    for &version in &versions {
+        let want = render(
+            &answer(
+                &expected_ctx(&warehouse, version as i64).await,
+                &format!("{summary} events"),
+            )
+            .await,
+        );
+        let mut names = vec![format!("\"events@{version}\"")];
+        let ms = committed_ms(&table, version);
+        // By time only where the next commit is in a later millisecond.
+        if versions.last() == Some(&version) || committed_ms(&table, version + 1) > ms {
+            let at = humantime::format_rfc3339_millis(std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms));
+            names.push(format!("\"events@{at}\""));
+        }
+        for name in names {
+            let sql = format!("{summary} {name}");
+            let info = flight.execute(sql.clone(), None).await.unwrap();
+            assert_eq!(render(&fetch(&mut flight, info).await), want, "{sql}");
+        }
+    }
+    let err = flight_error(&mut flight, "SELECT count(*) FROM \"events@99\"").await;
+    assert!(err.contains("no version 99"), "{err}");
+
+    let sql = "SELECT snapshot_id FROM silt_system.tables WHERE table_name = 'events'";
+    let info = flight.execute(sql.to_string(), None).await.unwrap();
+    let shown = render(&fetch(&mut flight, info).await);
+    assert!(shown.contains(&format!("| {current} ")), "{shown}");
+}
+
+/// A damaged deletion vector is a clear error naming its file, for the
+/// queries that read it only (never rows it would have deleted): other
+/// versions keep answering.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_deletion_vector_fails_its_queries_only() {
+    let Served {
+        table, server, _dirs, ..
+    } = serve_created_table().await;
+    let ctx = pushdown_client(&server).await;
+    answer(&ctx, "SELECT count(*) FROM events").await;
+
+    // A commit whose vector file is then damaged (one bit flipped).
+    run_fixture(SCRIPT, &table, "more");
+    let newest = std::fs::read_dir(&table)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("deletion_vector_"))
+        .max_by_key(|p| std::fs::metadata(p).unwrap().modified().unwrap())
+        .unwrap();
+    let mut bytes = std::fs::read(&newest).unwrap();
+    bytes[12] ^= 0x10;
+    std::fs::write(&newest, &bytes).unwrap();
+    // The compaction after the vectors rewrote their files: read the
+    // version that has them.
+    let with_vectors = (0..20)
+        .rev()
+        .find(|v| {
+            std::fs::read_to_string(table.join(format!("_delta_log/{v:020}.json")))
+                .is_ok_and(|c| c.contains("\"storageType\": \"u\""))
+        })
+        .unwrap();
+    let mut flight = flight_sql_client_at(&server.flight_url()).await;
+    let err = flight_error(&mut flight, &format!("SELECT count(*) FROM \"events@{with_vectors}\"")).await;
+    let name = newest.file_name().unwrap().to_string_lossy().to_string();
+    assert!(err.contains(&name) && err.contains("checksum"), "{err}");
+    answer(&ctx, "SELECT count(*) FROM events").await;
+    let earlier = format!("SELECT count(*) FROM \"events@{}\"", with_vectors - 3);
+    let info = flight.execute(earlier, None).await.unwrap();
+    fetch(&mut flight, info).await;
+}
