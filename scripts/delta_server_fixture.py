@@ -2,8 +2,9 @@
 
 Usage: delta_server_fixture.py TABLE_DIR PHASE
 
-PHASE `create` makes the table (`id` long, `cat` string, `v` double; small
-row groups so deletes span several) and commits: two appends, a delete
+PHASE `create` makes the table (`id` long, `cat` string, `v` double;
+partitioned by `cat`, whose values are then in the log and not in the
+files; small row groups so deletes span several) and commits: two appends, a delete
 (deltalake rewrites the files it touches), an overwrite of the rows of
 `cat = 'a'` (replaceWhere), and then deletion vectors: deltalake enables
 the feature but does not write vectors, so this script writes them to the
@@ -59,7 +60,7 @@ def write(path, table, **kwargs):
 
 
 def create(path):
-    write(path, rows(0, 3000))
+    write(path, rows(0, 3000), partition_by=["cat"])
     write(path, rows(3000, 3000), mode="append")
     DeltaTable(path).delete("id < 100")
     replacement = rows(10000, 600)
@@ -126,11 +127,12 @@ def commit_deletion_vectors(path, every, inline_first=False, offset_start=0):
                 "cardinality": len(positions),
             }
         remove = {"path": add["path"], "deletionTimestamp": now, "dataChange": True, "extendedFileMetadata": True,
-                  "partitionValues": {}, "size": add["size"]}
+                  "partitionValues": add["partitionValues"], "size": add["size"]}
         if old:
             remove["deletionVector"] = {k: v for k, v in old.items() if v is not None}
         lines.append({"remove": remove})
-        lines.append({"add": {"path": add["path"], "partitionValues": {}, "size": add["size"], "stats": add["stats"],
+        lines.append({"add": {"path": add["path"], "partitionValues": add["partitionValues"], "size": add["size"],
+                              "stats": add["stats"],
                               "modificationTime": now, "dataChange": True, "deletionVector": vector}})
     (Path(path) / f"deletion_vector_{bin_uuid}.bin").write_bytes(bytes(bin_data))
     # Create-only, as a Delta writer commits: a version is never replaced.

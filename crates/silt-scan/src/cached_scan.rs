@@ -64,7 +64,7 @@ use tokio::task::JoinSet;
 
 use crate::column_loader::{Admission, ColumnLoader, FileContext, batch_lengths};
 use crate::footer::pinned_footer;
-use crate::lakehouse::PositionDeletes;
+use crate::lakehouse::{PartitionValues, PositionDeletes};
 use crate::pruning::{FilePruner, RowGroupWork};
 use crate::scan_filter::ScanFilter;
 use crate::scan_metrics::ScanMetrics;
@@ -139,6 +139,9 @@ pub struct ScanSpec {
     /// deletes): never returned, and never seen by the filter, a limit or
     /// anything above the scan.
     pub deletes: PositionDeletes,
+    /// Values of columns kept outside the files (Delta partition columns),
+    /// filled in where a file lacks the column.
+    pub partitions: PartitionValues,
 }
 
 /// Table columns a scan reads: projected and filter columns, ascending.
@@ -489,7 +492,11 @@ impl PartitionRun {
     /// footer at that version (metadata tier).
     async fn open(&self, meta: &ObjectMeta) -> Result<FileContext> {
         let (object, metadata) = pinned_footer(&self.sources.store, &self.sources.metadata_cache, meta).await?;
-        FileContext::try_new(meta.clone(), object, metadata, &self.spec.table_schema)
+        let constants = self
+            .spec
+            .partitions
+            .constants(&meta.location, &self.spec.table_schema)?;
+        Ok(FileContext::try_new(meta.clone(), object, metadata, &self.spec.table_schema)?.with_constants(constants))
     }
 
     /// The output batches of one row group; `decoded` holds, per projected

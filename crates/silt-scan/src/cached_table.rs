@@ -18,7 +18,7 @@ use async_trait::async_trait;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::{Schema, SchemaRef};
 use datafusion::catalog::Session;
-use datafusion::common::Statistics;
+use datafusion::common::{ColumnStatistics, Statistics};
 use datafusion::datasource::listing::ListingTable;
 use datafusion::datasource::physical_plan::parquet::ParquetFileMetrics;
 use datafusion::datasource::physical_plan::parquet::metadata::DFParquetMetadata;
@@ -282,6 +282,13 @@ impl CachedParquetTable {
                     .into(),
             ));
         }
+        if !snapshot.partitions.is_empty() {
+            return Err(DataFusionError::Plan(
+                "the table keeps partition values outside its files: scans go to the server, which fills them in, \
+                 so it has no row-group layout for a client cache"
+                    .into(),
+            ));
+        }
         let files = &snapshot.files;
         let reads = files.iter().cloned().map(|meta| {
             let (store, cache) = (self.sources.store.clone(), self.sources.metadata_cache.clone());
@@ -386,14 +393,12 @@ impl TableProvider for CachedParquetTable {
             _ => snapshot.files.clone(),
         };
         let deletes = snapshot.deletes.clone();
+        let partitions = snapshot.partitions.clone();
         let mut row_groups = None;
         if let Some(scope) = state.config().get_extension::<ScanScope>() {
             let (kept, groups) = scope.restrict(files)?;
             files = kept;
             row_groups = Some(groups);
-        }
-        if files.is_empty() {
-            return Ok(Arc::new(EmptyExec::new(Arc::new(table_schema.project(&projection)?))));
         }
         // Filters are Inexact: one the scan cannot compile is left to the
         // FilterExec DataFusion keeps above the scan.
@@ -401,10 +406,34 @@ impl TableProvider for CachedParquetTable {
             tracing::debug!("scan filter not compiled, evaluated above the scan: {e}");
             None
         });
+        if let Some(filter) = &filter
+            && !partitions.is_empty()
+        {
+            // Partition pruning: files whose partition values rule the
+            // filter out are not opened (their footers are not read).
+            files.retain(|f| {
+                partitions
+                    .constants(&f.location, &table_schema)
+                    .map_or(true, |constants| filter.may_match_constants(&table_schema, &constants))
+            });
+        }
+        if files.is_empty() {
+            return Ok(Arc::new(EmptyExec::new(Arc::new(table_schema.project(&projection)?))));
+        }
         let pinned = self.pinned_footers(&files).await?;
         let mut statistics = Self::statistics(&pinned, &table_schema)?.project(Some(&projection));
         if filter.is_some() || !deletes.is_empty() {
             statistics = statistics.to_inexact();
+        }
+        if !partitions.is_empty() {
+            // The footers know nothing of a column kept outside the files.
+            statistics = statistics.to_inexact();
+            let outside = partitions.columns();
+            for (slot, &c) in projection.iter().enumerate() {
+                if outside.contains(table_schema.field(c).name().as_str()) {
+                    statistics.column_statistics[slot] = ColumnStatistics::new_unknown();
+                }
+            }
         }
         // Registered now, at planning: a query waiting for a slot already
         // protects what it will read.
@@ -422,6 +451,7 @@ impl TableProvider for CachedParquetTable {
             row_groups,
             scan_set: Some(scan_set),
             deletes,
+            partitions,
         };
         let partitions = state.config().target_partitions();
         Ok(Arc::new(CachedScanExec::new(spec, self.sources.clone(), partitions)?))

@@ -10,6 +10,7 @@ use datafusion::arrow::array::{Array, ArrayRef, new_empty_array, new_null_array}
 use datafusion::arrow::compute::concat;
 use datafusion::arrow::compute::{CastOptions, cast_with_options};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::ScalarValue;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::parquet::arrow::ProjectionMask;
 use datafusion::parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, RowSelection};
@@ -32,8 +33,12 @@ pub struct FileContext {
     /// Decoded footer, with the Arrow schema the reader produces.
     pub reader: ArrowReaderMetadata,
     /// For each table column, its root column index in the file (`None`
-    /// when the file lacks it: read as nulls).
+    /// when the file lacks it: read as its constant, else as nulls).
     pub file_columns: Vec<Option<usize>>,
+    /// For each table column the file lacks, the value it has throughout
+    /// the file, if any (a Delta partition column: [`Self::with_constants`]);
+    /// empty when there are none.
+    pub constants: Vec<Option<ScalarValue>>,
 }
 
 impl FileContext {
@@ -73,7 +78,25 @@ impl FileContext {
             object,
             reader,
             file_columns,
+            constants: Vec::new(),
         })
+    }
+
+    /// This file with `constants` (per table column, as
+    /// [`crate::lakehouse::PartitionValues::constants`] gives them) for
+    /// the columns it lacks.
+    pub fn with_constants(mut self, constants: Vec<Option<ScalarValue>>) -> Self {
+        self.constants = constants;
+        self
+    }
+
+    /// `rows` values of table column `c`, which the file lacks: its
+    /// constant, else nulls of `data_type`.
+    pub fn absent_column(&self, c: usize, data_type: &DataType, rows: usize) -> Result<ArrayRef> {
+        match self.constants.get(c) {
+            Some(Some(value)) => value.to_array_of_size(rows),
+            _ => Ok(new_null_array(data_type, rows)),
+        }
     }
 
     /// Rows of row group `rg`.
@@ -174,8 +197,8 @@ impl ColumnLoader {
                 out[slot] = Some(
                     lengths
                         .iter()
-                        .map(|&n| CachedColumn::Arrow(new_null_array(data_type, n)))
-                        .collect(),
+                        .map(|&n| file.absent_column(c, data_type, n).map(CachedColumn::Arrow))
+                        .collect::<Result<_>>()?,
                 );
                 continue;
             }
@@ -423,7 +446,7 @@ impl ColumnLoader {
             for (slot, &c) in columns.iter().enumerate() {
                 let field = self.table_schema.field(c);
                 if file.file_columns[c].is_none() {
-                    out[slot].push(new_null_array(field.data_type(), batch.num_rows()));
+                    out[slot].push(file.absent_column(c, field.data_type(), batch.num_rows())?);
                     continue;
                 }
                 let array = batch.column_by_name(field.name()).ok_or_else(|| {

@@ -4,14 +4,18 @@
 //! table schema (evaluated per row group on statistics and on bloom
 //! filters), and its single-column conjuncts for the page index.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use datafusion::arrow::array::BooleanBufferBuilder;
+use datafusion::arrow::array::UInt64Array;
 use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, RecordBatch, RecordBatchOptions};
 use datafusion::arrow::buffer::BooleanBuffer;
-use datafusion::arrow::datatypes::{Schema, SchemaRef};
+use datafusion::arrow::datatypes::{FieldRef, Schema, SchemaRef};
 use datafusion::catalog::Session;
-use datafusion::common::{DFSchema, Result};
+use datafusion::common::pruning::PruningStatistics;
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::{Column, DFSchema, Result, ScalarValue};
 use datafusion::datasource::physical_plan::parquet::{
     BloomFilterStatistics, PagePruningAccessPlanFilter, ParquetAccessPlan, ParquetFileMetrics, RowGroupAccess,
     RowGroupAccessPlanFilter,
@@ -19,13 +23,104 @@ use datafusion::datasource::physical_plan::parquet::{
 use datafusion::logical_expr::Expr;
 use datafusion::logical_expr::expr_rewriter::unnormalize_col;
 use datafusion::logical_expr::utils::{conjunction, split_conjunction};
+use datafusion::parquet::arrow::parquet_to_arrow_schema;
 use datafusion::parquet::file::metadata::ParquetMetaData;
 use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::expressions::Column as BoundColumn;
 use datafusion::physical_optimizer::pruning::{PruningPredicate, PruningPredicateBuilder};
 use silt_cache::CachedColumn;
 use silt_liquid::LiquidPredicate;
 
 use crate::liquid_predicate;
+
+/// A predicate bound to one file's column order.
+struct FilePruning {
+    schema: SchemaRef,
+    pruning: Option<Arc<PruningPredicate>>,
+    pages: Option<PagePruningAccessPlanFilter>,
+}
+
+/// The schema a file's statistics and page index are read in, when its
+/// columns are not the table's in the table's order (a schema change, a
+/// column kept outside the files); `None` when they are. DataFusion's
+/// pruning finds a column's statistics by its position among the Arrow
+/// fields, so with the table's schema such a file would be pruned by
+/// another column's statistics (wrong answers). This is the file's own
+/// columns in the file's order, each with the table's type where the table
+/// has it, then the table's columns the file lacks (no statistics: they
+/// prune nothing).
+fn pruning_schema(table_schema: &Schema, metadata: &ParquetMetaData) -> Option<Schema> {
+    let descr = metadata.file_metadata().schema_descr();
+    let roots = descr.root_schema().get_fields();
+    let same_order = roots.len() == table_schema.fields().len()
+        && roots
+            .iter()
+            .zip(table_schema.fields())
+            .all(|(r, f)| r.name() == f.name());
+    if same_order {
+        return None;
+    }
+    let file = parquet_to_arrow_schema(descr, None).unwrap_or_else(|_| Schema::empty());
+    let mut fields: Vec<FieldRef> = file
+        .fields()
+        .iter()
+        .map(|f| match table_schema.field_with_name(f.name()) {
+            Ok(t) => Arc::new(t.clone()),
+            Err(_) => f.clone(),
+        })
+        .collect();
+    for field in table_schema.fields() {
+        if file.field_with_name(field.name()).is_err() {
+            fields.push(field.clone());
+        }
+    }
+    Some(Schema::new(fields))
+}
+
+/// Statistics of one container (a file) whose columns with a constant
+/// have exactly that value (minimum = maximum, no nulls unless the value
+/// is null); nothing is known of the others.
+struct ConstantStatistics<'a> {
+    schema: &'a Schema,
+    constants: &'a [Option<ScalarValue>],
+}
+
+impl ConstantStatistics<'_> {
+    fn constant(&self, column: &Column) -> Option<&ScalarValue> {
+        let index = self.schema.index_of(column.name()).ok()?;
+        self.constants.get(index)?.as_ref()
+    }
+}
+
+impl PruningStatistics for ConstantStatistics<'_> {
+    fn min_values(&self, column: &Column) -> Option<ArrayRef> {
+        self.constant(column)?.to_array_of_size(1).ok()
+    }
+
+    fn max_values(&self, column: &Column) -> Option<ArrayRef> {
+        self.min_values(column)
+    }
+
+    fn num_containers(&self) -> usize {
+        1
+    }
+
+    fn null_counts(&self, column: &Column) -> Option<ArrayRef> {
+        let value = self.constant(column)?;
+        // A null constant: every row is null, but how many is not known.
+        (!value.is_null()).then(|| Arc::new(UInt64Array::from(vec![0u64])) as ArrayRef)
+    }
+
+    fn row_counts(&self) -> Option<ArrayRef> {
+        None
+    }
+
+    #[allow(clippy::mutable_key_type)] // ScalarValue as a key, as the trait has it
+    fn contained(&self, column: &Column, values: &HashSet<ScalarValue>) -> Option<BooleanArray> {
+        let value = self.constant(column)?;
+        (!value.is_null()).then(|| BooleanArray::from(vec![values.contains(value)]))
+    }
+}
 
 /// One conjunct of the filter.
 #[derive(Debug)]
@@ -54,6 +149,9 @@ pub struct ScanFilter {
     /// Its single-column conjuncts, for page pruning with the page index
     /// (`None` when no conjunct can use it).
     pages: Option<PagePruningAccessPlanFilter>,
+    /// The whole predicate, bound to the table schema: rebound per file
+    /// whose columns are in another order ([`FilePruning`]).
+    full: Arc<dyn PhysicalExpr>,
     /// The filters as text, for `EXPLAIN`.
     text: String,
 }
@@ -76,12 +174,13 @@ impl ScanFilter {
             Some(PagePruningAccessPlanFilter::new(&full, table_schema.clone())).filter(|p| p.filter_number() > 0);
         let pruning = PruningPredicateBuilder::new()
             .with_file_schema(table_schema.clone())
-            .build(full);
+            .build(full.clone());
         Ok(Some(ScanFilter {
             columns,
             conjuncts,
             pruning,
             pages,
+            full,
             text: expr.to_string(),
         }))
     }
@@ -104,9 +203,14 @@ impl ScanFilter {
     ) -> Vec<usize> {
         let groups = metadata.row_groups();
         let mut plan = RowGroupAccessPlanFilter::new(ParquetAccessPlan::new_all(groups.len()));
-        if let Some(pruning) = &self.pruning {
+        let rebound = self.for_file(table_schema, metadata);
+        let (schema, pruning) = match &rebound {
+            Some(file) => (file.schema.as_ref(), &file.pruning),
+            None => (table_schema, &self.pruning),
+        };
+        if let Some(pruning) = pruning {
             plan.prune_by_statistics(
-                table_schema,
+                schema,
                 metadata.file_metadata().schema_descr(),
                 groups,
                 pruning,
@@ -114,6 +218,51 @@ impl ScanFilter {
             );
         }
         plan.row_group_indexes().collect()
+    }
+
+    /// The predicate rebound for a file whose columns are not the table's
+    /// in the table's order; `None` for one whose are (the usual case).
+    fn for_file(&self, table_schema: &Schema, metadata: &ParquetMetaData) -> Option<FilePruning> {
+        let schema = pruning_schema(table_schema, metadata)?;
+        let rebound = Arc::clone(&self.full)
+            .transform(|e| {
+                let Some(column) = e.downcast_ref::<BoundColumn>() else {
+                    return Ok(Transformed::no(e));
+                };
+                let index = schema.index_of(column.name())?;
+                Ok(Transformed::yes(
+                    Arc::new(BoundColumn::new(column.name(), index)) as Arc<dyn PhysicalExpr>
+                ))
+            })
+            .ok()?
+            .data;
+        let schema = Arc::new(schema);
+        let pages = Some(PagePruningAccessPlanFilter::new(&rebound, schema.clone())).filter(|p| p.filter_number() > 0);
+        let pruning = PruningPredicateBuilder::new()
+            .with_file_schema(schema.clone())
+            .build(rebound);
+        Some(FilePruning { schema, pruning, pages })
+    }
+
+    /// Whether a file whose columns `constants` (per table column of
+    /// `table_schema`, [`crate::lakehouse::PartitionValues::constants`])
+    /// have one value throughout may hold a matching row: false only when
+    /// those values rule the filter out (partition pruning, before the
+    /// file's footer is read).
+    pub fn may_match_constants(&self, table_schema: &Schema, constants: &[Option<ScalarValue>]) -> bool {
+        let Some(pruning) = &self.pruning else {
+            return true;
+        };
+        if constants.iter().all(Option::is_none) {
+            return true;
+        }
+        let statistics = ConstantStatistics {
+            schema: table_schema,
+            constants,
+        };
+        pruning
+            .prune(&statistics)
+            .map_or(true, |keep| keep.first().copied().unwrap_or(true))
     }
 
     /// Table columns the filter compares with literals (`c = 5`,
@@ -146,7 +295,12 @@ impl ScanFilter {
         groups: &[usize],
         file_metrics: &ParquetFileMetrics,
     ) -> Vec<RowGroupAccess> {
-        let Some(pages) = &self.pages else {
+        let rebound = self.for_file(table_schema, metadata);
+        let (schema, pages) = match &rebound {
+            Some(file) => (file.schema.as_ref(), &file.pages),
+            None => (table_schema, &self.pages),
+        };
+        let Some(pages) = pages else {
             return vec![RowGroupAccess::Scan; groups.len()];
         };
         let mut plan = ParquetAccessPlan::new_none(metadata.num_row_groups());
@@ -155,7 +309,7 @@ impl ScanFilter {
         }
         let plan = pages.prune_plan_with_page_index(
             plan,
-            table_schema,
+            schema,
             metadata.file_metadata().schema_descr(),
             metadata,
             file_metrics,
@@ -319,5 +473,58 @@ mod tests {
         let out = scatter(&mask, &result, 6);
         assert_eq!(out, BooleanArray::from(vec![true, false, false, false, false, true]));
         assert_eq!(out.null_count(), 0);
+    }
+
+    /// A file's footer, written with `columns` in that order.
+    fn footer(columns: Vec<(&str, ArrayRef)>) -> ParquetMetaData {
+        use datafusion::parquet::arrow::ArrowWriter;
+        use datafusion::parquet::file::metadata::ParquetMetaDataReader;
+        let batch = RecordBatch::try_from_iter(columns).unwrap();
+        let mut bytes = Vec::new();
+        let mut writer = ArrowWriter::try_new(&mut bytes, batch.schema(), None).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        ParquetMetaDataReader::new()
+            .parse_and_finish(&bytes::Bytes::from(bytes))
+            .unwrap()
+    }
+
+    #[test]
+    fn files_with_columns_in_another_order_are_pruned_by_their_own_statistics() {
+        use datafusion::arrow::array::Int64Array;
+        use datafusion::arrow::datatypes::{DataType, Field};
+        use datafusion::prelude::{SessionContext, col, lit};
+        let table = Arc::new(Schema::new(vec![
+            Field::new("a", DataType::Int64, true),
+            Field::new("b", DataType::Int64, true),
+        ]));
+        let ctx = SessionContext::new();
+        let state = ctx.state();
+        let filter = ScanFilter::try_new(&state, &table, &[col("b").eq(lit(5i64))])
+            .unwrap()
+            .unwrap();
+        let scratch = ParquetFileMetrics::new(
+            0,
+            "",
+            &datafusion::physical_plan::metrics::ExecutionPlanMetricsSet::new(),
+        );
+        let ints = |v: Vec<i64>| Arc::new(Int64Array::from(v)) as ArrayRef;
+        // `b` holds 5; `a` (first in this file) does not.
+        let reordered = footer(vec![("b", ints(vec![5, 6])), ("a", ints(vec![100, 200]))]);
+        assert_eq!(filter.row_groups(&table, &reordered, &scratch), vec![0]);
+        let without_b = footer(vec![("a", ints(vec![5, 6]))]);
+        assert_eq!(
+            filter.row_groups(&table, &without_b, &scratch),
+            vec![0],
+            "no statistics, no pruning"
+        );
+        let in_order = footer(vec![("a", ints(vec![5, 6])), ("b", ints(vec![7, 8]))]);
+        assert!(filter.row_groups(&table, &in_order, &scratch).is_empty());
+
+        // A column with one value throughout the file (a partition column).
+        let cat = Some(ScalarValue::Int64(Some(5)));
+        assert!(filter.may_match_constants(&table, &[None, cat]));
+        assert!(!filter.may_match_constants(&table, &[None, Some(ScalarValue::Int64(Some(6)))]));
+        assert!(filter.may_match_constants(&table, &[Some(ScalarValue::Int64(Some(6))), None]));
     }
 }

@@ -126,8 +126,7 @@ impl Protocol {
 impl Metadata {
     /// Why this reader cannot read a table of this metadata, if it cannot:
     /// column mapping (physical column names differ from the schema's) is
-    /// not read yet, nor are partition columns (their values live in the
-    /// log, not in the data files).
+    /// not read yet.
     pub fn unsupported(&self) -> Option<String> {
         let mapping = self
             .configuration
@@ -137,12 +136,6 @@ impl Metadata {
             .unwrap_or_default();
         if !mapping.is_empty() && mapping != "none" {
             return Some(format!("column mapping (mode {mapping}) is not read yet"));
-        }
-        if !self.partition_columns.is_empty() {
-            return Some(format!(
-                "partitioned tables (partition columns {:?}) are not read yet",
-                self.partition_columns
-            ));
         }
         None
     }
@@ -186,6 +179,6 @@ mod tests {
         };
         assert!(metadata("none", &[]).unsupported().is_none());
         assert!(metadata("name", &[]).unsupported().is_some());
-        assert!(metadata("none", &["day"]).unsupported().is_some());
+        assert!(metadata("none", &["day"]).unsupported().is_none());
     }
 }

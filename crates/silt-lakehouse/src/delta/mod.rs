@@ -15,10 +15,12 @@
 //! Read correctly: adds, removes, deletion vectors (their rows are the
 //! caller's to read and apply, [`deletion_vector`]), schema changes, classic
 //! single- and multi-part checkpoints, and protocol checks (a table needing
-//! a reader feature this reader lacks is refused, never misread). Not yet:
-//! partition columns (their values are in the log, not the files), column
-//! mapping, v2 checkpoints and in-commit timestamps (time travel by time
-//! uses the commit files' modification times).
+//! a reader feature this reader lacks is refused, never misread).
+//! Partition columns' values are in the log, not in the data files: each
+//! [`DeltaFile`] carries them for the scan to fill in.
+//!
+//! Not yet: column mapping, v2 checkpoints and in-commit timestamps (time
+//! travel by time uses the commit files' modification times).
 
 mod actions;
 mod checkpoint;
@@ -47,6 +49,9 @@ pub struct DeltaFile {
     pub size: u64,
     /// The rows deleted from it, if any.
     pub deletion_vector: Option<DeletionVector>,
+    /// Its partition columns' values (not in the file), sorted by column;
+    /// `None` is null.
+    pub partition_values: Vec<(String, Option<String>)>,
 }
 
 /// The table at one version.
@@ -80,6 +85,11 @@ impl DeltaSnapshot {
                     path: file_path(root, locator, &add.path)?,
                     size: add.size,
                     deletion_vector: add.deletion_vector.clone(),
+                    partition_values: {
+                        let mut values: Vec<_> = add.partition_values.clone().into_iter().collect();
+                        values.sort();
+                        values
+                    },
                 })
             })
             .collect::<Result<Vec<_>>>()?;

@@ -15,7 +15,7 @@ use silt_lakehouse::SnapshotChoice;
 use silt_lakehouse::delta::deletion_vector::{decode, decode_framed};
 use silt_lakehouse::delta::{DeletionVector, DeltaLog, DeltaSchema, DeltaType, VectorBytes};
 
-use super::{PositionDeletes, TableFiles, TableStore, external};
+use super::{PartitionValues, PositionDeletes, TableFiles, TableStore, external};
 
 /// Deletion vectors decoded (per table, by descriptor): a few
 /// bytes per deleted row while held; 4,096 vectors.
@@ -49,7 +49,11 @@ impl DeltaSnapshots {
         let files = snapshot.files(self.log.root(), &store.locator).map_err(external)?;
         let schema = Arc::new(arrow_schema(&snapshot.schema, store.view_types)?);
         let mut deleted = HashMap::new();
+        let mut partitions = HashMap::new();
         for file in &files {
+            if !file.partition_values.is_empty() {
+                partitions.insert(store.store.qualify(&file.path), file.partition_values.clone());
+            }
             if let Some(vector) = &file.deletion_vector {
                 let rows = self.vector(store, vector).await?;
                 deleted.insert(store.store.qualify(&file.path), rows.as_ref().clone());
@@ -59,6 +63,7 @@ impl DeltaSnapshots {
         Ok(TableFiles {
             files: store.data_files(data, &schema),
             deletes: PositionDeletes::from_unsorted(deleted),
+            partitions: PartitionValues::new(partitions),
             snapshot_id: i64::try_from(snapshot.version).ok(),
             schema: Some(schema),
             metadata_path: Some(snapshot.commit_path.clone()),

@@ -89,6 +89,7 @@ impl IcebergSnapshots {
         Ok(TableFiles {
             files,
             deletes,
+            partitions: Default::default(),
             snapshot_id,
             schema: Some(schema),
             metadata_path: Some(table.metadata_path.clone()),

@@ -24,6 +24,7 @@
 mod deletes;
 pub mod delta;
 pub mod iceberg;
+mod partitions;
 mod schema;
 pub mod time_travel;
 
@@ -42,6 +43,7 @@ use silt_cache::{CacheError, CachedStore, Freshness, ObjectVersion, ValidationGa
 use silt_lakehouse::{ObjectLocator, SnapshotChoice};
 
 pub use deletes::{DeleteFiles, PositionDeletes};
+pub use partitions::PartitionValues;
 pub use schema::arrow_schema;
 pub use time_travel::{TimeTravelSchema, parse_time_travel, split_snapshot};
 
@@ -52,6 +54,8 @@ pub struct TableFiles {
     pub files: Vec<ObjectMeta>,
     /// Deleted row positions per file (empty for a table without deletes).
     pub deletes: PositionDeletes,
+    /// Values of partition columns kept outside the files (Delta).
+    pub partitions: PartitionValues,
     /// The snapshot the files are of (lakehouse tables).
     pub snapshot_id: Option<i64>,
     /// The snapshot's schema (lakehouse tables): what its scans read.

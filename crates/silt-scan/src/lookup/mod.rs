@@ -163,11 +163,14 @@ pub async fn lookup(
         return Ok(outcome);
     }
     let snapshot = table.table_files_gated(state, gate).await?;
-    if !snapshot.deletes.is_empty() {
+    if !snapshot.deletes.is_empty() || !snapshot.partitions.is_empty() {
         // Lookups read matching rows straight from pages and batches; they
-        // do not apply deletes yet, so a deleted row must not be returned.
+        // do not apply deletes (a deleted row must not be returned) nor fill
+        // in partition values kept outside the files, yet.
         return Err(DataFusionError::NotImplemented(
-            "lookups on a table whose snapshot deletes rows by position; run the query as SQL".into(),
+            "lookups on a table whose snapshot deletes rows by position or keeps partition values outside its \
+             files; run the query as SQL"
+                .into(),
         ));
     }
     for meta in snapshot.files.iter() {

@@ -1,7 +1,8 @@
 //! Delta Lake tables through a Silt server, against DuckDB's delta
 //! extension reading the same versions (`scripts/delta_server_fixture.py`,
 //! which writes with deltalake and checks DuckDB against deltalake's own
-//! engine): appends, a copy-on-write delete, an overwrite, deletion vectors
+//! engine), partitioned by `cat` (values in the log, not in the files):
+//! appends, a copy-on-write delete, an overwrite, deletion vectors
 //! (in a `.bin` file and inline), then, while the server runs, an added
 //! column, a checkpoint, vectors replacing vectors, a compaction and an
 //! append. Every answer must equal DataFusion's over DuckDB's rows of the
@@ -28,11 +29,14 @@ fn committed_ms(table: &Path, version: u64) -> u64 {
     modified.duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
 }
 
-/// The rows of every Parquet file in the table's root (by their footers).
+/// The rows of every data file in the table's folder (by their footers).
 fn rows_in_files(table: &Path) -> i64 {
-    std::fs::read_dir(table)
+    let partitions = std::fs::read_dir(table)
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("cat="));
+    partitions
+        .flat_map(|dir| std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()))
         .filter(|p| p.extension().is_some_and(|x| x == "parquet"))
         .map(|p| {
             use datafusion::parquet::file::reader::FileReader;
@@ -189,6 +193,31 @@ async fn delta_tables_answer_as_duckdb_reads_each_version() {
     }
     let err = flight_error(&mut flight, "SELECT count(*) FROM \"events@99\"").await;
     assert!(err.contains("no version 99"), "{err}");
+
+    // Partition pruning from the log: a filter on the partition column
+    // opens only that partition's files.
+    let files_scanned = |plan: String| -> usize {
+        let at = plan.find("CachedScanExec: files=").expect("a Silt scan") + "CachedScanExec: files=".len();
+        plan[at..]
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let mut scanned = Vec::new();
+    for sql in [
+        "SELECT count(*) FROM events",
+        "SELECT count(*) FROM events WHERE cat = 'b'",
+    ] {
+        let info = flight.execute(format!("EXPLAIN {sql}"), None).await.unwrap();
+        scanned.push(files_scanned(render(&fetch(&mut flight, info).await)));
+    }
+    let (all, one) = (scanned[0], scanned[1]);
+    assert!(
+        one * 2 < all + 1 && one > 0,
+        "{one} of {all} files scanned for one of three partitions"
+    );
 
     let sql = "SELECT snapshot_id FROM silt_system.tables WHERE table_name = 'events'";
     let info = flight.execute(sql.to_string(), None).await.unwrap();
