@@ -16,7 +16,9 @@ use silt_server::config::TableConfig;
 
 use crate::common::{answer, check_same, client, metric, pushdown_client};
 use crate::flight_sql::{fetch, flight_sql_client_at};
-use crate::iceberg::{QUERIES, check_all, expected_ctx, flight_error, run_fixture};
+use crate::iceberg::{
+    Fixture, QUERIES, check_all, commits_during_queries_never_mix, expected_ctx, flight_error, run_fixture,
+};
 
 const SCRIPT: &str = "delta_server_fixture.py";
 
@@ -264,4 +266,25 @@ async fn a_damaged_deletion_vector_fails_its_queries_only() {
     let earlier = format!("SELECT count(*) FROM \"events@{}\"", with_vectors - 3);
     let info = flight.execute(earlier, None).await.unwrap();
     fetch(&mut flight, info).await;
+}
+
+/// Commits while queries run never mix versions (Delta): 30 appends by
+/// deltalake while 4 clients run two-scan queries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn commits_during_queries_never_mix_versions() {
+    let Served {
+        warehouse,
+        table,
+        server,
+        _dirs,
+        ..
+    } = serve_created_table().await;
+    let fixture = Fixture {
+        script: SCRIPT,
+        dir: &table,
+        expected: &warehouse,
+        snapshots: "versions",
+        id: "version",
+    };
+    commits_during_queries_never_mix(&server, &fixture).await;
 }

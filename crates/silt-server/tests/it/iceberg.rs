@@ -291,11 +291,8 @@ async fn a_damaged_manifest_list_fails_its_table_only() {
     .unwrap();
 }
 
-/// Commits while queries run never give an answer that mixes two snapshots:
-/// 4 clients each run queries that scan the table twice (two subqueries) —
-/// at least 25 each, and on until another process has made 30 commits
-/// (appends); both scans of one query must see the same snapshot, one the
-/// table has had.
+/// Commits while queries run never mix snapshots (Iceberg): see
+/// [`commits_during_queries_never_mix`].
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn commits_during_queries_never_mix_snapshots() {
     let Served {
@@ -304,14 +301,42 @@ async fn commits_during_queries_never_mix_snapshots() {
         _dirs,
         ..
     } = serve_created_table().await;
+    let script = Fixture {
+        script: "iceberg_server_fixture.py",
+        dir: &warehouse,
+        expected: &warehouse,
+        snapshots: "snapshots",
+        id: "snapshot_id",
+    };
+    commits_during_queries_never_mix(&server, &script).await;
+}
+
+/// A lakehouse fixture script and where it keeps a table.
+pub(crate) struct Fixture<'a> {
+    pub script: &'a str,
+    /// What the script is given (the warehouse, or the table's folder).
+    pub dir: &'a Path,
+    /// The folder of `expected/<id>.parquet`.
+    pub expected: &'a Path,
+    /// The keys of its description: the list of snapshots, and each one's id.
+    pub snapshots: &'a str,
+    pub id: &'a str,
+}
+
+/// Commits while queries run never give an answer that mixes two snapshots:
+/// 4 clients each run queries that scan the table twice (two subqueries) —
+/// at least 25 each, and on until another process has made 30 commits
+/// (appends, the script's `appends 30`); both scans of one query must see
+/// the same snapshot, one the table has had.
+pub(crate) async fn commits_during_queries_never_mix(server: &silt_server::ServerHandle, fixture: &Fixture<'_>) {
     let committed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let committer = {
-        let (warehouse, committed) = (warehouse.clone(), committed.clone());
+        let (script, dir, committed) = (fixture.script.to_string(), fixture.dir.to_path_buf(), committed.clone());
         std::thread::spawn(move || {
             silt_bench::files::run_python_script(
                 &repo(),
-                "iceberg_server_fixture.py",
-                &[warehouse.as_os_str(), "appends".as_ref(), "30".as_ref()],
+                &script,
+                &[dir.as_os_str(), "appends".as_ref(), "30".as_ref()],
             );
             committed.store(true, std::sync::atomic::Ordering::SeqCst);
         })
@@ -339,13 +364,13 @@ async fn commits_during_queries_never_mix_snapshots() {
         .flat_map(|r| r.unwrap())
         .collect();
     committer.join().unwrap();
-    // Every snapshot's own (count, sum), from pyiceberg's scans of each.
-    let described = fixture_phase(&warehouse, "append");
+    // Every snapshot's own (count, sum), from the independent reader's rows.
+    let described = run_fixture(fixture.script, fixture.dir, "append");
     let mut valid = std::collections::BTreeSet::new();
-    for snap in described["snapshots"].as_array().unwrap() {
-        let id = snap["snapshot_id"].as_i64().unwrap();
+    for snap in described[fixture.snapshots].as_array().unwrap() {
+        let id = snap[fixture.id].as_i64().unwrap();
         let one = answer(
-            &expected_ctx(&warehouse, id).await,
+            &expected_ctx(fixture.expected, id).await,
             "SELECT count(*) AS a, sum(id) AS b FROM events",
         )
         .await;

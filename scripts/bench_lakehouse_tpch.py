@@ -1,21 +1,24 @@
-"""Iceberg vs plain Parquet through a Silt server: TPC-H lineitem/orders.
+"""Lakehouse tables vs plain Parquet through a Silt server: TPC-H lineitem/orders.
 
-Usage: bench_iceberg_tpch.py --silt BIN --tpch DIR --warehouse DIR --out DIR
-       [--latency 20ms] [--mbps 200] [--runs 5]
+Usage: bench_lakehouse_tpch.py --format iceberg|delta --silt BIN --tpch DIR
+       --warehouse DIR --out DIR [--latency 20ms] [--mbps 200] [--runs 5]
 
-Writes (once) an Iceberg warehouse with pyiceberg: `db.lineitem` and
-`db.orders` from the TPC-H Parquet files in DIR/{lineitem,orders}/ (files of
-at most 32 MB), then deletes 5% of each table's rows with position delete
-files (every 20th row of each data file; `iceberg_server_fixture.py`).
+Writes (once) a warehouse of `lineitem` and `orders` from the TPC-H Parquet
+files in DIR/{lineitem,orders}/, then deletes 5% of each table's rows (every
+20th row of each data file):
+- `iceberg`: pyiceberg's SQL catalog (`db.lineitem`, ...; files of at most
+  32 MB), deleted by position delete files (`iceberg_server_fixture.py`);
+- `delta`: deltalake (files of about 4 MB, as pyiceberg writes them here),
+  deleted by deletion vectors (`delta_server_fixture.py`).
 Then, for each layout, starts `silt serve` over the throttled store
 (`[store] latency`, `mbps`) and runs the TPC-H queries that read only
 lineitem and orders (Q1, Q4, Q6, Q12): one cold run, then `--runs` warm runs.
 
 - `plain`: the tables' data folders as plain Parquet tables, `immutable`
   (the same files, the deletes not applied: the baseline for latency);
-- `iceberg`: the Iceberg tables, `validation = always`.
+- the format's own tables, `validation = always`.
 
-Then, on the `iceberg` server, a compaction rewrites about 10% of
+Then, on the lakehouse server, a compaction rewrites about 10% of
 lineitem's data (an overwrite of its first orderkeys) and the queries run
 once more. Reports, per layout and query, the median warm time, and the
 store requests and bytes (from the server's /metrics) of a warm pass, the
@@ -62,6 +65,31 @@ def write_warehouse(warehouse, tpch):
         table.append(data)
         commit_position_deletes(catalog.load_table(f"db.{name}"), 20)
     return catalog
+
+
+def write_delta(warehouse, tpch):
+    import pyarrow.parquet as pq
+    from delta_server_fixture import commit_deletion_vectors
+    from deltalake import DeltaTable, write_deltalake
+
+    for name in ["lineitem", "orders"]:
+        path = os.path.join(warehouse, name)
+        write_deltalake(path, pq.read_table(os.path.join(tpch, name)), target_file_size=4 << 20)
+        DeltaTable(path).alter.set_table_properties({"delta.enableDeletionVectors": "true"})
+        commit_deletion_vectors(path, every=20)
+
+
+def compact_delta(warehouse):
+    """Rewrites about a tenth of lineitem: the rows of its lowest orderkeys
+    (read as DuckDB's delta extension sees them, deleted rows gone)."""
+    from delta_server_fixture import duckdb_connection
+    from deltalake import write_deltalake
+
+    path = os.path.join(warehouse, "lineitem")
+    con = duckdb_connection()
+    cut = con.execute(f"SELECT quantile_disc(l_orderkey, 0.1) FROM delta_scan('{path}')").fetchone()[0]
+    rows = con.execute(f"SELECT * FROM delta_scan('{path}') WHERE l_orderkey <= {cut}").fetch_arrow_table()
+    write_deltalake(path, rows, mode="overwrite", predicate=f"l_orderkey <= {cut}", target_file_size=4 << 20)
 
 
 def compact(catalog):
@@ -154,6 +182,7 @@ def passes(server, sqls, runs):
 
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--format", choices=["iceberg", "delta"], default="iceberg")
     ap.add_argument("--silt", required=True)
     ap.add_argument("--tpch", required=True)
     ap.add_argument("--warehouse", required=True)
@@ -166,32 +195,39 @@ def main():
     shared = os.path.join(HERE, "..", "..", "shared", "bench", "tpch", "queries")
     sqls = {q: open(os.path.join(shared, f"{q}.sql")).read() for q in QUERIES}
 
-    fresh = not os.path.exists(os.path.join(args.warehouse, "catalog.db"))
-    if fresh:
-        catalog = write_warehouse(args.warehouse, args.tpch)
-    else:
-        from pyiceberg.catalog.sql import SqlCatalog
-
-        catalog = SqlCatalog(
-            "bench", uri=f"sqlite:///{args.warehouse}/catalog.db", warehouse=f"file://{args.warehouse}"
-        )
     store = f'[store]\nlatency = "{args.latency}"\nmbps = {args.mbps}\n'
-    base = f"file://{args.warehouse}/db"
+    if args.format == "delta":
+        if not os.path.exists(os.path.join(args.warehouse, "orders", "_delta_log")):
+            write_delta(args.warehouse, args.tpch)
+        base = f"file://{args.warehouse}"
+        folders = {t: f"{base}/{t}/" for t in ["lineitem", "orders"]}
+        lakehouse = {t: f"delta+{base}/{t}" for t in ["lineitem", "orders"]}
+        compaction = lambda: compact_delta(args.warehouse)  # noqa: E731
+    else:
+        if not os.path.exists(os.path.join(args.warehouse, "catalog.db")):
+            catalog = write_warehouse(args.warehouse, args.tpch)
+        else:
+            from pyiceberg.catalog.sql import SqlCatalog
+
+            catalog = SqlCatalog(
+                "bench", uri=f"sqlite:///{args.warehouse}/catalog.db", warehouse=f"file://{args.warehouse}"
+            )
+        base = f"file://{args.warehouse}/db"
+        folders = {t: f"{base}/{t}/data/" for t in ["lineitem", "orders"]}
+        lakehouse = {t: f"iceberg+{base}/{t}" for t in ["lineitem", "orders"]}
+        compaction = lambda: compact(catalog)  # noqa: E731
+    fmt = args.format
     layouts = {
-        "plain": "".join(
-            f'[tables.{t}]\nurl = "{base}/{t}/data/"\nvalidation = "immutable"\n' for t in ["lineitem", "orders"]
-        ),
-        "iceberg": "".join(
-            f'[tables.{t}]\nurl = "iceberg+{base}/{t}"\nvalidation = "always"\n' for t in ["lineitem", "orders"]
-        ),
+        "plain": "".join(f'[tables.{t}]\nurl = "{u}"\nvalidation = "immutable"\n' for t, u in folders.items()),
+        fmt: "".join(f'[tables.{t}]\nurl = "{u}"\nvalidation = "always"\n' for t, u in lakehouse.items()),
     }
-    results = {"latency": args.latency, "mbps": args.mbps, "runs": args.runs, "layouts": {}}
+    results = {"format": fmt, "latency": args.latency, "mbps": args.mbps, "runs": args.runs, "layouts": {}}
     for name, tables in layouts.items():
         server = Server(args.silt, store + tables, args.out, name)
         try:
             results["layouts"][name] = passes(server, sqls, args.runs)
-            if name == "iceberg":
-                compact(catalog)
+            if name == fmt:
+                compaction()
                 before = server.metrics()
                 after = {q: server.run(sql)[0] for q, sql in sqls.items()}
                 results["layouts"][name]["after_compaction"] = {
@@ -202,18 +238,18 @@ def main():
             server.stop()
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump(results, f, indent=2)
-    plain, ice = results["layouts"]["plain"], results["layouts"]["iceberg"]
+    plain, ice = results["layouts"]["plain"], results["layouts"][fmt]
     print(f"store latency {args.latency}, {args.mbps} MB/s, {args.runs} warm runs (medians)")
-    print("query  plain_warm_ms  iceberg_warm_ms  ratio")
+    print(f"query  plain_warm_ms  {fmt}_warm_ms  ratio")
     for q in QUERIES:
         p, i = plain["queries"][q]["warm_median_s"], ice["queries"][q]["warm_median_s"]
         print(f"{q}    {p * 1000:10.1f}  {i * 1000:14.1f}  {i / p:5.2f}")
     n = len(QUERIES)
     print(f"warm pass store requests: plain {plain['warm_pass_store']['requests']:.0f}, "
-          f"iceberg {ice['warm_pass_store']['requests']:.0f} ({n} queries x 1-2 tables)")
+          f"{fmt} {ice['warm_pass_store']['requests']:.0f} ({n} queries x 1-2 tables)")
     cold_bytes = ice["cold_store"]["get_bytes"]
     after = ice["after_compaction"]["store"]["get_bytes"]
-    print(f"iceberg cold pass store bytes {cold_bytes:.0f}; first pass after compaction {after:.0f} "
+    print(f"{fmt} cold pass store bytes {cold_bytes:.0f}; first pass after compaction {after:.0f} "
           f"({after / cold_bytes:.1%} of cold)")
 
 
