@@ -49,7 +49,7 @@ struct FilePruning {
 /// columns in the file's order, each with the table's type where the table
 /// has it, then the table's columns the file lacks (no statistics: they
 /// prune nothing).
-fn pruning_schema(table_schema: &Schema, metadata: &ParquetMetaData) -> Option<Schema> {
+fn pruning_schema(table_schema: &Schema, metadata: &ParquetMetaData) -> Option<Result<Schema>> {
     let descr = metadata.file_metadata().schema_descr();
     let roots = descr.root_schema().get_fields();
     let same_order = roots.len() == table_schema.fields().len()
@@ -60,7 +60,10 @@ fn pruning_schema(table_schema: &Schema, metadata: &ParquetMetaData) -> Option<S
     if same_order {
         return None;
     }
-    let file = parquet_to_arrow_schema(descr, None).unwrap_or_else(|_| Schema::empty());
+    let file = match parquet_to_arrow_schema(descr, None) {
+        Ok(file) => file,
+        Err(e) => return Some(Err(e.into())),
+    };
     let mut fields: Vec<FieldRef> = file
         .fields()
         .iter()
@@ -74,7 +77,7 @@ fn pruning_schema(table_schema: &Schema, metadata: &ParquetMetaData) -> Option<S
             fields.push(field.clone());
         }
     }
-    Some(Schema::new(fields))
+    Some(Ok(Schema::new(fields)))
 }
 
 /// Statistics of one container (a file) whose columns with a constant
@@ -118,7 +121,9 @@ impl PruningStatistics for ConstantStatistics<'_> {
     #[allow(clippy::mutable_key_type)] // ScalarValue as a key, as the trait has it
     fn contained(&self, column: &Column, values: &HashSet<ScalarValue>) -> Option<BooleanArray> {
         let value = self.constant(column)?;
-        (!value.is_null()).then(|| BooleanArray::from(vec![values.contains(value)]))
+        // Values of another type (they should not be) decide nothing.
+        let comparable = !value.is_null() && values.iter().all(|v| v.data_type() == value.data_type());
+        comparable.then(|| BooleanArray::from(vec![values.contains(value)]))
     }
 }
 
@@ -221,9 +226,18 @@ impl ScanFilter {
     }
 
     /// The predicate rebound for a file whose columns are not the table's
-    /// in the table's order; `None` for one whose are (the usual case).
+    /// in the table's order; `None` for one whose are (the usual case). A
+    /// file whose schema cannot be read this way is pruned by nothing.
     fn for_file(&self, table_schema: &Schema, metadata: &ParquetMetaData) -> Option<FilePruning> {
-        let schema = pruning_schema(table_schema, metadata)?;
+        let nothing = || FilePruning {
+            schema: Arc::new(Schema::empty()),
+            pruning: None,
+            pages: None,
+        };
+        let schema = match pruning_schema(table_schema, metadata)? {
+            Ok(schema) => schema,
+            Err(_) => return Some(nothing()),
+        };
         let rebound = Arc::clone(&self.full)
             .transform(|e| {
                 let Some(column) = e.downcast_ref::<BoundColumn>() else {
@@ -234,8 +248,10 @@ impl ScanFilter {
                     Arc::new(BoundColumn::new(column.name(), index)) as Arc<dyn PhysicalExpr>
                 ))
             })
-            .ok()?
-            .data;
+            .map(|t| t.data);
+        let Ok(rebound) = rebound else {
+            return Some(nothing());
+        };
         let schema = Arc::new(schema);
         let pages = Some(PagePruningAccessPlanFilter::new(&rebound, schema.clone())).filter(|p| p.filter_number() > 0);
         let pruning = PruningPredicateBuilder::new()

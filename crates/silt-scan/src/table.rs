@@ -15,6 +15,7 @@ use crate::lakehouse::iceberg::IcebergSnapshots;
 use crate::lakehouse::{LakehouseFiles, SnapshotSource};
 use crate::scan_metrics::ScanMetrics;
 use object_store::path::Path;
+use silt_lakehouse::ObjectLocator;
 use silt_store::{TableFormat, TableLocation};
 use url::Url;
 
@@ -127,7 +128,7 @@ async fn lakehouse_table(
     let view_types = ctx.state().config_options().execution.parquet.schema_force_view_types;
     let path = Path::from(location.path.as_str());
     let source = match location.format {
-        TableFormat::Delta => SnapshotSource::Delta(DeltaSnapshots::new(path)),
+        TableFormat::Delta => SnapshotSource::Delta(DeltaSnapshots::new(path, ObjectLocator::new(root.clone()))),
         _ => SnapshotSource::Iceberg(IcebergSnapshots::new(path)),
     };
     let files = Arc::new(LakehouseFiles::new(

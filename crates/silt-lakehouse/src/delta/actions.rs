@@ -1,9 +1,10 @@
 //! The actions of a Delta log that decide which rows a version holds
-//! (Delta protocol, "Actions"): `add`, `remove`, `metaData`, `protocol`,
-//! and `commitInfo` for the commit's time. Commit files are JSON lines, one
+//! (Delta protocol, "Actions"): `add`, `remove`, `metaData` and `protocol`.
+//! Commit files are JSON lines, one
 //! action per line; checkpoints hold the same actions as Parquet columns
 //! (read into the same structures, [`super::checkpoint`]). Actions this
-//! reader has no use for (`txn`, `cdc`, `domainMetadata`, ...) are skipped.
+//! reader has no use for (`commitInfo`, `txn`, `cdc`, `domainMetadata`, ...)
+//! are skipped.
 
 use std::collections::HashMap;
 
@@ -21,8 +22,6 @@ pub struct Action {
     #[serde(rename = "metaData")]
     pub metadata: Option<Metadata>,
     pub protocol: Option<Protocol>,
-    #[serde(rename = "commitInfo")]
-    pub commit_info: Option<CommitInfo>,
 }
 
 /// A data file added to the table (or re-added with a new deletion vector).
@@ -65,14 +64,6 @@ pub struct Protocol {
     pub min_reader_version: i32,
     #[serde(default)]
     pub reader_features: Option<Vec<String>>,
-}
-
-/// When a commit was made, where the writer says so (in-commit timestamps).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CommitInfo {
-    #[serde(default)]
-    pub in_commit_timestamp: Option<i64>,
 }
 
 /// The actions of one commit file (`path` names it in errors).

@@ -1,8 +1,10 @@
 //! Classic Delta checkpoints: a Parquet file (or several parts) holding the
 //! table's state at a version as one action per row. Only the columns that
-//! say which rows the table holds are read (`add`, `metaData`, `protocol`);
-//! each row is turned into the same JSON as a commit's line and parsed by
-//! the same code, so both sources of actions agree by construction.
+//! say which rows the table holds are read (`add`'s path, size, partition
+//! values and deletion vector; `metaData`; `protocol` — not the statistics,
+//! which can be large and of any type); each row is turned into the same
+//! JSON as a commit's line and parsed by the same code, so both sources of
+//! actions agree by construction.
 
 use arrow::json::LineDelimitedWriter;
 use bytes::Bytes;
@@ -20,15 +22,25 @@ pub fn parse_checkpoint(path: &str, bytes: Bytes) -> Result<Vec<Action>> {
         reason,
     };
     let builder = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(|e| invalid(e.to_string()))?;
-    let roots: Vec<usize> = builder
-        .schema()
-        .fields()
+    let leaves: Vec<usize> = builder
+        .parquet_schema()
+        .columns()
         .iter()
         .enumerate()
-        .filter(|(_, f)| matches!(f.name().as_str(), "add" | "metaData" | "protocol"))
+        .filter(|(_, c)| {
+            let parts = c.path().parts();
+            match parts.first().map(String::as_str) {
+                Some("metaData" | "protocol") => true,
+                Some("add") => matches!(
+                    parts.get(1).map(String::as_str),
+                    Some("path" | "size" | "partitionValues" | "deletionVector")
+                ),
+                _ => false,
+            }
+        })
         .map(|(i, _)| i)
         .collect();
-    let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
+    let mask = ProjectionMask::leaves(builder.parquet_schema(), leaves);
     let reader = builder
         .with_projection(mask)
         .build()

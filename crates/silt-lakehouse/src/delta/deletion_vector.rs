@@ -65,7 +65,11 @@ impl DeletionVector {
             }
             "u" => {
                 let text = &self.path_or_inline_dv;
-                let split = text.len().checked_sub(20).ok_or_else(|| self.invalid("a short UUID"))?;
+                let split = text
+                    .len()
+                    .checked_sub(20)
+                    .filter(|&s| text.is_char_boundary(s))
+                    .ok_or_else(|| self.invalid("no Z85 UUID at the end"))?;
                 let (prefix, encoded) = text.split_at(split);
                 let uuid = z85_decode(encoded)
                     .filter(|b| b.len() == 16)
@@ -112,8 +116,8 @@ pub fn decode_framed(name: &str, framed: &[u8], expected: &DeletionVector) -> Re
         what: "Delta deletion vector file",
         reason,
     };
-    let size = expected.size_in_bytes as usize;
-    if framed.len() < size + 8 {
+    let size = usize::try_from(expected.size_in_bytes).map_err(|_| invalid("a negative size".into()))?;
+    if framed.len() < size.saturating_add(8) {
         return Err(invalid(format!(
             "{} bytes where {} were expected",
             framed.len(),
@@ -149,15 +153,16 @@ pub fn decode(name: &str, data: &[u8], expected: &DeletionVector) -> Result<Vec<
         return Err(invalid(format!("magic number {magic}, not {MAGIC}")));
     }
     let bitmap = roaring::RoaringTreemap::deserialize_from(&data[4..]).map_err(|e| invalid(e.to_string()))?;
-    let rows: Vec<u64> = bitmap.iter().collect();
-    if rows.len() as i64 != expected.cardinality {
+    // Checked before the rows are listed: a few bytes of runs can name
+    // billions of rows.
+    if i64::try_from(bitmap.len()).ok() != Some(expected.cardinality) {
         return Err(invalid(format!(
             "{} rows where the log says {}",
-            rows.len(),
+            bitmap.len(),
             expected.cardinality
         )));
     }
-    Ok(rows)
+    Ok(bitmap.iter().collect())
 }
 
 const Z85: &[u8; 85] = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";

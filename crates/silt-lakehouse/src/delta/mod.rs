@@ -63,14 +63,16 @@ pub struct DeltaSnapshot {
     pub schema: DeltaSchema,
     pub metadata: Metadata,
     pub protocol: Protocol,
-    /// Live files by (path as the log spells it, deletion vector id).
-    live: BTreeMap<(String, String), Add>,
+    /// Live files by (store path, deletion vector id): writers may spell
+    /// one file's path two ways (relative, absolute, encoded differently),
+    /// so an add and its remove are matched on the path they name.
+    live: BTreeMap<(Path, String), Add>,
 }
 
 impl DeltaSnapshot {
     /// The version's data files, by path; an error for a table this reader
     /// cannot read correctly (a protocol feature or layout it lacks).
-    pub fn files(&self, root: &Path, locator: &ObjectLocator) -> Result<Vec<DeltaFile>> {
+    pub fn files(&self, root: &Path) -> Result<Vec<DeltaFile>> {
         if let Some(reason) = self.protocol.unsupported().or_else(|| self.metadata.unsupported()) {
             return Err(LakehouseError::Unsupported {
                 table: root.to_string(),
@@ -79,10 +81,10 @@ impl DeltaSnapshot {
         }
         let mut files = self
             .live
-            .values()
-            .map(|add| {
+            .iter()
+            .map(|((path, _), add)| {
                 Ok(DeltaFile {
-                    path: file_path(root, locator, &add.path)?,
+                    path: path.clone(),
                     size: add.size,
                     deletion_vector: add.deletion_vector.clone(),
                     partition_values: {
@@ -97,12 +99,13 @@ impl DeltaSnapshot {
         Ok(files)
     }
 
-    /// Applies one commit's (or a checkpoint's) actions, in order.
-    fn apply(&mut self, actions: Vec<Action>) {
+    /// Applies one commit's (or a checkpoint's) actions, in order; paths
+    /// are resolved against the table's `root` by `locator`.
+    fn apply(&mut self, actions: Vec<Action>, root: &Path, locator: &ObjectLocator) -> Result<()> {
         for action in actions {
             if let Some(add) = action.add {
                 let id = add.deletion_vector.as_ref().map(|d| d.unique_id()).unwrap_or_default();
-                self.live.insert((add.path.clone(), id), add);
+                self.live.insert((file_path(root, locator, &add.path)?, id), add);
             }
             if let Some(remove) = action.remove {
                 let id = remove
@@ -110,7 +113,7 @@ impl DeltaSnapshot {
                     .as_ref()
                     .map(|d| d.unique_id())
                     .unwrap_or_default();
-                self.live.remove(&(remove.path, id));
+                self.live.remove(&(file_path(root, locator, &remove.path)?, id));
             }
             if let Some(metadata) = action.metadata {
                 self.metadata = metadata;
@@ -119,6 +122,7 @@ impl DeltaSnapshot {
                 self.protocol = protocol;
             }
         }
+        Ok(())
     }
 }
 
@@ -148,10 +152,10 @@ struct Listed {
 #[derive(Debug, Default)]
 struct LogState {
     commits: BTreeMap<u64, Listed>,
-    /// Checkpoint parts by version: (parts expected, parts found).
-    checkpoints: BTreeMap<u64, (usize, Vec<Path>)>,
-    /// The greatest name listed: the next LIST starts after it.
-    newest_listed: Option<Path>,
+    /// Checkpoint files by version, then by how many parts the checkpoint
+    /// has (a failed writer may leave another attempt's parts), then by
+    /// part number (1-based).
+    checkpoints: BTreeMap<u64, BTreeMap<usize, BTreeMap<usize, Path>>>,
     replayed: Option<Arc<DeltaSnapshot>>,
 }
 
@@ -160,15 +164,20 @@ struct LogState {
 pub struct DeltaLog {
     /// The table's root folder.
     root: Path,
+    /// Resolves the absolute URIs the log may name files by.
+    locator: ObjectLocator,
     state: Mutex<LogState>,
     /// One refresh and replay at a time.
     reading: tokio::sync::Mutex<()>,
 }
 
 impl DeltaLog {
-    pub fn new(root: Path) -> Self {
+    /// The table whose root folder is `root`, in a store whose root URL
+    /// `locator` resolves.
+    pub fn new(root: Path, locator: ObjectLocator) -> Self {
         DeltaLog {
             root,
+            locator,
             state: Mutex::new(LogState::default()),
             reading: tokio::sync::Mutex::new(()),
         }
@@ -208,6 +217,19 @@ impl DeltaLog {
         if needs_listing {
             self.refresh(store).await?;
         }
+        if matches!(choice, SnapshotChoice::AsOf(_)) {
+            // Whether commit times are the files' depends on the table's
+            // current properties.
+            let newest = *self
+                .state
+                .lock()
+                .commits
+                .last_key_value()
+                .ok_or_else(|| self.not_a_table())?
+                .0;
+            let current = self.replay(store, newest).await?;
+            self.remember(current);
+        }
         let target = {
             let state = self.state.lock();
             match choice {
@@ -216,6 +238,14 @@ impl DeltaLog {
                     .ok()
                     .filter(|v| known(&state, *v))
                     .ok_or_else(|| self.missing(format!("no version {v} in the log")))?,
+                SnapshotChoice::AsOf(_) if self.in_commit_timestamps(&state) => {
+                    return Err(LakehouseError::Unsupported {
+                        table: self.root.to_string(),
+                        reason: "time travel by time on a table with in-commit timestamps is not read yet \
+                                 (commit times are in the commits, not the files' times); name the version"
+                            .into(),
+                    });
+                }
                 SnapshotChoice::AsOf(ms) => state
                     .commits
                     .iter()
@@ -226,17 +256,30 @@ impl DeltaLog {
             }
         };
         let snapshot = self.replay(store, target).await?;
-        let mut state = self.state.lock();
-        if state.replayed.as_ref().is_none_or(|r| r.version < snapshot.version) {
-            state.replayed = Some(snapshot.clone());
-        }
+        self.remember(snapshot.clone());
         Ok(snapshot)
     }
 
-    /// Lists the log after the newest name known.
+    /// Keeps `snapshot` as the replayed state if it is the newest yet.
+    fn remember(&self, snapshot: Arc<DeltaSnapshot>) {
+        let mut state = self.state.lock();
+        if state.replayed.as_ref().is_none_or(|r| r.version < snapshot.version) {
+            state.replayed = Some(snapshot);
+        }
+    }
+
+    /// Lists the log from the newest commit known on: from its version's
+    /// prefix, so a checkpoint of that version written after the commit
+    /// (`N.checkpoint.parquet` sorts before `N.json`) is seen too.
     async fn refresh(&self, store: &dyn ObjectStore) -> Result<()> {
         let folder = self.folder();
-        let after = self.state.lock().newest_listed.clone();
+        let after = {
+            let state = self.state.lock();
+            state
+                .commits
+                .last_key_value()
+                .map(|(v, _)| folder.clone().join(format!("{v:020}").as_str()))
+        };
         let listed: Vec<_> = match &after {
             Some(offset) => store.list_with_offset(Some(&folder), offset).try_collect().await,
             None => store.list(Some(&folder)).try_collect().await,
@@ -264,16 +307,16 @@ impl DeltaLog {
                         },
                     );
                 }
-                Some(LogFile::Checkpoint { version, parts }) => {
-                    let entry = state.checkpoints.entry(version).or_insert((parts, Vec::new()));
-                    if !entry.1.contains(&meta.location) {
-                        entry.1.push(meta.location.clone());
-                    }
+                Some(LogFile::Checkpoint { version, part, parts }) => {
+                    state
+                        .checkpoints
+                        .entry(version)
+                        .or_default()
+                        .entry(parts)
+                        .or_default()
+                        .insert(part, meta.location.clone());
                 }
-                None => continue,
-            }
-            if state.newest_listed.as_ref().is_none_or(|n| meta.location > *n) {
-                state.newest_listed = Some(meta.location);
+                None => {}
             }
         }
         Ok(())
@@ -285,12 +328,13 @@ impl DeltaLog {
     async fn replay(&self, store: &dyn ObjectStore, target: u64) -> Result<Arc<DeltaSnapshot>> {
         let (base, commits) = {
             let state = self.state.lock();
-            let checkpoint = state
-                .checkpoints
-                .range(..=target)
-                .rev()
-                .find(|(_, (parts, found))| found.len() == *parts)
-                .map(|(v, (_, found))| (*v, found.clone()));
+            // The newest checkpoint at or before `target` with every part
+            // (1 to n) of one attempt present.
+            let checkpoint = state.checkpoints.range(..=target).rev().find_map(|(v, attempts)| {
+                attempts.iter().find_map(|(&parts, found)| {
+                    (found.keys().copied().eq(1..=parts)).then(|| (*v, found.values().cloned().collect::<Vec<_>>()))
+                })
+            });
             let base = match (&state.replayed, &checkpoint) {
                 (Some(r), _) if r.version == target => return Ok(r.clone()),
                 (Some(r), Some((c, _))) if r.version < target && r.version >= *c => Base::Replayed(r.clone()),
@@ -321,7 +365,8 @@ impl DeltaLog {
                 let mut snapshot = self.empty(version);
                 for part in parts {
                     let bytes = read(store, &part).await?;
-                    snapshot.apply(checkpoint::parse_checkpoint(part.as_ref(), bytes)?);
+                    let actions = checkpoint::parse_checkpoint(part.as_ref(), bytes)?;
+                    snapshot.apply(actions, &self.root, &self.locator)?;
                 }
                 snapshot
             }
@@ -329,7 +374,7 @@ impl DeltaLog {
         };
         for (version, path) in commits {
             let bytes = read(store, &path).await?;
-            snapshot.apply(actions::parse_commit(path.as_ref(), &bytes)?);
+            snapshot.apply(actions::parse_commit(path.as_ref(), &bytes)?, &self.root, &self.locator)?;
             snapshot.version = version;
         }
         snapshot.commit_path = self
@@ -348,6 +393,18 @@ impl DeltaLog {
         }
         snapshot.schema = DeltaSchema::parse(&snapshot.metadata.schema_string)?;
         Ok(Arc::new(snapshot))
+    }
+
+    /// Whether the last version replayed enables in-commit timestamps.
+    fn in_commit_timestamps(&self, state: &LogState) -> bool {
+        state.replayed.as_ref().is_some_and(|r| {
+            r.metadata
+                .configuration
+                .get("delta.enableInCommitTimestamps")
+                .cloned()
+                .flatten()
+                .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+        })
     }
 
     fn empty(&self, version: u64) -> DeltaSnapshot {
@@ -391,7 +448,12 @@ enum Base {
 #[derive(Debug, PartialEq)]
 enum LogFile {
     Commit(u64),
-    Checkpoint { version: u64, parts: usize },
+    /// Part `part` (1-based) of a checkpoint of `parts` parts.
+    Checkpoint {
+        version: u64,
+        part: usize,
+        parts: usize,
+    },
 }
 
 /// `00000000000000000007.json` is commit 7; `...10.checkpoint.parquet` the
@@ -406,15 +468,21 @@ fn log_file(name: &str) -> Option<LogFile> {
     let version = digits.parse().ok()?;
     match rest {
         "json" => Some(LogFile::Commit(version)),
-        "checkpoint.parquet" => Some(LogFile::Checkpoint { version, parts: 1 }),
+        "checkpoint.parquet" => Some(LogFile::Checkpoint {
+            version,
+            part: 1,
+            parts: 1,
+        }),
         multi => {
             let numbers = multi.strip_prefix("checkpoint.")?.strip_suffix(".parquet")?;
             let (part, parts) = numbers.split_once('.')?;
             if part.len() != 10 || parts.len() != 10 {
                 return None;
             }
-            let (_, parts): (usize, usize) = (part.parse().ok()?, parts.parse().ok()?);
-            Some(LogFile::Checkpoint { version, parts })
+            let (part, parts): (usize, usize) = (part.parse().ok()?, parts.parse().ok()?);
+            (1..=parts)
+                .contains(&part)
+                .then_some(LogFile::Checkpoint { version, part, parts })
         }
     }
 }
@@ -436,11 +504,23 @@ mod tests {
         assert_eq!(log_file("00000000000000000007.json"), Some(LogFile::Commit(7)));
         assert_eq!(
             log_file("00000000000000000010.checkpoint.parquet"),
-            Some(LogFile::Checkpoint { version: 10, parts: 1 })
+            Some(LogFile::Checkpoint {
+                version: 10,
+                part: 1,
+                parts: 1
+            })
         );
         assert_eq!(
             log_file("00000000000000000010.checkpoint.0000000002.0000000003.parquet"),
-            Some(LogFile::Checkpoint { version: 10, parts: 3 })
+            Some(LogFile::Checkpoint {
+                version: 10,
+                part: 2,
+                parts: 3
+            })
+        );
+        assert_eq!(
+            log_file("00000000000000000010.checkpoint.0000000004.0000000003.parquet"),
+            None
         );
         assert_eq!(log_file("00000000000000000007.crc"), None);
         assert_eq!(log_file("_last_checkpoint"), None);
@@ -449,6 +529,59 @@ mod tests {
             None
         );
         assert_eq!(log_file("7.json"), None);
+    }
+
+    #[tokio::test]
+    async fn removes_match_adds_however_spelled_and_partial_checkpoints_are_passed_over() {
+        let store = object_store::memory::InMemory::new();
+        let commit = |name: &str, lines: &[&str]| {
+            let path = Path::from(format!("t/_delta_log/{name}"));
+            let text = lines.join("\n");
+            let store = &store;
+            async move { store.put(&path, text.into()).await.unwrap() }
+        };
+        let schema = r#"{\"type\":\"struct\",\"fields\":[{\"name\":\"id\",\"type\":\"long\",\"nullable\":true,\"metadata\":{}}]}"#;
+        let metadata = format!(
+            r#"{{"metaData":{{"id":"x","format":{{"provider":"parquet"}},"schemaString":"{schema}","partitionColumns":[],"configuration":{{}}}}}}"#
+        );
+        commit(
+            "00000000000000000000.json",
+            &[
+                r#"{"protocol":{"minReaderVersion":1,"minWriterVersion":2}}"#,
+                &metadata,
+                r#"{"add":{"path":"a%20b.parquet","partitionValues":{},"size":10,"dataChange":true}}"#,
+                r#"{"add":{"path":"c.parquet","partitionValues":{},"size":20,"dataChange":true}}"#,
+            ],
+        )
+        .await;
+        // Removed by its absolute URI, unencoded.
+        commit(
+            "00000000000000000001.json",
+            &[r#"{"remove":{"path":"memory:///t/a b.parquet","dataChange":true}}"#],
+        )
+        .await;
+        // One part of two of an unfinished checkpoint: never read (it is
+        // not Parquet; reading it would fail).
+        commit(
+            "00000000000000000001.checkpoint.0000000001.0000000002.parquet",
+            &["junk"],
+        )
+        .await;
+        let log = DeltaLog::new(
+            Path::from("t"),
+            ObjectLocator::new(url::Url::parse("memory:///").unwrap()),
+        );
+        let current = log.snapshot(&store, SnapshotChoice::Current).await.unwrap();
+        let files: Vec<String> = current
+            .files(log.root())
+            .unwrap()
+            .iter()
+            .map(|f| f.path.to_string())
+            .collect();
+        assert_eq!((current.version, files), (1, vec!["t/c.parquet".to_string()]));
+        let first = log.snapshot(&store, SnapshotChoice::Id(0)).await.unwrap();
+        assert_eq!(first.files(log.root()).unwrap().len(), 2);
+        assert!(log.snapshot(&store, SnapshotChoice::Id(7)).await.is_err());
     }
 
     #[test]

@@ -9,17 +9,21 @@ use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use datafusion::error::{DataFusionError, Result};
+use futures::{StreamExt, TryStreamExt};
 use object_store::ObjectStoreExt;
 use object_store::path::Path;
-use silt_lakehouse::SnapshotChoice;
 use silt_lakehouse::delta::deletion_vector::{decode, decode_framed};
 use silt_lakehouse::delta::{DeletionVector, DeltaLog, DeltaSchema, DeltaType, VectorBytes};
+use silt_lakehouse::{ObjectLocator, SnapshotChoice};
 
 use super::{PartitionValues, PositionDeletes, TableFiles, TableStore, external};
 
-/// Deletion vectors decoded (per table, by descriptor): a few
-/// bytes per deleted row while held; 4,096 vectors.
-const VECTORS: u64 = 4096;
+/// Bytes of deletion vectors kept decoded per table (8 per deleted row):
+/// 256 MiB, 32 million deleted rows.
+const VECTOR_BYTES: u64 = 256 << 20;
+
+/// Deletion vector files read at once.
+const VECTOR_READS: usize = 8;
 
 /// A Delta table's versions.
 #[derive(Debug)]
@@ -29,11 +33,15 @@ pub struct DeltaSnapshots {
 }
 
 impl DeltaSnapshots {
-    /// The table whose root folder (holding `_delta_log/`) is `root`.
-    pub fn new(root: Path) -> Self {
+    /// The table whose root folder (holding `_delta_log/`) is `root`, in a
+    /// store whose root URL `locator` resolves.
+    pub fn new(root: Path, locator: ObjectLocator) -> Self {
         DeltaSnapshots {
-            log: DeltaLog::new(root),
-            vectors: moka::sync::Cache::new(VECTORS),
+            log: DeltaLog::new(root, locator),
+            vectors: moka::sync::Cache::builder()
+                .weigher(|_, rows: &Arc<Vec<u64>>| u32::try_from(rows.len() * 8).unwrap_or(u32::MAX))
+                .max_capacity(VECTOR_BYTES)
+                .build(),
         }
     }
 
@@ -46,19 +54,25 @@ impl DeltaSnapshots {
     /// in that version's schema.
     pub(super) async fn files_at(&self, store: &TableStore, choice: SnapshotChoice) -> Result<TableFiles> {
         let snapshot = self.log.snapshot(store.store.inner(), choice).await.map_err(external)?;
-        let files = snapshot.files(self.log.root(), &store.locator).map_err(external)?;
+        let files = snapshot.files(self.log.root()).map_err(external)?;
         let schema = Arc::new(arrow_schema(&snapshot.schema, store.view_types)?);
-        let mut deleted = HashMap::new();
-        let mut partitions = HashMap::new();
-        for file in &files {
-            if !file.partition_values.is_empty() {
-                partitions.insert(store.store.qualify(&file.path), file.partition_values.clone());
-            }
-            if let Some(vector) = &file.deletion_vector {
-                let rows = self.vector(store, vector).await?;
-                deleted.insert(store.store.qualify(&file.path), rows.as_ref().clone());
-            }
-        }
+        let partitions: HashMap<_, _> = files
+            .iter()
+            .filter(|f| !f.partition_values.is_empty())
+            .map(|f| (store.store.qualify(&f.path), f.partition_values.clone()))
+            .collect();
+        let with_vectors: Vec<(Path, DeletionVector)> = files
+            .iter()
+            .filter_map(|f| Some((store.store.qualify(&f.path), f.deletion_vector.clone()?)))
+            .collect();
+        let deleted: HashMap<Path, Vec<u64>> = futures::stream::iter(with_vectors)
+            .map(|(path, vector)| async move {
+                let rows = self.vector(store, &vector).await?;
+                Ok::<_, DataFusionError>((path, rows.as_ref().clone()))
+            })
+            .buffered(VECTOR_READS)
+            .try_collect()
+            .await?;
         let data = files.iter().map(|f| (store.store.qualify(&f.path), f.size));
         Ok(TableFiles {
             files: store.data_files(data, &schema),
