@@ -407,14 +407,15 @@ impl TableProvider for CachedParquetTable {
             None
         });
         if let Some(filter) = &filter
-            && !partitions.is_empty()
+            && !(partitions.is_empty() && snapshot.bounds.is_empty())
         {
-            // Partition pruning: files whose partition values rule the
-            // filter out are not opened (their footers are not read).
+            // Partition pruning and the log's statistics: files whose
+            // partition values or bounds rule the filter out are not opened
+            // (their footers are not read).
             files.retain(|f| {
-                partitions
-                    .constants(&f.location, &table_schema)
-                    .map_or(true, |constants| filter.may_match_constants(&table_schema, &constants))
+                let constants = partitions.constants(&f.location, &table_schema).unwrap_or_default();
+                let known = snapshot.bounds.statistics(&f.location, &table_schema, &constants);
+                filter.may_match_file(&table_schema, &known)
             });
         }
         if files.is_empty() {

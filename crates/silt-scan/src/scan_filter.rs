@@ -80,28 +80,48 @@ fn pruning_schema(table_schema: &Schema, metadata: &ParquetMetaData) -> Option<R
     Some(Ok(Schema::new(fields)))
 }
 
-/// Statistics of one container (a file) whose columns with a constant
-/// have exactly that value (minimum = maximum, no nulls unless the value
-/// is null); nothing is known of the others.
-struct ConstantStatistics<'a> {
-    schema: &'a Schema,
-    constants: &'a [Option<ScalarValue>],
+/// What a table's metadata knows of one file's columns before its footer
+/// is read (per table column): a Delta partition column's one value
+/// (minimum = maximum, no nulls unless it is null), or the log's minimum,
+/// maximum and null count; `None` where nothing is known.
+#[derive(Debug, Clone, Default)]
+pub struct FileStatistics {
+    pub min: Vec<Option<ScalarValue>>,
+    pub max: Vec<Option<ScalarValue>>,
+    pub nulls: Vec<Option<u64>>,
+    pub rows: Option<u64>,
 }
 
-impl ConstantStatistics<'_> {
-    fn constant(&self, column: &Column) -> Option<&ScalarValue> {
-        let index = self.schema.index_of(column.name()).ok()?;
-        self.constants.get(index)?.as_ref()
+impl FileStatistics {
+    /// Whether nothing is known of any column.
+    pub fn is_empty(&self) -> bool {
+        self.min.iter().chain(&self.max).all(Option::is_none) && self.nulls.iter().all(Option::is_none)
     }
 }
 
-impl PruningStatistics for ConstantStatistics<'_> {
+/// [`FileStatistics`] as DataFusion's pruning reads them: one container.
+struct OneFile<'a> {
+    schema: &'a Schema,
+    file: &'a FileStatistics,
+}
+
+impl OneFile<'_> {
+    fn index(&self, column: &Column) -> Option<usize> {
+        self.schema.index_of(column.name()).ok()
+    }
+
+    fn value(&self, column: &Column, of: &[Option<ScalarValue>]) -> Option<ArrayRef> {
+        of.get(self.index(column)?)?.as_ref()?.to_array_of_size(1).ok()
+    }
+}
+
+impl PruningStatistics for OneFile<'_> {
     fn min_values(&self, column: &Column) -> Option<ArrayRef> {
-        self.constant(column)?.to_array_of_size(1).ok()
+        self.value(column, &self.file.min)
     }
 
     fn max_values(&self, column: &Column) -> Option<ArrayRef> {
-        self.min_values(column)
+        self.value(column, &self.file.max)
     }
 
     fn num_containers(&self) -> usize {
@@ -109,21 +129,25 @@ impl PruningStatistics for ConstantStatistics<'_> {
     }
 
     fn null_counts(&self, column: &Column) -> Option<ArrayRef> {
-        let value = self.constant(column)?;
-        // A null constant: every row is null, but how many is not known.
-        (!value.is_null()).then(|| Arc::new(UInt64Array::from(vec![0u64])) as ArrayRef)
+        let nulls = (*self.file.nulls.get(self.index(column)?)?)?;
+        Some(Arc::new(UInt64Array::from(vec![nulls])) as ArrayRef)
     }
 
     fn row_counts(&self) -> Option<ArrayRef> {
-        None
+        self.file
+            .rows
+            .map(|rows| Arc::new(UInt64Array::from(vec![rows])) as ArrayRef)
     }
 
     #[allow(clippy::mutable_key_type)] // ScalarValue as a key, as the trait has it
     fn contained(&self, column: &Column, values: &HashSet<ScalarValue>) -> Option<BooleanArray> {
-        let value = self.constant(column)?;
-        // Values of another type (they should not be) decide nothing.
-        let comparable = !value.is_null() && values.iter().all(|v| v.data_type() == value.data_type());
-        comparable.then(|| BooleanArray::from(vec![values.contains(value)]))
+        // Only a column with one value (min = max, no nulls) is contained
+        // or not; values of another type (they should not be) decide nothing.
+        let index = self.index(column)?;
+        let (min, max) = (self.file.min.get(index)?.as_ref()?, self.file.max.get(index)?.as_ref()?);
+        let one = min == max && !min.is_null() && self.file.nulls.get(index).copied().flatten() == Some(0);
+        let comparable = one && values.iter().all(|v| v.data_type() == min.data_type());
+        comparable.then(|| BooleanArray::from(vec![values.contains(min)]))
     }
 }
 
@@ -260,21 +284,20 @@ impl ScanFilter {
         Some(FilePruning { schema, pruning, pages })
     }
 
-    /// Whether a file whose columns `constants` (per table column of
-    /// `table_schema`, [`crate::lakehouse::PartitionValues::constants`])
-    /// have one value throughout may hold a matching row: false only when
-    /// those values rule the filter out (partition pruning, before the
-    /// file's footer is read).
-    pub fn may_match_constants(&self, table_schema: &Schema, constants: &[Option<ScalarValue>]) -> bool {
+    /// Whether a file of which the table's metadata knows `file` (per
+    /// column of `table_schema`) may hold a matching row: false only when
+    /// those values rule the filter out (partition pruning and the log's
+    /// statistics, before the file's footer is read).
+    pub fn may_match_file(&self, table_schema: &Schema, file: &FileStatistics) -> bool {
         let Some(pruning) = &self.pruning else {
             return true;
         };
-        if constants.iter().all(Option::is_none) {
+        if file.is_empty() {
             return true;
         }
-        let statistics = ConstantStatistics {
+        let statistics = OneFile {
             schema: table_schema,
-            constants,
+            file,
         };
         pruning
             .prune(&statistics)
@@ -537,10 +560,22 @@ mod tests {
         let in_order = footer(vec![("a", ints(vec![5, 6])), ("b", ints(vec![7, 8]))]);
         assert!(filter.row_groups(&table, &in_order, &scratch).is_empty());
 
-        // A column with one value throughout the file (a partition column).
-        let cat = Some(ScalarValue::Int64(Some(5)));
-        assert!(filter.may_match_constants(&table, &[None, cat]));
-        assert!(!filter.may_match_constants(&table, &[None, Some(ScalarValue::Int64(Some(6)))]));
-        assert!(filter.may_match_constants(&table, &[Some(ScalarValue::Int64(Some(6))), None]));
+        // What the table's metadata knows of a file: `b` is 5 throughout
+        // (a partition value), or between bounds (the log's statistics).
+        let int = |v| Some(ScalarValue::Int64(Some(v)));
+        let file = |b_min, b_max, a: Option<ScalarValue>| FileStatistics {
+            min: vec![a.clone(), b_min],
+            max: vec![a, b_max],
+            nulls: vec![None, Some(0)],
+            rows: Some(10),
+        };
+        assert!(filter.may_match_file(&table, &file(int(5), int(5), None)));
+        assert!(!filter.may_match_file(&table, &file(int(6), int(6), None)));
+        assert!(filter.may_match_file(&table, &file(int(1), int(9), None)));
+        assert!(!filter.may_match_file(&table, &file(int(6), int(9), None)));
+        assert!(
+            filter.may_match_file(&table, &file(None, None, int(6))),
+            "nothing known of b"
+        );
     }
 }

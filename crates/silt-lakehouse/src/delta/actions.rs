@@ -35,6 +35,9 @@ pub struct Add {
     pub size: u64,
     #[serde(default)]
     pub deletion_vector: Option<DeletionVector>,
+    /// The file's statistics (JSON: row count, per-column min, max, nulls).
+    #[serde(default)]
+    pub stats: Option<String>,
 }
 
 /// A data file (with the deletion vector it had) no longer in the table.

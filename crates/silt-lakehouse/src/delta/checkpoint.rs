@@ -1,8 +1,9 @@
 //! Classic Delta checkpoints: a Parquet file (or several parts) holding the
 //! table's state at a version as one action per row. Only the columns that
 //! say which rows the table holds are read (`add`'s path, size, partition
-//! values and deletion vector; `metaData`; `protocol` — not the statistics,
-//! which can be large and of any type); each row is turned into the same
+//! values, deletion vector and statistics as JSON; `metaData`; `protocol` —
+//! not `stats_parsed`, which can be large and of any type); each row is
+//! turned into the same
 //! JSON as a commit's line and parsed by the same code, so both sources of
 //! actions agree by construction.
 
@@ -33,7 +34,7 @@ pub fn parse_checkpoint(path: &str, bytes: Bytes) -> Result<Vec<Action>> {
                 Some("metaData" | "protocol") => true,
                 Some("add") => matches!(
                     parts.get(1).map(String::as_str),
-                    Some("path" | "size" | "partitionValues" | "deletionVector")
+                    Some("path" | "size" | "partitionValues" | "deletionVector" | "stats")
                 ),
                 _ => false,
             }

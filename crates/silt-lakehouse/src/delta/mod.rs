@@ -52,6 +52,8 @@ pub struct DeltaFile {
     /// Its partition columns' values (not in the file), sorted by column;
     /// `None` is null.
     pub partition_values: Vec<(String, Option<String>)>,
+    /// Its statistics as the log gives them (JSON), if any.
+    pub stats: Option<String>,
 }
 
 /// The table at one version.
@@ -87,6 +89,7 @@ impl DeltaSnapshot {
                     path: path.clone(),
                     size: add.size,
                     deletion_vector: add.deletion_vector.clone(),
+                    stats: add.stats.clone(),
                     partition_values: {
                         let mut values: Vec<_> = add.partition_values.clone().into_iter().collect();
                         values.sort();

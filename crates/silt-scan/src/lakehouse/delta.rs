@@ -16,7 +16,7 @@ use silt_lakehouse::delta::deletion_vector::{decode, decode_framed};
 use silt_lakehouse::delta::{DeletionVector, DeltaLog, DeltaSchema, DeltaType, VectorBytes};
 use silt_lakehouse::{ObjectLocator, SnapshotChoice};
 
-use super::{PartitionValues, PositionDeletes, TableFiles, TableStore, external};
+use super::{FileBounds, PartitionValues, PositionDeletes, TableFiles, TableStore, external};
 
 /// Bytes of deletion vectors kept decoded per table (8 per deleted row):
 /// 256 MiB, 32 million deleted rows.
@@ -78,6 +78,11 @@ impl DeltaSnapshots {
             files: store.data_files(data, &schema),
             deletes: PositionDeletes::from_unsorted(deleted),
             partitions: PartitionValues::new(partitions),
+            bounds: FileBounds::from_json(
+                files
+                    .iter()
+                    .filter_map(|f| Some((store.store.qualify(&f.path), f.stats.clone()?))),
+            ),
             snapshot_id: i64::try_from(snapshot.version).ok(),
             schema: Some(schema),
             metadata_path: Some(snapshot.commit_path.clone()),

@@ -90,6 +90,7 @@ impl IcebergSnapshots {
             files,
             deletes,
             partitions: Default::default(),
+            bounds: Default::default(),
             snapshot_id,
             schema: Some(schema),
             metadata_path: Some(table.metadata_path.clone()),

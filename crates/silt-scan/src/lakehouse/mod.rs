@@ -21,6 +21,7 @@
 //! pointer is, and how a snapshot's files, schema and deletes are read
 //! ([`iceberg::IcebergSnapshots`], [`delta::DeltaSnapshots`]).
 
+mod bounds;
 mod deletes;
 pub mod delta;
 pub mod iceberg;
@@ -42,6 +43,7 @@ use parking_lot::Mutex;
 use silt_cache::{CacheError, CachedStore, Freshness, ObjectVersion, ValidationGate};
 use silt_lakehouse::{ObjectLocator, SnapshotChoice};
 
+pub use bounds::FileBounds;
 pub use deletes::{DeleteFiles, PositionDeletes};
 pub use partitions::PartitionValues;
 pub use schema::arrow_schema;
@@ -56,6 +58,9 @@ pub struct TableFiles {
     pub deletes: PositionDeletes,
     /// Values of partition columns kept outside the files (Delta).
     pub partitions: PartitionValues,
+    /// What the metadata says of each file's values (Delta's statistics):
+    /// files they rule out are not opened.
+    pub bounds: FileBounds,
     /// The snapshot the files are of (lakehouse tables).
     pub snapshot_id: Option<i64>,
     /// The snapshot's schema (lakehouse tables): what its scans read.
