@@ -12,13 +12,16 @@ use datafusion::common::ScalarValue;
 use datafusion::error::{DataFusionError, Result};
 use object_store::path::Path;
 
-/// Per data file (namespaced path), its partition columns' values as the
-/// table's metadata spells them (`None`: null). Cheap to clone.
+/// One file's partition columns' values as the table's metadata spells
+/// them, by column name (`None`: null).
+pub type FileValues = Vec<(String, Option<String>)>;
+
+/// Per data file (namespaced path), its [`FileValues`]. Cheap to clone.
 #[derive(Debug, Clone, Default)]
-pub struct PartitionValues(Arc<HashMap<Path, Vec<(String, Option<String>)>>>);
+pub struct PartitionValues(Arc<HashMap<Path, FileValues>>);
 
 impl PartitionValues {
-    pub fn new(per_file: HashMap<Path, Vec<(String, Option<String>)>>) -> Self {
+    pub fn new(per_file: HashMap<Path, FileValues>) -> Self {
         PartitionValues(Arc::new(per_file.into_iter().filter(|(_, v)| !v.is_empty()).collect()))
     }
 
