@@ -11,13 +11,11 @@
 
 use std::path::{Path, PathBuf};
 
-use silt_server::ServerConfig;
-use silt_server::config::TableConfig;
-
-use crate::common::{answer, check_same, client, metric, pushdown_client};
+use crate::common::{answer, check_same, client, pushdown_client};
 use crate::flight_sql::{fetch, flight_sql_client_at};
 use crate::iceberg::{
-    Fixture, QUERIES, check_all, commits_during_queries_never_mix, expected_ctx, flight_error, run_fixture,
+    Fixture, check_all, check_flight, commits_during_queries_never_mix, expected_ctx, flight_error, render,
+    run_fixture, serve_tables, store_requests,
 };
 
 const SCRIPT: &str = "delta_server_fixture.py";
@@ -67,25 +65,7 @@ async fn serve_created_table() -> Served {
     let table = warehouse.join("events");
     let created = run_fixture(SCRIPT, &table, "create");
     let location = created["table_location"].as_str().unwrap().to_string();
-    let cache = tempfile::tempdir().unwrap();
-    let mut cfg = ServerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        cache_dir: cache.path().to_path_buf(),
-        ..Default::default()
-    };
-    for (name, url) in [
-        ("events", format!("delta+{location}")),
-        ("folder", format!("{location}/")),
-    ] {
-        cfg.tables.insert(
-            name.into(),
-            TableConfig {
-                url,
-                ..Default::default()
-            },
-        );
-    }
-    let server = silt_server::start(cfg).await.expect("start server");
+    let (server, cache) = serve_tables(&[("events", format!("delta+{location}"))], |_| {}).await;
     Served {
         warehouse,
         table,
@@ -120,12 +100,7 @@ async fn delta_tables_answer_as_duckdb_reads_each_version() {
     );
 
     // Warm: the only store request of a query is the LIST of the log.
-    let requests = || {
-        ["get", "head", "list"]
-            .iter()
-            .map(|kind| metric(&server, &format!("silt_object_store_{kind}_requests_total")))
-            .sum::<f64>()
-    };
+    let requests = || store_requests(&server);
     let before = requests();
     answer(&pushdown, "SELECT cat, count(*) FROM events GROUP BY cat").await;
     let warm = requests() - before;
@@ -155,16 +130,7 @@ async fn delta_tables_answer_as_duckdb_reads_each_version() {
     // Flight SQL (the server plans), and time travel by version and by
     // commit time, every version in its own schema.
     let mut flight = flight_sql_client_at(&server.flight_url()).await;
-    let render = |b: &[datafusion::arrow::array::RecordBatch]| {
-        datafusion::arrow::util::pretty::pretty_format_batches(b)
-            .unwrap()
-            .to_string()
-    };
-    for sql in QUERIES {
-        let info = flight.execute(sql.to_string(), None).await.unwrap();
-        let got = fetch(&mut flight, info).await;
-        assert_eq!(render(&got), render(&answer(&expected, sql).await), "{sql}");
-    }
+    check_flight(&mut flight, &expected).await;
     let summary = "SELECT count(*) AS n, sum(id) AS s, min(v) AS lo FROM";
     let versions: Vec<u64> = more["versions"]
         .as_array()
@@ -305,21 +271,8 @@ async fn delta_tables_read_over_s3() {
     let table = warehouse.join("events");
     let created = run_fixture(SCRIPT, &table, "create");
     let s3 = silt_bench::local_s3::LocalS3::start(&root).await.unwrap();
-    let cache = tempfile::tempdir().unwrap();
-    let mut cfg = ServerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        cache_dir: cache.path().to_path_buf(),
-        s3: s3.s3_settings(),
-        ..Default::default()
-    };
-    cfg.tables.insert(
-        "events".into(),
-        TableConfig {
-            url: "delta+s3://lake/events".into(),
-            ..Default::default()
-        },
-    );
-    let server = silt_server::start(cfg).await.expect("start server");
+    let tables = [("events", "delta+s3://lake/events".to_string())];
+    let (server, _cache) = serve_tables(&tables, |cfg| cfg.s3 = s3.s3_settings()).await;
     let pushdown = pushdown_client(&server).await;
     let current = created["current_version"].as_i64().unwrap();
     check_all(&pushdown, &warehouse, current, "over S3, after create").await;

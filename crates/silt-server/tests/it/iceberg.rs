@@ -64,6 +64,60 @@ pub(crate) async fn check_all(silt: &SessionContext, warehouse: &Path, snapshot:
     }
 }
 
+/// Store requests (GET, HEAD, LIST) the server has made so far.
+pub(crate) fn store_requests(server: &silt_server::ServerHandle) -> f64 {
+    ["get", "head", "list"]
+        .iter()
+        .map(|kind| metric(server, &format!("silt_object_store_{kind}_requests_total")))
+        .sum()
+}
+
+/// Batches as a table of text (Flight SQL sends strings as Utf8 where
+/// DataFusion reads views: answers are compared as rendered).
+pub(crate) fn render(batches: &[datafusion::arrow::array::RecordBatch]) -> String {
+    datafusion::arrow::util::pretty::pretty_format_batches(batches)
+        .unwrap()
+        .to_string()
+}
+
+/// Every one of [`QUERIES`], planned by the server (plain Flight SQL),
+/// answers as `expected` does.
+pub(crate) async fn check_flight(
+    flight: &mut arrow_flight::sql::client::FlightSqlServiceClient<tonic::transport::Channel>,
+    expected: &SessionContext,
+) {
+    for sql in QUERIES {
+        let info = flight.execute(sql.to_string(), None).await.unwrap();
+        let got = fetch(flight, info).await;
+        assert_eq!(render(&got), render(&answer(expected, sql).await), "{sql}");
+    }
+}
+
+/// A server (its cache in a new folder) with `tables` (name, URL), its
+/// config otherwise the default after `configure`.
+pub(crate) async fn serve_tables(
+    tables: &[(&str, String)],
+    configure: impl FnOnce(&mut ServerConfig),
+) -> (silt_server::ServerHandle, tempfile::TempDir) {
+    let cache = tempfile::tempdir().unwrap();
+    let mut cfg = ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        cache_dir: cache.path().to_path_buf(),
+        ..Default::default()
+    };
+    for (name, url) in tables {
+        cfg.tables.insert(
+            name.to_string(),
+            TableConfig {
+                url: url.clone(),
+                ..Default::default()
+            },
+        );
+    }
+    configure(&mut cfg);
+    (silt_server::start(cfg).await.expect("start server"), cache)
+}
+
 /// The error of a Flight SQL query that must fail (at planning or while
 /// its results stream).
 pub(crate) async fn flight_error(
@@ -99,25 +153,11 @@ async fn serve_created_table() -> Served {
     let warehouse = dir.path().canonicalize().unwrap();
     let created = fixture_phase(&warehouse, "create");
     let location = created["table_location"].as_str().unwrap().to_string();
-    let cache = tempfile::tempdir().unwrap();
-    let mut cfg = ServerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        cache_dir: cache.path().to_path_buf(),
-        ..Default::default()
-    };
-    for (name, url) in [
+    let tables = [
         ("events", format!("iceberg+{location}")),
         ("folder", format!("{location}/data/")),
-    ] {
-        cfg.tables.insert(
-            name.into(),
-            TableConfig {
-                url,
-                ..Default::default()
-            },
-        );
-    }
-    let server = silt_server::start(cfg).await.expect("start server");
+    ];
+    let (server, cache) = serve_tables(&tables, |_| {}).await;
     Served {
         warehouse,
         created,
@@ -150,12 +190,7 @@ async fn iceberg_tables_answer_as_pyiceberg_reads_each_snapshot() {
 
     // Warm: the only store request of a query is the metadata pointer (the
     // LIST of `metadata/`: pyiceberg's SQL catalog writes no version hint).
-    let requests = || {
-        ["get", "head", "list"]
-            .iter()
-            .map(|kind| metric(&server, &format!("silt_object_store_{kind}_requests_total")))
-            .sum::<f64>()
-    };
+    let requests = || store_requests(&server);
     let before = requests();
     answer(&pushdown, "SELECT cat, count(*) FROM events GROUP BY cat").await;
     let warm = requests() - before;
@@ -193,18 +228,7 @@ async fn iceberg_tables_answer_as_pyiceberg_reads_each_snapshot() {
     // Plain Flight SQL (the server plans the SQL) reads the same snapshot,
     // and silt_system shows which.
     let mut flight = flight_sql_client_at(&server.flight_url()).await;
-    // (Every query's answer is ordered or one row; Flight SQL sends strings
-    // as Utf8 where DataFusion reads views: compared as rendered.)
-    let render = |b: &[datafusion::arrow::array::RecordBatch]| {
-        datafusion::arrow::util::pretty::pretty_format_batches(b)
-            .unwrap()
-            .to_string()
-    };
-    for sql in QUERIES {
-        let info = flight.execute(sql.to_string(), None).await.unwrap();
-        let got = fetch(&mut flight, info).await;
-        assert_eq!(render(&got), render(&answer(&expected, sql).await), "{sql}");
-    }
+    check_flight(&mut flight, &expected).await;
     // Time travel through Flight SQL: every snapshot by id, and by the time
     // it was committed (`"events@<RFC 3339>"`), in that snapshot's schema.
     let summary = "SELECT count(*) AS n, sum(id) AS s, min(v) AS lo FROM";
