@@ -40,18 +40,8 @@ import pyarrow.parquet as pq
 from deltalake import DeltaTable, QueryBuilder, WriterProperties, write_deltalake
 from pyroaring import BitMap
 
-
-
-def rows(first, count, extra=False):
-    ids = list(range(first, first + count))
-    columns = {
-        "id": pa.array(ids, pa.int64()),
-        "cat": pa.array(["abc"[i % 3] for i in ids], pa.string()),
-        "v": pa.array([i * 0.5 for i in ids], pa.float64()),
-    }
-    if extra:
-        columns["note"] = pa.array([f"n{i % 7}" for i in ids], pa.string())
-    return pa.table(columns)
+sys.path.insert(0, str(Path(__file__).parent))
+from iceberg_server_fixture import rows  # noqa: E402 (the same rows as the Iceberg tests)
 
 
 def write(path, table, **kwargs):
