@@ -275,19 +275,10 @@ impl CachedParquetTable {
             ));
         }
         let snapshot = self.table_files(state).await?;
-        if !snapshot.deletes.is_empty() {
-            return Err(DataFusionError::Plan(
-                "the table's snapshot deletes rows by position: scans go to the server, which applies the deletes, \
-                 so it has no row-group layout for a client cache"
-                    .into(),
-            ));
-        }
-        if !snapshot.partitions.is_empty() {
-            return Err(DataFusionError::Plan(
-                "the table keeps partition values outside its files: scans go to the server, which fills them in, \
-                 so it has no row-group layout for a client cache"
-                    .into(),
-            ));
+        if let Some(reason) = snapshot.scan_only() {
+            return Err(DataFusionError::Plan(format!(
+                "{reason}: its scans go to the server, so it has no row-group layout for a client cache"
+            )));
         }
         let files = &snapshot.files;
         let reads = files.iter().cloned().map(|meta| {

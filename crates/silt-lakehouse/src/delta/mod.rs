@@ -140,7 +140,12 @@ pub fn file_path(root: &Path, locator: &ObjectLocator, spelled: &str) -> Result<
         what: "Delta file path",
         reason: e.to_string(),
     })?;
-    Ok(root.parts().chain(relative.parts()).collect())
+    Ok(below(root, &relative))
+}
+
+/// `relative` below the folder `root`.
+pub fn below(root: &Path, relative: &Path) -> Path {
+    root.parts().chain(relative.parts()).collect()
 }
 
 /// One log file listed.

@@ -13,7 +13,7 @@ use futures::{StreamExt, TryStreamExt};
 use object_store::ObjectStoreExt;
 use object_store::path::Path;
 use silt_lakehouse::delta::deletion_vector::{decode, decode_framed};
-use silt_lakehouse::delta::{DeletionVector, DeltaLog, DeltaSchema, DeltaType, VectorBytes};
+use silt_lakehouse::delta::{DeletionVector, DeltaLog, DeltaSchema, DeltaType, VectorBytes, below};
 use silt_lakehouse::{ObjectLocator, SnapshotChoice};
 
 use super::{FileBounds, PartitionValues, PositionDeletes, TableFiles, TableStore, external};
@@ -104,11 +104,8 @@ impl DeltaSnapshots {
                 size,
             } => {
                 let path = if relative {
-                    self.log
-                        .root()
-                        .parts()
-                        .chain(Path::from(path.as_str()).parts())
-                        .collect()
+                    // Named by the protocol's rule, not URL-encoded.
+                    below(self.log.root(), &Path::from(path.as_str()))
                 } else {
                     store.locator.path(&path).map_err(external)?
                 };

@@ -70,6 +70,23 @@ pub struct TableFiles {
     pub metadata_path: Option<Path>,
 }
 
+impl TableFiles {
+    /// Why only the server's scan reads this snapshot right, if it does:
+    /// rows deleted by position, or partition values kept outside the
+    /// files, are applied there and nowhere else (not by lookups, which
+    /// read rows straight from pages, nor by a client decoding row groups
+    /// itself).
+    pub fn scan_only(&self) -> Option<&'static str> {
+        if !self.deletes.is_empty() {
+            Some("the table's snapshot deletes rows by position, which only the server's scan applies")
+        } else if !self.partitions.is_empty() {
+            Some("the table keeps partition values outside its files, which only the server's scan fills in")
+        } else {
+            None
+        }
+    }
+}
+
 /// What differs between table formats: where a table's current pointer is
 /// and how a snapshot's files are read. Both are given the table's
 /// [`TableStore`] (its store and the naming of its files).

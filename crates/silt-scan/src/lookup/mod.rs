@@ -163,15 +163,12 @@ pub async fn lookup(
         return Ok(outcome);
     }
     let snapshot = table.table_files_gated(state, gate).await?;
-    if !snapshot.deletes.is_empty() || !snapshot.partitions.is_empty() {
-        // Lookups read matching rows straight from pages and batches; they
-        // do not apply deletes (a deleted row must not be returned) nor fill
-        // in partition values kept outside the files, yet.
-        return Err(DataFusionError::NotImplemented(
-            "lookups on a table whose snapshot deletes rows by position or keeps partition values outside its \
-             files; run the query as SQL"
-                .into(),
-        ));
+    if let Some(reason) = snapshot.scan_only() {
+        // A deleted row must never be returned, nor a partition column be
+        // null: lookups read rows straight from pages and batches.
+        return Err(DataFusionError::NotImplemented(format!(
+            "lookups: {reason}; run the query as SQL"
+        )));
     }
     for meta in snapshot.files.iter() {
         let index = indexes.get(table, meta, request.key_column).await?;
