@@ -18,11 +18,13 @@ use crate::{CachedColumn, ChunkKey};
 type Published = Arc<Vec<CachedColumn>>;
 
 /// What [`DecodeFlights::claim`] gives.
-pub enum DecodeClaim {
-    /// Nobody is decoding the chunk: decode it, admit its batches, then
-    /// [`publish`](DecodeGuard::publish) them (or drop the guard on failure):
-    /// either wakes the waiters.
-    Decode(DecodeGuard),
+pub enum DecodeClaim<'a> {
+    /// Nobody is decoding the chunk: look in the memory tier once more (a
+    /// decode that ended between the caller's miss and this claim has
+    /// admitted its batches: [`DecodeGuard::share`] them), else decode it,
+    /// admit its batches, then [`publish`](DecodeGuard::publish) them (or
+    /// drop the guard on failure): each wakes the waiters.
+    Decode(DecodeGuard<'a>),
     /// Another scan is decoding it: [`wait`](DecodeFlights::wait) for its
     /// batches (and decode only if it gives none: the decoder failed or was
     /// cancelled).
@@ -31,12 +33,24 @@ pub enum DecodeClaim {
 
 /// The right to decode one chunk. Dropped (done, failed or cancelled), it
 /// forgets the claim and wakes every waiter.
-pub struct DecodeGuard(Leader<ChunkKey, Published>);
+pub struct DecodeGuard<'a> {
+    leader: Leader<ChunkKey, Published>,
+    decoded: &'a AtomicU64,
+}
 
-impl DecodeGuard {
-    /// Hands the decoded `batches` to every waiter, and ends the claim.
+impl DecodeGuard<'_> {
+    /// Hands the decoded `batches` to every waiter, counts one decode, and
+    /// ends the claim.
     pub fn publish(self, batches: &[CachedColumn]) {
-        self.0.publish(Arc::new(batches.to_vec()));
+        self.decoded.fetch_add(1, Ordering::Relaxed);
+        self.leader.publish(Arc::new(batches.to_vec()));
+    }
+
+    /// Hands `batches` the memory tier already held to every waiter (no
+    /// decode: another scan's ended just before this claim), and ends the
+    /// claim.
+    pub fn share(self, batches: &[CachedColumn]) {
+        self.leader.publish(Arc::new(batches.to_vec()));
     }
 }
 
@@ -50,12 +64,12 @@ pub struct DecodeFlights {
 
 impl DecodeFlights {
     /// Claims `chunk`: the first caller decodes, later ones wait.
-    pub fn claim(&self, chunk: ChunkKey) -> DecodeClaim {
+    pub fn claim(&self, chunk: ChunkKey) -> DecodeClaim<'_> {
         match self.chunks.claim(&chunk) {
-            Claim::Lead(leader) => {
-                self.decoded.fetch_add(1, Ordering::Relaxed);
-                DecodeClaim::Decode(DecodeGuard(leader))
-            }
+            Claim::Lead(leader) => DecodeClaim::Decode(DecodeGuard {
+                leader,
+                decoded: &self.decoded,
+            }),
             Claim::Follow(follower) | Claim::LeadBeside { follower, .. } => {
                 self.waited.fetch_add(1, Ordering::Relaxed);
                 DecodeClaim::Wait(follower)
@@ -69,7 +83,8 @@ impl DecodeFlights {
         rx.wait().await.map(|batches| batches.to_vec())
     }
 
-    /// (chunk decodes claimed, waits on another scan's decode) since start.
+    /// (chunk decodes published, waits on another scan's decode) since
+    /// start. A decode that failed or was cancelled is not counted.
     pub fn counts(&self) -> (u64, u64) {
         (
             self.decoded.load(Ordering::Relaxed),
@@ -102,7 +117,7 @@ mod tests {
         assert!(!waiter.is_finished());
         drop(guard);
         assert!(waiter.await.unwrap().is_none(), "a dropped decode publishes nothing");
-        assert_eq!((flights.counts(), flights.in_flight()), ((1, 1), 0));
+        assert_eq!((flights.counts(), flights.in_flight()), ((0, 1), 0));
         assert!(matches!(flights.claim(id), DecodeClaim::Decode(_)));
     }
 
@@ -126,6 +141,6 @@ mod tests {
             let got = waiter.await.unwrap().expect("published");
             assert!(matches!(&got[..], [CachedColumn::Arrow(a)] if a == &array));
         }
-        assert_eq!(flights.in_flight(), 0);
+        assert_eq!((flights.counts(), flights.in_flight()), ((1, 2), 0));
     }
 }

@@ -220,10 +220,18 @@ impl ColumnLoader {
             let (mut mine, mut guards, mut waits) = (Vec::new(), Vec::new(), Vec::new());
             for slot in to_decode {
                 match flights.claim(file.chunk_key(rg, columns[slot])) {
-                    DecodeClaim::Decode(guard) => {
-                        mine.push(slot);
-                        guards.push(guard);
-                    }
+                    // A decode that ended between the miss above and this
+                    // claim has admitted its batches: take them.
+                    DecodeClaim::Decode(guard) => match self.cached(file, rg, columns[slot], lengths.len()) {
+                        Some(arrays) => {
+                            guard.share(&arrays);
+                            out[slot] = Some(arrays);
+                        }
+                        None => {
+                            mine.push(slot);
+                            guards.push(guard);
+                        }
+                    },
                     DecodeClaim::Wait(rx) => waits.push((slot, rx)),
                 }
             }
