@@ -9,6 +9,8 @@ PHASE `more` commits to the same table: position deletes (a merge-on-read
 delete: pyiceberg does not write them, so this script writes the delete
 file, its delete manifest and the snapshot to the Iceberg spec, and commits
 it through pyiceberg's catalog), an added column and an append that fills it.
+PHASE `evolve` (after `create`) renames a column, gives its old name to a
+new column and promotes an int column to long, appending between.
 PHASE `append` appends a few rows. PHASE `appends N` commits N appends of
 100 rows and prints nothing (for commits made while queries run).
 
@@ -44,7 +46,7 @@ from pyiceberg.table.refs import SnapshotRefType
 from pyiceberg.table.snapshots import Operation, Snapshot, Summary
 from pyiceberg.table.update import AddSnapshotUpdate, AssertRefSnapshotId, SetSnapshotRefUpdate
 from pyiceberg.transforms import BucketTransform, IdentityTransform
-from pyiceberg.types import DoubleType, LongType, NestedField, StringType
+from pyiceberg.types import DoubleType, IntegerType, LongType, NestedField, StringType
 
 
 def rows(first, count, extra=False):
@@ -199,6 +201,36 @@ def more(catalog):
     table.overwrite(b, overwrite_filter=EqualTo("cat", "b"))
 
 
+def evolve(catalog):
+    """Schema changes that only reading by field id gets right: `v` renamed
+    to `amount`, a new string column given the old name `v` (older files'
+    `v` is another column), an int column `qty` added and then promoted to
+    long, with appends between (ids from 50000)."""
+    table = catalog.load_table("db.events")
+    with table.update_schema() as update:
+        update.rename_column("v", "amount")
+    with catalog.load_table("db.events").update_schema() as update:
+        update.add_column("v", StringType())
+        update.add_column("qty", IntegerType())
+
+    def evolved(first, count, qty_type, qty_base):
+        ids = list(range(first, first + count))
+        return pa.table(
+            {
+                "id": pa.array(ids, pa.int64()),
+                "cat": pa.array(["abc"[i % 3] for i in ids], pa.string()),
+                "amount": pa.array([i * 0.25 for i in ids], pa.float64()),
+                "v": pa.array([f"x{i % 11}" if i % 5 else None for i in ids], pa.string()),
+                "qty": pa.array([qty_base + i % 13 for i in ids], qty_type),
+            }
+        )
+
+    catalog.load_table("db.events").append(evolved(50000, 500, pa.int32(), 0))
+    with catalog.load_table("db.events").update_schema() as update:
+        update.update_column("qty", LongType())
+    catalog.load_table("db.events").append(evolved(51000, 300, pa.int64(), 3_000_000_000))
+
+
 def appends(catalog, count):
     """`count` commits of 100 rows each, as fast as the catalog takes them."""
     for _ in range(count):
@@ -234,7 +266,7 @@ def main():
     if phase == "appends":
         appends(catalog, int(sys.argv[3]))
         return
-    {"create": create, "more": more, "append": append}[phase](catalog)
+    {"create": create, "more": more, "append": append, "evolve": evolve}[phase](catalog)
     print(json.dumps(describe(catalog, warehouse)))
 
 

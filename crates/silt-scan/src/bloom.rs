@@ -23,9 +23,9 @@ use datafusion::datasource::physical_plan::parquet::BloomFilterStatistics;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::cache::cache_manager::{CachedFileMetadataEntry, FileMetadata, FileMetadataCache};
 use datafusion::parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
-use datafusion::parquet::arrow::parquet_column;
 use datafusion::parquet::basic::Type as PhysicalType;
 use datafusion::parquet::bloom_filter::Sbbf;
+use datafusion::parquet::schema::types::SchemaDescriptor;
 use silt_cache::{CacheError, CachedStore};
 
 use crate::column_loader::FileContext;
@@ -128,7 +128,8 @@ pub async fn row_group_bloom_filters(
     let descr = file.reader.metadata().file_metadata().schema_descr();
     let mut filters = BloomFilterStatistics::with_capacity(columns.len());
     for name in columns {
-        let Some((leaf, _)) = parquet_column(descr, file.reader.schema(), name) else {
+        let root = table_schema.index_of(name).ok().and_then(|c| file.file_columns[c]);
+        let Some(leaf) = root.and_then(|root| primitive_leaf(descr, root)) else {
             continue;
         };
         let physical = descr.column(leaf).physical_type();
@@ -151,6 +152,15 @@ pub async fn row_group_bloom_filters(
         }
     }
     Ok(filters)
+}
+
+/// The leaf column of root column `root` if it is a primitive column (one
+/// leaf, the only kind with a bloom filter DataFusion checks).
+fn primitive_leaf(descr: &SchemaDescriptor, root: usize) -> Option<usize> {
+    if !descr.root_schema().get_fields().get(root)?.is_primitive() {
+        return None;
+    }
+    (0..descr.num_columns()).find(|&leaf| descr.get_column_root_idx(leaf) == root)
 }
 
 /// Whether literals of the table type `data_type` hash (for a bloom-filter

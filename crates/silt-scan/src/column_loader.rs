@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use crate::chunks::column_chunk_ranges;
+use crate::file_columns::file_columns;
 use crate::file_reader::CachedFileReader;
 use datafusion::arrow::array::{Array, ArrayRef, new_empty_array, new_null_array};
 use datafusion::arrow::compute::concat;
@@ -33,7 +34,8 @@ pub struct FileContext {
     /// Decoded footer, with the Arrow schema the reader produces.
     pub reader: ArrowReaderMetadata,
     /// For each table column, its root column index in the file (`None`
-    /// when the file lacks it: read as its constant, else as nulls).
+    /// when the file lacks it: read as its constant, else as nulls), as
+    /// [`file_columns`] matches them.
     pub file_columns: Vec<Option<usize>>,
     /// For each table column the file lacks, the value it has throughout
     /// the file, if any (a Delta partition column: [`Self::with_constants`]);
@@ -51,15 +53,19 @@ impl FileContext {
         metadata: Arc<ParquetMetaData>,
         table_schema: &Schema,
     ) -> Result<Self> {
+        let file_columns = file_columns(table_schema, &metadata);
         let plain = ArrowReaderMetadata::try_new(metadata.clone(), ArrowReaderOptions::new())?;
         let hinted: Vec<Arc<Field>> = plain
             .schema()
             .fields()
             .iter()
-            .map(|f| match table_schema.field_with_name(f.name()) {
-                Ok(t) if t.data_type() != f.data_type() => {
-                    Arc::new(f.as_ref().clone().with_data_type(t.data_type().clone()))
-                }
+            .enumerate()
+            .map(|(root, f)| match file_columns.iter().position(|&c| c == Some(root)) {
+                Some(t) if table_schema.field(t).data_type() != f.data_type() => Arc::new(
+                    f.as_ref()
+                        .clone()
+                        .with_data_type(table_schema.field(t).data_type().clone()),
+                ),
                 _ => f.clone(),
             })
             .collect();
@@ -68,11 +74,6 @@ impl FileContext {
             ArrowReaderOptions::new().with_schema(Arc::new(Schema::new(hinted))),
         )
         .unwrap_or(plain);
-        let file_columns = table_schema
-            .fields()
-            .iter()
-            .map(|f| reader.schema().index_of(f.name()).ok())
-            .collect();
         Ok(FileContext {
             meta,
             object,
@@ -453,11 +454,14 @@ impl ColumnLoader {
         for batch in &batches {
             for (slot, &c) in columns.iter().enumerate() {
                 let field = self.table_schema.field(c);
-                if file.file_columns[c].is_none() {
+                let Some(root) = file.file_columns[c] else {
                     out[slot].push(file.absent_column(c, field.data_type(), batch.num_rows())?);
                     continue;
-                }
-                let array = batch.column_by_name(field.name()).ok_or_else(|| {
+                };
+                // By the file's name of the column (a renamed column's
+                // differs from the table's).
+                let name = file.reader.schema().field(root).name();
+                let array = batch.column_by_name(name).ok_or_else(|| {
                     DataFusionError::Internal(format!("column {} missing from decoded batch", field.name()))
                 })?;
                 let array = conform(array, field.data_type()).map_err(|e| {

@@ -4,7 +4,9 @@
 //!   the server's DataFusion context.
 //! * [`cached_table`], [`cached_scan`], [`column_loader`], [`scan_filter`]:
 //!   the scan of a table's row groups over the memory tier of decoded
-//!   column batches, with statistics pruning and late materialization.
+//!   column batches, with statistics pruning and late materialization;
+//!   [`file_columns`]: which file column is which table column (by name,
+//!   or by field id for Iceberg tables).
 //! * [`pruning`], [`bloom`]: what of a file a scan reads — row groups by
 //!   statistics and bloom filters, rows by the page index — and the bloom
 //!   filters themselves, cached per object version; [`scan_metrics`]: the
@@ -23,6 +25,7 @@ pub mod cached_scan;
 pub mod cached_table;
 pub mod chunks;
 pub mod column_loader;
+pub mod file_columns;
 pub mod file_reader;
 pub mod footer;
 pub mod lakehouse;

@@ -31,6 +31,7 @@ use datafusion::physical_optimizer::pruning::{PruningPredicate, PruningPredicate
 use silt_cache::CachedColumn;
 use silt_liquid::LiquidPredicate;
 
+use crate::file_columns::{file_columns, in_table_order};
 use crate::liquid_predicate;
 
 /// A predicate bound to one file's column order.
@@ -46,18 +47,14 @@ struct FilePruning {
 /// pruning finds a column's statistics by its position among the Arrow
 /// fields, so with the table's schema such a file would be pruned by
 /// another column's statistics (wrong answers). This is the file's own
-/// columns in the file's order, each with the table's type where the table
-/// has it, then the table's columns the file lacks (no statistics: they
-/// prune nothing).
+/// columns in the file's order, each as the table column it holds
+/// ([`file_columns`]: its name and type; a file column the table does not
+/// have keeps a name no table column has), then the table's columns the
+/// file lacks (no statistics: they prune nothing).
 fn pruning_schema(table_schema: &Schema, metadata: &ParquetMetaData) -> Option<Result<Schema>> {
     let descr = metadata.file_metadata().schema_descr();
-    let roots = descr.root_schema().get_fields();
-    let same_order = roots.len() == table_schema.fields().len()
-        && roots
-            .iter()
-            .zip(table_schema.fields())
-            .all(|(r, f)| r.name() == f.name());
-    if same_order {
+    let columns = file_columns(table_schema, metadata);
+    if in_table_order(&columns, descr.root_schema().get_fields().len()) {
         return None;
     }
     let file = match parquet_to_arrow_schema(descr, None) {
@@ -67,13 +64,18 @@ fn pruning_schema(table_schema: &Schema, metadata: &ParquetMetaData) -> Option<R
     let mut fields: Vec<FieldRef> = file
         .fields()
         .iter()
-        .map(|f| match table_schema.field_with_name(f.name()) {
-            Ok(t) => Arc::new(t.clone()),
-            Err(_) => f.clone(),
+        .enumerate()
+        .map(|(root, f)| match columns.iter().position(|&c| c == Some(root)) {
+            Some(t) => Arc::new(table_schema.field(t).clone()),
+            None => Arc::new(
+                f.as_ref()
+                    .clone()
+                    .with_name(format!("{} (file column {root})", f.name())),
+            ),
         })
         .collect();
-    for field in table_schema.fields() {
-        if file.field_with_name(field.name()).is_err() {
+    for (field, column) in table_schema.fields().iter().zip(&columns) {
+        if column.is_none() {
             fields.push(field.clone());
         }
     }

@@ -13,7 +13,8 @@ use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
 use object_store::ObjectMeta;
 use silt_cache::{ChunkKey, PinnedObject, ReservedChunk};
 
-use crate::chunks::{column_chunk_ranges, root_indices};
+use crate::chunks::column_chunk_ranges;
+use crate::file_columns::file_columns;
 use crate::scan_filter::ScanFilter;
 use crate::scope::ScopedRowGroups;
 
@@ -36,7 +37,6 @@ pub fn scan_set_chunks(
     scoped: Option<&ScopedRowGroups>,
 ) -> Vec<ReservedChunk> {
     let scratch = ParquetFileMetrics::new(0, "", &ExecutionPlanMetricsSet::new());
-    let names: Vec<String> = needed.iter().map(|&c| table_schema.field(c).name().clone()).collect();
     let mut chunks = Vec::new();
     for file in files {
         let metadata = file.metadata.as_ref();
@@ -45,12 +45,13 @@ pub fn scan_set_chunks(
             None => (0..metadata.num_row_groups()).collect(),
         };
         let wanted = scoped.map(|s| s.get(&file.meta.location));
+        let roots = file_columns(table_schema, metadata);
         for rg in groups {
             if wanted.is_some_and(|w| w.is_none_or(|w| !w.contains_key(&rg))) {
                 continue;
             }
-            for (&column, name) in needed.iter().zip(&names) {
-                let Some(&root) = root_indices(metadata, std::slice::from_ref(name)).first() else {
+            for &column in needed {
+                let Some(root) = roots[column] else {
                     continue; // the file lacks it: read as nulls, nothing to hold
                 };
                 chunks.push(ReservedChunk {

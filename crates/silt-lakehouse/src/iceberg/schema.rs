@@ -1,6 +1,8 @@
 //! Table schemas (Iceberg spec, "Schemas and Data Types"): fields with ids,
 //! which is how a column is known across renames and reorders.
 
+use std::collections::HashMap;
+
 use serde_json::Value;
 
 use super::metadata::{Snapshot, TableMetadata};
@@ -70,6 +72,35 @@ impl TableMetadata {
         .or(self.schemas.last())
         .ok_or_else(|| self.invalid("no schema"))?;
         IcebergSchema::parse(json).map_err(|reason| self.invalid(&reason))
+    }
+
+    /// Whether some column's name or type differs between the table's
+    /// schemas: a rename, a type promotion, or a dropped column's name
+    /// given to a new one. Then older data files name or type a column
+    /// otherwise than the table does, and only a reader that matches
+    /// columns by field id and casts reads them right. Columns only added
+    /// or dropped do not count. Schemas that do not parse count as changed.
+    pub fn columns_changed(&self) -> bool {
+        let mut by_id: HashMap<i32, (&str, &IcebergType)> = HashMap::new();
+        let mut by_name: HashMap<&str, i32> = HashMap::new();
+        let schemas: Vec<IcebergSchema> = match self
+            .schemas
+            .iter()
+            .chain(&self.schema)
+            .map(IcebergSchema::parse)
+            .collect()
+        {
+            Ok(schemas) => schemas,
+            Err(_) => return true,
+        };
+        for field in schemas.iter().flat_map(|s| &s.fields) {
+            let same_id = by_id.entry(field.id).or_insert((&field.name, &field.field_type));
+            let same_name = by_name.entry(&field.name).or_insert(field.id);
+            if *same_id != (field.name.as_str(), &field.field_type) || *same_name != field.id {
+                return true;
+            }
+        }
+        false
     }
 
     fn invalid(&self, reason: &str) -> LakehouseError {
@@ -192,6 +223,39 @@ mod tests {
             ]
         );
         assert!(schema.fields[0].required);
+
+        let schemas = |evolved: &str| -> TableMetadata {
+            serde_json::from_value(serde_json::json!({
+                "format-version": 2, "location": "file:///t", "last-updated-ms": 0,
+                "schemas": [
+                    {"type": "struct", "schema-id": 0, "fields": [
+                        {"id": 1, "name": "id", "required": true, "type": "long"},
+                        {"id": 2, "name": "v", "required": false, "type": "int"}]},
+                    serde_json::from_str::<Value>(evolved).unwrap()
+                ]
+            }))
+            .unwrap()
+        };
+        for (evolved, changed) in [
+            (
+                r#"{"fields": [{"id": 1, "name": "id", "type": "long"}, {"id": 3, "name": "w", "type": "int"}]}"#,
+                false,
+            ),
+            (
+                r#"{"fields": [{"id": 1, "name": "id", "type": "long"}, {"id": 2, "name": "amount", "type": "int"}]}"#,
+                true,
+            ),
+            (
+                r#"{"fields": [{"id": 1, "name": "id", "type": "long"}, {"id": 2, "name": "v", "type": "long"}]}"#,
+                true,
+            ),
+            (
+                r#"{"fields": [{"id": 1, "name": "id", "type": "long"}, {"id": 3, "name": "v", "type": "string"}]}"#,
+                true,
+            ),
+        ] {
+            assert_eq!(schemas(evolved).columns_changed(), changed, "{evolved}");
+        }
         let bad: Value = serde_json::from_str(r#"{"fields": [{"id": 1, "name": "x", "type": "varchar"}]}"#).unwrap();
         assert!(IcebergSchema::parse(&bad).unwrap_err().contains("varchar"));
     }

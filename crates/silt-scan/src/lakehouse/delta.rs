@@ -83,6 +83,8 @@ impl DeltaSnapshots {
                     .iter()
                     .filter_map(|f| Some((store.store.qualify(&f.path), f.stats.clone()?))),
             ),
+            // Renames need column mapping, which the log refuses.
+            columns_changed: false,
             snapshot_id: i64::try_from(snapshot.version).ok(),
             schema: Some(schema),
             metadata_path: Some(snapshot.commit_path.clone()),

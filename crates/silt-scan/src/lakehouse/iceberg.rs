@@ -91,6 +91,7 @@ impl IcebergSnapshots {
             deletes,
             partitions: Default::default(),
             bounds: Default::default(),
+            columns_changed: table.metadata.columns_changed(),
             snapshot_id,
             schema: Some(schema),
             metadata_path: Some(table.metadata_path.clone()),

@@ -61,6 +61,11 @@ pub struct TableFiles {
     /// What the metadata says of each file's values (Delta's statistics):
     /// files they rule out are not opened.
     pub bounds: FileBounds,
+    /// Whether some column's name or type differs between the table's
+    /// schemas (an Iceberg rename or promotion): older files then name or
+    /// type it otherwise than the table, which only the server's scan
+    /// (matching columns by field id, [`crate::file_columns`]) reads right.
+    pub columns_changed: bool,
     /// The snapshot the files are of (lakehouse tables).
     pub snapshot_id: Option<i64>,
     /// The snapshot's schema (lakehouse tables): what its scans read.
@@ -72,8 +77,8 @@ pub struct TableFiles {
 
 impl TableFiles {
     /// Why only the server's scan reads this snapshot right, if it does:
-    /// rows deleted by position, or partition values kept outside the
-    /// files, are applied there and nowhere else (not by lookups, which
+    /// rows deleted by position, partition values kept outside the files,
+    /// and columns renamed or retyped are applied there and nowhere else (not by lookups, which
     /// read rows straight from pages, nor by a client decoding row groups
     /// itself).
     pub fn scan_only(&self) -> Option<&'static str> {
@@ -81,6 +86,8 @@ impl TableFiles {
             Some("the table's snapshot deletes rows by position, which only the server's scan applies")
         } else if !self.partitions.is_empty() {
             Some("the table keeps partition values outside its files, which only the server's scan fills in")
+        } else if self.columns_changed {
+            Some("the table renamed or retyped columns, which only the server's scan matches by field id")
         } else {
             None
         }

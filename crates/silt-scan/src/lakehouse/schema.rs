@@ -1,6 +1,7 @@
 //! Iceberg schemas as Arrow schemas: the types Silt's scans read Parquet
 //! into, each field carrying its Iceberg field id (`PARQUET:field_id`, as
-//! the Parquet reader labels the file's own fields).
+//! the Parquet reader labels the file's own fields), and the schema marked to
+//! match its files' columns by those ids ([`MATCH_BY_FIELD_ID`]).
 
 use std::collections::HashMap;
 
@@ -8,6 +9,8 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::parquet::arrow::PARQUET_FIELD_ID_META_KEY;
 use silt_lakehouse::iceberg::{IcebergSchema, IcebergType};
+
+use crate::file_columns::MATCH_BY_FIELD_ID;
 
 /// `schema` in Arrow; `view_types`: strings and binaries as views. Nested
 /// fields are refused: the scans do not read them from lakehouse tables yet.
@@ -26,7 +29,8 @@ pub fn arrow_schema(schema: &IcebergSchema, view_types: bool) -> Result<Schema> 
             Ok(Field::new(&f.name, data_type, !f.required).with_metadata(metadata))
         })
         .collect::<Result<Vec<_>>>()?;
-    Ok(Schema::new(fields))
+    let by_id = HashMap::from([(MATCH_BY_FIELD_ID.to_string(), "true".to_string())]);
+    Ok(Schema::new_with_metadata(fields, by_id))
 }
 
 fn arrow_type(t: &IcebergType, view_types: bool) -> Option<DataType> {
