@@ -45,7 +45,7 @@ use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{Statistics, exec_err, internal_err, plan_err};
 use datafusion::datasource::physical_plan::parquet::ParquetFileMetrics;
-use datafusion::error::Result;
+use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::cache::cache_manager::FileMetadataCache;
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
@@ -64,7 +64,8 @@ use tokio::task::JoinSet;
 
 use crate::column_loader::{Admission, ColumnLoader, FileContext, batch_lengths};
 use crate::footer::pinned_footer;
-use crate::lakehouse::{PartitionValues, PositionDeletes};
+use crate::lakehouse::equality::{column_with_field_id, concatenated};
+use crate::lakehouse::{EqualityDeletes, PartitionValues, PositionDeletes};
 use crate::pruning::{FilePruner, RowGroupWork};
 use crate::scan_filter::ScanFilter;
 use crate::scan_metrics::ScanMetrics;
@@ -139,6 +140,9 @@ pub struct ScanSpec {
     /// deletes): never returned, and never seen by the filter, a limit or
     /// anything above the scan.
     pub deletes: PositionDeletes,
+    /// Rows deleted from the files by their values (a lakehouse table's
+    /// equality deletes): as position deletes.
+    pub equality: EqualityDeletes,
     /// Values of columns kept outside the files (Delta partition columns),
     /// filled in where a file lacks the column.
     pub partitions: PartitionValues,
@@ -507,7 +511,7 @@ impl PartitionRun {
         group: &RowGroupWork,
         decoded: &mut [DecodedDictionaries],
     ) -> Result<Vec<RecordBatch>> {
-        let requested = self.requested_rows(file, group.rg)?;
+        let requested = self.requested_rows(file, group.rg).await?;
         if let (Some(f), Some(selection), None) = (&self.spec.filter, &group.selection, &requested)
             && self.reads_selected_pages(file, group)
         {
@@ -648,30 +652,72 @@ impl PartitionRun {
 
     /// The rows of row group `rg` of `file` the scan may return: those the
     /// client asked for (a scoped scan with a row bitmap) less those deleted
-    /// by position; `None` for all of them. A bitmap that does not fit the
-    /// row group's row count is refused.
-    fn requested_rows(&self, file: &FileContext, rg: usize) -> Result<Option<BooleanBuffer>> {
+    /// by position or by their values; `None` for all of them. A bitmap that
+    /// does not fit the row group's row count is refused.
+    async fn requested_rows(&self, file: &FileContext, rg: usize) -> Result<Option<BooleanBuffer>> {
         let scoped = self.scoped_rows(file, rg)?;
-        let Some(deleted) = self.spec.deletes.of(&file.meta.location) else {
-            return Ok(scoped);
+        let scoped = match self.positions_live(file, rg) {
+            Some(live) => Some(scoped.map_or_else(|| live.clone(), |s| &s & &live)),
+            None => scoped,
         };
+        Ok(match self.values_live(file, rg).await? {
+            Some(live) => Some(scoped.map_or_else(|| live.clone(), |s| &s & &live)),
+            None => scoped,
+        })
+    }
+
+    /// The rows of row group `rg` of `file` that no equality delete removes
+    /// (its key columns loaded through the memory tier); `None` when none
+    /// applies to the file.
+    async fn values_live(&self, file: &FileContext, rg: usize) -> Result<Option<BooleanBuffer>> {
+        let mut live: Option<BooleanBuffer> = None;
+        for keys in self.spec.equality.of(&file.meta.location) {
+            let columns = keys
+                .field_ids()
+                .iter()
+                .map(|&id| {
+                    column_with_field_id(&self.spec.table_schema, id).ok_or_else(|| {
+                        DataFusionError::NotImplemented(format!(
+                            "an equality delete on field id {id}, which the table's schema no longer has"
+                        ))
+                    })
+                })
+                .collect::<Result<Vec<usize>>>()?;
+            let loaded = self.loader.load(file, rg, &columns).await?;
+            let arrays = columns
+                .iter()
+                .zip(loaded)
+                .map(|(&c, batches)| {
+                    let arrays: Vec<ArrayRef> = batches.iter().map(CachedColumn::to_arrow).collect();
+                    concatenated(&arrays, self.spec.table_schema.field(c).data_type())
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let kept = keys.live(&arrays)?;
+            live = Some(match live {
+                Some(l) => &l & &kept,
+                None => kept,
+            });
+        }
+        Ok(live)
+    }
+
+    /// The rows of row group `rg` of `file` that no position delete
+    /// removes; `None` when none removes any.
+    fn positions_live(&self, file: &FileContext, rg: usize) -> Option<BooleanBuffer> {
+        let deleted = self.spec.deletes.of(&file.meta.location)?;
         let rows = file.rows(rg);
         let start: u64 = (0..rg).map(|g| file.rows(g) as u64).sum();
         let end = start + rows as u64;
         let here = &deleted[deleted.partition_point(|&p| p < start)..deleted.partition_point(|&p| p < end)];
         if here.is_empty() {
-            return Ok(scoped);
+            return None;
         }
         let mut live = BooleanBufferBuilder::new(rows);
         live.append_n(rows, true);
         for &p in here {
             live.set_bit((p - start) as usize, false);
         }
-        let live = live.finish();
-        Ok(Some(match scoped {
-            Some(scoped) => &scoped & &live,
-            None => live,
-        }))
+        Some(live.finish())
     }
 
     /// The rows of row group `rg` of `file` the client asked for (a scoped

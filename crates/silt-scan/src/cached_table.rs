@@ -34,6 +34,7 @@ use silt_cache::{CacheError, ValidationGate};
 
 use crate::cached_scan::needed_columns;
 use crate::cached_scan::{CachedScanExec, ScanSources, ScanSpec};
+use crate::file_columns::named_as_in_file;
 use crate::footer::pinned_footer;
 use crate::lakehouse::{LakehouseFiles, TableFiles};
 use crate::scan_filter::ScanFilter;
@@ -326,7 +327,9 @@ impl CachedParquetTable {
     fn statistics(files: &[PinnedFile], schema: &SchemaRef) -> Result<Statistics> {
         let per_file = files
             .iter()
-            .map(|f| DFParquetMetadata::statistics_from_parquet_metadata(&f.metadata, schema))
+            .map(|f| {
+                DFParquetMetadata::statistics_from_parquet_metadata(&f.metadata, &named_as_in_file(schema, &f.metadata))
+            })
             .collect::<Result<Vec<_>>>()?;
         Statistics::try_merge_iter(&per_file, schema)
     }
@@ -384,6 +387,7 @@ impl TableProvider for CachedParquetTable {
             _ => snapshot.files.clone(),
         };
         let deletes = snapshot.deletes.clone();
+        let equality = snapshot.equality.clone();
         let partitions = snapshot.partitions.clone();
         let mut row_groups = None;
         if let Some(scope) = state.config().get_extension::<ScanScope>() {
@@ -414,7 +418,7 @@ impl TableProvider for CachedParquetTable {
         }
         let pinned = self.pinned_footers(&files).await?;
         let mut statistics = Self::statistics(&pinned, &table_schema)?.project(Some(&projection));
-        if filter.is_some() || !deletes.is_empty() {
+        if filter.is_some() || !deletes.is_empty() || !snapshot.equality.is_empty() {
             statistics = statistics.to_inexact();
         }
         if !partitions.is_empty() {
@@ -443,6 +447,7 @@ impl TableProvider for CachedParquetTable {
             row_groups,
             scan_set: Some(scan_set),
             deletes,
+            equality,
             partitions,
         };
         let partitions = state.config().target_partitions();

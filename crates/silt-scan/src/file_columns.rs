@@ -11,9 +11,12 @@
 //!
 //! Every place that maps a table column to a file column goes through
 //! [`file_columns`]: the scan's column loader, the statistics and page
-//! pruning, bloom filters and scan sets.
+//! pruning, bloom filters, scan sets and the footer statistics the planner
+//! gets ([`named_as_in_file`]).
 
-use datafusion::arrow::datatypes::{Field, Schema};
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
 use datafusion::parquet::arrow::PARQUET_FIELD_ID_META_KEY;
 use datafusion::parquet::file::metadata::ParquetMetaData;
 
@@ -53,6 +56,33 @@ pub fn in_table_order(columns: &[Option<usize>], roots: usize) -> bool {
     columns.len() == roots && columns.iter().enumerate().all(|(i, &c)| c == Some(i))
 }
 
+/// `table` with each column named as the file whose footer is `metadata`
+/// names it ([`file_columns`]), and a column the file lacks named so that
+/// no file column matches: for readers that find a file's columns by name
+/// (DataFusion's footer statistics). `table` itself when every name
+/// already matches.
+pub fn named_as_in_file(table: &SchemaRef, metadata: &ParquetMetaData) -> SchemaRef {
+    let roots = metadata.file_metadata().schema_descr().root_schema().get_fields();
+    let columns = file_columns(table, metadata);
+    let same = table.fields().iter().zip(&columns).all(|(f, c)| match c {
+        Some(root) => roots[*root].name() == f.name(),
+        None => roots.iter().all(|r| r.name() != f.name()),
+    });
+    if same {
+        return table.clone();
+    }
+    let fields: Vec<Field> = table
+        .fields()
+        .iter()
+        .zip(&columns)
+        .map(|(f, c)| match c {
+            Some(root) => f.as_ref().clone().with_name(roots[*root].name()),
+            None => f.as_ref().clone().with_name(format!("{} (not in the file)", f.name())),
+        })
+        .collect();
+    Arc::new(Schema::new_with_metadata(fields, table.metadata().clone()))
+}
+
 /// The Iceberg field id `field` carries, if any.
 fn field_id(field: &Field) -> Option<i32> {
     field.metadata().get(PARQUET_FIELD_ID_META_KEY)?.parse().ok()
@@ -61,7 +91,6 @@ fn field_id(field: &Field) -> Option<i32> {
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
-    use std::sync::Arc;
 
     use datafusion::arrow::array::{ArrayRef, Float64Array, Int64Array, StringArray};
     use datafusion::arrow::datatypes::DataType;
@@ -128,6 +157,9 @@ mod tests {
             vec![Some(0), None, Some(2)],
             "without the marker, by name"
         );
+        let named = named_as_in_file(&Arc::new(evolved_table(true)), &old_file);
+        let names: Vec<&str> = named.fields().iter().map(|f| f.name().as_str()).collect();
+        assert_eq!(names, vec!["id", "v", "v (not in the file)"]);
     }
 
     #[test]

@@ -48,6 +48,9 @@ pub struct ContentFile {
     pub sequence_number: i64,
     /// The partition tuple, by partition field name (Avro values as JSON).
     pub partition: serde_json::Value,
+    /// Equality delete files: the field ids of the columns whose values
+    /// identify a deleted row (empty for other files).
+    pub equality_ids: Vec<i32>,
 }
 
 /// The manifests of a manifest list's bytes.
@@ -117,7 +120,18 @@ pub fn read_manifest(manifest: &ManifestEntryFile, bytes: &[u8]) -> Result<Vec<C
                 .and_then(as_long)
                 .unwrap_or(manifest.sequence_number),
             partition: field(file, "partition").map(to_json).unwrap_or(serde_json::Value::Null),
+            equality_ids: match field(file, "equality_ids") {
+                Some(Value::Array(ids)) => ids
+                    .iter()
+                    .map(|id| as_long(unwrap_union(id)).and_then(|id| i32::try_from(id).ok()))
+                    .collect::<Option<_>>()
+                    .ok_or_else(|| bad("equality_ids that are not field ids"))?,
+                _ => Vec::new(),
+            },
         });
+        if content == FileContent::EqualityDeletes && files.last().is_some_and(|f| f.equality_ids.is_empty()) {
+            return Err(bad("an equality delete file without equality_ids"));
+        }
     }
     Ok(files)
 }

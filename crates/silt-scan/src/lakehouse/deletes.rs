@@ -1,13 +1,14 @@
-//! Position deletes: Parquet files of `(file_path, pos)` rows (Iceberg spec,
-//! "Position Delete Files"), read once per file (immutable, like every file
-//! a table's metadata names) into the deleted positions of each data file.
+//! Delete files, read once per file (immutable, like every file a table's
+//! metadata names): position deletes, Parquet files of `(file_path, pos)`
+//! rows (Iceberg spec, "Position Delete Files"), into the deleted positions
+//! of each data file; equality deletes into [`KeySet`]s.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, AsArray, RecordBatch};
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, Int64Type};
+use datafusion::arrow::datatypes::{DataType, Int64Type, Schema};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::cache::cache_manager::FileMetadataCache;
 use datafusion::parquet::arrow::ProjectionMask;
@@ -19,6 +20,7 @@ use object_store::ObjectMeta;
 use object_store::path::Path;
 use silt_cache::CachedStore;
 
+use super::equality::{KeySet, column_with_field_id, concatenated};
 use crate::file_reader::CachedFileReader;
 use crate::footer::pinned_footer;
 
@@ -61,6 +63,7 @@ pub struct DeleteFiles {
     store: Arc<CachedStore>,
     footers: Arc<FileMetadataCache>,
     read: moka::sync::Cache<Path, Arc<HashMap<String, Vec<u64>>>>,
+    keys: moka::sync::Cache<Path, Arc<KeySet>>,
 }
 
 impl DeleteFiles {
@@ -69,6 +72,7 @@ impl DeleteFiles {
             store,
             footers,
             read: moka::sync::Cache::new(DELETE_FILES),
+            keys: moka::sync::Cache::new(DELETE_FILES),
         }
     }
 
@@ -80,21 +84,11 @@ impl DeleteFiles {
         }
         let invalid =
             |reason: String| DataFusionError::Execution(format!("position delete file {}: {reason}", meta.location));
-        let (object, metadata) = pinned_footer(&self.store, &self.footers, meta).await?;
-        let reader_metadata = ArrowReaderMetadata::try_new(metadata.clone(), ArrowReaderOptions::new())?;
-        let schema = reader_metadata.schema().clone();
-        let column = |name: &str| schema.index_of(name).map_err(|_| invalid(format!("no column {name}")));
-        let (path_column, pos_column) = (column("file_path")?, column("pos")?);
-        let mask = ProjectionMask::roots(metadata.file_metadata().schema_descr(), [path_column, pos_column]);
-        let reader = CachedFileReader {
-            store: self.store.clone(),
-            object,
-            metadata,
-        };
-        let batches: Vec<RecordBatch> = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, reader_metadata)
-            .with_projection(mask)
-            .build()?
-            .try_collect()
+        let batches = self
+            .read_columns(meta, |schema| {
+                let column = |name: &str| schema.index_of(name).map_err(|_| invalid(format!("no column {name}")));
+                Ok(vec![column("file_path")?, column("pos")?])
+            })
             .await?;
         let mut per_file: HashMap<String, Vec<u64>> = HashMap::new();
         for batch in batches {
@@ -118,5 +112,68 @@ impl DeleteFiles {
         let per_file = Arc::new(per_file);
         self.read.insert(meta.location.clone(), per_file.clone());
         Ok(per_file)
+    }
+
+    /// The rows the equality delete file `meta` (an immutable object)
+    /// deletes: its columns of Iceberg field ids `field_ids`.
+    pub async fn keys(&self, meta: &ObjectMeta, field_ids: &[i32]) -> Result<Arc<KeySet>> {
+        if let Some(held) = self.keys.get(&meta.location) {
+            return Ok(held);
+        }
+        let invalid =
+            |reason: String| DataFusionError::Execution(format!("equality delete file {}: {reason}", meta.location));
+        let mut roots = Vec::new();
+        let batches = self
+            .read_columns(meta, |schema| {
+                for &id in field_ids {
+                    let root = column_with_field_id(schema, id)
+                        .ok_or_else(|| invalid(format!("no column of field id {id}")))?;
+                    roots.push(root);
+                }
+                Ok(roots.clone())
+            })
+            .await?;
+        let Some(first) = batches.first() else {
+            return Ok(Arc::new(KeySet::try_new(field_ids.to_vec(), &[])?));
+        };
+        // The projected batch holds the key columns in file order.
+        let mut sorted = roots.clone();
+        sorted.sort_unstable();
+        let columns = roots
+            .iter()
+            .map(|root| {
+                let at = sorted.binary_search(root).expect("a projected root");
+                let arrays: Vec<_> = batches.iter().map(|b| b.column(at).clone()).collect();
+                concatenated(&arrays, first.column(at).data_type())
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let keys = Arc::new(KeySet::try_new(field_ids.to_vec(), &columns).map_err(|e| invalid(e.to_string()))?);
+        self.keys.insert(meta.location.clone(), keys.clone());
+        Ok(keys)
+    }
+
+    /// Every row of the root columns `pick` chooses (given the file's Arrow
+    /// schema) of the delete file `meta`, read through the cached store.
+    async fn read_columns(
+        &self,
+        meta: &ObjectMeta,
+        pick: impl FnOnce(&Schema) -> Result<Vec<usize>>,
+    ) -> Result<Vec<RecordBatch>> {
+        let (object, metadata) = pinned_footer(&self.store, &self.footers, meta).await?;
+        let reader_metadata = ArrowReaderMetadata::try_new(metadata.clone(), ArrowReaderOptions::new())?;
+        let roots = pick(reader_metadata.schema())?;
+        let mask = ProjectionMask::roots(metadata.file_metadata().schema_descr(), roots);
+        let reader = CachedFileReader {
+            store: self.store.clone(),
+            object,
+            metadata,
+        };
+        Ok(
+            ParquetRecordBatchStreamBuilder::new_with_metadata(reader, reader_metadata)
+                .with_projection(mask)
+                .build()?
+                .try_collect()
+                .await?,
+        )
     }
 }

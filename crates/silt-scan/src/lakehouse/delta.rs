@@ -77,6 +77,7 @@ impl DeltaSnapshots {
         Ok(TableFiles {
             files: store.data_files(data, &schema),
             deletes: PositionDeletes::from_unsorted(deleted),
+            equality: Default::default(),
             partitions: PartitionValues::new(partitions),
             bounds: FileBounds::from_json(
                 files

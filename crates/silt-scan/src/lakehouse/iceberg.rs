@@ -1,7 +1,7 @@
 //! Iceberg tables: the current pointer is the metadata file (the version
 //! hint, or the newest `*.metadata.json` listed); a snapshot's files come
-//! from its manifest list and manifests, its deletes from position delete
-//! files ([`super::deletes`]).
+//! from its manifest list and manifests, its deletes from position and
+//! equality delete files ([`super::deletes`], [`super::equality`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -12,6 +12,7 @@ use silt_cache::ObjectVersion;
 use silt_lakehouse::SnapshotChoice;
 use silt_lakehouse::iceberg::{ContentFile, FileContent, IcebergTable, MetadataMemo};
 
+use super::equality::{self, EqualityDeletes, KeySet};
 use super::{PositionDeletes, TableFiles, TableStore, arrow_schema, external};
 
 /// An Iceberg table's snapshots.
@@ -69,14 +70,8 @@ impl IcebergSnapshots {
         }
         if let Some(f) = live.deletes.iter().find(|f| f.format != "PARQUET") {
             return Err(DataFusionError::NotImplemented(format!(
-                "{}: delete file {} is {}; Silt reads Parquet position deletes only",
+                "{}: delete file {} is {}; Silt reads Parquet delete files only",
                 table.metadata_path, f.path, f.format
-            )));
-        }
-        if let Some(f) = live.deletes.iter().find(|f| f.content == FileContent::EqualityDeletes) {
-            return Err(DataFusionError::NotImplemented(format!(
-                "{}: equality delete file {}: Silt applies position deletes only, so far",
-                table.metadata_path, f.path
             )));
         }
         let files = live
@@ -86,9 +81,11 @@ impl IcebergSnapshots {
             .collect::<Result<Vec<_>>>()?;
         let files = store.data_files(files, &schema);
         let deletes = self.position_deletes(store, &live.data, &live.deletes).await?;
+        let equality = self.equality_deletes(store, &live.data, &live.deletes).await?;
         Ok(TableFiles {
             files,
             deletes,
+            equality,
             partitions: Default::default(),
             bounds: Default::default(),
             columns_changed: table.metadata.columns_changed(),
@@ -116,7 +113,7 @@ impl IcebergSnapshots {
             .collect::<Result<_>>()?;
         let generation = store.generation(None);
         let mut per_file: HashMap<Path, Vec<u64>> = HashMap::new();
-        for delete in deletes {
+        for delete in deletes.iter().filter(|d| d.content == FileContent::PositionDeletes) {
             let location = ObjectVersion::immutable_meta(store.namespaced(&delete.path)?, delete.size, &generation);
             let positions = store.deletes.read(&location).await?;
             for (data_file, rows) in positions.iter() {
@@ -132,5 +129,35 @@ impl IcebergSnapshots {
             }
         }
         Ok(PositionDeletes::from_unsorted(per_file))
+    }
+
+    /// Per data file, the equality delete files that apply to it
+    /// ([`equality::applies_to`]: newer, and of its partition).
+    async fn equality_deletes(
+        &self,
+        store: &TableStore,
+        data: &[ContentFile],
+        deletes: &[ContentFile],
+    ) -> Result<EqualityDeletes> {
+        let generation = store.generation(None);
+        let mut per_file: HashMap<Path, Vec<Arc<KeySet>>> = HashMap::new();
+        for delete in deletes.iter().filter(|d| d.content == FileContent::EqualityDeletes) {
+            let location = ObjectVersion::immutable_meta(store.namespaced(&delete.path)?, delete.size, &generation);
+            let keys = store.deletes.keys(&location, &delete.equality_ids).await?;
+            for file in data {
+                if equality::applies_to(
+                    &delete.partition,
+                    delete.sequence_number,
+                    &file.partition,
+                    file.sequence_number,
+                ) {
+                    per_file
+                        .entry(store.namespaced(&file.path)?)
+                        .or_default()
+                        .push(keys.clone());
+                }
+            }
+        }
+        Ok(EqualityDeletes::new(per_file))
     }
 }

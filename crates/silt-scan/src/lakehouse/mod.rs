@@ -24,6 +24,7 @@
 mod bounds;
 mod deletes;
 pub mod delta;
+pub mod equality;
 pub mod iceberg;
 mod partitions;
 mod schema;
@@ -45,6 +46,7 @@ use silt_lakehouse::{ObjectLocator, SnapshotChoice};
 
 pub use bounds::FileBounds;
 pub use deletes::{DeleteFiles, PositionDeletes};
+pub use equality::EqualityDeletes;
 pub use partitions::PartitionValues;
 pub use schema::arrow_schema;
 pub use time_travel::{TimeTravelSchema, parse_time_travel, split_snapshot};
@@ -56,6 +58,8 @@ pub struct TableFiles {
     pub files: Vec<ObjectMeta>,
     /// Deleted row positions per file (empty for a table without deletes).
     pub deletes: PositionDeletes,
+    /// Rows deleted by their values, per file (Iceberg equality deletes).
+    pub equality: EqualityDeletes,
     /// Values of partition columns kept outside the files (Delta).
     pub partitions: PartitionValues,
     /// What the metadata says of each file's values (Delta's statistics):
@@ -84,6 +88,8 @@ impl TableFiles {
     pub fn scan_only(&self) -> Option<&'static str> {
         if !self.deletes.is_empty() {
             Some("the table's snapshot deletes rows by position, which only the server's scan applies")
+        } else if !self.equality.is_empty() {
+            Some("the table's snapshot deletes rows by their values, which only the server's scan applies")
         } else if !self.partitions.is_empty() {
             Some("the table keeps partition values outside its files, which only the server's scan fills in")
         } else if self.columns_changed {
