@@ -15,7 +15,8 @@
 //!
 //! - [`iceberg`]: Iceberg tables (format v1 and v2), from a metadata JSON or
 //!   a table folder; manifest lists and manifests are Avro, read with
-//!   `apache-avro`. Written and checked against pyiceberg
+//!   `apache-avro`; or the table's current metadata file as an Iceberg REST
+//!   catalog names it ([`iceberg::rest`]). Written and checked against pyiceberg
 //!   (`tests/iceberg.rs`, `scripts/iceberg_fixture.py`).
 //!
 //! - [`delta`]: Delta Lake tables, from their root folder: the log's JSON
@@ -56,6 +57,8 @@ pub enum LakehouseError {
     NoSuchSnapshot { table: String, reason: String },
     #[error("{table}: {reason}")]
     Unsupported { table: String, reason: String },
+    #[error("Iceberg REST catalog {url}: {reason}")]
+    Catalog { url: String, reason: String },
 }
 
 /// Which snapshot (Iceberg) or version (Delta Lake) a query reads.

@@ -1,5 +1,6 @@
 //! Registering Parquet tables whose bytes are read through the cache.
 
+use silt_lakehouse::iceberg::rest::RestTable;
 use std::sync::Arc;
 
 use datafusion::datasource::file_format::parquet::ParquetFormat;
@@ -45,6 +46,10 @@ pub struct ParquetTable<'a> {
     /// The cached store its bytes are read through.
     pub store: Arc<CachedStore>,
     pub options: TableOptions,
+    /// For an Iceberg table of a REST catalog: the catalog's table, whose
+    /// answer is its current metadata file (`location` names the one it
+    /// gave at registration).
+    pub catalog: Option<RestTable>,
 }
 
 /// Registers `table` on `ctx`, reading through its store.
@@ -66,6 +71,7 @@ pub async fn register_parquet_table(ctx: &SessionContext, table: ParquetTable<'_
         location,
         store,
         options,
+        catalog,
     } = table;
     let base = format!("silt://{}", store.store_id());
     let base_url = Url::parse(&base).map_err(|e| DataFusionError::External(Box::new(e)))?;
@@ -80,7 +86,7 @@ pub async fn register_parquet_table(ctx: &SessionContext, table: ParquetTable<'_
     match location.format {
         TableFormat::Parquet => {}
         TableFormat::Iceberg | TableFormat::Delta => {
-            let provider = lakehouse_table(ctx, location, sources).await.map_err(|e| {
+            let provider = lakehouse_table(ctx, location, sources, catalog).await.map_err(|e| {
                 let format = if location.format == TableFormat::Iceberg {
                     "Iceberg"
                 } else {
@@ -123,13 +129,17 @@ async fn lakehouse_table(
     ctx: &SessionContext,
     location: &TableLocation,
     sources: ScanSources,
+    catalog: Option<RestTable>,
 ) -> Result<CachedParquetTable> {
     let root = Url::parse(&format!("{}/", location.store_key())).map_err(|e| DataFusionError::External(Box::new(e)))?;
     let view_types = ctx.state().config_options().execution.parquet.schema_force_view_types;
     let path = Path::from(location.path.as_str());
     let source = match location.format {
         TableFormat::Delta => SnapshotSource::Delta(DeltaSnapshots::new(path, ObjectLocator::new(root.clone()))),
-        _ => SnapshotSource::Iceberg(IcebergSnapshots::new(path)),
+        _ => SnapshotSource::Iceberg(match catalog {
+            Some(catalog) => IcebergSnapshots::in_catalog(path, catalog),
+            None => IcebergSnapshots::new(path),
+        }),
     };
     let files = Arc::new(LakehouseFiles::new(
         source,

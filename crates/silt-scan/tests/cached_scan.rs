@@ -94,6 +94,7 @@ async fn setup(memory_budget: u64) -> Setup {
         location: &location,
         store,
         options: TableOptions::default(),
+        catalog: None,
     };
     let shared = ScanShared {
         batches: batches.clone(),

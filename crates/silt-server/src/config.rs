@@ -210,6 +210,51 @@ pub struct ServerConfig {
     pub tables: BTreeMap<String, TableConfig>,
     /// Views by name: a SELECT over registered tables.
     pub views: BTreeMap<String, String>,
+    /// Table catalogs by name (`[catalogs.NAME]`): their tables are served
+    /// as `NAME.namespace.table`.
+    pub catalogs: BTreeMap<String, CatalogConfig>,
+}
+
+/// An Iceberg REST catalog whose tables Silt serves (`[catalogs.NAME]`,
+/// `type = "iceberg-rest"`). Each table of `tables` is registered as
+/// `NAME.namespace.table`; its current metadata file is the catalog's
+/// load-table answer, read once per query under `always` (the query's one
+/// metadata read), and its files are read from the table's store with the
+/// catalog's store settings.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CatalogConfig {
+    /// `iceberg-rest` (the only kind so far).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The catalog's base URI (what `/v1/config` is below).
+    pub uri: String,
+    /// The warehouse to ask the catalog for, if it serves several.
+    #[serde(default)]
+    pub warehouse: Option<String>,
+    /// A bearer token for the catalog, if it needs one.
+    #[serde(default)]
+    pub token: Option<String>,
+    /// The tables to serve, as `namespace.table` (the catalog's listing
+    /// endpoints are not used: a catalog may not offer them).
+    pub tables: Vec<String>,
+    /// S3 settings for the catalog's warehouse (over the server's).
+    #[serde(default)]
+    pub s3: S3Settings,
+    /// How often each table's pointer is read again: as a table's.
+    #[serde(default, deserialize_with = "de_from_str")]
+    pub validation: Freshness,
+}
+
+/// A table of a REST catalog, as the registry registers it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CatalogTable {
+    pub catalog: String,
+    pub uri: String,
+    pub warehouse: Option<String>,
+    pub token: Option<String>,
+    pub namespace: String,
+    pub table: String,
 }
 
 /// One table: where its Parquet files are and how to read them.
@@ -237,6 +282,10 @@ pub struct TableConfig {
     /// they changed (inotify, S3 event notifications), and after the sweep.
     #[serde(default, deserialize_with = "de_from_str")]
     pub validation: Freshness,
+    /// Set for a table of a `[catalogs.NAME]` REST catalog (never in a
+    /// config file: [`ServerConfig::catalog_tables`] makes these).
+    #[serde(skip)]
+    pub catalog: Option<CatalogTable>,
 }
 
 /// The S3-compatible read API: its own listener, and its credentials:
@@ -506,6 +555,7 @@ impl Default for ServerConfig {
             azure: CloudSettings::default(),
             tables: BTreeMap::new(),
             views: BTreeMap::new(),
+            catalogs: BTreeMap::new(),
         }
     }
 }
@@ -573,11 +623,64 @@ impl ServerConfig {
         Ok(())
     }
 
+    /// The tables of the `[catalogs]`, by the name they are served as
+    /// (`catalog.namespace.table`).
+    pub fn catalog_tables(&self) -> Result<BTreeMap<String, TableConfig>, ServerError> {
+        let mut tables = BTreeMap::new();
+        for (name, catalog) in &self.catalogs {
+            let bad = |reason: String| ConfigError::Catalog {
+                name: name.clone(),
+                reason,
+            };
+            validate_name(name)?;
+            if catalog.kind != "iceberg-rest" {
+                return Err(bad(format!(
+                    "type '{}': Silt serves type = \"iceberg-rest\" catalogs",
+                    catalog.kind
+                ))
+                .into());
+            }
+            if !(catalog.uri.starts_with("http://") || catalog.uri.starts_with("https://")) {
+                return Err(bad(format!("uri '{}' is not an http:// or https:// URL", catalog.uri)).into());
+            }
+            for full in &catalog.tables {
+                let Some((namespace, table)) = full.rsplit_once('.') else {
+                    return Err(bad(format!("table '{full}': name it as namespace.table")).into());
+                };
+                for part in namespace.split('.').chain([table]) {
+                    validate_name(part).map_err(|_| bad(format!("table '{full}': '{part}' is not a plain name")))?;
+                }
+                if namespace.contains('.') {
+                    return Err(bad(format!("table '{full}': nested namespaces are not served yet")).into());
+                }
+                tables.insert(
+                    format!("{name}.{full}"),
+                    TableConfig {
+                        url: format!("iceberg-rest+{}#{full}", catalog.uri),
+                        s3: catalog.s3.clone(),
+                        validation: catalog.validation,
+                        catalog: Some(CatalogTable {
+                            catalog: name.clone(),
+                            uri: catalog.uri.clone(),
+                            warehouse: catalog.warehouse.clone(),
+                            token: catalog.token.clone(),
+                            namespace: namespace.to_string(),
+                            table: table.to_string(),
+                        }),
+                        ..Default::default()
+                    },
+                );
+            }
+        }
+        Ok(tables)
+    }
+
     /// Check names and sizes before anything starts.
     pub fn validate(&self) -> Result<(), ServerError> {
         for name in self.tables.keys().chain(self.views.keys()) {
             validate_name(name)?;
         }
+        self.catalog_tables()?;
         if let Some(dup) = self.views.keys().find(|v| self.tables.contains_key(*v)) {
             return Err(ConfigError::TableAndView { name: dup.clone() }.into());
         }

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::catalog::MemorySchemaProvider;
+use datafusion::catalog::{CatalogProvider, MemoryCatalogProvider, MemorySchemaProvider};
 use datafusion::common::TableReference;
 use datafusion::execution::cache::cache_manager::CacheManagerConfig;
 use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
@@ -112,7 +112,8 @@ impl Engine {
             .with_default_features()
             .build();
         let mut catalog = BTreeMap::new();
-        for (index, (name, table)) in config.tables.iter().enumerate() {
+        let catalog_tables = config.catalog_tables()?;
+        for (index, (name, table)) in config.tables.iter().chain(&catalog_tables).enumerate() {
             catalog.insert(
                 name.clone(),
                 CatalogEntry {
@@ -144,6 +145,22 @@ impl Engine {
         if let Some(catalog) = base.catalog(CATALOG) {
             let tables = Arc::new(MemorySchemaProvider::new());
             catalog.register_schema(SCHEMA, Arc::new(TimeTravelSchema::new(tables)))?;
+        }
+        // A REST catalog's tables are `catalog.namespace.table`: a catalog
+        // of that name, a schema per namespace (time travel too).
+        for table in catalog_tables.values().filter_map(|t| t.catalog.as_ref()) {
+            let rest = match base.catalog(&table.catalog) {
+                Some(rest) => rest,
+                None => {
+                    let rest: Arc<dyn CatalogProvider> = Arc::new(MemoryCatalogProvider::new());
+                    base.register_catalog(&table.catalog, rest.clone());
+                    rest
+                }
+            };
+            if rest.schema(&table.namespace).is_none() {
+                let tables = Arc::new(MemorySchemaProvider::new());
+                rest.register_schema(&table.namespace, Arc::new(TimeTravelSchema::new(tables)))?;
+            }
         }
         let engine = Arc::new(Engine {
             base,

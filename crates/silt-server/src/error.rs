@@ -52,6 +52,10 @@ pub enum ServerError {
         #[source]
         source: DataFusionError,
     },
+    /// A REST catalog that did not answer, or answered that a table is
+    /// not there.
+    #[error("catalog '{catalog}': {reason}")]
+    Catalog { catalog: String, reason: String },
     #[error("object {url} (table '{table}') does not exist")]
     ObjectNotFound { table: String, url: String },
     #[error("{0}")]
@@ -141,7 +145,7 @@ impl ServerError {
             ServerError::InvalidRequest(_) | ServerError::Config(_) => Status::invalid_argument(msg),
             ServerError::Unavailable { .. } => Status::unavailable(msg),
             ServerError::Timeout(_) => Status::deadline_exceeded(msg),
-            ServerError::StoreTimeout { .. } => Status::unavailable(msg),
+            ServerError::StoreTimeout { .. } | ServerError::Catalog { .. } => Status::unavailable(msg),
             ServerError::DataFusion(e) | ServerError::Read { source: e, .. } => datafusion_status(e, msg),
             ServerError::ObjectNotFound { .. } => Status::not_found(msg),
             ServerError::Store(_) | ServerError::Io { .. } | ServerError::Transport(_) => Status::internal(msg),

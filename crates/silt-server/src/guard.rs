@@ -58,18 +58,10 @@ fn refuse(statement_text: &str) -> ServerError {
 /// Check the tables a statement names before planning it.
 pub fn check_references(refs: &[TableReference], registered: &BTreeSet<String>) -> Result<(), ServerError> {
     for r in refs {
-        let name = r.table();
         if names_system_table(r) {
             continue;
         }
-        let qualifier_ok = match r {
-            TableReference::Bare { .. } => true,
-            TableReference::Partial { schema, .. } => schema.as_ref() == crate::catalog::SCHEMA,
-            TableReference::Full { catalog, schema, .. } => {
-                catalog.as_ref() == crate::catalog::CATALOG && schema.as_ref() == crate::catalog::SCHEMA
-            }
-        };
-        if !qualifier_ok || registered_name(name, registered).is_none() {
+        if registered_ref(r, registered).is_none() {
             return Err(ServerError::UnknownTable {
                 name: r.to_string(),
                 registered: registered.iter().cloned().collect::<Vec<_>>().join(", "),
@@ -77,6 +69,28 @@ pub fn check_references(refs: &[TableReference], registered: &BTreeSet<String>) 
         }
     }
     Ok(())
+}
+
+/// The registered name the reference `r` reads, if any: a bare or
+/// default-qualified name (`t`, `public.t`, `silt.public.t`), or a REST
+/// catalog's table by its full name (`catalog.namespace.t`, registered as
+/// that).
+pub fn registered_ref(r: &TableReference, registered: &BTreeSet<String>) -> Option<String> {
+    let default_schema = match r {
+        TableReference::Bare { .. } => true,
+        TableReference::Partial { schema, .. } => schema.as_ref() == crate::catalog::SCHEMA,
+        TableReference::Full { catalog, schema, .. } => {
+            catalog.as_ref() == crate::catalog::CATALOG && schema.as_ref() == crate::catalog::SCHEMA
+        }
+    };
+    if default_schema {
+        return registered_name(r.table(), registered).map(str::to_string);
+    }
+    let TableReference::Full { catalog, schema, table } = r else {
+        return None;
+    };
+    let full = format!("{catalog}.{schema}.{table}");
+    registered_name(&full, registered).map(str::to_string)
 }
 
 /// The registered name `name` reads: itself, or for a lakehouse table at a
@@ -113,7 +127,7 @@ pub fn check_plan(plan: &LogicalPlan, registered: &BTreeSet<String>) -> Result<(
     let mut bad: Option<String> = None;
     plan.apply_with_subqueries(|node| {
         if let LogicalPlan::TableScan(scan) = node
-            && registered_name(scan.table_name.table(), registered).is_none()
+            && registered_ref(&scan.table_name, registered).is_none()
             && !names_system_table(&scan.table_name)
         {
             bad = Some(scan.table_name.to_string());

@@ -15,12 +15,13 @@ use datafusion::common::TableReference;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt};
 use silt_cache::{CachedStore, ChangeNotices};
+use silt_lakehouse::iceberg::rest::{RestCatalog, RestTable};
 use silt_scan::{CachedParquetTable, ParquetTable, ScanShared, TableOptions, register_parquet_table};
 use silt_store::{FaultyStore, MeteredStore, RetryingStore, TableFormat, TableLocation};
 use tracing::{info, warn};
 
 use crate::catalog::{CatalogEntry, EntryKind};
-use crate::config::TableConfig;
+use crate::config::{CatalogTable, TableConfig};
 use crate::engine::Engine;
 use crate::error::{ConfigError, RequestError, ServerError, UnavailableCause};
 use crate::guard;
@@ -165,7 +166,15 @@ impl Engine {
     }
 
     async fn register_table(&self, index: usize, name: &str, config: &TableConfig) -> Result<(), ServerError> {
-        let location = TableLocation::parse(&config.url)?;
+        // A REST catalog's table: where it is now is the catalog's answer.
+        let catalog = match &config.catalog {
+            Some(table) => Some(rest_table(table).await?),
+            None => None,
+        };
+        let location = match &catalog {
+            Some((_, metadata)) => TableLocation::parse(&format!("iceberg+{metadata}"))?,
+            None => TableLocation::parse(&config.url)?,
+        };
         let mut raw = location.open(&self.config.store_settings(config), &self.memory_store)?;
         let mut faults = self.config.store.faults();
         // Each table's store draws its own fault sequence.
@@ -208,6 +217,7 @@ impl Engine {
             options: TableOptions {
                 binary_as_string: config.binary_as_string,
             },
+            catalog: catalog.map(|(table, _)| table),
         };
         let shared = ScanShared {
             batches: self.tiers.batches().clone(),
@@ -343,4 +353,23 @@ impl Engine {
             ignore_subdirectory,
         })
     }
+}
+
+/// The REST catalog's table `table` names, and the URL of its current
+/// metadata file (the catalog's answer now).
+async fn rest_table(table: &CatalogTable) -> Result<(RestTable, String), ServerError> {
+    let unavailable = |e: silt_lakehouse::LakehouseError| ServerError::Catalog {
+        catalog: table.catalog.clone(),
+        reason: e.to_string(),
+    };
+    let catalog = RestCatalog::connect(&table.uri, table.warehouse.as_deref(), table.token.as_deref())
+        .await
+        .map_err(unavailable)?;
+    let rest = RestTable {
+        catalog,
+        namespace: table.namespace.clone(),
+        table: table.table.clone(),
+    };
+    let metadata = rest.metadata_location().await.map_err(unavailable)?;
+    Ok((rest, metadata))
 }

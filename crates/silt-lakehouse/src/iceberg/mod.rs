@@ -11,6 +11,7 @@
 mod manifest;
 mod memo;
 mod metadata;
+pub mod rest;
 mod schema;
 
 use std::sync::Arc;

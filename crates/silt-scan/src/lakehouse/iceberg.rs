@@ -10,6 +10,7 @@ use datafusion::error::{DataFusionError, Result};
 use object_store::path::Path;
 use silt_cache::ObjectVersion;
 use silt_lakehouse::SnapshotChoice;
+use silt_lakehouse::iceberg::rest::RestTable;
 use silt_lakehouse::iceberg::{ContentFile, FileContent, IcebergTable, MetadataMemo};
 
 use super::equality::{self, EqualityDeletes, KeySet};
@@ -20,6 +21,9 @@ use super::{PositionDeletes, TableFiles, TableStore, arrow_schema, external};
 pub struct IcebergSnapshots {
     /// The table's folder or metadata JSON, in the store (not namespaced).
     location: Path,
+    /// The REST catalog whose answer is the table's current metadata file,
+    /// if the table is a catalog's (then `location` is only where it was).
+    catalog: Option<RestTable>,
     memo: MetadataMemo,
 }
 
@@ -28,13 +32,31 @@ impl IcebergSnapshots {
     pub fn new(location: Path) -> Self {
         IcebergSnapshots {
             location,
+            catalog: None,
             memo: MetadataMemo::default(),
         }
     }
 
-    /// The table's current metadata (one pointer read).
+    /// The table `catalog` names: its current metadata file is the
+    /// catalog's answer, read from the table's store.
+    pub fn in_catalog(location: Path, catalog: RestTable) -> Self {
+        IcebergSnapshots {
+            catalog: Some(catalog),
+            ..Self::new(location)
+        }
+    }
+
+    /// The table's current metadata (one pointer read: the folder's, or
+    /// the catalog's answer).
     async fn load(&self, store: &TableStore) -> Result<IcebergTable> {
-        IcebergTable::load(store.store.inner(), &self.location, &self.memo)
+        let location = match &self.catalog {
+            None => self.location.clone(),
+            Some(catalog) => {
+                let url = catalog.metadata_location().await.map_err(external)?;
+                store.locator.path(&url).map_err(external)?
+            }
+        };
+        IcebergTable::load(store.store.inner(), &location, &self.memo)
             .await
             .map_err(external)
     }

@@ -32,6 +32,9 @@ pub enum ConfigError {
     /// A table or view name that is not a plain identifier.
     #[error("invalid table or view name '{name}': use letters, digits and '_', not starting with a digit")]
     InvalidName { name: String },
+    /// A `[catalogs.NAME]` entry Silt cannot serve.
+    #[error("catalog '{name}': {reason}")]
+    Catalog { name: String, reason: String },
     /// One name given both to a table and to a view.
     #[error("'{name}' is defined both as a table and as a view")]
     TableAndView { name: String },

@@ -201,10 +201,11 @@ async fn check_names(
     guard::check_references(refs, &all)?;
     let mut tables = BTreeSet::new();
     for r in refs.iter().filter(|r| !guard::names_system_table(r)) {
-        let entry = guard::registered_name(r.table(), &all).and_then(|name| catalog.get(name));
+        let name = guard::registered_ref(r, &all);
+        let entry = name.as_ref().and_then(|name| catalog.get(name));
         if let Some(cause) = entry.and_then(|e| e.unavailable.clone()) {
             return Err(ServerError::Unavailable {
-                name: r.table().to_string(),
+                name: name.unwrap_or_else(|| r.table().to_string()),
                 cause,
             });
         }

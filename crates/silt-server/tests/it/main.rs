@@ -14,6 +14,7 @@ mod fuzz;
 mod hybrid;
 mod hybrid_compressed;
 mod iceberg;
+mod iceberg_rest;
 mod jdbc;
 mod load;
 mod lookups;
