@@ -304,23 +304,12 @@ async fn renamed_reused_and_promoted_columns_are_read_by_field_id() {
     fetch(&mut flight, info).await;
     let pushdown = pushdown_client(&server).await;
     let default = client(&server).await;
-    for sql in queries {
-        let want = answer(&expected, sql).await;
-        check_same(
-            &format!("pushed down: {sql}"),
-            &want,
-            &answer(&pushdown, sql).await,
-            true,
-        )
-        .unwrap();
-        check_same(
-            &format!("default client: {sql}"),
-            &want,
-            &answer(&default, sql).await,
-            true,
-        )
-        .unwrap();
-    }
+    check_clients(
+        &queries,
+        &expected,
+        [("pushed down", &pushdown), ("default client", &default)],
+    )
+    .await;
     for sql in queries {
         let info = flight.execute(sql.to_string(), None).await.unwrap();
         assert_eq!(
@@ -332,12 +321,7 @@ async fn renamed_reused_and_promoted_columns_are_read_by_field_id() {
     // Each snapshot in its own schema: `v` is the double before the rename.
     let before = created["current_snapshot_id"].as_i64().unwrap();
     let old = "SELECT count(*) AS n, sum(v) AS s FROM";
-    let want = render(&answer(&expected_ctx(&warehouse, before).await, &format!("{old} events")).await);
-    let info = flight
-        .execute(format!("{old} \"events@{before}\""), None)
-        .await
-        .unwrap();
-    assert_eq!(render(&fetch(&mut flight, info).await), want, "time travel to {before}");
+    check_time_travel(&mut flight, &warehouse, old, "\"events@", before).await;
 }
 
 /// Equality delete files (written to the spec: pyiceberg writes none): in
@@ -361,40 +345,51 @@ async fn equality_deletes_remove_rows_by_value_in_their_partition() {
     check_all(&pushdown, &warehouse, current, "equality deletes, pushed down").await;
     check_all(&default, &warehouse, current, "equality deletes, default client").await;
     let expected = expected_ctx(&warehouse, current).await;
-    for sql in [
+    let queries = [
         // Keys deleted in `a` (10002, 10020), kept in `b` (100, 103), and
         // re-appended after the delete (10002, 10011, 202).
         "SELECT id, cat, v FROM events WHERE id IN (10002, 10011, 10020, 100, 103, 202, 208) ORDER BY id",
         "SELECT cat, count(*) AS n, sum(v) AS s FROM events WHERE id BETWEEN 100 AND 10600 GROUP BY cat ORDER BY cat",
         "SELECT count(*) AS n FROM events WHERE cat = 'b' AND v < 600",
-    ] {
-        let want = answer(&expected, sql).await;
-        check_same(
-            &format!("pushed down: {sql}"),
-            &want,
-            &answer(&pushdown, sql).await,
-            true,
-        )
-        .unwrap();
-        check_same(
-            &format!("default client: {sql}"),
-            &want,
-            &answer(&default, sql).await,
-            true,
-        )
-        .unwrap();
-    }
+    ];
+    check_clients(
+        &queries,
+        &expected,
+        [("pushed down", &pushdown), ("default client", &default)],
+    )
+    .await;
     let mut flight = flight_sql_client_at(&server.flight_url()).await;
     check_flight(&mut flight, &expected).await;
     let summary = "SELECT count(*) AS n, sum(id) AS s, min(v) AS lo FROM";
     for snap in deleted["snapshots"].as_array().unwrap() {
         let id = snap["snapshot_id"].as_i64().unwrap();
-        let want = render(&answer(&expected_ctx(&warehouse, id).await, &format!("{summary} events")).await);
-        let info = flight
-            .execute(format!("{summary} \"events@{id}\""), None)
-            .await
-            .unwrap();
-        assert_eq!(render(&fetch(&mut flight, info).await), want, "time travel to {id}");
+        check_time_travel(&mut flight, &warehouse, summary, "\"events@", id).await;
+    }
+}
+
+/// `{select} {table}{snapshot}"` through Flight SQL (time travel: `table`
+/// is the name up to its opening quote and `@`) equals `{select} events`
+/// over the expected rows of `snapshot`.
+pub(crate) async fn check_time_travel(
+    flight: &mut arrow_flight::sql::client::FlightSqlServiceClient<tonic::transport::Channel>,
+    warehouse: &Path,
+    select: &str,
+    table: &str,
+    snapshot: i64,
+) {
+    let want = render(&answer(&expected_ctx(warehouse, snapshot).await, &format!("{select} events")).await);
+    let sql = format!("{select} {table}{snapshot}\"");
+    let info = flight.execute(sql.clone(), None).await.unwrap();
+    assert_eq!(render(&fetch(flight, info).await), want, "{sql}");
+}
+
+/// Each of `queries` answers on both `clients` as on `expected`.
+async fn check_clients(queries: &[&str], expected: &SessionContext, clients: [(&str, &SessionContext); 2]) {
+    for sql in queries {
+        let want = answer(expected, sql).await;
+        for (label, ctx) in clients {
+            check_same(&format!("{label}: {sql}"), &want, &answer(ctx, sql).await, true).unwrap();
+        }
     }
 }
 

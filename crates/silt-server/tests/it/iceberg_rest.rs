@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use silt_server::config::CatalogConfig;
 
 use crate::flight_sql::{fetch, flight_sql_client_at};
-use crate::iceberg::{QUERIES, expected_ctx, flight_error, render, repo, run_fixture, serve_tables};
+use crate::iceberg::{QUERIES, check_time_travel, expected_ctx, flight_error, render, repo, run_fixture, serve_tables};
 
 type FlightClient = arrow_flight::sql::client::FlightSqlServiceClient<tonic::transport::Channel>;
 
@@ -118,16 +118,8 @@ async fn rest_catalog_tables_answer_and_follow_commits() {
 
     // Time travel, as for tables named by their folder.
     let first = created["snapshots"][0]["snapshot_id"].as_i64().unwrap();
-    let sql = format!("SELECT count(*) AS n FROM lake.db.\"events@{first}\"");
-    let info = flight.execute(sql.clone(), None).await.unwrap();
-    let want = render(
-        &crate::common::answer(
-            &expected_ctx(&warehouse, first).await,
-            "SELECT count(*) AS n FROM events",
-        )
-        .await,
-    );
-    assert_eq!(render(&fetch(&mut flight, info).await), want, "{sql}");
+    let select = "SELECT count(*) AS n, sum(id) AS s FROM";
+    check_time_travel(&mut flight, &warehouse, select, "lake.db.\"events@", first).await;
 
     // A configured table the catalog does not have, and a name no catalog
     // serves: clear errors, and the other table keeps answering.
