@@ -96,3 +96,14 @@ impl Catalog {
             .and_then(|t| t.snapshot_id())
     }
 }
+
+/// The DataFusion reference of the registered name `name`: bare, or for a
+/// REST catalog's table (`catalog.namespace.table`: the only registered
+/// names with dots, since plain names are identifiers) the full reference.
+pub fn table_reference(name: &str) -> datafusion::common::TableReference {
+    use datafusion::common::TableReference;
+    match name.split('.').collect::<Vec<_>>()[..] {
+        [catalog, namespace, table] => TableReference::full(catalog, namespace, table),
+        _ => TableReference::bare(name),
+    }
+}

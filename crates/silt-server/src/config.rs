@@ -633,6 +633,11 @@ impl ServerConfig {
                 reason,
             };
             validate_name(name)?;
+            if name.chars().any(|c| c.is_ascii_uppercase()) || ["silt", "datafusion"].contains(&name.as_str()) {
+                return Err(
+                    bad("name it in lowercase, other than silt and datafusion (SQL names the catalog)".into()).into(),
+                );
+            }
             if catalog.kind != "iceberg-rest" {
                 return Err(bad(format!(
                     "type '{}': Silt serves type = \"iceberg-rest\" catalogs",
@@ -648,7 +653,9 @@ impl ServerConfig {
                     return Err(bad(format!("table '{full}': name it as namespace.table")).into());
                 };
                 for part in namespace.split('.').chain([table]) {
-                    validate_name(part).map_err(|_| bad(format!("table '{full}': '{part}' is not a plain name")))?;
+                    if validate_name(part).is_err() || part.chars().any(|c| c.is_ascii_uppercase()) {
+                        return Err(bad(format!("table '{full}': '{part}' is not a plain lowercase name")).into());
+                    }
                 }
                 if namespace.contains('.') {
                     return Err(bad(format!("table '{full}': nested namespaces are not served yet")).into());

@@ -11,7 +11,6 @@ use std::sync::Arc;
 
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::{CatalogProvider, MemoryCatalogProvider, MemorySchemaProvider};
-use datafusion::common::TableReference;
 use datafusion::execution::cache::cache_manager::CacheManagerConfig;
 use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
@@ -264,7 +263,7 @@ impl Engine {
     /// Arrow schema of a registered table or view.
     pub async fn table_schema(&self, name: &str) -> Option<SchemaRef> {
         self.base
-            .table_provider(TableReference::bare(name))
+            .table_provider(crate::catalog::table_reference(name))
             .await
             .ok()
             .map(|t| t.schema())

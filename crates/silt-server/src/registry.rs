@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use datafusion::catalog::TableProvider;
-use datafusion::common::TableReference;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt};
 use silt_cache::{CachedStore, ChangeNotices};
@@ -251,7 +250,11 @@ impl Engine {
         let catalog = self.catalog();
         let mut tables: Vec<String> = refs
             .iter()
-            .flat_map(|r| catalog.get(r.table()).map(|e| e.tables.clone()).unwrap_or_default())
+            .flat_map(|r| {
+                guard::registered_ref(r, &registered)
+                    .and_then(|n| catalog.get(&n).map(|e| e.tables.clone()))
+                    .unwrap_or_default()
+            })
             .collect();
         tables.sort();
         tables.dedup();
@@ -336,7 +339,10 @@ impl Engine {
             name: name.to_string(),
             cause: UnavailableCause::NotRegistered,
         })?;
-        let provider = self.base_context().table_provider(TableReference::bare(name)).await?;
+        let provider = self
+            .base_context()
+            .table_provider(crate::catalog::table_reference(name))
+            .await?;
         let ignore_subdirectory = self
             .base_context()
             .state_ref()

@@ -15,6 +15,8 @@ pub struct ManifestEntryFile {
     /// The sequence number of the commit that added the manifest: what its
     /// ADDED entries without one of their own inherit (v2).
     pub sequence_number: i64,
+    /// The partition spec its files are partitioned by.
+    pub spec_id: i32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,6 +50,8 @@ pub struct ContentFile {
     pub sequence_number: i64,
     /// The partition tuple, by partition field name (Avro values as JSON).
     pub partition: serde_json::Value,
+    /// The partition spec of `partition` (its manifest's).
+    pub spec_id: i32,
     /// Equality delete files: the field ids of the columns whose values
     /// identify a deleted row (empty for other files).
     pub equality_ids: Vec<i32>,
@@ -71,6 +75,10 @@ pub fn read_manifest_list(path: &str, bytes: &[u8]) -> Result<Vec<ManifestEntryF
                     .to_string(),
                 content,
                 sequence_number: field(record, "sequence_number").and_then(as_long).unwrap_or(0),
+                spec_id: field(record, "partition_spec_id")
+                    .and_then(as_long)
+                    .and_then(|id| i32::try_from(id).ok())
+                    .unwrap_or(0),
             })
         })
         .collect()
@@ -120,6 +128,7 @@ pub fn read_manifest(manifest: &ManifestEntryFile, bytes: &[u8]) -> Result<Vec<C
                 .and_then(as_long)
                 .unwrap_or(manifest.sequence_number),
             partition: field(file, "partition").map(to_json).unwrap_or(serde_json::Value::Null),
+            spec_id: manifest.spec_id,
             equality_ids: match field(file, "equality_ids") {
                 Some(Value::Array(ids)) => ids
                     .iter()
@@ -129,8 +138,16 @@ pub fn read_manifest(manifest: &ManifestEntryFile, bytes: &[u8]) -> Result<Vec<C
                 _ => Vec::new(),
             },
         });
-        if content == FileContent::EqualityDeletes && files.last().is_some_and(|f| f.equality_ids.is_empty()) {
-            return Err(bad("an equality delete file without equality_ids"));
+        if let Some(f) = files.last().filter(|f| f.content == FileContent::EqualityDeletes) {
+            let mut ids = f.equality_ids.clone();
+            ids.sort_unstable();
+            ids.dedup();
+            if ids.is_empty() || ids.len() != f.equality_ids.len() {
+                return Err(bad(&format!(
+                    "equality delete file {} has equality_ids {:?}",
+                    f.path, f.equality_ids
+                )));
+            }
         }
     }
     Ok(files)

@@ -118,6 +118,8 @@ impl IcebergTable {
                     path: p.clone(),
                     content: ManifestContent::Data,
                     sequence_number: 0,
+                    // Only deletes (v2) compare specs.
+                    spec_id: 0,
                 })
                 .collect(),
             (None, None) => {

@@ -18,7 +18,7 @@ use crate::{LakehouseError, Result};
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A connected REST catalog.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct RestCatalog {
     /// The catalog's base URI (without a trailing `/`).
     uri: String,
@@ -26,6 +26,17 @@ pub struct RestCatalog {
     base: String,
     token: Option<String>,
     client: reqwest::Client,
+}
+
+/// Without the token.
+impl std::fmt::Debug for RestCatalog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RestCatalog")
+            .field("uri", &self.uri)
+            .field("base", &self.base)
+            .field("token", &self.token.as_ref().map(|_| "***"))
+            .finish()
+    }
 }
 
 /// `GET /v1/config`'s answer.

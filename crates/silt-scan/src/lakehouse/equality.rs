@@ -25,6 +25,7 @@ use datafusion::arrow::row::{RowConverter, SortField};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::parquet::arrow::PARQUET_FIELD_ID_META_KEY;
 use object_store::path::Path;
+use silt_lakehouse::iceberg::ContentFile;
 
 /// The rows one equality delete file deletes: its key columns' field ids
 /// and their values, as rows.
@@ -69,6 +70,11 @@ impl KeySet {
     /// Of rows given by their key `columns` (in [`Self::field_ids`] order,
     /// any type that casts to the keys'), which are not deleted.
     pub fn live(&self, columns: &[ArrayRef]) -> Result<BooleanBuffer> {
+        if self.keys.is_empty() {
+            // An empty delete file deletes nothing (and knows no key types).
+            let rows = columns.first().map_or(0, |c| c.len());
+            return Ok(BooleanBuffer::new_set(rows));
+        }
         let widened = widen(columns, &self.types)?;
         let rows = self.converter.convert_columns(&widened)?;
         Ok(BooleanBuffer::collect_bool(rows.num_rows(), |i| {
@@ -116,24 +122,18 @@ pub fn concatenated(arrays: &[ArrayRef], data_type: &DataType) -> Result<ArrayRe
     }
 }
 
-/// Whether an equality delete in partition `delete_partition` with data
-/// sequence number `delete_sequence` applies to a data file in
-/// `data_partition` with `data_sequence`: an older file (strictly), of the
-/// same partition unless the delete's is unpartitioned (an empty tuple).
-/// Partitions are compared as the manifests' tuples by field name, so two
-/// specs with the same field names count as one.
-pub fn applies_to(
-    delete_partition: &serde_json::Value,
-    delete_sequence: i64,
-    data_partition: &serde_json::Value,
-    data_sequence: i64,
-) -> bool {
-    let unpartitioned = match delete_partition {
+/// Whether an equality delete `delete` applies to the data file `data`
+/// (Iceberg spec, "Scan Planning"): an older file (strictly smaller data
+/// sequence number), of the same partition (spec and tuple) unless the
+/// delete's is unpartitioned (an empty tuple).
+pub fn applies_to(delete: &ContentFile, data: &ContentFile) -> bool {
+    let unpartitioned = match &delete.partition {
         serde_json::Value::Null => true,
         serde_json::Value::Object(fields) => fields.is_empty(),
         _ => false,
     };
-    data_sequence < delete_sequence && (unpartitioned || delete_partition == data_partition)
+    data.sequence_number < delete.sequence_number
+        && (unpartitioned || (delete.spec_id == data.spec_id && delete.partition == data.partition))
 }
 
 /// The equality delete sets that apply to each data file (namespaced path).
@@ -170,6 +170,7 @@ pub fn column_with_field_id(schema: &Schema, id: i32) -> Option<usize> {
 mod tests {
     use datafusion::arrow::array::{Int32Array, Int64Array, StringArray, StringViewArray};
     use serde_json::json;
+    use silt_lakehouse::iceberg::FileContent;
 
     use super::*;
 
@@ -187,19 +188,39 @@ mod tests {
             "(1,a) and (2,null) and (null,c) are deleted; nulls equal nulls"
         );
         assert!(set.live(&[Arc::new(Int64Array::from(vec![1])) as ArrayRef]).is_err());
+        let empty = KeySet::try_new(vec![1], &[]).unwrap();
+        let all = empty
+            .live(&[Arc::new(Int64Array::from(vec![1, 2])) as ArrayRef])
+            .unwrap();
+        assert_eq!(all.count_set_bits(), 2, "an empty delete file deletes nothing");
     }
 
     #[test]
     fn deletes_apply_to_older_files_of_their_partition() {
-        let a = json!({"cat": "a"});
-        let b = json!({"cat": "b"});
-        assert!(applies_to(&a, 5, &a, 4));
-        assert!(!applies_to(&a, 5, &a, 5), "strictly older data only");
-        assert!(!applies_to(&a, 5, &b, 4), "another partition");
+        let file = |partition: serde_json::Value, spec_id: i32, sequence_number: i64| ContentFile {
+            content: FileContent::Data,
+            path: "x".into(),
+            format: "PARQUET".into(),
+            record_count: 1,
+            size: 1,
+            sequence_number,
+            partition,
+            spec_id,
+            equality_ids: Vec::new(),
+        };
+        let (a, b) = (json!({"cat": "a"}), json!({"cat": "b"}));
+        let delete = file(a.clone(), 1, 5);
+        assert!(applies_to(&delete, &file(a.clone(), 1, 4)));
+        assert!(!applies_to(&delete, &file(a.clone(), 1, 5)), "strictly older data only");
+        assert!(!applies_to(&delete, &file(b.clone(), 1, 4)), "another partition");
         assert!(
-            applies_to(&json!({}), 5, &b, 4),
+            !applies_to(&delete, &file(a.clone(), 0, 4)),
+            "the same tuple of another spec"
+        );
+        assert!(
+            applies_to(&file(json!({}), 0, 5), &file(b, 1, 4)),
             "an unpartitioned delete applies everywhere"
         );
-        assert!(applies_to(&serde_json::Value::Null, 5, &b, 1));
+        assert!(applies_to(&file(serde_json::Value::Null, 0, 5), &file(a, 1, 1)));
     }
 }

@@ -167,12 +167,7 @@ impl IcebergSnapshots {
             let location = ObjectVersion::immutable_meta(store.namespaced(&delete.path)?, delete.size, &generation);
             let keys = store.deletes.keys(&location, &delete.equality_ids).await?;
             for file in data {
-                if equality::applies_to(
-                    &delete.partition,
-                    delete.sequence_number,
-                    &file.partition,
-                    file.sequence_number,
-                ) {
+                if equality::applies_to(delete, file) {
                     per_file
                         .entry(store.namespaced(&file.path)?)
                         .or_default()

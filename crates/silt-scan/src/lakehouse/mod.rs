@@ -36,6 +36,7 @@ use std::time::Instant;
 use datafusion::arrow::datatypes::{Schema, SchemaRef};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::cache::cache_manager::FileMetadataCache;
+use datafusion::parquet::arrow::PARQUET_FIELD_ID_META_KEY;
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 use object_store::ObjectMeta;
@@ -368,6 +369,11 @@ impl TableStore {
         let mut text = self.root.clone();
         for field in schema.iter().flat_map(|s| s.fields()) {
             text.push_str(&format!("|{}:{}", field.name(), field.data_type()));
+            // Columns matched by field id: the same names and types with
+            // other ids read other file columns.
+            if let Some(id) = field.metadata().get(PARQUET_FIELD_ID_META_KEY) {
+                text.push_str(&format!("#{id}"));
+            }
         }
         format!("{:016x}", fnv1a(text.as_bytes()))
     }

@@ -13,7 +13,6 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, Date32Array, Int64Array, StringArray};
 use datafusion::arrow::datatypes::DataType;
-use datafusion::common::TableReference;
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::{
     BinaryOperator, DataType as SqlType, Expr as SqlExpr, Ident, SelectItem, SetExpr, Statement, TableFactor,
@@ -96,7 +95,7 @@ pub async fn lookup_shape(engine: &Engine, statement: &DFStatement) -> Option<Lo
     }
     let provider = engine
         .base_context()
-        .table_provider(TableReference::bare(table.as_str()))
+        .table_provider(crate::catalog::table_reference(&table))
         .await
         .ok()?;
     let schema = provider.schema();

@@ -281,7 +281,7 @@ async fn parse_scan_filter(ctx: &SessionContext, table: &str, sql: &str) -> Resu
         reason,
     };
     let df = ctx
-        .table(TableReference::bare(table))
+        .table(crate::catalog::table_reference(table))
         .await
         .map_err(|e| invalid(SqlFilterError::Plan(e)))?;
     let expr = df.parse_sql_expr(sql).map_err(|e| invalid(SqlFilterError::Plan(e)))?;
@@ -310,7 +310,7 @@ pub async fn scan(
     request: &ScanRequest,
     gate: Option<&Arc<ValidationGate>>,
 ) -> Result<PlannedQuery, ServerError> {
-    let sources = check_names(engine, &[TableReference::bare(request.table.as_str())], gate).await?;
+    let sources = check_names(engine, &[crate::catalog::table_reference(&request.table)], gate).await?;
     let ctx = query_context(engine, gate)?;
     let task = ctx.task_ctx();
     let filters = request

@@ -111,6 +111,23 @@ async fn rest_catalog_tables_answer_and_follow_commits() {
         "load-table requests of a warm query"
     );
 
+    // Point lookups name the table as SQL does (the snapshot has no
+    // deletes: copy-on-write only).
+    let client = silt_client::SiltClient::connect(&server.flight_url()).await.unwrap();
+    let ids: datafusion::arrow::array::ArrayRef =
+        std::sync::Arc::new(datafusion::arrow::array::Int64Array::from(vec![3000, 3001, 5]));
+    let found = client
+        .lookup("lake.db.events", "id", ids, Some(vec!["id".into(), "cat".into()]))
+        .await
+        .unwrap();
+    let want = crate::common::answer(
+        &expected_ctx(&warehouse, current).await,
+        "SELECT id, cat FROM events WHERE id IN (3000, 3001, 5) ORDER BY id",
+    )
+    .await;
+    let rows = |batches: &[datafusion::arrow::array::RecordBatch]| batches.iter().map(|b| b.num_rows()).sum::<usize>();
+    assert_eq!(rows(&found), rows(&want), "lookup of lake.db.events");
+
     // A commit through the catalog is seen by the next query.
     let appended = run_fixture("iceberg_server_fixture.py", &warehouse, "append");
     let current = appended["current_snapshot_id"].as_i64().unwrap();
