@@ -13,7 +13,8 @@ PHASE `evolve` (after `create`) renames a column, gives its old name to a
 new column and promotes an int column to long, appending between.
 PHASE `equality-deletes` (after `create`) commits equality delete files
 (written to the spec) and an append; see `equality_deletes`.
-PHASE `append` appends a few rows. PHASE `appends N` commits N appends of
+PHASE `hidden` (alone) makes `db.trips`, partitioned by transforms of its
+columns (see `hidden`); it describes that table. PHASE `append` appends a few rows. PHASE `appends N` commits N appends of
 100 rows and prints nothing (for commits made while queries run).
 
 After each phase, every snapshot's rows as pyiceberg's own scan returns them
@@ -47,8 +48,17 @@ from pyiceberg.schema import Schema
 from pyiceberg.table.refs import SnapshotRefType
 from pyiceberg.table.snapshots import Operation, Snapshot, Summary
 from pyiceberg.table.update import AddSnapshotUpdate, AssertRefSnapshotId, SetSnapshotRefUpdate
-from pyiceberg.transforms import BucketTransform, IdentityTransform
-from pyiceberg.types import DoubleType, IntegerType, LongType, NestedField, StringType
+from pyiceberg.transforms import BucketTransform, DayTransform, IdentityTransform, MonthTransform, TruncateTransform
+from pyiceberg.types import (
+    DateType,
+    DecimalType,
+    DoubleType,
+    IntegerType,
+    LongType,
+    NestedField,
+    StringType,
+    TimestamptzType,
+)
 
 
 def rows(first, count, extra=False):
@@ -318,6 +328,52 @@ def write_expected(table, warehouse, rows):
     pq.write_table(rows, f"{warehouse}/expected/{table.current_snapshot().snapshot_id}.parquet")
 
 
+def hidden(catalog):
+    """A second table, `db.trips`, partitioned by transforms of its columns
+    (hidden partitioning): `day(ts)` and `truncate(1000, id)`, then, after
+    two appends, `month(d)` added to the spec and an append. `ts` keeps no
+    column metrics (`write.metadata.metrics.column.ts = none`): a filter on
+    it can prune by the `day(ts)` tuples only."""
+    import datetime
+    import decimal
+
+    schema = Schema(
+        NestedField(1, "id", LongType(), required=False),
+        NestedField(2, "ts", TimestamptzType(), required=False),
+        NestedField(3, "name", StringType(), required=False),
+        NestedField(4, "price", DecimalType(10, 2), required=False),
+        NestedField(5, "d", DateType(), required=False),
+    )
+    spec = PartitionSpec(
+        PartitionField(source_id=2, field_id=1000, transform=DayTransform(), name="ts_day"),
+        PartitionField(source_id=1, field_id=1001, transform=TruncateTransform(1000), name="id_trunc"),
+    )
+    properties = {"write.metadata.metrics.column.ts": "none"}
+    if ("db",) not in catalog.list_namespaces():
+        catalog.create_namespace("db")
+    table = catalog.create_table("db.trips", schema=schema, partition_spec=spec, properties=properties)
+    start = datetime.datetime(2026, 11, 20, tzinfo=datetime.timezone.utc)
+    first_day = datetime.date(2026, 9, 1)
+
+    def trips(first, count):
+        ids = list(range(first, first + count))
+        return pa.table(
+            {
+                "id": pa.array(ids, pa.int64()),
+                "ts": pa.array([start + datetime.timedelta(seconds=100 * i) for i in ids], pa.timestamp("us", "UTC")),
+                "name": pa.array([f"n{i:05}" for i in ids], pa.string()),
+                "price": pa.array([decimal.Decimal(i - 1000) / 100 for i in ids], pa.decimal128(10, 2)),
+                "d": pa.array([first_day + datetime.timedelta(days=i // 50) for i in ids], pa.date32()),
+            }
+        )
+
+    table.append(trips(0, 2000))
+    catalog.load_table("db.trips").append(trips(2000, 2000))
+    with catalog.load_table("db.trips").update_spec() as update:
+        update.add_field("d", MonthTransform(), "d_month")
+    catalog.load_table("db.trips").append(trips(4000, 1000))
+
+
 def appends(catalog, count):
     """`count` commits of 100 rows each, as fast as the catalog takes them."""
     for _ in range(count):
@@ -332,8 +388,8 @@ def append(catalog):
     table.append(rows(first, 30, extra="note" in [f.name for f in table.schema().fields]))
 
 
-def describe(catalog, warehouse):
-    table = catalog.load_table("db.events")
+def describe(catalog, warehouse, name="db.events"):
+    table = catalog.load_table(name)
     os.makedirs(f"{warehouse}/expected", exist_ok=True)
     snapshots = []
     for snap in table.metadata.snapshots:
@@ -362,6 +418,10 @@ def main():
     if phase == "equality-deletes":
         equality_deletes(catalog, warehouse)
         print(json.dumps(describe(catalog, warehouse)))
+        return
+    if phase == "hidden":
+        hidden(catalog)
+        print(json.dumps(describe(catalog, warehouse, "db.trips")))
         return
     {"create": create, "more": more, "append": append, "evolve": evolve}[phase](catalog)
     print(json.dumps(describe(catalog, warehouse)))

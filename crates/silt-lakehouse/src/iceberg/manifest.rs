@@ -55,6 +55,68 @@ pub struct ContentFile {
     /// Equality delete files: the field ids of the columns whose values
     /// identify a deleted row (empty for other files).
     pub equality_ids: Vec<i32>,
+    /// What the writer recorded of the file's columns.
+    pub metrics: ColumnMetrics,
+}
+
+/// A data file's column metrics (the manifest's `lower_bounds`,
+/// `upper_bounds`, `null_value_counts`), by field id. Bounds are in
+/// Iceberg's single-value binary form (spec, "Binary single-value
+/// serialization"); they bound the values but need not be exact: a string
+/// bound may be truncated (a truncated upper bound is rounded up).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ColumnMetrics {
+    pub lower: Vec<(i32, Vec<u8>)>,
+    pub upper: Vec<(i32, Vec<u8>)>,
+    pub nulls: Vec<(i32, u64)>,
+}
+
+impl ColumnMetrics {
+    /// The lower bound of field `id`, if recorded.
+    pub fn lower(&self, id: i32) -> Option<&[u8]> {
+        self.lower.iter().find(|(f, _)| *f == id).map(|(_, b)| b.as_slice())
+    }
+
+    /// The upper bound of field `id`, if recorded.
+    pub fn upper(&self, id: i32) -> Option<&[u8]> {
+        self.upper.iter().find(|(f, _)| *f == id).map(|(_, b)| b.as_slice())
+    }
+
+    /// The null count of field `id`, if recorded.
+    pub fn nulls(&self, id: i32) -> Option<u64> {
+        self.nulls.iter().find(|(f, _)| *f == id).map(|(_, n)| *n)
+    }
+
+    /// From a manifest's `data_file` record. Metrics that do not read as
+    /// maps of field ids are left out (they only prune).
+    fn of(file: &Value) -> ColumnMetrics {
+        let bytes = |v: &Value| match v {
+            Value::Bytes(b) | Value::Fixed(_, b) => Some(b.clone()),
+            _ => None,
+        };
+        let count = |v: &Value| as_long(v).and_then(|n| u64::try_from(n).ok());
+        ColumnMetrics {
+            lower: id_map(file, "lower_bounds", bytes),
+            upper: id_map(file, "upper_bounds", bytes),
+            nulls: id_map(file, "null_value_counts", count),
+        }
+    }
+}
+
+/// An Iceberg `map<int, T>` field of `record`: Avro writes it as an array
+/// of `{key, value}` records. Entries whose value `read` refuses are left
+/// out.
+fn id_map<T>(record: &Value, name: &str, read: impl Fn(&Value) -> Option<T>) -> Vec<(i32, T)> {
+    let Some(Value::Array(entries)) = field(record, name) else {
+        return Vec::new();
+    };
+    entries
+        .iter()
+        .filter_map(|entry| {
+            let id = i32::try_from(as_long(field(entry, "key")?)?).ok()?;
+            Some((id, read(field(entry, "value")?)?))
+        })
+        .collect()
 }
 
 /// The manifests of a manifest list's bytes.
@@ -137,6 +199,7 @@ pub fn read_manifest(manifest: &ManifestEntryFile, bytes: &[u8]) -> Result<Vec<C
                     .ok_or_else(|| bad("equality_ids that are not field ids"))?,
                 _ => Vec::new(),
             },
+            metrics: ColumnMetrics::of(file),
         });
         if let Some(f) = files.last().filter(|f| f.content == FileContent::EqualityDeletes) {
             let mut ids = f.equality_ids.clone();

@@ -36,6 +36,13 @@ pub struct TableMetadata {
     /// v1 tables may carry a single `schema` instead.
     #[serde(default)]
     pub schema: Option<serde_json::Value>,
+    /// The partition specs, as JSON (`spec-id`, `fields` with `source-id`,
+    /// `name`, `transform`): see [`TableMetadata::partition_spec`].
+    #[serde(default)]
+    pub partition_specs: Vec<serde_json::Value>,
+    /// v1 tables may carry only the fields of spec 0.
+    #[serde(default)]
+    pub partition_spec: Option<serde_json::Value>,
 }
 
 /// A snapshot: the table's state after one commit.

@@ -11,6 +11,7 @@
 mod manifest;
 mod memo;
 mod metadata;
+mod partition;
 pub mod rest;
 mod schema;
 
@@ -20,9 +21,12 @@ use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 
-pub use manifest::{ContentFile, FileContent, ManifestContent, ManifestEntryFile, read_manifest, read_manifest_list};
+pub use manifest::{
+    ColumnMetrics, ContentFile, FileContent, ManifestContent, ManifestEntryFile, read_manifest, read_manifest_list,
+};
 pub use memo::MetadataMemo;
 pub use metadata::{Snapshot, SnapshotChoice, SnapshotLogEntry, TableMetadata};
+pub use partition::{PartitionField, PartitionSpec, Transform};
 pub use schema::{IcebergField, IcebergSchema, IcebergType};
 
 use crate::{LakehouseError, ObjectLocator, Result};

@@ -1,42 +1,120 @@
 //! What a table's metadata says of each file's values before its footer is
-//! read — Delta's `add.stats`: the row count and, per column, the minimum,
-//! maximum and null count — as [`FileStatistics`] the scan prunes whole
-//! files by ([`crate::scan_filter::ScanFilter::may_match_file`]), together
-//! with the file's partition values.
+//! read — the row count and, per column, bounds and the null count — as
+//! [`FileStatistics`] the scan prunes whole files by
+//! ([`crate::scan_filter::ScanFilter::may_match_file`]), together with the
+//! file's partition values. Bounds only prune: they must hold every value
+//! of the file, but need not be reached (nothing answers an aggregate from
+//! them).
 //!
-//! Bounds are taken only for types whose statistics writers keep exact:
-//! integers, dates and decimals. Strings are truncated by some writers (a
-//! truncated maximum is below the real one), timestamps are written in
-//! milliseconds (the maximum may be below the real microseconds), floats
-//! may hide NaN: those columns prune nothing here (the footers still prune
-//! their row groups).
+//! Delta's `add.stats` give bounds here only for types whose statistics
+//! writers keep exact: integers, dates and decimals. Strings are truncated
+//! by some writers (a truncated maximum is below the real one), timestamps
+//! are written in milliseconds (the maximum may be below the real
+//! microseconds), floats may hide NaN: those columns prune nothing here
+//! (the footers still prune their row groups). Iceberg's manifests are read
+//! in [`super::iceberg_bounds`].
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{DataType, Schema};
 use datafusion::common::ScalarValue;
+use datafusion::parquet::arrow::PARQUET_FIELD_ID_META_KEY;
 use object_store::path::Path;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::scan_filter::FileStatistics;
 
-/// Per data file (namespaced path), the statistics the log gives it.
+/// Per data file (namespaced path), what the metadata knows of its values.
 /// Cheap to clone.
 #[derive(Debug, Clone, Default)]
-pub struct FileBounds(Arc<HashMap<Path, LogStats>>);
+pub struct FileBounds(Arc<HashMap<Path, KnownValues>>);
+
+/// What the metadata knows of one file.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KnownValues {
+    pub rows: Option<u64>,
+    /// By column name.
+    pub columns: HashMap<String, ColumnBounds>,
+}
+
+/// What the metadata knows of one column of one file.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ColumnBounds {
+    /// The column's field id (Iceberg): the bounds are of the column that
+    /// has it, whatever it is named by the schema a query planned with.
+    pub field_id: Option<i32>,
+    pub min: Option<ScalarValue>,
+    pub max: Option<ScalarValue>,
+    pub nulls: Option<u64>,
+}
 
 impl FileBounds {
+    pub fn new(per_file: HashMap<Path, KnownValues>) -> Self {
+        FileBounds(Arc::new(per_file))
+    }
+
     /// Whether no file has statistics.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
+    }
+
+    /// From each file's Delta `stats` JSON, read as the columns of
+    /// `schema`; a file whose statistics do not parse has none (it is
+    /// never pruned by them).
+    pub fn from_delta_json(per_file: impl IntoIterator<Item = (Path, String)>, schema: &Schema) -> Self {
+        let parsed = per_file
+            .into_iter()
+            .filter_map(|(path, json)| {
+                let stats = serde_json::from_str::<LogStats>(&json).ok()?;
+                Some((path, stats.known(schema)))
+            })
+            .collect();
+        FileBounds::new(parsed)
+    }
+
+    /// What is known of `file`'s columns of `schema`: its `constants`
+    /// (partition values, per column) and the metadata's bounds. A bound of
+    /// another type than the column's (a schema change since) is cast, or
+    /// not used; one of another field id is not used.
+    pub fn statistics(&self, file: &Path, schema: &Schema, constants: &[Option<ScalarValue>]) -> FileStatistics {
+        let known = self.0.get(file);
+        let rows = known.and_then(|k| k.rows);
+        let (mut min, mut max, mut nulls) = (Vec::new(), Vec::new(), Vec::new());
+        for (c, field) in schema.fields().iter().enumerate() {
+            if let Some(Some(value)) = constants.get(c) {
+                min.push(Some(value.clone()));
+                max.push(Some(value.clone()));
+                nulls.push(if value.is_null() { rows } else { Some(0) });
+                continue;
+            }
+            let field_id = field
+                .metadata()
+                .get(PARQUET_FIELD_ID_META_KEY)
+                .and_then(|id| id.parse::<i32>().ok());
+            let column = known
+                .and_then(|k| k.columns.get(field.name()))
+                .filter(|b| b.field_id.is_none() || field_id.is_none() || b.field_id == field_id);
+            let typed = |bound: &Option<ScalarValue>| {
+                let value = bound.as_ref()?;
+                if value.data_type() == *field.data_type() {
+                    Some(value.clone())
+                } else {
+                    value.cast_to(field.data_type()).ok()
+                }
+            };
+            min.push(column.and_then(|b| typed(&b.min)));
+            max.push(column.and_then(|b| typed(&b.max)));
+            nulls.push(column.and_then(|b| b.nulls));
+        }
+        FileStatistics { min, max, nulls, rows }
     }
 }
 
 /// One file's `stats` (Delta protocol, "Per-file Statistics").
 #[derive(Debug, Default, Deserialize)]
-pub struct LogStats {
+struct LogStats {
     #[serde(rename = "numRecords")]
     rows: Option<u64>,
     #[serde(rename = "minValues", default)]
@@ -47,37 +125,29 @@ pub struct LogStats {
     nulls: Map<String, Value>,
 }
 
-impl FileBounds {
-    /// From each file's `stats` JSON; a file whose statistics do not parse
-    /// has none (it is never pruned by them).
-    pub fn from_json(per_file: impl IntoIterator<Item = (Path, String)>) -> Self {
-        let parsed = per_file
-            .into_iter()
-            .filter_map(|(path, json)| Some((path, serde_json::from_str::<LogStats>(&json).ok()?)))
+impl LogStats {
+    /// The exact bounds (module doc) and null counts of `schema`'s columns.
+    fn known(&self, schema: &Schema) -> KnownValues {
+        let columns = schema
+            .fields()
+            .iter()
+            .map(|field| {
+                let name = field.name();
+                let bound = |of: &Map<String, Value>| exact(of.get(name)?, field.data_type());
+                let bounds = ColumnBounds {
+                    field_id: None,
+                    min: bound(&self.min),
+                    max: bound(&self.max),
+                    nulls: self.nulls.get(name).and_then(Value::as_u64),
+                };
+                (name.clone(), bounds)
+            })
+            .filter(|(_, b)| *b != ColumnBounds::default())
             .collect();
-        FileBounds(Arc::new(parsed))
-    }
-
-    /// What is known of `file`'s columns of `schema`: its `constants`
-    /// (partition values, per column) and the log's exact bounds.
-    pub fn statistics(&self, file: &Path, schema: &Schema, constants: &[Option<ScalarValue>]) -> FileStatistics {
-        let stats = self.0.get(file);
-        let rows = stats.and_then(|s| s.rows);
-        let (mut min, mut max, mut nulls) = (Vec::new(), Vec::new(), Vec::new());
-        for (c, field) in schema.fields().iter().enumerate() {
-            if let Some(Some(value)) = constants.get(c) {
-                min.push(Some(value.clone()));
-                max.push(Some(value.clone()));
-                nulls.push(if value.is_null() { rows } else { Some(0) });
-                continue;
-            }
-            let name = field.name();
-            let bound = |of: &Map<String, Value>| exact(of.get(name)?, field.data_type());
-            min.push(stats.and_then(|s| bound(&s.min)));
-            max.push(stats.and_then(|s| bound(&s.max)));
-            nulls.push(stats.and_then(|s| s.nulls.get(name)?.as_u64()));
+        KnownValues {
+            rows: self.rows,
+            columns,
         }
-        FileStatistics { min, max, nulls, rows }
     }
 }
 
@@ -113,7 +183,6 @@ mod tests {
         let file = Path::from("t/part-0.parquet");
         let stats = r#"{"numRecords":10,"minValues":{"id":3,"day":"2026-11-01","s":"a","x":1.5},
             "maxValues":{"id":9,"day":"2026-11-27","s":"zz","x":2.5},"nullCount":{"id":0,"s":2}}"#;
-        let bounds = FileBounds::from_json([(file.clone(), stats.to_string())]);
         let schema = Schema::new(vec![
             Field::new("id", DataType::Int64, true),
             Field::new("day", DataType::Date32, true),
@@ -121,6 +190,7 @@ mod tests {
             Field::new("x", DataType::Float64, true),
             Field::new("cat", DataType::Utf8View, true),
         ]);
+        let bounds = FileBounds::from_delta_json([(file.clone(), stats.to_string())], &schema);
         let cat = Some(ScalarValue::Utf8View(Some("b".into())));
         let known = bounds.statistics(&file, &schema, &[None, None, None, None, cat.clone()]);
         assert_eq!(known.rows, Some(10));
@@ -134,7 +204,7 @@ mod tests {
         );
         assert_eq!((known.min[4].clone(), known.nulls[4]), (cat, Some(0)));
         assert_eq!(known.nulls[2], Some(2));
-        let unknown = FileBounds::from_json([(file.clone(), "not json".to_string())]);
+        let unknown = FileBounds::from_delta_json([(file.clone(), "not json".to_string())], &schema);
         assert!(unknown.statistics(&file, &schema, &[]).is_empty());
     }
 }

@@ -79,10 +79,11 @@ impl DeltaSnapshots {
             deletes: PositionDeletes::from_unsorted(deleted),
             equality: Default::default(),
             partitions: PartitionValues::new(partitions),
-            bounds: FileBounds::from_json(
+            bounds: FileBounds::from_delta_json(
                 files
                     .iter()
                     .filter_map(|f| Some((store.store.qualify(&f.path), f.stats.clone()?))),
+                &schema,
             ),
             // Renames need column mapping, which the log refuses.
             columns_changed: false,

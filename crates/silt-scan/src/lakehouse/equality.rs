@@ -207,6 +207,7 @@ mod tests {
             partition,
             spec_id,
             equality_ids: Vec::new(),
+            metrics: Default::default(),
         };
         let (a, b) = (json!({"cat": "a"}), json!({"cat": "b"}));
         let delete = file(a.clone(), 1, 5);

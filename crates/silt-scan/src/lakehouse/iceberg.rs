@@ -6,15 +6,16 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use datafusion::arrow::datatypes::Schema;
 use datafusion::error::{DataFusionError, Result};
 use object_store::path::Path;
 use silt_cache::ObjectVersion;
 use silt_lakehouse::SnapshotChoice;
 use silt_lakehouse::iceberg::rest::RestTable;
-use silt_lakehouse::iceberg::{ContentFile, FileContent, IcebergTable, MetadataMemo};
+use silt_lakehouse::iceberg::{ContentFile, FileContent, IcebergTable, MetadataMemo, PartitionSpec, TableMetadata};
 
 use super::equality::{self, EqualityDeletes, KeySet};
-use super::{PositionDeletes, TableFiles, TableStore, arrow_schema, external};
+use super::{FileBounds, PositionDeletes, TableFiles, TableStore, arrow_schema, external, iceberg_bounds};
 
 /// An Iceberg table's snapshots.
 #[derive(Debug)]
@@ -102,6 +103,7 @@ impl IcebergSnapshots {
             .map(|f| Ok((store.namespaced(&f.path)?, f.size)))
             .collect::<Result<Vec<_>>>()?;
         let files = store.data_files(files, &schema);
+        let bounds = self.file_bounds(store, &table.metadata, &live.data, &schema)?;
         let deletes = self.position_deletes(store, &live.data, &live.deletes).await?;
         let equality = self.equality_deletes(store, &live.data, &live.deletes).await?;
         Ok(TableFiles {
@@ -109,12 +111,37 @@ impl IcebergSnapshots {
             deletes,
             equality,
             partitions: Default::default(),
-            bounds: Default::default(),
+            bounds,
             columns_changed: table.metadata.columns_changed(),
             snapshot_id,
             schema: Some(schema),
             metadata_path: Some(table.metadata_path.clone()),
         })
+    }
+
+    /// Per data file, what its manifest entry says of its columns of
+    /// `schema`: metrics and partition tuple ([`iceberg_bounds`]).
+    fn file_bounds(
+        &self,
+        store: &TableStore,
+        metadata: &TableMetadata,
+        data: &[ContentFile],
+        schema: &Schema,
+    ) -> Result<FileBounds> {
+        let mut specs: HashMap<i32, Option<PartitionSpec>> = HashMap::new();
+        let per_file = data
+            .iter()
+            .map(|f| {
+                let spec = specs
+                    .entry(f.spec_id)
+                    .or_insert_with(|| metadata.partition_spec(f.spec_id));
+                Ok((
+                    store.namespaced(&f.path)?,
+                    iceberg_bounds::known_values(f, schema, spec.as_ref()),
+                ))
+            })
+            .collect::<Result<_>>()?;
+        Ok(FileBounds::new(per_file))
     }
 
     /// Per data file, the positions every position delete file that applies

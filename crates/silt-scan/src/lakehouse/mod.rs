@@ -26,6 +26,7 @@ mod deletes;
 pub mod delta;
 pub mod equality;
 pub mod iceberg;
+mod iceberg_bounds;
 mod partitions;
 mod schema;
 pub mod time_travel;
@@ -45,7 +46,7 @@ use parking_lot::Mutex;
 use silt_cache::{CacheError, CachedStore, Freshness, ObjectVersion, ValidationGate};
 use silt_lakehouse::{ObjectLocator, SnapshotChoice};
 
-pub use bounds::FileBounds;
+pub use bounds::{ColumnBounds, FileBounds, KnownValues};
 pub use deletes::{DeleteFiles, PositionDeletes};
 pub use equality::EqualityDeletes;
 pub use partitions::PartitionValues;
@@ -63,8 +64,9 @@ pub struct TableFiles {
     pub equality: EqualityDeletes,
     /// Values of partition columns kept outside the files (Delta).
     pub partitions: PartitionValues,
-    /// What the metadata says of each file's values (Delta's statistics):
-    /// files they rule out are not opened.
+    /// What the metadata says of each file's values (Delta's statistics,
+    /// Iceberg's manifest metrics and partition tuples): files they rule
+    /// out are not opened.
     pub bounds: FileBounds,
     /// Whether some column's name or type differs between the table's
     /// schemas (an Iceberg rename or promotion): older files then name or

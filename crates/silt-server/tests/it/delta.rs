@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use crate::common::{answer, check_same, client, pushdown_client};
 use crate::flight_sql::{fetch, flight_sql_client_at};
 use crate::iceberg::{
-    Fixture, check_all, check_flight, commits_during_queries_never_mix, expected_ctx, flight_error, render,
-    run_fixture, serve_tables, store_requests,
+    Fixture, check_all, check_flight, commits_during_queries_never_mix, expected_ctx, files_scanned, flight_error,
+    render, run_fixture, serve_tables, store_requests,
 };
 
 const SCRIPT: &str = "delta_server_fixture.py";
@@ -165,23 +165,13 @@ async fn delta_tables_answer_as_duckdb_reads_each_version() {
     // Pruning from the log: a filter on the partition column opens only
     // that partition's files; one on `id` skips the files whose bounds (the
     // log's statistics: the last append's ids are all above 21000) miss.
-    let files_scanned = |plan: String| -> usize {
-        let at = plan.find("CachedScanExec: files=").expect("a Silt scan") + "CachedScanExec: files=".len();
-        plan[at..]
-            .split(|c: char| !c.is_ascii_digit())
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap()
-    };
     let mut scanned = Vec::new();
     for sql in [
         "SELECT count(*) FROM events",
         "SELECT count(*) FROM events WHERE cat = 'b'",
         "SELECT count(*) FROM events WHERE id < 1000",
     ] {
-        let info = flight.execute(format!("EXPLAIN {sql}"), None).await.unwrap();
-        scanned.push(files_scanned(render(&fetch(&mut flight, info).await)));
+        scanned.push(files_scanned(&mut flight, sql).await);
     }
     let (all, one) = (scanned[0], scanned[1]);
     assert!(

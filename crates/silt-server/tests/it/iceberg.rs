@@ -367,6 +367,102 @@ async fn equality_deletes_remove_rows_by_value_in_their_partition() {
     }
 }
 
+/// How many files the server's plan of `sql` scans (`CachedScanExec:
+/// files=N` in its EXPLAIN): those the table's metadata did not rule out
+/// (0: it ruled out every file).
+pub(crate) async fn files_scanned(
+    flight: &mut arrow_flight::sql::client::FlightSqlServiceClient<tonic::transport::Channel>,
+    sql: &str,
+) -> usize {
+    let info = flight.execute(format!("EXPLAIN {sql}"), None).await.unwrap();
+    let plan = render(&fetch(flight, info).await);
+    let Some(at) = plan.find("CachedScanExec: files=") else {
+        assert!(
+            plan.contains("EmptyExec"),
+            "neither a Silt scan nor an empty one: {plan}"
+        );
+        return 0;
+    };
+    let at = at + "CachedScanExec: files=".len();
+    plan[at..]
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// Manifest metrics and hidden partitioning prune whole files before any
+/// footer is read: `db.trips` is partitioned by `day(ts)` and
+/// `truncate(1000, id)` (then also `month(d)`), and keeps no metrics for
+/// `ts`, so a filter on `ts` prunes by the tuples alone; filters on `id`,
+/// `name` and `price` by the manifests' bounds (`price` a decimal, some
+/// negative). Answers equal pyiceberg's scan, through both clients and
+/// Flight SQL, at every snapshot (the first ones in the older spec).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn manifest_bounds_and_hidden_partitions_prune_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let warehouse = dir.path().canonicalize().unwrap();
+    let made = fixture_phase(&warehouse, "hidden");
+    let location = made["table_location"].as_str().unwrap();
+    let (server, _cache) = serve_tables(&[("events", format!("iceberg+{location}"))], |_| {}).await;
+    let current = made["current_snapshot_id"].as_i64().unwrap();
+    let expected = expected_ctx(&warehouse, current).await;
+    let all = "SELECT count(*) AS n, min(id) AS lo, max(id) AS hi, sum(price) AS s FROM events";
+    // Each filter, and at most how many of the table's files it may scan.
+    let filtered = [
+        // One day of five (and then some): by `day(ts)` alone.
+        ("WHERE ts >= '2026-11-21T00:00:00Z' AND ts < '2026-11-22T00:00:00Z'", 3),
+        ("WHERE id BETWEEN 2100 AND 2120", 2),
+        ("WHERE name = 'n03333'", 1),
+        ("WHERE price < -5", 1),
+        ("WHERE d >= DATE '2026-11-25'", 3),
+        // Nothing: the first day's prices are all below 0.
+        ("WHERE ts < '2026-11-21T00:00:00Z' AND price > 1", 0),
+    ];
+    let pushdown = pushdown_client(&server).await;
+    let default = client(&server).await;
+    let mut flight = flight_sql_client_at(&server.flight_url()).await;
+    let every = files_scanned(&mut flight, all).await;
+    assert!(every >= 10, "{every} files in the table");
+    let mut queries = vec![all.to_string()];
+    for (filter, most) in filtered {
+        let sql = format!("{all} {filter}");
+        let scanned = files_scanned(&mut flight, &sql).await;
+        assert!(scanned <= most, "{scanned} of {every} files scanned {filter}");
+        queries.push(sql);
+        queries.push(format!("SELECT id, name, price, d FROM events {filter} ORDER BY id"));
+    }
+    let queries: Vec<&str> = queries.iter().map(String::as_str).collect();
+    check_clients(
+        &queries,
+        &expected,
+        [("pushed down", &pushdown), ("default client", &default)],
+    )
+    .await;
+    for sql in &queries {
+        let info = flight.execute(sql.to_string(), None).await.unwrap();
+        let got = fetch(&mut flight, info).await;
+        let want = answer(&expected, sql).await;
+        if got.is_empty() {
+            // No rows: Flight sent no batch (the schema alone).
+            assert_eq!(want.iter().map(|b| b.num_rows()).sum::<usize>(), 0, "{sql}");
+        } else {
+            assert_eq!(render(&got), render(&want), "{sql}");
+        }
+    }
+    for snap in made["snapshots"].as_array().unwrap() {
+        let id = snap["snapshot_id"].as_i64().unwrap();
+        let select = "SELECT count(*) AS n, sum(price) AS s FROM";
+        check_time_travel(&mut flight, &warehouse, select, "\"events@", id).await;
+        let day = "WHERE ts >= '2026-11-21T00:00:00Z' AND ts < '2026-11-22T00:00:00Z' AND id < 3000";
+        let want = render(&answer(&expected_ctx(&warehouse, id).await, &format!("{select} events {day}")).await);
+        let sql = format!("{select} \"events@{id}\" {day}");
+        let info = flight.execute(sql.clone(), None).await.unwrap();
+        assert_eq!(render(&fetch(&mut flight, info).await), want, "{sql}");
+    }
+}
+
 /// `{select} {table}{snapshot}"` through Flight SQL (time travel: `table`
 /// is the name up to its opening quote and `@`) equals `{select} events`
 /// over the expected rows of `snapshot`.
