@@ -35,7 +35,6 @@ use std::sync::Arc;
 
 use tracing::Instrument;
 
-use datafusion::arrow::array::BooleanBufferBuilder;
 use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, RecordBatch, RecordBatchOptions};
 use datafusion::arrow::buffer::{BooleanBuffer, Buffer};
 use datafusion::arrow::compute::filter as filter_array;
@@ -45,7 +44,7 @@ use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{Statistics, exec_err, internal_err, plan_err};
 use datafusion::datasource::physical_plan::parquet::ParquetFileMetrics;
-use datafusion::error::{DataFusionError, Result};
+use datafusion::error::Result;
 use datafusion::execution::cache::cache_manager::FileMetadataCache;
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
@@ -64,7 +63,7 @@ use tokio::task::JoinSet;
 
 use crate::column_loader::{Admission, ColumnLoader, FileContext, batch_lengths};
 use crate::footer::pinned_footer;
-use crate::lakehouse::equality::{column_with_field_id, concatenated};
+use crate::lakehouse::equality::{concatenated, key_columns};
 use crate::lakehouse::{EqualityDeletes, PartitionValues, PositionDeletes};
 use crate::pruning::{FilePruner, RowGroupWork};
 use crate::scan_filter::ScanFilter;
@@ -672,17 +671,7 @@ impl PartitionRun {
     async fn values_live(&self, file: &FileContext, rg: usize) -> Result<Option<BooleanBuffer>> {
         let mut live: Option<BooleanBuffer> = None;
         for keys in self.spec.equality.of(&file.meta.location) {
-            let columns = keys
-                .field_ids()
-                .iter()
-                .map(|&id| {
-                    column_with_field_id(&self.spec.table_schema, id).ok_or_else(|| {
-                        DataFusionError::NotImplemented(format!(
-                            "an equality delete on field id {id}, which the table's schema no longer has"
-                        ))
-                    })
-                })
-                .collect::<Result<Vec<usize>>>()?;
+            let columns = key_columns(keys, &self.spec.table_schema)?;
             let loaded = self.loader.load(file, rg, &columns).await?;
             let arrays = columns
                 .iter()
@@ -704,20 +693,9 @@ impl PartitionRun {
     /// The rows of row group `rg` of `file` that no position delete
     /// removes; `None` when none removes any.
     fn positions_live(&self, file: &FileContext, rg: usize) -> Option<BooleanBuffer> {
-        let deleted = self.spec.deletes.of(&file.meta.location)?;
-        let rows = file.rows(rg);
-        let start: u64 = (0..rg).map(|g| file.rows(g) as u64).sum();
-        let end = start + rows as u64;
-        let here = &deleted[deleted.partition_point(|&p| p < start)..deleted.partition_point(|&p| p < end)];
-        if here.is_empty() {
-            return None;
-        }
-        let mut live = BooleanBufferBuilder::new(rows);
-        live.append_n(rows, true);
-        for &p in here {
-            live.set_bit((p - start) as usize, false);
-        }
-        Some(live.finish())
+        self.spec
+            .deletes
+            .live_rows(&file.meta.location, file.first_row(rg), file.rows(rg))
     }
 
     /// The rows of row group `rg` of `file` the client asked for (a scoped

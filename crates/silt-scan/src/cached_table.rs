@@ -241,6 +241,20 @@ impl CachedParquetTable {
         }))
     }
 
+    /// Whether `column` is one the table keeps outside its files (a Delta
+    /// partition column: its value is in the log), as of the last snapshot
+    /// resolved. Lookups by such a column are refused
+    /// ([`crate::lookup::lookup`]): SQL of a lookup's shape on one takes the
+    /// general path.
+    pub fn keeps_outside_files(&self, column: &str) -> bool {
+        let last = match &self.files {
+            Files::Listing(_) => return false,
+            Files::Lakehouse { files, .. } => files.last_resolved(),
+            Files::Snapshot(at) => Some(at.clone()),
+        };
+        last.is_some_and(|f| f.partitions.columns().contains(column))
+    }
+
     /// Whether the (namespaced) `path` is one of the table's objects by the
     /// rule of [`Self::list_files`] (DataFusion's: a `.parquet` object
     /// directly under the table's URL, or under `key=value` folders, unless

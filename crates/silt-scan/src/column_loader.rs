@@ -105,6 +105,18 @@ impl FileContext {
         usize::try_from(self.reader.metadata().row_group(rg).num_rows()).unwrap_or(0)
     }
 
+    /// The position in the file of row group `rg`'s first row.
+    pub fn first_row(&self, rg: usize) -> u64 {
+        (0..rg).map(|g| self.rows(g) as u64).sum()
+    }
+
+    /// The name the file gives table column `c`, if it has it (a renamed
+    /// column's old name, matched by field id: [`file_columns`]).
+    pub fn column_name(&self, c: usize) -> Option<&str> {
+        let root = self.file_columns.get(c).copied().flatten()?;
+        Some(self.reader.schema().field(root).name())
+    }
+
     /// Compressed bytes of the column chunk of root column `root` (a file
     /// column index) in row group `rg`: its leaves summed.
     pub fn chunk_bytes(&self, rg: usize, root: usize) -> u64 {

@@ -6,7 +6,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, AsArray, RecordBatch};
+use datafusion::arrow::array::{Array, AsArray, BooleanBufferBuilder, RecordBatch};
+use datafusion::arrow::buffer::BooleanBuffer;
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Int64Type, Schema};
 use datafusion::error::{DataFusionError, Result};
@@ -55,6 +56,23 @@ impl PositionDeletes {
     /// The deleted positions of `file`, if any.
     pub fn of(&self, file: &Path) -> Option<&Arc<Vec<u64>>> {
         self.0.get(file).filter(|rows| !rows.is_empty())
+    }
+
+    /// Which of the `rows` rows of `file` from position `first` on (a row
+    /// group) are not deleted; `None` when none of them is.
+    pub fn live_rows(&self, file: &Path, first: u64, rows: usize) -> Option<BooleanBuffer> {
+        let deleted = self.of(file)?;
+        let end = first + rows as u64;
+        let here = &deleted[deleted.partition_point(|&p| p < first)..deleted.partition_point(|&p| p < end)];
+        if here.is_empty() {
+            return None;
+        }
+        let mut live = BooleanBufferBuilder::new(rows);
+        live.append_n(rows, true);
+        for &p in here {
+            live.set_bit((p - first) as usize, false);
+        }
+        Some(live.finish())
     }
 }
 

@@ -157,6 +157,21 @@ impl EqualityDeletes {
     }
 }
 
+/// The indices in `schema` of `keys`' columns (its field ids), or an error
+/// naming the one the schema no longer has.
+pub fn key_columns(keys: &KeySet, schema: &Schema) -> Result<Vec<usize>> {
+    keys.field_ids()
+        .iter()
+        .map(|&id| {
+            column_with_field_id(schema, id).ok_or_else(|| {
+                DataFusionError::NotImplemented(format!(
+                    "an equality delete on field id {id}, which the table's schema no longer has"
+                ))
+            })
+        })
+        .collect()
+}
+
 /// The index in `schema` of the column with Iceberg field id `id`.
 pub fn column_with_field_id(schema: &Schema, id: i32) -> Option<usize> {
     let id = id.to_string();

@@ -83,11 +83,11 @@ pub struct TableFiles {
 }
 
 impl TableFiles {
-    /// Why only the server's scan reads this snapshot right, if it does:
-    /// rows deleted by position, partition values kept outside the files,
-    /// and columns renamed or retyped are applied there and nowhere else (not by lookups, which
-    /// read rows straight from pages, nor by a client decoding row groups
-    /// itself).
+    /// Why only the server reads this snapshot right, if it does: rows
+    /// deleted by position or value, partition values kept outside the
+    /// files, and columns renamed or retyped are applied by its scan and
+    /// its lookups ([`crate::lookup`]), not by a client decoding row groups
+    /// itself.
     pub fn scan_only(&self) -> Option<&'static str> {
         if !self.deletes.is_empty() {
             Some("the table's snapshot deletes rows by position, which only the server's scan applies")

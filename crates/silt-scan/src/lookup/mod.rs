@@ -23,13 +23,15 @@
 //! never mixes versions, and the answer is SQL's `WHERE key IN (keys)`: each
 //! matching row once, null keys matching nothing, rows in file order.
 
+mod file_deletes;
 mod key_index;
 mod pinned_keys;
 
 use std::ops::Range;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, RecordBatch, UInt32Array, new_null_array};
+use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, RecordBatch, UInt32Array};
+use datafusion::arrow::buffer::BooleanBuffer;
 use datafusion::arrow::compute::{concat, concat_batches, prep_null_mask_filter, take};
 use datafusion::arrow::datatypes::{Schema, SchemaRef};
 use datafusion::catalog::Session;
@@ -55,6 +57,7 @@ use crate::cached_table::CachedParquetTable;
 use crate::column_loader::{FileContext, conform};
 use crate::file_reader::CachedFileReader;
 use crate::footer::pinned_footer;
+use file_deletes::FileDeletes;
 use pinned_keys::matching_rows;
 
 /// A lookup: table column indices and the keys.
@@ -116,7 +119,10 @@ impl LookupIndexes {
         let (object, metadata) = pinned_footer(&sources.store, &sources.metadata_cache, meta).await?;
         let schema = table.schema_ref();
         let file = FileContext::try_new(meta.clone(), object, metadata, &schema)?;
-        let index = Arc::new(KeyIndex::build(file, column, schema.field(column).name())?);
+        let index = match file.column_name(column).map(str::to_string) {
+            Some(name) => Arc::new(KeyIndex::build(file, column, &name)?),
+            None => Arc::new(None),
+        };
         self.cache.insert(key, index.clone());
         Ok(index)
     }
@@ -163,50 +169,71 @@ pub async fn lookup(
         return Ok(outcome);
     }
     let snapshot = table.table_files_gated(state, gate).await?;
-    if let Some(reason) = snapshot.scan_only() {
-        // A deleted row must never be returned, nor a partition column be
-        // null: lookups read rows straight from pages and batches.
-        return Err(DataFusionError::NotImplemented(format!(
-            "lookups: {reason}; run the query as SQL"
-        )));
-    }
     for meta in snapshot.files.iter() {
+        let constants = snapshot.partitions.constants(&meta.location, &schema)?;
+        if constants.get(request.key_column).is_some_and(Option::is_some) {
+            // Every row of such a file has the one key: a scan, not a lookup.
+            return Err(DataFusionError::NotImplemented(format!(
+                "lookups by {}, a partition column the table keeps outside its files; run the query as SQL",
+                key_field.name()
+            )));
+        }
         let index = indexes.get(table, meta, request.key_column).await?;
         let Some(index) = index.as_ref() else {
             continue; // the file lacks the key column: no row matches
         };
+        let file = index.file.clone().with_constants(constants);
+        let deletes = FileDeletes::of(&snapshot, &file, &schema)?;
+        // Equality deletes need their key columns of the found rows: read
+        // after the projection, dropped once the rows are checked.
+        let mut read = request.clone();
+        for c in deletes.value_columns() {
+            if !read.projection.contains(&c) {
+                read.projection.push(c);
+            }
+        }
+        let read_schema = Arc::new(schema.project(&read.projection)?);
         let file_keys = cast_exact(&keys, index.field.data_type())?;
         let matcher = KeyMatcher::try_new(index, &file_keys)?;
         let candidates = index.candidates(&file_keys)?;
+        let mut found = Vec::new();
         let mut on_pages = Vec::new();
         for (rg, ranges) in candidates {
             if bloom_excludes(table, index, rg, &file_keys).await? {
                 outcome.bloom_skipped_row_groups += 1;
                 continue;
             }
-            match read_from_memory(table, index, &matcher, rg, &ranges, request, &out_schema)? {
+            let live = deletes.live_positions(rg);
+            match read_from_memory(table, &file, &matcher, rg, &ranges, live.as_ref(), &read, &read_schema)? {
                 Some(batches) => {
                     outcome.memory_row_groups += 1;
-                    outcome.batches.extend(batches);
+                    found.extend(batches);
                 }
-                None => on_pages.push((rg, ranges)),
+                None => on_pages.push((rg, ranges, live)),
             }
         }
         if !on_pages.is_empty() {
             outcome.page_row_groups += on_pages.len();
             let mut groups = Vec::with_capacity(on_pages.len());
-            for (rg, ranges) in on_pages {
+            for (rg, ranges, live) in on_pages {
                 let keys = indexes.keys.get(table, index, rg).await?;
-                let positions = matching_rows(&matcher, &keys, &ranges)?;
+                let mut positions = matching_rows(&matcher, &keys, &ranges)?;
+                if let Some(live) = live {
+                    positions = positions.iter().flatten().filter(|&p| live.value(p as usize)).collect();
+                }
                 if !positions.is_empty() {
                     groups.push((rg, keys, positions));
                 }
             }
             if !groups.is_empty() {
-                outcome
-                    .batches
-                    .push(read_rows(table, index, groups, request, &out_schema).await?);
+                found.push(read_rows(table, &file, groups, &read, &read_schema).await?);
             }
+        }
+        let wanted: Vec<usize> = (0..request.projection.len()).collect();
+        for batch in found {
+            outcome
+                .batches
+                .push(deletes.values_live(batch, &read.projection)?.project(&wanted)?);
         }
     }
     outcome.batches = coalesce(&out_schema, std::mem::take(&mut outcome.batches))?;
@@ -368,17 +395,18 @@ fn nulls_as_false(mask: BooleanArray) -> BooleanArray {
 
 /// The matching rows of row group `rg` from the memory tier, if it holds
 /// every needed column of every batch the candidate ranges touch.
+#[allow(clippy::too_many_arguments)]
 fn read_from_memory(
     table: &CachedParquetTable,
-    index: &KeyIndex,
+    file: &FileContext,
     matcher: &KeyMatcher,
     rg: usize,
     ranges: &[Range<usize>],
+    live: Option<&BooleanBuffer>,
     request: &KeyLookup,
     out_schema: &SchemaRef,
 ) -> Result<Option<Vec<RecordBatch>>> {
     let batches = &table.sources().batches;
-    let file = &index.file;
     let mut touched: Vec<usize> = ranges
         .iter()
         .flat_map(|r| r.start / BATCH_ROWS..r.end.div_ceil(BATCH_ROWS))
@@ -401,10 +429,14 @@ fn read_from_memory(
     }
     let mut out = Vec::new();
     let mut decoded = DecodedDictionaries::default();
-    for columns in loaded {
+    for (&b, columns) in touched.iter().zip(loaded) {
         let find = |c: usize| columns.iter().find(|(x, _)| *x == c).map(|(_, col)| col);
         let key = find(request.key_column).ok_or_else(|| DataFusionError::Internal("key column not loaded".into()))?;
-        let mask = matcher.matches_cached(key)?;
+        let mut mask = matcher.matches_cached(key)?;
+        if let Some(live) = live {
+            let here = live.slice(b * BATCH_ROWS, mask.len());
+            mask = BooleanArray::from(mask.values() & &here);
+        }
         let rows = mask.true_count();
         if rows == 0 {
             continue;
@@ -416,7 +448,7 @@ fn read_from_memory(
             .iter()
             .map(|&c| match find(c) {
                 Some(col) => Ok(compact_views(col.filter_rows(&mask, &indices, &mut decoded)?)),
-                None => Ok(new_null_array(table.schema_ref().field(c).data_type(), rows)),
+                None => file.absent_column(c, table.schema_ref().field(c).data_type(), rows),
             })
             .collect::<Result<Vec<_>>>()?;
         out.push(RecordBatch::try_new(out_schema.clone(), arrays)?);
@@ -431,12 +463,11 @@ fn read_from_memory(
 /// pages are read, located through the offset index).
 async fn read_rows(
     table: &CachedParquetTable,
-    index: &KeyIndex,
+    file: &FileContext,
     groups: Vec<(usize, ArrayRef, UInt32Array)>,
     request: &KeyLookup,
     out_schema: &SchemaRef,
 ) -> Result<RecordBatch> {
-    let file = &index.file;
     let schema = table.schema_ref();
     let rows: usize = groups.iter().map(|(_, _, positions)| positions.len()).sum();
     let keys = groups
@@ -503,11 +534,11 @@ async fn read_rows(
             let field = schema.field(c);
             let column = match c == request.key_column {
                 true => Some(&keys),
-                false => read.as_ref().and_then(|b| b.column_by_name(field.name())),
+                false => file.column_name(c).and_then(|name| read.as_ref()?.column_by_name(name)),
             };
             match column {
                 Some(a) if file.file_columns[c].is_some() => conform(a, field.data_type()).map(compact_views),
-                _ => Ok(new_null_array(field.data_type(), rows)),
+                _ => file.absent_column(c, field.data_type(), rows),
             }
         })
         .collect::<Result<Vec<_>>>()?;

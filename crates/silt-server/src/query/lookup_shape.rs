@@ -101,6 +101,12 @@ pub async fn lookup_shape(engine: &Engine, statement: &DFStatement) -> Option<Lo
     let schema = provider.schema();
     let key_column = normalize(key);
     let key_type = schema.field_with_name(&key_column).ok()?.data_type().clone();
+    if provider
+        .downcast_ref::<silt_scan::CachedParquetTable>()
+        .is_some_and(|t| t.keeps_outside_files(&key_column))
+    {
+        return None; // not a lookup: a filter on a partition
+    }
     if let Some(cols) = &projection
         && cols.iter().any(|c| schema.field_with_name(c).is_err())
     {

@@ -218,6 +218,10 @@ async fn iceberg_tables_answer_as_pyiceberg_reads_each_snapshot() {
     // change (a client's table keeps the schema it registered with).
     let fresh = pushdown_client(&server).await;
     let expected = expected_ctx(&warehouse, current).await;
+    // Lookups skip rows deleted by position (every 7th of a file), before
+    // and after scans have filled the memory tier.
+    let keys: Vec<i64> = (3000..3030).chain([20000, 20001, 20007, 21005, 10002]).collect();
+    check_lookups(&server, &expected, &["id", "cat", "v", "note"], &keys).await;
     for sql in [
         "SELECT note, count(*) AS n, sum(v) AS s FROM events GROUP BY note ORDER BY note",
         "SELECT id, note FROM events WHERE note = 'n3' ORDER BY id",
@@ -229,6 +233,7 @@ async fn iceberg_tables_answer_as_pyiceberg_reads_each_snapshot() {
     // and silt_system shows which.
     let mut flight = flight_sql_client_at(&server.flight_url()).await;
     check_flight(&mut flight, &expected).await;
+    check_lookups(&server, &expected, &["id", "cat", "v", "note"], &keys).await;
     // Time travel through Flight SQL: every snapshot by id, and by the time
     // it was committed (`"events@<RFC 3339>"`), in that snapshot's schema.
     let summary = "SELECT count(*) AS n, sum(id) AS s, min(v) AS lo FROM";
@@ -318,6 +323,10 @@ async fn renamed_reused_and_promoted_columns_are_read_by_field_id() {
             "Flight SQL: {sql}"
         );
     }
+    // Lookups read the renamed column by its old name in older files, the
+    // reused name only in newer ones, the promoted column widened.
+    let keys = [150, 2999, 10003, 50001, 50499, 51000, 51299, 77777];
+    check_lookups(&server, &expected, &["id", "amount", "v", "qty", "cat"], &keys).await;
     // Each snapshot in its own schema: `v` is the double before the rename.
     let before = created["current_snapshot_id"].as_i64().unwrap();
     let old = "SELECT count(*) AS n, sum(v) AS s FROM";
@@ -358,6 +367,12 @@ async fn equality_deletes_remove_rows_by_value_in_their_partition() {
         [("pushed down", &pushdown), ("default client", &default)],
     )
     .await;
+    // Lookups (the server's lookup path): deleted keys are not found, kept
+    // and re-appended ones are; equality deletes compare the rows' `id`
+    // and (`cat`, `v`), read with the found rows though not asked for.
+    let keys = [10002, 10011, 10020, 100, 103, 202, 208, 3001, 3005, 99999];
+    check_lookups(&server, &expected, &["id", "cat", "v"], &keys).await;
+    check_lookups(&server, &expected, &["id"], &keys).await;
     let mut flight = flight_sql_client_at(&server.flight_url()).await;
     check_flight(&mut flight, &expected).await;
     let summary = "SELECT count(*) AS n, sum(id) AS s, min(v) AS lo FROM";
@@ -460,6 +475,36 @@ async fn manifest_bounds_and_hidden_partitions_prune_files() {
         let sql = format!("{select} \"events@{id}\" {day}");
         let info = flight.execute(sql.clone(), None).await.unwrap();
         assert_eq!(render(&fetch(&mut flight, info).await), want, "{sql}");
+    }
+}
+
+/// Lookups by `id` of `keys` — through `SiltClient::lookup` and as SQL of
+/// a lookup's shape (the server's lookup path: nothing planned) — return
+/// exactly the rows `expected` has for them: none a delete removed, every
+/// column as the table's snapshot has it (renamed, promoted, partition
+/// values kept outside the files). Compared as rendered, in `id` order.
+pub(crate) async fn check_lookups(
+    server: &silt_server::ServerHandle,
+    expected: &SessionContext,
+    columns: &[&str],
+    keys: &[i64],
+) {
+    let list = keys.iter().map(i64::to_string).collect::<Vec<_>>().join(", ");
+    let select = format!("SELECT {} FROM events WHERE id IN ({list})", columns.join(", "));
+    let want = render(&answer(expected, &format!("{select} ORDER BY id")).await);
+    let client = silt_client::SiltClient::connect(&server.flight_url()).await.unwrap();
+    let keys: datafusion::arrow::array::ArrayRef =
+        std::sync::Arc::new(datafusion::arrow::array::Int64Array::from(keys.to_vec()));
+    let names = columns.iter().map(|c| c.to_string()).collect();
+    let looked_up = client.lookup("events", "id", keys, Some(names)).await.unwrap();
+    let as_sql = client.sql(&select).await.unwrap();
+    for (how, got) in [("lookup", looked_up), ("SQL", as_sql)] {
+        let ctx = SessionContext::new();
+        let schema = got.first().expect("a lookup answers with a batch").schema();
+        let table = datafusion::datasource::MemTable::try_new(schema, vec![got]).unwrap();
+        ctx.register_table("found", std::sync::Arc::new(table)).unwrap();
+        let sorted = render(&answer(&ctx, "SELECT * FROM found ORDER BY id").await);
+        assert_eq!(sorted, want, "{how}: {select}");
     }
 }
 
