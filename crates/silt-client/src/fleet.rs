@@ -333,6 +333,8 @@ impl Fleet {
             // file has, so none is missed whatever columns a file lacks.
             projection: None,
             layout_only: true,
+            // Members scan every row group themselves (deletes applied).
+            honors_server_only: true,
             query,
             ..Default::default()
         };

@@ -106,7 +106,9 @@ pub struct SiltTableOptions {
     pub link_bytes_per_second: Option<f64>,
     /// Never push a scan down: fetch every row group the cache lacks (and
     /// admit it if the policy keeps it), then filter and aggregate here.
-    /// FlexPushdownDB's *caching-only* baseline; a benchmark knob.
+    /// FlexPushdownDB's *caching-only* baseline; a benchmark knob. Row
+    /// groups only the server reads right (a lakehouse snapshot's deletes,
+    /// a column the file lacks) are still pushed down.
     pub caching_only: bool,
 }
 

@@ -77,6 +77,14 @@ pub struct ScanRequest {
     /// slower than compressing.
     #[prost(enumeration = "IpcCompression", tag = "11")]
     pub compression: i32,
+    /// With `layout_only`: the client honors the layout's
+    /// [`layout::SERVER_ONLY`] column (it scans such row groups on the
+    /// server, never from its own cache). A lakehouse snapshot that deletes
+    /// rows, or keeps partition values outside its files, has a layout only
+    /// for such a client; others are refused it (`INVALID_ARGUMENT`) and
+    /// push their scans down whole.
+    #[prost(bool, tag = "12")]
+    pub honors_server_only: bool,
 }
 
 /// Arrow IPC buffer compression of a scan's answer ([`ScanRequest::compression`]):
@@ -258,12 +266,18 @@ pub mod layout {
     /// The column chunk's length in the object from [`CHUNK_OFFSET`]
     /// (nullable).
     pub const CHUNK_LENGTH: &str = "chunk_length";
+    /// Whether only the server's scan reads the row group right (nullable,
+    /// null as false): the query's lakehouse snapshot deletes rows of it
+    /// (by position or by value), which a client decoding it itself would
+    /// return. Sent only to a client that asked with
+    /// [`crate::ScanRequest::honors_server_only`].
+    pub const SERVER_ONLY: &str = "server_only";
 }
 
 /// The Arrow schema of a layout answer: `object` and `version` (Utf8),
 /// `row_group` (UInt32), `rows` (UInt64), `column` (Utf8), `bytes` (UInt64),
 /// then the nullable `compressed_bytes`, `chunk_offset` and `chunk_length`
-/// (UInt64). Clients read columns by name, so a client that predates a
+/// (UInt64) and `server_only` (Boolean). Clients read columns by name, so a client that predates a
 /// column ignores it, and a client finding none of the last three (an older
 /// server) never fetches column chunks as stored.
 pub fn layout_schema() -> arrow::datatypes::SchemaRef {
@@ -278,6 +292,7 @@ pub fn layout_schema() -> arrow::datatypes::SchemaRef {
         Field::new(layout::COMPRESSED_BYTES, DataType::UInt64, true),
         Field::new(layout::CHUNK_OFFSET, DataType::UInt64, true),
         Field::new(layout::CHUNK_LENGTH, DataType::UInt64, true),
+        Field::new(layout::SERVER_ONLY, DataType::Boolean, true),
     ]))
 }
 
@@ -473,6 +488,7 @@ mod tests {
                 columns: vec!["l_quantity".into()],
             }),
             filters: vec![vec![1, 2, 3]],
+            honors_server_only: true,
             limit: Some(10),
             partial_aggregate: Some(vec![4, 5]),
             scope: Some(SegmentScope {
@@ -527,7 +543,12 @@ mod tests {
         assert_eq!(back, req);
         // The layout's chunk columns are nullable: older servers leave them out.
         let schema = layout_schema();
-        for name in [layout::COMPRESSED_BYTES, layout::CHUNK_OFFSET, layout::CHUNK_LENGTH] {
+        for name in [
+            layout::COMPRESSED_BYTES,
+            layout::CHUNK_OFFSET,
+            layout::CHUNK_LENGTH,
+            layout::SERVER_ONLY,
+        ] {
             assert!(schema.field_with_name(name).unwrap().is_nullable(), "{name}");
         }
     }

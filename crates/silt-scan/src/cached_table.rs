@@ -283,14 +283,23 @@ impl CachedParquetTable {
     /// Lists like a scan (validated the same way). Row groups whose
     /// statistics rule out `filters` (the scan's) are left out, as a scan
     /// would skip them: the client never fetches or runs what cannot match.
-    pub async fn layout(&self, state: &dyn Session, columns: &[String], filters: &[Expr]) -> Result<RecordBatch> {
+    /// `honors_server_only`: the client scans row groups marked
+    /// [`silt_proto::layout::SERVER_ONLY`] on the server (else a snapshot
+    /// with such row groups has no layout: [`TableFiles::layout_refusal`]).
+    pub async fn layout(
+        &self,
+        state: &dyn Session,
+        columns: &[String],
+        filters: &[Expr],
+        honors_server_only: bool,
+    ) -> Result<RecordBatch> {
         if !self.cached {
             return Err(DataFusionError::Plan(
                 "the table has nested columns: it has no row-group layout for a client cache".into(),
             ));
         }
         let snapshot = self.table_files(state).await?;
-        if let Some(reason) = snapshot.scan_only() {
+        if let Some(reason) = snapshot.layout_refusal(honors_server_only) {
             return Err(DataFusionError::Plan(format!(
                 "{reason}: its scans go to the server, so it has no row-group layout for a client cache"
             )));
@@ -316,7 +325,20 @@ impl CachedParquetTable {
                 Some(filter) => filter.row_groups(&schema, metadata, &scratch),
                 None => (0..metadata.num_row_groups()).collect(),
             };
-            layout.add(meta, metadata, columns, &groups);
+            let first_rows: Vec<u64> = metadata
+                .row_groups()
+                .iter()
+                .scan(0u64, |at, g| {
+                    let first = *at;
+                    *at += g.num_rows().max(0) as u64;
+                    Some(first)
+                })
+                .collect();
+            let server_only = |rg: usize| {
+                let rows = metadata.row_group(rg).num_rows().max(0) as usize;
+                snapshot.server_only(&meta.location, first_rows[rg], rows)
+            };
+            layout.add(meta, metadata, columns, &groups, server_only);
         }
         layout.finish()
     }

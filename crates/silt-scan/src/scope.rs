@@ -12,7 +12,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use datafusion::arrow::array::{RecordBatch, StringBuilder, UInt32Builder, UInt64Builder};
+use datafusion::arrow::array::{BooleanBuilder, RecordBatch, StringBuilder, UInt32Builder, UInt64Builder};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::parquet::file::metadata::ParquetMetaData;
 use object_store::ObjectMeta;
@@ -96,6 +96,7 @@ pub struct LayoutBuilder {
     compressed: UInt64Builder,
     chunk_offset: UInt64Builder,
     chunk_length: UInt64Builder,
+    server_only: BooleanBuilder,
 }
 
 impl LayoutBuilder {
@@ -104,7 +105,17 @@ impl LayoutBuilder {
     /// chunk is in the object. A column the file lacks has no row (the
     /// client then never finds that row group complete in its cache, and
     /// scans it on the server).
-    pub fn add(&mut self, meta: &ObjectMeta, metadata: &ParquetMetaData, columns: &[String], groups: &[usize]) {
+    ///
+    /// `server_only(rg)`: whether only the server's scan reads row group
+    /// `rg` right ([`silt_proto::layout::SERVER_ONLY`]).
+    pub fn add(
+        &mut self,
+        meta: &ObjectMeta,
+        metadata: &ParquetMetaData,
+        columns: &[String],
+        groups: &[usize],
+        server_only: impl Fn(usize) -> bool,
+    ) {
         let version = ObjectVersion::wire_token_of(meta);
         let schema = metadata.file_metadata().schema_descr();
         let leaves: Vec<(&String, Vec<usize>)> = columns
@@ -120,6 +131,7 @@ impl LayoutBuilder {
             let Some(group) = metadata.row_groups().get(rg) else {
                 continue;
             };
+            let server_only = server_only(rg);
             for (name, leaves) in &leaves {
                 if leaves.is_empty() {
                     continue;
@@ -147,6 +159,7 @@ impl LayoutBuilder {
                 self.compressed.append_value(compressed.max(0) as u64);
                 self.chunk_offset.append_value(start);
                 self.chunk_length.append_value(end.saturating_sub(start));
+                self.server_only.append_value(server_only);
             }
         }
     }
@@ -165,6 +178,7 @@ impl LayoutBuilder {
                 Arc::new(self.compressed.finish()),
                 Arc::new(self.chunk_offset.finish()),
                 Arc::new(self.chunk_length.finish()),
+                Arc::new(self.server_only.finish()),
             ],
         )?)
     }

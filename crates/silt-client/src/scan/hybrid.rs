@@ -235,6 +235,7 @@ async fn attempt(
         filters: layout_filters.to_vec(),
         filter_sql: request.filter_sql.clone(),
         layout_only: true,
+        honors_server_only: true,
         query: request.query.clone(),
         ..Default::default()
     };
@@ -551,6 +552,9 @@ fn choose(
         estimates: *estimates,
         selectivity,
     };
+    if group.server_only {
+        return (Choice::Pushdown, model); // the snapshot deletes rows of it: the server applies that
+    }
     if plan.needed.iter().any(|c| !group.bytes.contains_key(c)) {
         return (Choice::Pushdown, model); // the object lacks a column: the server fills it in
     }

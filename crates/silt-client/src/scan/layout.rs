@@ -26,6 +26,10 @@ pub(crate) struct RowGroup {
     /// Where each needed column's chunk is in the object, as stored (when
     /// the server's layout says).
     pub(crate) chunks: HashMap<String, ChunkSpan>,
+    /// Only the server's scan reads it right (the query's lakehouse
+    /// snapshot deletes rows of it): never answered from the client's own
+    /// cache or decode ([`silt_proto::layout::SERVER_ONLY`]).
+    pub(crate) server_only: bool,
 }
 
 impl RowGroup {
@@ -45,6 +49,7 @@ impl RowGroup {
                     rows: 0,
                     bytes: HashMap::new(),
                     chunks: HashMap::new(),
+                    server_only: false,
                 })
             })
             .collect()
@@ -91,6 +96,9 @@ pub(crate) fn parse_layout(batches: &[RecordBatch]) -> Result<Vec<RowGroup>> {
             return exec_err!("the server's layout has unexpected column types");
         };
         let spans = LayoutSpans::of(batch);
+        let server_only = batch
+            .column_by_name(layout::SERVER_ONLY)
+            .and_then(|c| c.as_boolean_opt());
         for i in 0..batch.num_rows() {
             let same = groups.last().is_some_and(|g| {
                 *g.object == *object.value(i) && *g.version == *version.value(i) && g.index == row_group.value(i)
@@ -103,9 +111,11 @@ pub(crate) fn parse_layout(batches: &[RecordBatch]) -> Result<Vec<RowGroup>> {
                     rows: rows.value(i) as usize,
                     bytes: HashMap::new(),
                     chunks: HashMap::new(),
+                    server_only: false,
                 });
             }
             if let Some(g) = groups.last_mut() {
+                g.server_only |= server_only.is_some_and(|s| s.is_valid(i) && s.value(i));
                 g.bytes.insert(col.value(i).to_string(), bytes.value(i) as usize);
                 if let Some(span) = spans.get(i) {
                     g.chunks.insert(col.value(i).to_string(), span);

@@ -58,12 +58,20 @@ impl PositionDeletes {
         self.0.get(file).filter(|rows| !rows.is_empty())
     }
 
+    /// The deleted positions of `file` among the `rows` rows from position
+    /// `first` on.
+    pub fn deleted_in(&self, file: &Path, first: u64, rows: usize) -> &[u64] {
+        let Some(deleted) = self.of(file) else {
+            return &[];
+        };
+        let end = first + rows as u64;
+        &deleted[deleted.partition_point(|&p| p < first)..deleted.partition_point(|&p| p < end)]
+    }
+
     /// Which of the `rows` rows of `file` from position `first` on (a row
     /// group) are not deleted; `None` when none of them is.
     pub fn live_rows(&self, file: &Path, first: u64, rows: usize) -> Option<BooleanBuffer> {
-        let deleted = self.of(file)?;
-        let end = first + rows as u64;
-        let here = &deleted[deleted.partition_point(|&p| p < first)..deleted.partition_point(|&p| p < end)];
+        let here = self.deleted_in(file, first, rows);
         if here.is_empty() {
             return None;
         }

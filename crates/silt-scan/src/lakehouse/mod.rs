@@ -83,23 +83,38 @@ pub struct TableFiles {
 }
 
 impl TableFiles {
-    /// Why only the server reads this snapshot right, if it does: rows
-    /// deleted by position or value, partition values kept outside the
-    /// files, and columns renamed or retyped are applied by its scan and
-    /// its lookups ([`crate::lookup`]), not by a client decoding row groups
-    /// itself.
-    pub fn scan_only(&self) -> Option<&'static str> {
-        if !self.deletes.is_empty() {
+    /// Why a client that decodes row groups itself cannot be given this
+    /// snapshot's layout, if it cannot: columns renamed or retyped (the
+    /// layout names file columns, matched by field id only on the server);
+    /// and, unless the client `honors_server_only` (scans such row groups
+    /// on the server: [`Self::server_only`]), rows deleted by position or
+    /// value and partition values kept outside the files, which the
+    /// server's scan and lookups ([`crate::lookup`]) apply and a client's
+    /// own decode would not.
+    pub fn layout_refusal(&self, honors_server_only: bool) -> Option<&'static str> {
+        if self.columns_changed {
+            Some("the table renamed or retyped columns, which only the server's scan matches by field id")
+        } else if honors_server_only {
+            None
+        } else if !self.deletes.is_empty() {
             Some("the table's snapshot deletes rows by position, which only the server's scan applies")
         } else if !self.equality.is_empty() {
             Some("the table's snapshot deletes rows by their values, which only the server's scan applies")
         } else if !self.partitions.is_empty() {
             Some("the table keeps partition values outside its files, which only the server's scan fills in")
-        } else if self.columns_changed {
-            Some("the table renamed or retyped columns, which only the server's scan matches by field id")
         } else {
             None
         }
+    }
+
+    /// Whether only the server's scan reads the `rows` rows of `file` from
+    /// position `first` on (a row group) right: the snapshot deletes some
+    /// of them by position, or may delete any of them by value. (A column
+    /// kept outside the file needs no mark: the layout lists only the
+    /// file's own columns, and a client scans a row group lacking a needed
+    /// column on the server.)
+    pub fn server_only(&self, file: &Path, first: u64, rows: usize) -> bool {
+        !self.equality.of(file).is_empty() || !self.deletes.deleted_in(file, first, rows).is_empty()
     }
 }
 

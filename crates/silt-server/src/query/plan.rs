@@ -405,7 +405,7 @@ async fn layout(
     let sources = format!("{}={}", table.name, table.config.url);
     let batch = table
         .parquet()?
-        .layout(&ctx.state(), &columns, filters)
+        .layout(&ctx.state(), &columns, filters, request.honors_server_only)
         .await
         .map_err(|e| ServerError::reading(&sources, e))?;
     Ok(ctx.read_batch(batch)?)

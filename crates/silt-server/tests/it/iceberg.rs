@@ -508,6 +508,47 @@ pub(crate) async fn check_lookups(
     }
 }
 
+/// The default client still chooses per row group on a snapshot that
+/// deletes rows: row groups no delete touches (partition `c`'s files, which
+/// no equality delete applies to) are answered from its own cache once
+/// warm, the others are scanned on the server (the layout marks them
+/// `server_only`), and every answer is the expected one. A pushdown-only
+/// client answers alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_client_cache_answers_row_groups_no_delete_touches() {
+    let Served {
+        warehouse,
+        created: _,
+        server,
+        _dirs,
+    } = serve_created_table().await;
+    let deleted = fixture_phase(&warehouse, "equality-deletes");
+    let current = deleted["current_snapshot_id"].as_i64().unwrap();
+    let expected = expected_ctx(&warehouse, current).await;
+    let default = client(&server).await;
+    for sql in [
+        "SELECT id, cat, v FROM events WHERE v > 10 ORDER BY id",
+        "SELECT id, cat FROM events WHERE id % 3 = 1 ORDER BY id",
+    ] {
+        let want = answer(&expected, sql).await;
+        for _ in 0..3 {
+            check_same(sql, &want, &answer(&default, sql).await, true).unwrap();
+        }
+        let (got, plan) = crate::hybrid::run_with_plan(&default, sql).await;
+        check_same(sql, &want, &got, true).unwrap();
+        let (local, pushed) = (
+            crate::hybrid::plan_counter(&plan, "row_groups_local"),
+            crate::hybrid::plan_counter(&plan, "row_groups_pushed"),
+        );
+        assert!(
+            local > 0 && pushed > 0,
+            "{sql}: {local} row groups local, {pushed} pushed"
+        );
+    }
+    let pushdown = pushdown_client(&server).await;
+    check_all(&pushdown, &warehouse, current, "equality deletes, pushed down").await;
+}
+
 /// `{select} {table}{snapshot}"` through Flight SQL (time travel: `table`
 /// is the name up to its opening quote and `@`) equals `{select} events`
 /// over the expected rows of `snapshot`.
