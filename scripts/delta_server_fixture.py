@@ -15,6 +15,8 @@ PHASE `more` commits: an added column (schema merge), a checkpoint, more
 deletion vectors (on files that already have one: the union replaces it),
 a compaction (optimize) and an append. PHASE `append` appends a few rows.
 PHASE `appends N` commits N appends of 100 rows and prints nothing.
+PHASE `mapping` or `mapping-id` (alone) makes a table with column mapping
+(mode `name` or `id`) and renames and reuses a column name (see `mapping`).
 
 After each phase, every version's rows are written to
 `TABLE_DIR/../expected/<version>.parquet` as an independent reader returns
@@ -174,6 +176,65 @@ def more(path):
     write(path, rows(21000, 400, extra=True), mode="append")
 
 
+def commit_metadata(path, change):
+    """Commits the current `metaData` action after `change(fields,
+    configuration)` edits its schema's fields and its configuration: a
+    schema change deltalake's Python API does not make (renaming a column,
+    adding one under column mapping), written to the protocol."""
+    log = Path(path) / "_delta_log"
+    version = DeltaTable(path).version() + 1
+    meta = None
+    for commit in sorted(log.glob("*.json")):
+        for line in commit.read_text().splitlines():
+            action = json.loads(line)
+            meta = action.get("metaData", meta)
+    schema = json.loads(meta["schemaString"])
+    change(schema["fields"], meta["configuration"])
+    meta["schemaString"] = json.dumps(schema)
+    lines = [
+        {"commitInfo": {"timestamp": int(time.time() * 1000), "operation": "CHANGE COLUMN"}},
+        {"metaData": meta},
+    ]
+    (log / f"{version:020}.json").write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
+def mapping(path, mode="name"):
+    """A table with column mapping (mode `name` or `id`: data files,
+    statistics and partition values use physical names; in mode `id` files
+    are matched by field id), partitioned by `cat`: two
+    appends, `v` renamed to `amount` (its physical name stays), a new
+    string column given the name `v` (a new physical name: older files'
+    `v` column is not it), and an append that fills both."""
+    properties = {"delta.columnMapping.mode": mode, "delta.minReaderVersion": "2", "delta.minWriterVersion": "5"}
+    write(path, rows(0, 2000), partition_by=["cat"], configuration=properties)
+    write(path, rows(2000, 1000), mode="append")
+
+    def rename(fields, configuration):
+        for field in fields:
+            if field["name"] == "v":
+                field["name"] = "amount"
+
+    def add_v(fields, configuration):
+        column_id = int(configuration["delta.columnMapping.maxColumnId"]) + 1
+        configuration["delta.columnMapping.maxColumnId"] = str(column_id)
+        physical = f"col-{uuid.uuid4()}"
+        metadata = {"delta.columnMapping.id": column_id, "delta.columnMapping.physicalName": physical}
+        fields.append({"name": "v", "type": "string", "nullable": True, "metadata": metadata})
+
+    commit_metadata(path, rename)
+    commit_metadata(path, add_v)
+    ids = list(range(5000, 5600))
+    appended = pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "cat": pa.array(["abc"[i % 3] for i in ids], pa.string()),
+            "amount": pa.array([i * 0.25 for i in ids], pa.float64()),
+            "v": pa.array([f"x{i % 11}" if i % 5 else None for i in ids], pa.string()),
+        }
+    )
+    write(path, appended, mode="append")
+
+
 def append(path):
     first = 30000 + 100 * DeltaTable(path).version()
     extra = "note" in DeltaTable(path).schema().to_arrow().names
@@ -204,13 +265,20 @@ def duckdb_rows(con, path, version):
     return con.execute(f"SELECT * FROM v{version} ORDER BY id").fetch_arrow_table()
 
 
-def deltalake_rows(path):
-    """The current version's rows as deltalake's own query engine reads them."""
-    result = QueryBuilder().register("t", DeltaTable(path)).execute("SELECT * FROM t ORDER BY id").read_all()
-    return pa.table(result)
+def deltalake_rows(path, version=None):
+    """A version's rows (the current one's by default) as deltalake's own
+    query engine reads them, strings as plain strings."""
+    table = DeltaTable(path) if version is None else DeltaTable(path, version=version)
+    result = pa.table(QueryBuilder().register("t", table).execute("SELECT * FROM t ORDER BY id").read_all())
+    plain = [pa.field(f.name, pa.string() if f.type == pa.string_view() else f.type) for f in result.schema]
+    return result.cast(pa.schema(plain))
 
 
-def describe(path):
+def describe(path, mapped=False):
+    """Every version's rows (module doc). `mapped` (column mapping): the
+    expected rows are deltalake's, and DuckDB is checked on every column but
+    the partition column: its delta extension (1.4.4) reads a column-mapped
+    table's partition values as nulls."""
     expected = Path(path).parent / "expected"
     expected.mkdir(exist_ok=True)
     con = duckdb_connection()
@@ -218,13 +286,20 @@ def describe(path):
     versions = []
     for entry in current.history():
         version = entry["version"]
-        result = duckdb_rows(con, path, version)
+        if mapped:
+            result = deltalake_rows(path, version)
+            duck = duckdb_rows(con, path, version).drop_columns(["cat"])
+            mine = result.drop_columns(["cat"])
+            assert duck.to_pylist() == mine.cast(duck.schema).to_pylist(), f"deltalake and DuckDB disagree at {version}"
+        else:
+            result = duckdb_rows(con, path, version)
         pq.write_table(result, expected / f"{version}.parquet")
         versions.append({"version": version, "timestamp_ms": entry["timestamp"], "rows": result.num_rows})
-    # A second independent reader agrees on the current version.
-    theirs = deltalake_rows(path)
-    mine = duckdb_rows(con, path, current.version())
-    assert mine.to_pylist() == theirs.cast(mine.schema).to_pylist(), "deltalake and DuckDB disagree"
+    if not mapped:
+        # A second independent reader agrees on the current version.
+        theirs = deltalake_rows(path)
+        mine = duckdb_rows(con, path, current.version())
+        assert mine.to_pylist() == theirs.cast(mine.schema).to_pylist(), "deltalake and DuckDB disagree"
     return {
         "table_location": Path(path).absolute().as_uri(),
         "current_version": current.version(),
@@ -236,6 +311,10 @@ def main():
     path, phase = sys.argv[1], sys.argv[2]
     if phase == "appends":
         appends(path, int(sys.argv[3]))
+        return
+    if phase.startswith("mapping"):
+        mapping(path, phase.removeprefix("mapping-") if "-" in phase else "name")
+        print(json.dumps(describe(path, mapped=True)))
         return
     {"create": create, "more": more, "append": append}[phase](path)
     print(json.dumps(describe(path)))

@@ -1,7 +1,8 @@
 //! Which top-level column of a Parquet file is which column of the table.
 //!
-//! By name, except for tables whose schema says to match by field id
-//! ([`MATCH_BY_FIELD_ID`]: Iceberg tables). There a column keeps its id
+//! By name (a column's [`PHYSICAL_NAME`] when it has one: Delta column
+//! mapping), except for tables whose schema says to match by field id
+//! ([`MATCH_BY_FIELD_ID`]: Iceberg tables, Delta's `id` mapping mode). There a column keeps its id
 //! across renames, and a dropped column's name may be reused by a new one,
 //! so an old file's column of that name is another column: matched by name,
 //! a renamed column would read as nulls and a reused name would read the
@@ -26,6 +27,11 @@ use datafusion::parquet::file::metadata::ParquetMetaData;
 /// file's own fields).
 pub const MATCH_BY_FIELD_ID: &str = "silt.match_by_field_id";
 
+/// Field metadata key: the name a table column has in data files when it
+/// differs from the table's (Delta column mapping, mode `name`): files are
+/// matched by it, not by the column's name.
+pub const PHYSICAL_NAME: &str = "silt.physical_name";
+
 /// For each field of `table`, the root column of the file whose footer is
 /// `metadata` that holds it, or `None` when the file lacks it (see the
 /// module docs for how columns are matched).
@@ -44,7 +50,10 @@ pub fn file_columns(table: &Schema, metadata: &ParquetMetaData) -> Vec<Option<us
         .iter()
         .map(|field| match field_id(field).filter(|_| by_id) {
             Some(id) => file_ids.iter().position(|&f| f == Some(id)),
-            None => roots.iter().position(|r| r.name() == field.name()),
+            None => {
+                let name = field.metadata().get(PHYSICAL_NAME).unwrap_or(field.name());
+                roots.iter().position(|r| r.name() == name)
+            }
         })
         .collect()
 }
@@ -160,6 +169,24 @@ mod tests {
         let named = named_as_in_file(&Arc::new(evolved_table(true)), &old_file);
         let names: Vec<&str> = named.fields().iter().map(|f| f.name().as_str()).collect();
         assert_eq!(names, vec!["id", "v", "v (not in the file)"]);
+    }
+
+    #[test]
+    fn physical_names_match_file_columns() {
+        let file = footer(vec![
+            Field::new("col-a", DataType::Int64, true),
+            Field::new("col-b", DataType::Float64, true),
+        ]);
+        let physical = |name: &str, file_name: &str| {
+            Field::new(name, DataType::Int64, true)
+                .with_metadata(HashMap::from([(PHYSICAL_NAME.to_string(), file_name.to_string())]))
+        };
+        let table = Schema::new(vec![
+            physical("amount", "col-b"),
+            physical("id", "col-a"),
+            physical("v", "col-c"),
+        ]);
+        assert_eq!(file_columns(&table, &file), vec![Some(1), Some(0), None]);
     }
 
     #[test]

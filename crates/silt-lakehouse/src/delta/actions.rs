@@ -89,7 +89,8 @@ fn invalid(path: &str, reason: String) -> LakehouseError {
 /// Reader features whose tables this reader reads correctly: deletion
 /// vectors are applied; the others change nothing for a reader of
 /// primitive columns (a variant column itself is refused by the schema).
-pub const READER_FEATURES: [&str; 5] = [
+pub const READER_FEATURES: [&str; 6] = [
+    "columnMapping",
     "deletionVectors",
     "timestampNtz",
     "vacuumProtocolCheck",
@@ -117,21 +118,38 @@ impl Protocol {
     }
 }
 
+/// How a table's columns are found in its data files (Delta protocol,
+/// "Column Mapping").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColumnMapping {
+    /// By the schema's names.
+    None,
+    /// By each column's `physicalName`.
+    Name,
+    /// By each column's field id (`delta.columnMapping.id`).
+    Id,
+}
+
 impl Metadata {
-    /// Why this reader cannot read a table of this metadata, if it cannot:
-    /// column mapping (physical column names differ from the schema's) is
-    /// not read yet.
-    pub fn unsupported(&self) -> Option<String> {
-        let mapping = self
+    /// The table's column mapping mode, or why this reader cannot read it.
+    pub fn column_mapping(&self) -> std::result::Result<ColumnMapping, String> {
+        let mode = self
             .configuration
             .get("delta.columnMapping.mode")
             .cloned()
             .flatten()
             .unwrap_or_default();
-        if !mapping.is_empty() && mapping != "none" {
-            return Some(format!("column mapping (mode {mapping}) is not read yet"));
+        match mode.as_str() {
+            "" | "none" => Ok(ColumnMapping::None),
+            "name" => Ok(ColumnMapping::Name),
+            "id" => Ok(ColumnMapping::Id),
+            other => Err(format!("column mapping mode {other:?} is not known")),
         }
-        None
+    }
+
+    /// Why this reader cannot read a table of this metadata, if it cannot.
+    pub fn unsupported(&self) -> Option<String> {
+        self.column_mapping().err()
     }
 }
 
@@ -158,13 +176,14 @@ mod tests {
     }
 
     #[test]
-    fn unknown_reader_features_and_column_mapping_are_refused() {
+    fn unknown_reader_features_and_mapping_modes_are_refused() {
         let protocol = |v, f: &[&str]| Protocol {
             min_reader_version: v,
             reader_features: Some(f.iter().map(|s| s.to_string()).collect()),
         };
         assert!(protocol(3, &["deletionVectors", "variantType"]).unsupported().is_none());
-        assert!(protocol(3, &["columnMapping"]).unsupported().is_some());
+        assert!(protocol(3, &["columnMapping"]).unsupported().is_none());
+        assert!(protocol(3, &["icebergCompatV9"]).unsupported().is_some());
         assert!(protocol(4, &[]).unsupported().is_some());
         let metadata = |mode: &str, partitions: &[&str]| Metadata {
             schema_string: String::new(),
@@ -172,7 +191,9 @@ mod tests {
             configuration: HashMap::from([("delta.columnMapping.mode".to_string(), Some(mode.to_string()))]),
         };
         assert!(metadata("none", &[]).unsupported().is_none());
-        assert!(metadata("name", &[]).unsupported().is_some());
+        assert_eq!(metadata("name", &[]).column_mapping(), Ok(ColumnMapping::Name));
+        assert_eq!(metadata("id", &[]).column_mapping(), Ok(ColumnMapping::Id));
+        assert!(metadata("names", &[]).unsupported().is_some());
         assert!(metadata("none", &["day"]).unsupported().is_none());
     }
 }

@@ -19,8 +19,11 @@
 //! Partition columns' values are in the log, not in the data files: each
 //! [`DeltaFile`] carries them for the scan to fill in.
 //!
-//! Not yet: column mapping, v2 checkpoints and in-commit timestamps (time
-//! travel by time uses the commit files' modification times).
+//! Column mapping (modes `name` and `id`): partition values come out keyed
+//! by the schema's names; data files' columns are found by physical name or
+//! field id by the scan ([`DeltaSnapshot::column_mapping`]).
+//! Not yet: v2 checkpoints and in-commit timestamps (time travel by time
+//! uses the commit files' modification times).
 
 mod actions;
 mod checkpoint;
@@ -35,7 +38,7 @@ use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 use parking_lot::Mutex;
 
-pub use actions::{Action, Add, Metadata, Protocol};
+pub use actions::{Action, Add, ColumnMapping, Metadata, Protocol};
 pub use deletion_vector::{DeletionVector, VectorBytes};
 pub use schema::{DeltaField, DeltaSchema, DeltaType};
 
@@ -91,7 +94,12 @@ impl DeltaSnapshot {
                     deletion_vector: add.deletion_vector.clone(),
                     stats: add.stats.clone(),
                     partition_values: {
-                        let mut values: Vec<_> = add.partition_values.clone().into_iter().collect();
+                        // Keyed by physical names under column mapping.
+                        let mut values: Vec<_> = add
+                            .partition_values
+                            .iter()
+                            .map(|(column, value)| (self.logical_name(column).to_string(), value.clone()))
+                            .collect();
                         values.sort();
                         values
                     },
@@ -100,6 +108,41 @@ impl DeltaSnapshot {
             .collect::<Result<Vec<_>>>()?;
         files.sort_by(|a, b| a.path.cmp(&b.path));
         Ok(files)
+    }
+
+    /// The table's column mapping mode; every column has what the mode
+    /// finds it by (else the table is refused).
+    pub fn column_mapping(&self) -> Result<ColumnMapping> {
+        let mapping = self
+            .metadata
+            .column_mapping()
+            .map_err(|reason| LakehouseError::Unsupported {
+                table: self.commit_path.to_string(),
+                reason,
+            })?;
+        let lacking = self.schema.fields.iter().find(|f| match mapping {
+            ColumnMapping::None => false,
+            ColumnMapping::Name => f.physical_name.is_none(),
+            ColumnMapping::Id => f.id.is_none() || f.physical_name.is_none(),
+        });
+        match lacking {
+            Some(f) => Err(LakehouseError::Invalid {
+                path: self.commit_path.to_string(),
+                what: "Delta schema",
+                reason: format!("column {} has no column mapping ({mapping:?} mode)", f.name),
+            }),
+            None => Ok(mapping),
+        }
+    }
+
+    /// The schema's name of the column data files and the log call
+    /// `physical` (itself without column mapping).
+    fn logical_name<'a>(&'a self, physical: &'a str) -> &'a str {
+        self.schema
+            .fields
+            .iter()
+            .find(|f| f.physical_name.as_deref() == Some(physical))
+            .map_or(physical, |f| f.name.as_str())
     }
 
     /// Applies one commit's (or a checkpoint's) actions, in order; paths

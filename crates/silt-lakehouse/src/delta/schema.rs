@@ -18,6 +18,13 @@ pub struct DeltaField {
     pub name: String,
     pub data_type: DeltaType,
     pub nullable: bool,
+    /// Column mapping (`delta.columnMapping.id`): the field id data files
+    /// carry for it (mode `id` matches columns by it).
+    pub id: Option<i32>,
+    /// Column mapping (`delta.columnMapping.physicalName`): the column's
+    /// name in data files, statistics and partition values (mode `name`
+    /// and `id`), which a rename does not change.
+    pub physical_name: Option<String>,
 }
 
 /// A column's type; nested types are kept by their JSON, unread.
@@ -57,6 +64,8 @@ struct RawField {
     data_type: Value,
     #[serde(default = "yes")]
     nullable: bool,
+    #[serde(default)]
+    metadata: serde_json::Map<String, Value>,
 }
 
 fn yes() -> bool {
@@ -81,6 +90,16 @@ impl DeltaSchema {
                     other => DeltaType::Nested(other.to_string()),
                 };
                 Ok(DeltaField {
+                    id: f
+                        .metadata
+                        .get("delta.columnMapping.id")
+                        .and_then(Value::as_i64)
+                        .and_then(|id| i32::try_from(id).ok()),
+                    physical_name: f
+                        .metadata
+                        .get("delta.columnMapping.physicalName")
+                        .and_then(Value::as_str)
+                        .map(str::to_string),
                     name: f.name,
                     data_type,
                     nullable: f.nullable,
@@ -139,5 +158,13 @@ mod tests {
         );
         assert!(matches!(schema.fields[2].data_type, DeltaType::Nested(_)));
         assert!(DeltaSchema::parse(r#"{"fields":[{"name":"x","type":"uint128"}]}"#).is_err());
+        let mapped = r#"{"type":"struct","fields":[{"name":"amount","type":"double","nullable":true,
+            "metadata":{"delta.columnMapping.id":3,"delta.columnMapping.physicalName":"col-9f"}}]}"#;
+        let field = &DeltaSchema::parse(mapped).unwrap().fields[0];
+        assert_eq!((field.id, field.physical_name.as_deref()), (Some(3), Some("col-9f")));
+        assert_eq!(
+            (schema.fields[0].id, schema.fields[0].physical_name.as_deref()),
+            (None, None)
+        );
     }
 }

@@ -24,6 +24,7 @@ use object_store::path::Path;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use crate::file_columns::PHYSICAL_NAME;
 use crate::scan_filter::FileStatistics;
 
 /// Per data file (namespaced path), what the metadata knows of its values.
@@ -132,7 +133,8 @@ impl LogStats {
             .fields()
             .iter()
             .map(|field| {
-                let name = field.name();
+                // Under column mapping the log names columns physically.
+                let name = field.metadata().get(PHYSICAL_NAME).unwrap_or(field.name());
                 let bound = |of: &Map<String, Value>| exact(of.get(name)?, field.data_type());
                 let bounds = ColumnBounds {
                     field_id: None,
@@ -140,7 +142,7 @@ impl LogStats {
                     max: bound(&self.max),
                     nulls: self.nulls.get(name).and_then(Value::as_u64),
                 };
-                (name.clone(), bounds)
+                (field.name().clone(), bounds)
             })
             .filter(|(_, b)| *b != ColumnBounds::default())
             .collect();

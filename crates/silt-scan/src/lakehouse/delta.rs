@@ -9,14 +9,16 @@ use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use datafusion::error::{DataFusionError, Result};
+use datafusion::parquet::arrow::PARQUET_FIELD_ID_META_KEY;
 use futures::{StreamExt, TryStreamExt};
 use object_store::ObjectStoreExt;
 use object_store::path::Path;
 use silt_lakehouse::delta::deletion_vector::{decode, decode_framed};
-use silt_lakehouse::delta::{DeletionVector, DeltaLog, DeltaSchema, DeltaType, VectorBytes, below};
+use silt_lakehouse::delta::{ColumnMapping, DeletionVector, DeltaLog, DeltaSchema, DeltaType, VectorBytes, below};
 use silt_lakehouse::{ObjectLocator, SnapshotChoice};
 
 use super::{FileBounds, PartitionValues, PositionDeletes, TableFiles, TableStore, external};
+use crate::file_columns::{MATCH_BY_FIELD_ID, PHYSICAL_NAME};
 
 /// Bytes of deletion vectors kept decoded per table (8 per deleted row):
 /// 256 MiB, 32 million deleted rows.
@@ -55,7 +57,8 @@ impl DeltaSnapshots {
     pub(super) async fn files_at(&self, store: &TableStore, choice: SnapshotChoice) -> Result<TableFiles> {
         let snapshot = self.log.snapshot(store.store.inner(), choice).await.map_err(external)?;
         let files = snapshot.files(self.log.root()).map_err(external)?;
-        let schema = Arc::new(arrow_schema(&snapshot.schema, store.view_types)?);
+        let mapping = snapshot.column_mapping().map_err(external)?;
+        let schema = Arc::new(arrow_schema(&snapshot.schema, mapping, store.view_types)?);
         let partitions: HashMap<_, _> = files
             .iter()
             .filter(|f| !f.partition_values.is_empty())
@@ -85,8 +88,10 @@ impl DeltaSnapshots {
                     .filter_map(|f| Some((store.store.qualify(&f.path), f.stats.clone()?))),
                 &schema,
             ),
-            // Renames need column mapping, which the log refuses.
-            columns_changed: false,
+            // Under column mapping files name columns otherwise than the
+            // table (and a rename keeps the file's name): like an Iceberg
+            // table with renames, only the server matches them.
+            columns_changed: mapping != ColumnMapping::None,
             snapshot_id: i64::try_from(snapshot.version).ok(),
             schema: Some(schema),
             metadata_path: Some(snapshot.commit_path.clone()),
@@ -130,9 +135,13 @@ impl DeltaSnapshots {
 }
 
 /// A Delta schema in Arrow; `view_types`: strings and binaries as views.
+/// Under column mapping each field carries what its data files' column is
+/// found by: its physical name ([`PHYSICAL_NAME`], mode `name`), or its
+/// field id (mode `id`, with the schema's [`MATCH_BY_FIELD_ID`] marker);
+/// the log's statistics are read by the physical name in both modes.
 /// Nested columns are refused: the scans do not read them from lakehouse
 /// tables yet.
-pub fn arrow_schema(schema: &DeltaSchema, view_types: bool) -> Result<Schema> {
+pub fn arrow_schema(schema: &DeltaSchema, mapping: ColumnMapping, view_types: bool) -> Result<Schema> {
     let fields = schema
         .fields
         .iter()
@@ -143,10 +152,21 @@ pub fn arrow_schema(schema: &DeltaSchema, view_types: bool) -> Result<Schema> {
                     f.name, f.data_type
                 ))
             })?;
-            Ok(Field::new(&f.name, data_type, f.nullable))
+            let mut metadata = HashMap::new();
+            if let (ColumnMapping::Name | ColumnMapping::Id, Some(physical)) = (mapping, &f.physical_name) {
+                metadata.insert(PHYSICAL_NAME.to_string(), physical.clone());
+            }
+            if let (ColumnMapping::Id, Some(id)) = (mapping, f.id) {
+                metadata.insert(PARQUET_FIELD_ID_META_KEY.to_string(), id.to_string());
+            }
+            Ok(Field::new(&f.name, data_type, f.nullable).with_metadata(metadata))
         })
         .collect::<Result<Vec<_>>>()?;
-    Ok(Schema::new(fields))
+    let by_id = match mapping {
+        ColumnMapping::Id => HashMap::from([(MATCH_BY_FIELD_ID.to_string(), "true".to_string())]),
+        _ => HashMap::new(),
+    };
+    Ok(Schema::new_with_metadata(fields, by_id))
 }
 
 fn arrow_type(t: &DeltaType, view_types: bool) -> Option<DataType> {
@@ -168,4 +188,31 @@ fn arrow_type(t: &DeltaType, view_types: bool) -> Option<DataType> {
         DeltaType::Decimal { precision, scale } => DataType::Decimal128(*precision, *scale),
         DeltaType::Nested(_) => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use silt_lakehouse::delta::DeltaField;
+
+    #[test]
+    fn column_mapping_marks_how_files_name_columns() {
+        let schema = DeltaSchema {
+            fields: vec![DeltaField {
+                name: "amount".into(),
+                data_type: DeltaType::Double,
+                nullable: true,
+                id: Some(3),
+                physical_name: Some("col-9f".into()),
+            }],
+        };
+        let plain = arrow_schema(&schema, ColumnMapping::None, true).unwrap();
+        assert!(plain.field(0).metadata().is_empty() && plain.metadata().is_empty());
+        let by_name = arrow_schema(&schema, ColumnMapping::Name, true).unwrap();
+        assert_eq!(by_name.field(0).metadata().get(PHYSICAL_NAME).unwrap(), "col-9f");
+        assert!(!by_name.metadata().contains_key(MATCH_BY_FIELD_ID));
+        let by_id = arrow_schema(&schema, ColumnMapping::Id, true).unwrap();
+        assert_eq!(by_id.field(0).metadata().get(PARQUET_FIELD_ID_META_KEY).unwrap(), "3");
+        assert!(by_id.metadata().contains_key(MATCH_BY_FIELD_ID));
+    }
 }

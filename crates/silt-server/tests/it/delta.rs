@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use crate::common::{answer, check_same, client, pushdown_client};
 use crate::flight_sql::{fetch, flight_sql_client_at};
 use crate::iceberg::{
-    Fixture, check_all, check_flight, check_lookups, commits_during_queries_never_mix, expected_ctx, files_scanned,
-    flight_error, render, run_fixture, serve_tables, store_requests,
+    Fixture, check_all, check_flight, check_lookups, check_time_travel, commits_during_queries_never_mix, expected_ctx,
+    files_scanned, flight_error, render, run_fixture, serve_tables, store_requests,
 };
 
 const SCRIPT: &str = "delta_server_fixture.py";
@@ -209,6 +209,79 @@ async fn delta_tables_answer_as_duckdb_reads_each_version() {
     let info = flight.execute(sql.to_string(), None).await.unwrap();
     let shown = render(&fetch(&mut flight, info).await);
     assert!(shown.contains(&format!("| {current} ")), "{shown}");
+}
+
+/// Column mapping (modes `name` and `id`): data files, statistics and
+/// partition values name columns physically (mode `id`: files matched by
+/// field id); `v` was renamed to `amount` and a new
+/// `v` added (older files' `v` is another column). Every client path,
+/// lookups, the server's SQL, pruning by the partition and by statistics,
+/// and time travel in each version's schema answer as deltalake's engine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn column_mapped_tables_read_renamed_and_reused_columns() {
+    for phase in ["mapping", "mapping-id"] {
+        check_column_mapping(phase).await;
+    }
+}
+
+/// The checks of [`column_mapped_tables_read_renamed_and_reused_columns`]
+/// on the table the fixture's `phase` writes.
+async fn check_column_mapping(phase: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let warehouse = dir.path().canonicalize().unwrap();
+    let table = warehouse.join("events");
+    let made = run_fixture(SCRIPT, &table, phase);
+    let location = made["table_location"].as_str().unwrap();
+    let (server, _cache) = serve_tables(&[("events", format!("delta+{location}"))], |_| {}).await;
+    let current = made["current_version"].as_i64().unwrap();
+    let expected = expected_ctx(&warehouse, current).await;
+    let queries = [
+        "SELECT id, cat, amount, v FROM events ORDER BY id",
+        "SELECT cat, count(*) AS n, sum(amount) AS s, count(v) AS vs FROM events GROUP BY cat ORDER BY cat",
+        "SELECT id, amount FROM events WHERE amount > 1200 AND cat = 'b' ORDER BY id",
+        "SELECT id, v FROM events WHERE v = 'x3' ORDER BY id",
+        "SELECT count(*) AS n FROM events WHERE id < 100",
+    ];
+    for (label, ctx) in [
+        ("pushed down", pushdown_client(&server).await),
+        ("default client", client(&server).await),
+    ] {
+        for sql in queries {
+            check_same(
+                &format!("{label}: {sql}"),
+                &answer(&expected, sql).await,
+                &answer(&ctx, sql).await,
+                true,
+            )
+            .unwrap();
+        }
+    }
+    let mut flight = flight_sql_client_at(&server.flight_url()).await;
+    for sql in queries {
+        let info = flight.execute(sql.to_string(), None).await.unwrap();
+        assert_eq!(
+            render(&fetch(&mut flight, info).await),
+            render(&answer(&expected, sql).await),
+            "{sql}"
+        );
+    }
+    let keys = [5, 1999, 2500, 5000, 5001, 5599, 9999];
+    check_lookups(&server, &expected, &["id", "cat", "amount", "v"], &keys).await;
+    // Pruning by the physically named partition values and statistics.
+    let every = files_scanned(&mut flight, "SELECT count(*) FROM events").await;
+    let one = files_scanned(&mut flight, "SELECT count(*) FROM events WHERE cat = 'a'").await;
+    let new = files_scanned(&mut flight, "SELECT count(*) FROM events WHERE id >= 5000").await;
+    assert!(
+        one * 2 < every && new * 2 < every,
+        "{one} and {new} of {every} files scanned"
+    );
+    // Each version in its own schema: `v` is the double before the rename.
+    for version in made["versions"].as_array().unwrap() {
+        let version = version["version"].as_i64().unwrap();
+        let column = if version < 2 { "v" } else { "amount" };
+        let summary = format!("SELECT count(*) AS n, sum({column}) AS s, min(cat) AS c FROM");
+        check_time_travel(&mut flight, &warehouse, &summary, "\"events@", version).await;
+    }
 }
 
 /// A damaged deletion vector is a clear error naming its file, for the
