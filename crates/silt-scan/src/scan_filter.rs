@@ -32,6 +32,7 @@ use silt_cache::CachedColumn;
 use silt_liquid::LiquidPredicate;
 
 use crate::file_columns::{file_columns, in_table_order};
+use crate::lakehouse::bucket::bucket_of;
 use crate::liquid_predicate;
 
 /// A predicate bound to one file's column order.
@@ -92,12 +93,18 @@ pub struct FileStatistics {
     pub max: Vec<Option<ScalarValue>>,
     pub nulls: Vec<Option<u64>>,
     pub rows: Option<u64>,
+    /// Per column, the one `bucket[N]` bucket `(N, bucket)` all its values
+    /// are in (an Iceberg bucket partition), if known
+    /// ([`crate::lakehouse::bucket`]).
+    pub buckets: Vec<Option<(u32, i32)>>,
 }
 
 impl FileStatistics {
     /// Whether nothing is known of any column.
     pub fn is_empty(&self) -> bool {
-        self.min.iter().chain(&self.max).all(Option::is_none) && self.nulls.iter().all(Option::is_none)
+        self.min.iter().chain(&self.max).all(Option::is_none)
+            && self.nulls.iter().all(Option::is_none)
+            && self.buckets.iter().all(Option::is_none)
     }
 }
 
@@ -143,9 +150,20 @@ impl PruningStatistics for OneFile<'_> {
 
     #[allow(clippy::mutable_key_type)] // ScalarValue as a key, as the trait has it
     fn contained(&self, column: &Column, values: &HashSet<ScalarValue>) -> Option<BooleanArray> {
+        let index = self.index(column)?;
+        if let Some(Some((n, bucket))) = self.file.buckets.get(index) {
+            // Every value is in one bucket: none of the literals may be.
+            let column_type = self.schema.field(index).data_type();
+            let theirs: Option<Vec<i32>> = values
+                .iter()
+                .map(|v| bucket_of(&v.cast_to(column_type).ok()?, *n))
+                .collect();
+            if theirs.is_some_and(|b| !b.contains(bucket)) {
+                return Some(BooleanArray::from(vec![false]));
+            }
+        }
         // Only a column with one value (min = max, no nulls) is contained
         // or not; values of another type (they should not be) decide nothing.
-        let index = self.index(column)?;
         let (min, max) = (self.file.min.get(index)?.as_ref()?, self.file.max.get(index)?.as_ref()?);
         let one = min == max && !min.is_null() && self.file.nulls.get(index).copied().flatten() == Some(0);
         let comparable = one && values.iter().all(|v| v.data_type() == min.data_type());
@@ -570,6 +588,7 @@ mod tests {
             max: vec![a, b_max],
             nulls: vec![None, Some(0)],
             rows: Some(10),
+            buckets: Vec::new(),
         };
         assert!(filter.may_match_file(&table, &file(int(5), int(5), None)));
         assert!(!filter.may_match_file(&table, &file(int(6), int(6), None)));
@@ -579,5 +598,14 @@ mod tests {
             filter.may_match_file(&table, &file(None, None, int(6))),
             "nothing known of b"
         );
+        // `b` is in one bucket of 4 (an Iceberg bucket partition): only
+        // the file of 5's bucket may hold it.
+        let five = crate::lakehouse::bucket::bucket_of(&ScalarValue::Int64(Some(5)), 4).unwrap();
+        let in_bucket = |bucket| FileStatistics {
+            buckets: vec![None, Some((4, bucket))],
+            ..file(None, None, None)
+        };
+        assert!(filter.may_match_file(&table, &in_bucket(five)));
+        assert!(!filter.may_match_file(&table, &in_bucket((five + 1) % 4)));
     }
 }

@@ -49,6 +49,9 @@ pub struct ColumnBounds {
     pub min: Option<ScalarValue>,
     pub max: Option<ScalarValue>,
     pub nulls: Option<u64>,
+    /// Every value is in bucket `.1` of `.0` (an Iceberg `bucket[N]`
+    /// partition): rules out files for equality and `IN` filters.
+    pub bucket: Option<(u32, i32)>,
 }
 
 impl FileBounds {
@@ -82,12 +85,13 @@ impl FileBounds {
     pub fn statistics(&self, file: &Path, schema: &Schema, constants: &[Option<ScalarValue>]) -> FileStatistics {
         let known = self.0.get(file);
         let rows = known.and_then(|k| k.rows);
-        let (mut min, mut max, mut nulls) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut min, mut max, mut nulls, mut buckets) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for (c, field) in schema.fields().iter().enumerate() {
             if let Some(Some(value)) = constants.get(c) {
                 min.push(Some(value.clone()));
                 max.push(Some(value.clone()));
                 nulls.push(if value.is_null() { rows } else { Some(0) });
+                buckets.push(None);
                 continue;
             }
             let field_id = field
@@ -108,8 +112,15 @@ impl FileBounds {
             min.push(column.and_then(|b| typed(&b.min)));
             max.push(column.and_then(|b| typed(&b.max)));
             nulls.push(column.and_then(|b| b.nulls));
+            buckets.push(column.and_then(|b| b.bucket));
         }
-        FileStatistics { min, max, nulls, rows }
+        FileStatistics {
+            min,
+            max,
+            nulls,
+            rows,
+            buckets,
+        }
     }
 }
 
@@ -141,6 +152,7 @@ impl LogStats {
                     min: bound(&self.min),
                     max: bound(&self.max),
                     nulls: self.nulls.get(name).and_then(Value::as_u64),
+                    bucket: None,
                 };
                 (field.name().clone(), bounds)
             })

@@ -5,6 +5,9 @@
 //! partitioning: `day(ts) = 20784` bounds `ts` to that day; a filter on
 //! `ts` then skips the file though no query names the partition).
 //!
+//! A `bucket[N]` tuple value is kept as the file's bucket of the column
+//! ([`super::bucket`]): equality and `IN` filters rule out other buckets.
+//!
 //! Bounds are taken for booleans, integers, dates, timestamps, decimals and
 //! strings (Iceberg's string bounds may be truncated, but the spec keeps
 //! them bounds: a truncated upper bound is rounded up). Floats prune
@@ -37,6 +40,7 @@ pub(super) fn known_values(file: &ContentFile, schema: &Schema, spec: Option<&Pa
                 min: decoded(file.metrics.lower(id)),
                 max: decoded(file.metrics.upper(id)),
                 nulls: file.metrics.nulls(id),
+                bucket: None,
             };
             let tuple = spec.into_iter().flat_map(|s| &s.fields).filter(|p| p.source_id == id);
             for partition in tuple {
@@ -48,6 +52,11 @@ pub(super) fn known_values(file: &ContentFile, schema: &Schema, spec: Option<&Pa
                     if partition.transform != Transform::Void {
                         bounds.nulls = rows;
                     }
+                    continue;
+                }
+                if let (Transform::Bucket(n), Some(b)) = (&partition.transform, value.as_i64()) {
+                    bounds.nulls = Some(0);
+                    bounds.bucket = i32::try_from(b).ok().map(|b| (*n, b));
                     continue;
                 }
                 let Some((lo, hi)) = transformed_range(&partition.transform, value, data_type) else {

@@ -22,6 +22,7 @@
 //! ([`iceberg::IcebergSnapshots`], [`delta::DeltaSnapshots`]).
 
 mod bounds;
+pub mod bucket;
 mod deletes;
 pub mod delta;
 pub mod equality;

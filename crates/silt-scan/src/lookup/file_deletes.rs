@@ -43,6 +43,11 @@ impl<'a> FileDeletes<'a> {
         })
     }
 
+    /// Whether equality deletes apply ([`Self::values_live`] drops rows).
+    pub(super) fn by_value(&self) -> bool {
+        !self.sets.is_empty()
+    }
+
     /// The table columns equality deletes compare (read with the rows).
     pub(super) fn value_columns(&self) -> impl Iterator<Item = usize> + '_ {
         self.sets.iter().flat_map(|(_, columns)| columns.iter().copied())

@@ -27,6 +27,7 @@ mod file_deletes;
 mod key_index;
 mod pinned_keys;
 
+use std::borrow::Cow;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -182,17 +183,28 @@ pub async fn lookup(
         let Some(index) = index.as_ref() else {
             continue; // the file lacks the key column: no row matches
         };
-        let file = index.file.clone().with_constants(constants);
+        // Copied only for a file with values outside it (a lookup is a
+        // few hundred microseconds: nothing per file it does not need).
+        let file = match constants.is_empty() {
+            true => Cow::Borrowed(&index.file),
+            false => Cow::Owned(index.file.clone().with_constants(constants)),
+        };
         let deletes = FileDeletes::of(&snapshot, &file, &schema)?;
         // Equality deletes need their key columns of the found rows: read
         // after the projection, dropped once the rows are checked.
-        let mut read = request.clone();
-        for c in deletes.value_columns() {
-            if !read.projection.contains(&c) {
-                read.projection.push(c);
+        let extra: Vec<usize> = deletes
+            .value_columns()
+            .filter(|c| !request.projection.contains(c))
+            .collect();
+        let (read, read_schema) = match extra.is_empty() {
+            true => (Cow::Borrowed(request), out_schema.clone()),
+            false => {
+                let mut read = request.clone();
+                read.projection.extend(extra);
+                let read_schema = Arc::new(schema.project(&read.projection)?);
+                (Cow::Owned(read), read_schema)
             }
-        }
-        let read_schema = Arc::new(schema.project(&read.projection)?);
+        };
         let file_keys = cast_exact(&keys, index.field.data_type())?;
         let matcher = KeyMatcher::try_new(index, &file_keys)?;
         let candidates = index.candidates(&file_keys)?;
@@ -229,11 +241,14 @@ pub async fn lookup(
                 found.push(read_rows(table, &file, groups, &read, &read_schema).await?);
             }
         }
-        let wanted: Vec<usize> = (0..request.projection.len()).collect();
-        for batch in found {
-            outcome
-                .batches
-                .push(deletes.values_live(batch, &read.projection)?.project(&wanted)?);
+        if deletes.by_value() {
+            let wanted: Vec<usize> = (0..request.projection.len()).collect();
+            for batch in found {
+                let live = deletes.values_live(batch, &read.projection)?;
+                outcome.batches.push(live.project(&wanted)?);
+            }
+        } else {
+            outcome.batches.extend(found);
         }
     }
     outcome.batches = coalesce(&out_schema, std::mem::take(&mut outcome.batches))?;
