@@ -100,6 +100,22 @@ pub struct FileStatistics {
 }
 
 impl FileStatistics {
+    /// Whether column `column` of the file may hold one of `keys` (non-null
+    /// values of the column's type): some key within its bounds and its
+    /// bucket, unknown ones admitting it. What a lookup skips a file by
+    /// before reading its footer.
+    pub fn may_hold(&self, column: usize, keys: &[ScalarValue]) -> bool {
+        let known = |of: &[Option<ScalarValue>]| of.get(column).cloned().flatten();
+        let (min, max) = (known(&self.min), known(&self.max));
+        let bucket = self.buckets.get(column).copied().flatten();
+        keys.iter().any(|k| {
+            let above_min = min.as_ref().is_none_or(|m| m.partial_cmp(k).is_none_or(|o| o.is_le()));
+            let below_max = max.as_ref().is_none_or(|m| m.partial_cmp(k).is_none_or(|o| o.is_ge()));
+            let in_bucket = bucket.is_none_or(|(n, b)| bucket_of(k, n).is_none_or(|kb| kb == b));
+            above_min && below_max && in_bucket
+        })
+    }
+
     /// Whether nothing is known of any column.
     pub fn is_empty(&self) -> bool {
         self.min.iter().chain(&self.max).all(Option::is_none)
@@ -607,5 +623,14 @@ mod tests {
         };
         assert!(filter.may_match_file(&table, &in_bucket(five)));
         assert!(!filter.may_match_file(&table, &in_bucket((five + 1) % 4)));
+
+        // What a lookup of keys skips files by.
+        let keys = |v: &[i64]| v.iter().map(|&k| ScalarValue::Int64(Some(k))).collect::<Vec<_>>();
+        assert!(file(int(1), int(9), None).may_hold(1, &keys(&[0, 5])));
+        assert!(!file(int(1), int(9), None).may_hold(1, &keys(&[0, 10])));
+        assert!(file(None, None, None).may_hold(1, &keys(&[0])), "nothing known");
+        assert!(in_bucket(five).may_hold(1, &keys(&[5])));
+        assert!(!in_bucket((five + 1) % 4).may_hold(1, &keys(&[5])));
+        assert!(!file(int(1), int(9), None).may_hold(1, &[]), "no key");
     }
 }

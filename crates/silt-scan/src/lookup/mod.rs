@@ -170,6 +170,15 @@ pub async fn lookup(
         return Ok(outcome);
     }
     let snapshot = table.table_files_gated(state, gate).await?;
+    // A lakehouse table's metadata rules files out before their footers
+    // are read (bounds, partitions, buckets of the key column).
+    let key_values: Vec<ScalarValue> = match snapshot.bounds.is_empty() {
+        true => Vec::new(),
+        false => (0..keys.len())
+            .filter(|&i| keys.is_valid(i))
+            .map(|i| ScalarValue::try_from_array(&keys, i))
+            .collect::<Result<_>>()?,
+    };
     for meta in snapshot.files.iter() {
         let constants = snapshot.partitions.constants(&meta.location, &schema)?;
         if constants.get(request.key_column).is_some_and(Option::is_some) {
@@ -178,6 +187,14 @@ pub async fn lookup(
                 "lookups by {}, a partition column the table keeps outside its files; run the query as SQL",
                 key_field.name()
             )));
+        }
+        if !snapshot.bounds.is_empty()
+            && !snapshot
+                .bounds
+                .statistics(&meta.location, &schema, &constants)
+                .may_hold(request.key_column, &key_values)
+        {
+            continue;
         }
         let index = indexes.get(table, meta, request.key_column).await?;
         let Some(index) = index.as_ref() else {
