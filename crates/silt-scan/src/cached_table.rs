@@ -443,9 +443,13 @@ impl TableProvider for CachedParquetTable {
             // Partition pruning and the log's statistics: files whose
             // partition values or bounds rule the filter out are not opened
             // (their footers are not read).
+            let read = filter.columns();
             files.retain(|f| {
                 let constants = partitions.constants(&f.location, &table_schema).unwrap_or_default();
-                let known = snapshot.bounds.statistics(&f.location, &table_schema, &constants);
+                let wanted = |c: usize| read.binary_search(&c).is_ok();
+                let known = snapshot
+                    .bounds
+                    .statistics_of(&f.location, &table_schema, &constants, wanted);
                 filter.may_match_file(&table_schema, &known)
             });
         }

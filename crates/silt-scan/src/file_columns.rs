@@ -93,7 +93,7 @@ pub fn named_as_in_file(table: &SchemaRef, metadata: &ParquetMetaData) -> Schema
 }
 
 /// The Iceberg field id `field` carries, if any.
-fn field_id(field: &Field) -> Option<i32> {
+pub(crate) fn field_id(field: &Field) -> Option<i32> {
     field.metadata().get(PARQUET_FIELD_ID_META_KEY)?.parse().ok()
 }
 

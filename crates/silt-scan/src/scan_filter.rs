@@ -170,10 +170,12 @@ impl PruningStatistics for OneFile<'_> {
         if let Some(Some((n, bucket))) = self.file.buckets.get(index) {
             // Every value is in one bucket: none of the literals may be.
             let column_type = self.schema.field(index).data_type();
-            let theirs: Option<Vec<i32>> = values
-                .iter()
-                .map(|v| bucket_of(&v.cast_to(column_type).ok()?, *n))
-                .collect();
+            // A literal cast to the column's type only if nothing is lost.
+            let exact = |v: &ScalarValue| {
+                let cast = v.cast_to(column_type).ok()?;
+                (cast.cast_to(&v.data_type()).ok()? == *v).then_some(cast)
+            };
+            let theirs: Option<Vec<i32>> = values.iter().map(|v| bucket_of(&exact(v)?, *n)).collect();
             if theirs.is_some_and(|b| !b.contains(bucket)) {
                 return Some(BooleanArray::from(vec![false]));
             }

@@ -84,6 +84,10 @@ impl ScanScope {
     }
 }
 
+/// The column name of the layout row of a row group whose file holds none
+/// of the requested columns: no table column is named so.
+pub const NO_COLUMN: &str = "";
+
 /// Appends the layout rows of one object version to a [`LayoutBuilder`].
 #[derive(Default)]
 pub struct LayoutBuilder {
@@ -104,7 +108,8 @@ impl LayoutBuilder {
     /// `meta`'s version: its uncompressed and compressed sizes and where its
     /// chunk is in the object. A column the file lacks has no row (the
     /// client then never finds that row group complete in its cache, and
-    /// scans it on the server).
+    /// scans it on the server); a file lacking all of them has one row per
+    /// row group under [`NO_COLUMN`].
     ///
     /// `server_only(rg)`: whether only the server's scan reads row group
     /// `rg` right ([`silt_proto::layout::SERVER_ONLY`]).
@@ -127,10 +132,29 @@ impl LayoutBuilder {
                 (name, leaves)
             })
             .collect();
+        // A file holding none of the columns (a partition column kept in
+        // the log, a column added after it was written) still lists its
+        // row groups: under a column no table has, marked server-only, so
+        // every client scans them on the server (a layout without them
+        // would lose their rows).
+        let holds_none = !columns.is_empty() && leaves.iter().all(|(_, l)| l.is_empty());
         for &rg in groups {
             let Some(group) = metadata.row_groups().get(rg) else {
                 continue;
             };
+            if holds_none {
+                self.object.append_value(meta.location.as_ref());
+                self.version.append_value(&version);
+                self.row_group.append_value(rg as u32);
+                self.rows.append_value(group.num_rows().max(0) as u64);
+                self.column.append_value(NO_COLUMN);
+                self.bytes.append_value(0);
+                self.compressed.append_null();
+                self.chunk_offset.append_null();
+                self.chunk_length.append_null();
+                self.server_only.append_value(true);
+                continue;
+            }
             let server_only = server_only(rg);
             for (name, leaves) in &leaves {
                 if leaves.is_empty() {

@@ -17,15 +17,22 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use datafusion::arrow::datatypes::{DataType, Schema};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::common::ScalarValue;
-use datafusion::parquet::arrow::PARQUET_FIELD_ID_META_KEY;
 use object_store::path::Path;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use crate::file_columns::PHYSICAL_NAME;
+use crate::file_columns::{PHYSICAL_NAME, field_id};
 use crate::scan_filter::FileStatistics;
+
+/// The name [`KnownValues::columns`] keeps `field`'s bounds under: its
+/// physical name under Delta column mapping (a query planned in an older
+/// schema then never takes a since-dropped column's name for a new one's),
+/// else its name.
+fn stored_name(field: &Field) -> &str {
+    field.metadata().get(PHYSICAL_NAME).unwrap_or(field.name())
+}
 
 /// Per data file (namespaced path), what the metadata knows of its values.
 /// Cheap to clone.
@@ -36,7 +43,7 @@ pub struct FileBounds(Arc<HashMap<Path, KnownValues>>);
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct KnownValues {
     pub rows: Option<u64>,
-    /// By column name.
+    /// By column name (Delta column mapping: physical name).
     pub columns: HashMap<String, ColumnBounds>,
 }
 
@@ -83,10 +90,29 @@ impl FileBounds {
     /// another type than the column's (a schema change since) is cast, or
     /// not used; one of another field id is not used.
     pub fn statistics(&self, file: &Path, schema: &Schema, constants: &[Option<ScalarValue>]) -> FileStatistics {
+        self.statistics_of(file, schema, constants, |_| true)
+    }
+
+    /// [`Self::statistics`] of the columns `wanted` keeps (nothing is known
+    /// of the others): what a scan's filter reads, per file per query.
+    pub fn statistics_of(
+        &self,
+        file: &Path,
+        schema: &Schema,
+        constants: &[Option<ScalarValue>],
+        wanted: impl Fn(usize) -> bool,
+    ) -> FileStatistics {
         let known = self.0.get(file);
         let rows = known.and_then(|k| k.rows);
         let (mut min, mut max, mut nulls, mut buckets) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for (c, field) in schema.fields().iter().enumerate() {
+            if !wanted(c) {
+                min.push(None);
+                max.push(None);
+                nulls.push(None);
+                buckets.push(None);
+                continue;
+            }
             if let Some(Some(value)) = constants.get(c) {
                 min.push(Some(value.clone()));
                 max.push(Some(value.clone()));
@@ -94,12 +120,9 @@ impl FileBounds {
                 buckets.push(None);
                 continue;
             }
-            let field_id = field
-                .metadata()
-                .get(PARQUET_FIELD_ID_META_KEY)
-                .and_then(|id| id.parse::<i32>().ok());
+            let field_id = field_id(field);
             let column = known
-                .and_then(|k| k.columns.get(field.name()))
+                .and_then(|k| k.columns.get(stored_name(field)))
                 .filter(|b| b.field_id.is_none() || field_id.is_none() || b.field_id == field_id);
             let typed = |bound: &Option<ScalarValue>| {
                 let value = bound.as_ref()?;
@@ -145,7 +168,7 @@ impl LogStats {
             .iter()
             .map(|field| {
                 // Under column mapping the log names columns physically.
-                let name = field.metadata().get(PHYSICAL_NAME).unwrap_or(field.name());
+                let name = stored_name(field);
                 let bound = |of: &Map<String, Value>| exact(of.get(name)?, field.data_type());
                 let bounds = ColumnBounds {
                     field_id: None,
@@ -154,7 +177,7 @@ impl LogStats {
                     nulls: self.nulls.get(name).and_then(Value::as_u64),
                     bucket: None,
                 };
-                (field.name().clone(), bounds)
+                (name.to_string(), bounds)
             })
             .filter(|(_, b)| *b != ColumnBounds::default())
             .collect();

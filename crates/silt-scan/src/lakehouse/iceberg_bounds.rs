@@ -15,31 +15,35 @@
 
 use std::collections::HashMap;
 
-use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+use datafusion::arrow::datatypes::{DataType, Schema, TimeUnit};
 use datafusion::common::ScalarValue;
-use datafusion::parquet::arrow::PARQUET_FIELD_ID_META_KEY;
 use serde_json::Value;
 use silt_lakehouse::iceberg::{ContentFile, PartitionSpec, Transform};
 
 use super::bounds::{ColumnBounds, KnownValues};
+use crate::file_columns::field_id;
 
 /// What `file`'s manifest entry says of the columns of `schema` (an
 /// Iceberg table's schema in Arrow: each field carries its field id);
 /// `spec`: the file's partition spec, if known.
 pub(super) fn known_values(file: &ContentFile, schema: &Schema, spec: Option<&PartitionSpec>) -> KnownValues {
-    let rows = u64::try_from(file.record_count).ok();
+    // A count of 0 is what a missing one reads as: then none is known.
+    let rows = u64::try_from(file.record_count).ok().filter(|&n| n > 0);
+    // By field id once per file (a wide table has many).
+    let (lower, upper) = (ids(&file.metrics.lower), ids(&file.metrics.upper));
+    let nulls: HashMap<i32, u64> = file.metrics.nulls.iter().copied().collect();
     let columns = schema
         .fields()
         .iter()
         .filter_map(|field| {
             let id = field_id(field)?;
             let data_type = field.data_type();
-            let decoded = |bytes: Option<&[u8]>| decode(bytes?, data_type);
+            let decoded = |bytes: Option<&&[u8]>| decode(bytes?, data_type);
             let mut bounds = ColumnBounds {
                 field_id: Some(id),
-                min: decoded(file.metrics.lower(id)),
-                max: decoded(file.metrics.upper(id)),
-                nulls: file.metrics.nulls(id),
+                min: decoded(lower.get(&id)),
+                max: decoded(upper.get(&id)),
+                nulls: nulls.get(&id).copied(),
                 bucket: None,
             };
             let tuple = spec.into_iter().flat_map(|s| &s.fields).filter(|p| p.source_id == id);
@@ -48,8 +52,10 @@ pub(super) fn known_values(file: &ContentFile, schema: &Schema, spec: Option<&Pa
                     continue;
                 };
                 if value.is_null() {
-                    // Every transform but `void` maps only nulls to null.
-                    if partition.transform != Transform::Void {
+                    // Every transform but `void` maps only nulls to null; a
+                    // float's NaN or infinity reads as null here too.
+                    let float = matches!(data_type, DataType::Float16 | DataType::Float32 | DataType::Float64);
+                    if partition.transform != Transform::Void && !float {
                         bounds.nulls = rows;
                     }
                     continue;
@@ -72,8 +78,9 @@ pub(super) fn known_values(file: &ContentFile, schema: &Schema, spec: Option<&Pa
     KnownValues { rows, columns }
 }
 
-fn field_id(field: &Field) -> Option<i32> {
-    field.metadata().get(PARQUET_FIELD_ID_META_KEY)?.parse().ok()
+/// Bounds by field id.
+fn ids(of: &[(i32, Vec<u8>)]) -> HashMap<i32, &[u8]> {
+    of.iter().map(|(id, bytes)| (*id, bytes.as_slice())).collect()
 }
 
 /// Of two bounds, the one `wanted` of the other (`Greater`: the higher
@@ -174,6 +181,8 @@ fn transformed_range(
 /// The first value and the one after the last of the `n`th year, month,
 /// day or hour since the epoch, in `data_type`'s unit (days for dates).
 fn time_span(transform: &Transform, n: i64, data_type: &DataType) -> Option<(i64, i64)> {
+    // The spec's tuple values are ints: anything wider is damaged metadata.
+    let n = i64::from(i32::try_from(n).ok()?);
     let per_day: i64 = match data_type {
         DataType::Date32 => 1,
         DataType::Timestamp(TimeUnit::Microsecond, _) => 86_400_000_000,
@@ -218,6 +227,7 @@ mod tests {
     use silt_lakehouse::iceberg::{ColumnMetrics, FileContent, PartitionField};
 
     use crate::lakehouse::FileBounds;
+    use datafusion::parquet::arrow::PARQUET_FIELD_ID_META_KEY;
 
     fn with_id(field: Field, id: i32) -> Field {
         field.with_metadata(HashMap::from([(PARQUET_FIELD_ID_META_KEY.to_string(), id.to_string())]))

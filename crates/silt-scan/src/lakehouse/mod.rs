@@ -392,6 +392,11 @@ impl TableStore {
             if let Some(id) = field.metadata().get(PARQUET_FIELD_ID_META_KEY) {
                 text.push_str(&format!("#{id}"));
             }
+            // Columns matched by physical name (Delta column mapping): a
+            // dropped column's name and type given to a new one.
+            if let Some(physical) = field.metadata().get(crate::file_columns::PHYSICAL_NAME) {
+                text.push_str(&format!("@{physical}"));
+            }
         }
         format!("{:016x}", fnv1a(text.as_bytes()))
     }

@@ -191,7 +191,7 @@ pub async fn lookup(
         if !snapshot.bounds.is_empty()
             && !snapshot
                 .bounds
-                .statistics(&meta.location, &schema, &constants)
+                .statistics_of(&meta.location, &schema, &constants, |c| c == request.key_column)
                 .may_hold(request.key_column, &key_values)
         {
             continue;
@@ -222,7 +222,12 @@ pub async fn lookup(
                 (Cow::Owned(read), read_schema)
             }
         };
-        let file_keys = cast_exact(&keys, index.field.data_type())?;
+        // As the file stores the column (an older file of a promoted one:
+        // narrower); a key that does not fit matches nothing there.
+        let file_keys = match keys.data_type() == index.field.data_type() {
+            true => keys.clone(),
+            false => datafusion::arrow::compute::cast(&keys, index.field.data_type())?,
+        };
         let matcher = KeyMatcher::try_new(index, &file_keys)?;
         let candidates = index.candidates(&file_keys)?;
         let mut found = Vec::new();
@@ -248,7 +253,8 @@ pub async fn lookup(
                 let keys = indexes.keys.get(table, index, rg).await?;
                 let mut positions = matching_rows(&matcher, &keys, &ranges)?;
                 if let Some(live) = live {
-                    positions = positions.iter().flatten().filter(|&p| live.value(p as usize)).collect();
+                    let live_at = |p: u32| (p as usize) < live.len() && live.value(p as usize);
+                    positions = positions.iter().flatten().filter(|&p| live_at(p)).collect();
                 }
                 if !positions.is_empty() {
                     groups.push((rg, keys, positions));
@@ -466,8 +472,14 @@ fn read_from_memory(
         let key = find(request.key_column).ok_or_else(|| DataFusionError::Internal("key column not loaded".into()))?;
         let mut mask = matcher.matches_cached(key)?;
         if let Some(live) = live {
-            let here = live.slice(b * BATCH_ROWS, mask.len());
-            mask = BooleanArray::from(mask.values() & &here);
+            let start = b * BATCH_ROWS;
+            if start + mask.len() > live.len() {
+                return Err(DataFusionError::Internal(format!(
+                    "{}: row group {rg} holds more rows than its footer says",
+                    file.meta.location
+                )));
+            }
+            mask = BooleanArray::from(mask.values() & &live.slice(start, mask.len()));
         }
         let rows = mask.true_count();
         if rows == 0 {
