@@ -372,13 +372,7 @@ async fn renamed_reused_and_promoted_columns_are_read_by_field_id() {
 /// snapshot answers as the expected rows.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn equality_deletes_remove_rows_by_value_in_their_partition() {
-    let Served {
-        warehouse,
-        created: _,
-        server,
-        _dirs,
-    } = serve_created_table().await;
-    let deleted = fixture_phase(&warehouse, "equality-deletes");
+    let (warehouse, server, deleted, _dirs) = serve_equality_deleted().await;
     let current = deleted["current_snapshot_id"].as_i64().unwrap();
     let pushdown = pushdown_client(&server).await;
     let default = client(&server).await;
@@ -563,13 +557,7 @@ pub(crate) async fn check_lookups(
 /// client answers alike.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_client_cache_answers_row_groups_no_delete_touches() {
-    let Served {
-        warehouse,
-        created: _,
-        server,
-        _dirs,
-    } = serve_created_table().await;
-    let deleted = fixture_phase(&warehouse, "equality-deletes");
+    let (warehouse, server, deleted, _dirs) = serve_equality_deleted().await;
     let current = deleted["current_snapshot_id"].as_i64().unwrap();
     let expected = expected_ctx(&warehouse, current).await;
     let default = client(&server).await;
@@ -594,6 +582,20 @@ async fn the_client_cache_answers_row_groups_no_delete_touches() {
     }
     let pushdown = pushdown_client(&server).await;
     check_all(&pushdown, &warehouse, current, "equality deletes, pushed down").await;
+}
+
+/// A server over the created table after the fixture's `equality-deletes`
+/// phase, and that phase's description.
+/// (The folders live as long as the test holds them.)
+async fn serve_equality_deleted() -> (
+    PathBuf,
+    silt_server::ServerHandle,
+    serde_json::Value,
+    [tempfile::TempDir; 2],
+) {
+    let served = serve_created_table().await;
+    let deleted = fixture_phase(&served.warehouse, "equality-deletes");
+    (served.warehouse, served.server, deleted, served._dirs)
 }
 
 /// `{select} {table}{snapshot}"` through Flight SQL (time travel: `table`
