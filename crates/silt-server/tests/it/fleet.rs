@@ -53,7 +53,7 @@ pub async fn baseline() -> SessionContext {
     ctx
 }
 
-async fn fleet_ctx(urls: &[String], backoff: Duration) -> SessionContext {
+pub(crate) async fn fleet_ctx(urls: &[String], backoff: Duration) -> SessionContext {
     let fleet = Fleet::connect(urls, None).unwrap().with_backoff(backoff);
     let ctx = SessionContext::new();
     silt_client::register_fleet_tables(&ctx, Arc::new(fleet)).await.unwrap();

@@ -598,6 +598,41 @@ async fn serve_equality_deleted() -> (
     (served.warehouse, served.server, deleted, served._dirs)
 }
 
+/// A fleet of two servers over one Iceberg table whose snapshot deletes
+/// rows by value: the fleet places its scans by data file and row group
+/// (the layout, `server_only` marks and all, taken by a fleet client that
+/// scans every row group on a server), both members own row groups and
+/// serve queries, and every answer is the expected one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_fleet_places_a_lakehouse_tables_row_groups_and_answers_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let warehouse = dir.path().canonicalize().unwrap();
+    fixture_phase(&warehouse, "create");
+    let deleted = fixture_phase(&warehouse, "equality-deletes");
+    let location = deleted["table_location"].as_str().unwrap();
+    // Only the Iceberg table: every row group counted below is one of its.
+    let tables = [("events", format!("iceberg+{location}"))];
+    let (a, _a_cache) = serve_tables(&tables, |_| {}).await;
+    let (b, _b_cache) = serve_tables(&tables, |_| {}).await;
+    let urls = vec![a.flight_url(), b.flight_url()];
+    let fleet = crate::fleet::fleet_ctx(&urls, std::time::Duration::from_secs(5)).await;
+    let current = deleted["current_snapshot_id"].as_i64().unwrap();
+    check_all(&fleet, &warehouse, current, "a fleet of two").await;
+    let owned = silt_client::fleet::Fleet::connect(&urls, None)
+        .unwrap()
+        .owned_row_groups()
+        .await
+        .unwrap();
+    assert!(owned.iter().all(|&n| n > 0), "every member owns row groups: {owned:?}");
+    for server in [&a, &b] {
+        assert!(
+            metric(server, "silt_queries_total") > 0.0,
+            "every member serves its share"
+        );
+        assert_eq!(metric(server, "silt_query_errors_total"), 0.0);
+    }
+}
+
 /// `{select} {table}{snapshot}"` through Flight SQL (time travel: `table`
 /// is the name up to its opening quote and `@`) equals `{select} events`
 /// over the expected rows of `snapshot`.
