@@ -693,9 +693,7 @@ impl PartitionRun {
     /// The rows of row group `rg` of `file` that no position delete
     /// removes; `None` when none removes any.
     fn positions_live(&self, file: &FileContext, rg: usize) -> Option<BooleanBuffer> {
-        self.spec
-            .deletes
-            .live_rows(&file.meta.location, file.first_row(rg), file.rows(rg))
+        self.spec.deletes.live_rows(file, rg)
     }
 
     /// The rows of row group `rg` of `file` the client asked for (a scoped

@@ -325,20 +325,9 @@ impl CachedParquetTable {
                 Some(filter) => filter.row_groups(&schema, metadata, &scratch),
                 None => (0..metadata.num_row_groups()).collect(),
             };
-            let first_rows: Vec<u64> = metadata
-                .row_groups()
-                .iter()
-                .scan(0u64, |at, g| {
-                    let first = *at;
-                    *at += g.num_rows().max(0) as u64;
-                    Some(first)
-                })
-                .collect();
-            let server_only = |rg: usize| {
-                let rows = metadata.row_group(rg).num_rows().max(0) as usize;
-                snapshot.server_only(&meta.location, first_rows[rg], rows)
-            };
-            layout.add(meta, metadata, columns, &groups, server_only);
+            layout.add(meta, metadata, columns, &groups, |rg| {
+                snapshot.server_only(&meta.location, metadata, rg)
+            });
         }
         layout.finish()
     }

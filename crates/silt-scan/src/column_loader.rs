@@ -107,7 +107,7 @@ impl FileContext {
 
     /// The position in the file of row group `rg`'s first row.
     pub fn first_row(&self, rg: usize) -> u64 {
-        (0..rg).map(|g| self.rows(g) as u64).sum()
+        first_row(self.reader.metadata(), rg)
     }
 
     /// The name the file gives table column `c`, if it has it (a renamed
@@ -157,6 +157,15 @@ impl FileContext {
     pub fn chunk_key(&self, rg: usize, column: usize) -> ChunkKey {
         ChunkKey::new(self.object.key.clone(), rg as u32, column as u32)
     }
+}
+
+/// The position in the file whose footer is `metadata` of row group `rg`'s
+/// first row (what row positions, say a delete's, count from).
+pub fn first_row(metadata: &datafusion::parquet::file::metadata::ParquetMetaData, rg: usize) -> u64 {
+    metadata.row_groups()[..rg.min(metadata.num_row_groups())]
+        .iter()
+        .map(|g| g.num_rows().max(0) as u64)
+        .sum()
 }
 
 /// Reads columns of row groups for one scan.

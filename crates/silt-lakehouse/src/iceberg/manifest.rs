@@ -72,21 +72,6 @@ pub struct ColumnMetrics {
 }
 
 impl ColumnMetrics {
-    /// The lower bound of field `id`, if recorded.
-    pub fn lower(&self, id: i32) -> Option<&[u8]> {
-        self.lower.iter().find(|(f, _)| *f == id).map(|(_, b)| b.as_slice())
-    }
-
-    /// The upper bound of field `id`, if recorded.
-    pub fn upper(&self, id: i32) -> Option<&[u8]> {
-        self.upper.iter().find(|(f, _)| *f == id).map(|(_, b)| b.as_slice())
-    }
-
-    /// The null count of field `id`, if recorded.
-    pub fn nulls(&self, id: i32) -> Option<u64> {
-        self.nulls.iter().find(|(f, _)| *f == id).map(|(_, n)| *n)
-    }
-
     /// From a manifest's `data_file` record. Metrics that do not read as
     /// maps of field ids are left out (they only prune).
     fn of(file: &Value) -> ColumnMetrics {

@@ -22,6 +22,7 @@ use object_store::path::Path;
 use silt_cache::CachedStore;
 
 use super::equality::{KeySet, column_with_field_id, concatenated};
+use crate::column_loader::FileContext;
 use crate::file_reader::CachedFileReader;
 use crate::footer::pinned_footer;
 
@@ -68,10 +69,14 @@ impl PositionDeletes {
         &deleted[deleted.partition_point(|&p| p < first)..deleted.partition_point(|&p| p < end)]
     }
 
-    /// Which of the `rows` rows of `file` from position `first` on (a row
-    /// group) are not deleted; `None` when none of them is.
-    pub fn live_rows(&self, file: &Path, first: u64, rows: usize) -> Option<BooleanBuffer> {
-        let here = self.deleted_in(file, first, rows);
+    /// Which rows of row group `rg` of `file` are not deleted; `None` when
+    /// none of them is (at once for a file without deletes).
+    pub fn live_rows(&self, file: &FileContext, rg: usize) -> Option<BooleanBuffer> {
+        let path = &file.meta.location;
+        self.of(path)?;
+        let rows = file.rows(rg);
+        let first = file.first_row(rg);
+        let here = self.deleted_in(path, first, rows);
         if here.is_empty() {
             return None;
         }

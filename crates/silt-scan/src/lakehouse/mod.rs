@@ -39,6 +39,7 @@ use datafusion::arrow::datatypes::{Schema, SchemaRef};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::cache::cache_manager::FileMetadataCache;
 use datafusion::parquet::arrow::PARQUET_FIELD_ID_META_KEY;
+use datafusion::parquet::file::metadata::ParquetMetaData;
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 use object_store::ObjectMeta;
@@ -108,14 +109,22 @@ impl TableFiles {
         }
     }
 
-    /// Whether only the server's scan reads the `rows` rows of `file` from
-    /// position `first` on (a row group) right: the snapshot deletes some
+    /// Whether only the server's scan reads row group `rg` of `file` (whose
+    /// footer is `metadata`) right: the snapshot deletes some
     /// of them by position, or may delete any of them by value. (A column
     /// kept outside the file needs no mark: the layout lists only the
     /// file's own columns, and a client scans a row group lacking a needed
     /// column on the server.)
-    pub fn server_only(&self, file: &Path, first: u64, rows: usize) -> bool {
-        !self.equality.of(file).is_empty() || !self.deletes.deleted_in(file, first, rows).is_empty()
+    pub fn server_only(&self, file: &Path, metadata: &ParquetMetaData, rg: usize) -> bool {
+        if !self.equality.of(file).is_empty() {
+            return true;
+        }
+        if self.deletes.of(file).is_none() {
+            return false;
+        }
+        let rows = metadata.row_group(rg).num_rows().max(0) as usize;
+        let first = crate::column_loader::first_row(metadata, rg);
+        !self.deletes.deleted_in(file, first, rows).is_empty()
     }
 }
 

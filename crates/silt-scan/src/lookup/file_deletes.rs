@@ -56,8 +56,7 @@ impl<'a> FileDeletes<'a> {
     /// Which rows of row group `rg` are not deleted by position; `None`
     /// when none is.
     pub(super) fn live_positions(&self, rg: usize) -> Option<BooleanBuffer> {
-        self.positions
-            .live_rows(&self.file.meta.location, self.file.first_row(rg), self.file.rows(rg))
+        self.positions.live_rows(self.file, rg)
     }
 
     /// `batch` (rows found, its columns the table columns `projection`,
