@@ -36,6 +36,7 @@ use object_store::{
     Attributes, GetOptions, GetRange, GetResult, GetResultPayload, ListResult, ObjectMeta, ObjectStore, Result,
 };
 use parking_lot::Mutex;
+use silt_store::location::path_from_raw;
 
 mod validation;
 
@@ -180,7 +181,7 @@ impl CachedStore {
 
     /// The namespaced path of a pinned object of this store.
     pub fn location_of(&self, object: &PinnedObject) -> Path {
-        self.qualify(&Path::from(object.key.path.as_ref()))
+        self.qualify(&path_from_raw(&object.key.path))
     }
 
     /// Reads `ranges` of `object` at its pinned version, through the tiers.
@@ -193,7 +194,7 @@ impl CachedStore {
     }
 
     async fn read_with(&self, object: &PinnedObject, ranges: &[Range<u64>], admit: Admit) -> CacheResult<Vec<Bytes>> {
-        let inner_path = Path::from(object.key.path.as_ref());
+        let inner_path = path_from_raw(&object.key.path);
         let source = Source {
             store: self.inner.as_ref(),
             path: &inner_path,

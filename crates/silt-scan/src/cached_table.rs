@@ -34,7 +34,7 @@ use silt_cache::{CacheError, ValidationGate};
 
 use crate::cached_scan::needed_columns;
 use crate::cached_scan::{CachedScanExec, ScanSources, ScanSpec};
-use crate::file_columns::named_as_in_file;
+use crate::file_columns::{found_by_name, named_as_in_file};
 use crate::footer::pinned_footer;
 use crate::lakehouse::{LakehouseFiles, TableFiles};
 use crate::scan_filter::ScanFilter;
@@ -325,8 +325,11 @@ impl CachedParquetTable {
                 Some(filter) => filter.row_groups(&schema, metadata, &scratch),
                 None => (0..metadata.num_row_groups()).collect(),
             };
+            // A file whose columns a client would not find by their names
+            // (renamed, or a name reused) is read on the server only.
+            let misnamed = snapshot.columns_changed && !found_by_name(&schema, metadata, columns);
             layout.add(meta, metadata, columns, &groups, |rg| {
-                snapshot.server_only(&meta.location, metadata, rg)
+                misnamed || snapshot.server_only(&meta.location, metadata, rg)
             });
         }
         layout.finish()

@@ -73,10 +73,11 @@ pub fn in_table_order(columns: &[Option<usize>], roots: usize) -> bool {
 pub fn named_as_in_file(table: &SchemaRef, metadata: &ParquetMetaData) -> SchemaRef {
     let roots = metadata.file_metadata().schema_descr().root_schema().get_fields();
     let columns = file_columns(table, metadata);
-    let same = table.fields().iter().zip(&columns).all(|(f, c)| match c {
-        Some(root) => roots[*root].name() == f.name(),
-        None => roots.iter().all(|r| r.name() != f.name()),
-    });
+    let same = table
+        .fields()
+        .iter()
+        .zip(&columns)
+        .all(|(f, c)| found_by_its_name(f.name(), *c, roots));
     if same {
         return table.clone();
     }
@@ -90,6 +91,37 @@ pub fn named_as_in_file(table: &SchemaRef, metadata: &ParquetMetaData) -> Schema
         })
         .collect();
     Arc::new(Schema::new_with_metadata(fields, table.metadata().clone()))
+}
+
+/// Whether a reader that finds `columns` of `table` in the file whose
+/// footer is `metadata` by their names (a client decoding a row group
+/// itself) finds each as the table means it: the file's column of that
+/// name is the table's column ([`file_columns`]), or the file has no column
+/// of that name and lacks the table's. Not so for a renamed column (found
+/// under its old name only) or a reused name (the file's column of that
+/// name is another column). Names not in `table` are ignored.
+pub fn found_by_name(table: &Schema, metadata: &ParquetMetaData, columns: &[String]) -> bool {
+    let roots = metadata.file_metadata().schema_descr().root_schema().get_fields();
+    let matched = file_columns(table, metadata);
+    columns.iter().all(|name| {
+        table
+            .index_of(name)
+            .ok()
+            .is_none_or(|i| found_by_its_name(name, matched[i], roots))
+    })
+}
+
+/// Whether the table column `name`, held by the file's root column
+/// `matched` (or by none), is found in the file by its name alone.
+fn found_by_its_name(
+    name: &str,
+    matched: Option<usize>,
+    roots: &[datafusion::parquet::schema::types::TypePtr],
+) -> bool {
+    match matched {
+        Some(root) => roots[root].name() == name,
+        None => roots.iter().all(|r| r.name() != name),
+    }
 }
 
 /// The Iceberg field id `field` carries, if any.

@@ -16,6 +16,7 @@ use datafusion::parquet::file::metadata::{PageIndexPolicy, ParquetMetaData};
 use object_store::ObjectMeta;
 use object_store::path::Path;
 use silt_cache::{CachedStore, PinnedObject};
+use silt_store::location::path_from_raw;
 
 /// Separates a pinned footer's key from the object path.
 pub const VERSION_MARK: char = '@';
@@ -25,7 +26,7 @@ pub const VERSION_MARK: char = '@';
 /// keys, so an entry under one is exactly that version's footer (DataFusion's
 /// own footer reads use the plain path, and may see another version).
 pub fn pinned_key(location: &Path, version: &str) -> Path {
-    Path::from(format!("{location}{VERSION_MARK}{version}"))
+    path_from_raw(&format!("{location}{VERSION_MARK}{version}"))
 }
 
 /// The metadata-tier key of something else kept per pinned version beside

@@ -22,6 +22,7 @@ use datafusion::execution::cache::default_cache::DefaultCache;
 use datafusion::execution::cache::{Cache, CacheEntryInfo, CacheValue};
 use object_store::path::Path;
 use silt_cache::{CacheMetrics, ObjectKey, ObjectVersion, VersionRegistry, VersionedTier};
+use silt_store::location::path_from_raw;
 
 /// Footers keyed by object path and checked against the validated version.
 pub struct MetadataTier {
@@ -62,7 +63,7 @@ impl VersionedTier for MetadataTier {
     /// Drops the footer of `keep`'s object if it is of another version. The
     /// tier is keyed by the namespaced path (`store/path`).
     fn drop_other_versions(&self, keep: &ObjectKey) {
-        let path = Path::from(format!("{}/{}", keep.store, keep.path));
+        let path = path_from_raw(&format!("{}/{}", keep.store, keep.path));
         if let Some(entry) = self.entries.get(&path)
             && ObjectVersion::from_meta(&entry.meta).tag != keep.version
         {

@@ -18,6 +18,7 @@ use datafusion::parquet::file::metadata::ParquetMetaData;
 use object_store::ObjectMeta;
 use object_store::path::Path;
 use silt_cache::{CacheError, ObjectVersion};
+use silt_store::location::path_from_raw;
 
 /// The row groups of object versions a scan is limited to, and within a
 /// row group, optionally, the rows to return.
@@ -74,7 +75,7 @@ impl ScanScope {
         let groups: ScopedRowGroups = self
             .objects
             .iter()
-            .map(|(path, (_, groups))| (Path::from(path.as_str()), groups.clone()))
+            .map(|(path, (_, groups))| (path_from_raw(path), groups.clone()))
             .collect();
         let kept = files
             .into_iter()

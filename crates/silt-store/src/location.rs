@@ -14,6 +14,15 @@ use url::Url;
 use crate::StoreError;
 use crate::cloud::{Cloud, CloudSettings};
 
+/// The object path whose stored (already encoded) form is `raw`, as
+/// `Path::as_ref` or `Display` gave it: for keys and wire fields that carry
+/// a path as text. `Path::from` would encode it again (a `%` in a file name,
+/// as Hive-style partition folders have, becomes `%25`), naming another
+/// object. Text that is not a stored form (a control character) is encoded.
+pub fn path_from_raw(raw: &str) -> object_store::path::Path {
+    object_store::path::Path::parse(raw).unwrap_or_else(|_| object_store::path::Path::from(raw))
+}
+
 /// The settings of every kind of store a table can be in: each table's are
 /// its own over the server's over the environment.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -261,6 +270,24 @@ fn install_crypto_provider() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stored_path_round_trips_through_its_text() {
+        use object_store::path::Path;
+        // A Hive-style partition folder whose value had a space (a writer
+        // escapes it as `%20` in the folder's name).
+        let stored = Path::from("t/p=4-NOT%20SPECIFIED/part-0.parquet");
+        assert_eq!(path_from_raw(stored.as_ref()), stored);
+        assert_ne!(
+            Path::from(stored.as_ref()),
+            stored,
+            "encoding again names another object"
+        );
+        assert_eq!(
+            path_from_raw("a/b\ncontrol").as_ref(),
+            Path::from("a/b\ncontrol").as_ref()
+        );
+    }
 
     #[test]
     fn parses_supported_urls() {

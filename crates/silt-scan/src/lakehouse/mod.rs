@@ -86,18 +86,19 @@ pub struct TableFiles {
 
 impl TableFiles {
     /// Why a client that decodes row groups itself cannot be given this
-    /// snapshot's layout, if it cannot: columns renamed or retyped (the
-    /// layout names file columns, matched by field id only on the server);
-    /// and, unless the client `honors_server_only` (scans such row groups
-    /// on the server: [`Self::server_only`]), rows deleted by position or
-    /// value and partition values kept outside the files, which the
-    /// server's scan and lookups ([`crate::lookup`]) apply and a client's
-    /// own decode would not.
+    /// snapshot's layout, if it cannot: unless the client
+    /// `honors_server_only` (scans row groups so marked on the server:
+    /// [`Self::server_only`], and files whose columns it would not find by
+    /// name, [`crate::file_columns::found_by_name`]), columns renamed or
+    /// retyped (the layout names file columns, matched by field id only on
+    /// the server), rows deleted by position or value and partition values
+    /// kept outside the files, which the server's scan and lookups
+    /// ([`crate::lookup`]) apply and a client's own decode would not.
     pub fn layout_refusal(&self, honors_server_only: bool) -> Option<&'static str> {
-        if self.columns_changed {
-            Some("the table renamed or retyped columns, which only the server's scan matches by field id")
-        } else if honors_server_only {
+        if honors_server_only {
             None
+        } else if self.columns_changed {
+            Some("the table renamed or retyped columns, which only the server's scan matches by field id")
         } else if !self.deletes.is_empty() {
             Some("the table's snapshot deletes rows by position, which only the server's scan applies")
         } else if !self.equality.is_empty() {

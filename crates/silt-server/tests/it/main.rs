@@ -16,6 +16,7 @@ mod hybrid_compressed;
 mod iceberg;
 mod iceberg_rest;
 mod jdbc;
+mod lakehouse_tpch;
 mod load;
 mod lookups;
 mod notify;

@@ -47,6 +47,13 @@ async fn wait_recovered(server: &ServerHandle) {
 
 /// Runs TPC-H queries `numbers` through `silt` and checks them against plain DataFusion.
 async fn check_tpch(silt: &SessionContext, base: &SessionContext, numbers: &[u32]) {
+    let failures = tpch_differences(silt, base, numbers).await;
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// How the answers of TPC-H queries `numbers` through `silt` differ from
+/// `base`'s (ties in ORDER BY broken on every column first).
+pub(crate) async fn tpch_differences(silt: &SessionContext, base: &SessionContext, numbers: &[u32]) -> Vec<String> {
     let mut failures = Vec::new();
     for n in numbers {
         let file = format!("q{n:02}.sql");
@@ -63,7 +70,7 @@ async fn check_tpch(silt: &SessionContext, base: &SessionContext, numbers: &[u32
             }
         }
     }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    failures
 }
 
 /// The disk tier's region files, each with its slot size (a 4 KiB header
