@@ -659,11 +659,11 @@ async fn check_clients(queries: &[&str], expected: &SessionContext, clients: [(&
     }
 }
 
-/// A damaged manifest list is a clear error naming the file, for the
-/// Iceberg table's queries only: other tables keep answering, and the table
+/// A damaged manifest list, a damaged manifest and a missing manifest are
+/// each a clear error naming the file, for the Iceberg table's queries only: other tables keep answering, and the table
 /// answers again once a good snapshot is committed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_damaged_manifest_list_fails_its_table_only() {
+async fn damaged_or_missing_manifests_fail_their_table_only() {
     let Served {
         warehouse,
         server,
@@ -676,12 +676,7 @@ async fn a_damaged_manifest_list_fails_its_table_only() {
     // A commit whose manifest list is then truncated.
     fixture_phase(&warehouse, "append");
     let metadata = warehouse.join("db/events/metadata");
-    let newest = std::fs::read_dir(&metadata)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("snap-"))
-        .max_by_key(|p| std::fs::metadata(p).unwrap().modified().unwrap())
-        .unwrap();
+    let newest = newest_file(&metadata, |name| name.starts_with("snap-"));
     let bytes = std::fs::read(&newest).unwrap();
     std::fs::write(&newest, &bytes[..bytes.len() / 3]).unwrap();
     let err = silt_client::script::run_script_last_query(&ctx, "SELECT count(*) FROM events")
@@ -705,6 +700,38 @@ async fn a_damaged_manifest_list_fails_its_table_only() {
         false,
     )
     .unwrap();
+
+    // A manifest (the newest commit's, which no query has read yet)
+    // truncated, then one missing: the same.
+    for missing in [false, true] {
+        fixture_phase(&warehouse, "append");
+        let manifest = newest_file(&metadata, |name| name.ends_with(".avro") && !name.starts_with("snap-"));
+        let bytes = std::fs::read(&manifest).unwrap();
+        if missing {
+            std::fs::remove_file(&manifest).unwrap();
+        } else {
+            std::fs::write(&manifest, &bytes[..bytes.len() / 3]).unwrap();
+        }
+        let err = silt_client::script::run_script_last_query(&ctx, sql)
+            .await
+            .unwrap_err()
+            .to_string();
+        let name = manifest.file_name().unwrap().to_string_lossy().to_string();
+        assert!(err.contains(&name), "the error names the manifest (missing: {missing}): {err}");
+        answer(&ctx, "SELECT count(*) FROM folder").await;
+        std::fs::write(&manifest, &bytes).unwrap();
+        answer(&ctx, sql).await;
+    }
+}
+
+/// The most recently modified file in `dir` whose name `wanted` accepts.
+fn newest_file(dir: &Path, wanted: impl Fn(&str) -> bool) -> PathBuf {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| wanted(&p.file_name().unwrap().to_string_lossy()))
+        .max_by_key(|p| std::fs::metadata(p).unwrap().modified().unwrap())
+        .unwrap()
 }
 
 /// Commits while queries run never mix snapshots (Iceberg): see
