@@ -4,7 +4,7 @@ use arrow::array::ArrayRef;
 use arrow::datatypes::DataType;
 
 use crate::LiquidArrayRef;
-use crate::bytes::BytesEncoder;
+use crate::bytes::{BytesEncoder, Compaction};
 use crate::shared_dict::SharedDictionary;
 
 /// Whether batches of `data_type` have a liquid form. Other types stay Arrow
@@ -33,9 +33,15 @@ pub struct ColumnEncoder {
 impl ColumnEncoder {
     /// An encoder for batches of `data_type`.
     pub fn new(data_type: &DataType) -> Self {
+        Self::with_compaction(data_type, Compaction::default())
+    }
+
+    /// An encoder for batches of `data_type` whose strings take the zstd
+    /// block form as `compaction` says ([`Compaction`]).
+    pub fn with_compaction(data_type: &DataType, compaction: Compaction) -> Self {
         ColumnEncoder {
             data_type: data_type.clone(),
-            bytes: crate::bytes::is_supported(data_type).then(BytesEncoder::new),
+            bytes: crate::bytes::is_supported(data_type).then(|| BytesEncoder::with_compaction(compaction)),
             dictionary: crate::shared_dict::is_eligible(data_type).then(SharedDictionary::default),
         }
     }

@@ -14,7 +14,7 @@ use arrow::datatypes::{DataType, Int32Type};
 use proptest::prelude::*;
 mod common;
 
-use silt_liquid::bytes::BytesEncoder;
+use silt_liquid::bytes::{BytesEncoder, Compaction};
 use silt_liquid::{CmpOp, ColumnEncoder, LiquidArray, LiquidPredicate};
 
 const VALUE_TYPES: [DataType; 6] = [
@@ -364,8 +364,16 @@ fn check_array(
     check_like(liquid, &decoded, &patterns(batch, rng), vt, chunk_ascii);
 }
 
-/// Encodes `batches` as one column chunk of each type and checks everything.
+/// Encodes `batches` as one column chunk of each type and checks everything,
+/// with the zstd block form where it is clearly smaller (the default) and
+/// wherever it applies.
 fn check_chunk(batches: &[Batch], key: &DataType, seed: u64) {
+    for compaction in [Compaction::WhenSmaller, Compaction::Always] {
+        check_chunk_as(batches, key, seed, compaction);
+    }
+}
+
+fn check_chunk_as(batches: &[Batch], key: &DataType, seed: u64, compaction: Compaction) {
     for vt in &VALUE_TYPES {
         // One encoder per input type, as the transcoder keeps one per chunk:
         // plain types share the chunk's dictionary across the batches.
@@ -376,7 +384,7 @@ fn check_chunk(batches: &[Batch], key: &DataType, seed: u64) {
             let mut rng = Rng(seed);
             for (t, input) in inputs(batch, key, vt).into_iter().enumerate() {
                 if encoders.len() <= t {
-                    encoders.push(ColumnEncoder::new(input.data_type()));
+                    encoders.push(ColumnEncoder::with_compaction(input.data_type(), compaction));
                 }
                 let cut = rng.below(input.len() / 4 + 1);
                 // The whole batch, then a slice of it (offset buffers and bitmaps).
@@ -419,8 +427,15 @@ fn low_cardinality_picks_dict_fsst_and_distinct_does_not_pick_dict() {
     ));
     let liquid = encoder.encode(&distinct).unwrap();
     assert!(!liquid.encoding().starts_with("dict"), "{}", liquid.encoding());
-    assert_eq!(liquid.encoding(), "fsst");
+    // Long and mostly alike: zstd over blocks beats FSST per value by far.
+    assert_eq!(liquid.encoding(), "zstd");
     assert_eq!(&liquid.to_arrow(), &distinct);
+    let fsst = BytesEncoder::with_compaction(Compaction::Never)
+        .encode(&distinct)
+        .unwrap();
+    assert_eq!(fsst.encoding(), "fsst");
+    assert!(liquid.heap_size() < fsst.heap_size());
+    let liquid = fsst;
     let arrow_size = distinct.get_buffer_memory_size();
     assert!(
         liquid.heap_size() < arrow_size,
@@ -627,6 +642,50 @@ fn batches_of_only_empty_strings() {
             &[vec![Some("x".into()), Some(String::new()), Some(String::new())]],
             key,
             7,
+        );
+    }
+}
+
+/// Real URLs, titles and referers (ClickBench's sample, `shared/data`):
+/// FSST per value keeps about twice what Parquet's zstd pages take, zstd
+/// over blocks with the column's sampled dictionary much less, so the
+/// default takes zstd for the long columns (or the shared dictionary, for
+/// values earlier batches hold); every operation stays exact.
+#[test]
+fn real_urls_and_titles_take_the_zstd_form_and_stay_exact() {
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data/nano_hits.parquet");
+    let file = std::fs::File::open(path).expect("the shared ClickBench sample beside the repository");
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+        .unwrap()
+        .with_batch_size(8192)
+        .build()
+        .unwrap();
+    let batches: Vec<arrow::array::RecordBatch> = reader.map(Result::unwrap).collect();
+    for column in ["URL", "Title", "Referer"] {
+        let mut compact = ColumnEncoder::new(&DataType::Utf8);
+        let mut fsst = ColumnEncoder::with_compaction(&DataType::Utf8, Compaction::Never);
+        let (mut zstd_bytes, mut fsst_bytes) = (0, 0);
+        for (b, batch) in batches.iter().enumerate() {
+            let input = cast(batch.column_by_name(column).unwrap(), &DataType::Utf8).unwrap();
+            let liquid = compact.encode(&input).unwrap();
+            let other = fsst.encode(&input).unwrap();
+            // (A batch whose values the column's earlier batches hold takes
+            // the shared dictionary, whose segments are stored alike.)
+            let long = input.as_string::<i32>().value_data().len() >= silt_liquid::bytes::MIN_COMPACT_BYTES;
+            assert!(
+                !long || ["zstd", "shared-dict"].contains(&liquid.encoding()),
+                "{column}, batch {b}: {}",
+                liquid.encoding()
+            );
+            (zstd_bytes, fsst_bytes) = (zstd_bytes + liquid.heap_size(), fsst_bytes + other.heap_size());
+            let texts: Batch = input.as_string::<i32>().iter().map(|v| v.map(str::to_string)).collect();
+            let ascii = texts.iter().flatten().all(|t| t.is_ascii());
+            check_array(&*liquid, &input, &texts, &DataType::Utf8, ascii, &mut Rng(b as u64));
+        }
+        assert!(
+            zstd_bytes * 4 <= fsst_bytes * 3,
+            "{column}: zstd {zstd_bytes} bytes against FSST's {fsst_bytes}"
         );
     }
 }

@@ -28,6 +28,7 @@
 mod access;
 mod pattern;
 mod store;
+mod zstd_blocks;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -43,6 +44,7 @@ use access::{build_dictionary, build_flat, is_utf8, own_nulls, value_type};
 pub(crate) use access::{is_value_type, row_values};
 use pattern::LikeMatcher;
 use store::{Codec, Store};
+pub use store::{Compaction, MIN_COMPACT_BYTES};
 
 /// Whether `data_type` is handled by this module: the six byte types, and
 /// dictionaries of them with any integer key.
@@ -59,12 +61,22 @@ pub fn is_supported(data_type: &DataType) -> bool {
 #[derive(Debug, Default)]
 pub struct BytesEncoder {
     codec: Option<Codec>,
+    compaction: Compaction,
 }
 
 impl BytesEncoder {
     /// A fresh encoder for one column of a file.
     pub fn new() -> Self {
         BytesEncoder::default()
+    }
+
+    /// A fresh encoder whose batches take the zstd block form as
+    /// `compaction` says (the default: when clearly smaller).
+    pub fn with_compaction(compaction: Compaction) -> Self {
+        BytesEncoder {
+            codec: None,
+            compaction,
+        }
     }
 
     /// The liquid form of `array`, or `None` when its type is not handled here.
@@ -81,12 +93,13 @@ impl BytesEncoder {
             return None;
         }
         let rows = row_values(array.as_ref())?;
+        let compaction = self.compaction;
         let codec = self.codec_for(&rows);
         Some(Arc::new(LiquidBytesArray {
             data_type: array.data_type().clone(),
             len: rows.len(),
             nulls: own_nulls(array.as_ref()),
-            layout: Layout::Flat(Store::best(&rows, codec)),
+            layout: Layout::Flat(Store::best(&rows, codec, compaction)),
         }))
     }
 
@@ -98,15 +111,16 @@ impl BytesEncoder {
         let rows = row_values(array)?;
         let nulls = own_nulls(array);
         let dict = Distinct::of(&rows, nulls.as_ref());
+        let compaction = self.compaction;
         let codec = self.codec_for(&dict.values);
         let keep_dict = matches!(array.data_type(), DataType::Dictionary(..)) || dict.pays(&rows, nulls.as_ref());
         let layout = if keep_dict {
             Layout::Dict {
                 keys: BitPacked::pack_min_width(&dict.keys),
-                values: Store::best(&dict.values, codec),
+                values: Store::best(&dict.values, codec, compaction),
             }
         } else {
-            Layout::Flat(Store::best(&rows, codec))
+            Layout::Flat(Store::best(&rows, codec, compaction))
         };
         Some(LiquidBytesArray {
             data_type: array.data_type().clone(),
@@ -120,7 +134,7 @@ impl BytesEncoder {
     /// first batch with any bytes.
     fn codec_for(&mut self, sample: &Vec<&[u8]>) -> Option<&Codec> {
         if self.codec.is_none() && sample.iter().any(|v| !v.is_empty()) {
-            self.codec = Some(Codec::train(sample));
+            self.codec = Some(Codec::train(sample, self.compaction));
         }
         self.codec.as_ref()
     }
@@ -230,11 +244,12 @@ impl LiquidBytesArray {
         match &self.layout {
             Layout::Dict { keys, values } => {
                 let mut remap = vec![u32::MAX; values.len()];
+                let mut reader = values.reader();
                 for row in rows {
                     let key = row.filter(|&r| self.is_valid(r)).map(|r| {
                         let old = keys.get(r) as usize;
                         if remap[old] == u32::MAX {
-                            remap[old] = g.push(|out| values.append(old, out));
+                            remap[old] = g.push(|out| reader.append(old, out));
                         }
                         remap[old]
                     });
@@ -242,10 +257,11 @@ impl LiquidBytesArray {
                 }
             }
             Layout::Flat(values) => {
+                let mut reader = values.reader();
                 for row in rows {
                     let key = row
                         .filter(|&r| self.is_valid(r))
-                        .map(|r| g.push(|out| values.append(r, out)));
+                        .map(|r| g.push(|out| reader.append(r, out)));
                     g.keys.push(key);
                 }
             }
@@ -409,10 +425,15 @@ impl LiquidArray for LiquidBytesArray {
 
     fn encoding(&self) -> &'static str {
         match &self.layout {
-            Layout::Dict { values, .. } if values.is_fsst() => "dict-fsst",
-            Layout::Dict { .. } => "dict",
-            Layout::Flat(values) if values.is_fsst() => "fsst",
-            Layout::Flat(_) => "plain",
+            Layout::Dict { values, .. } => match values.form() {
+                "fsst" => "dict-fsst",
+                "zstd" => "dict-zstd",
+                _ => "dict",
+            },
+            Layout::Flat(values) => match values.form() {
+                "" => "plain",
+                form => form,
+            },
         }
     }
 

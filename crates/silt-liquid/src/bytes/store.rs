@@ -1,11 +1,33 @@
-//! Sequences of byte strings, each decodable on its own: raw, or FSST
-//! compressed with a symbol table shared by the batches of a column.
+//! Sequences of byte strings: raw or FSST compressed with a symbol table
+//! shared by the batches of a column (each value decodable on its own), or
+//! zstd compressed in blocks of rows ([`super::zstd_blocks`]: smaller, a
+//! value decoded with its block).
 
 use std::sync::Arc;
 
 use fsst::{Compressor, Decompressor, Symbol};
 
+use super::zstd_blocks::{BlockReader, ZstdBlocks, ZstdCodec};
 use crate::bitpack::BitPacked;
+
+/// When a batch's values take the block-compressed zstd form, which reads
+/// a value by decompressing its block (a scan's filter over it decodes every
+/// block once, about what FSST costs; a take of a few rows costs more).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Compaction {
+    /// Never: FSST or raw only.
+    Never,
+    /// When it takes at most three quarters of the other forms' bytes and
+    /// the batch holds at least [`MIN_COMPACT_BYTES`] of values.
+    #[default]
+    WhenSmaller,
+    /// Whenever zstd compresses the batch at all (for columns the cache
+    /// keeps for size, not speed; and tests of the form).
+    Always,
+}
+
+/// Fewest raw bytes of values worth a zstd form under [`Compaction::WhenSmaller`].
+pub const MIN_COMPACT_BYTES: usize = 16 << 10;
 
 /// The decoding half of a column's FSST symbol table (~2.3 KiB).
 ///
@@ -42,11 +64,13 @@ impl SymbolTable {
     }
 }
 
-/// A column's FSST codec: the trained compressor (kept by the encoder
-/// only) and the decoding table its arrays share.
+/// A column's codecs: FSST's trained compressor (kept by the encoder only)
+/// and the decoding table its arrays share; zstd's dictionary, unless the
+/// column never takes the zstd form.
 pub(crate) struct Codec {
     compressor: Compressor,
     table: Arc<SymbolTable>,
+    zstd: Option<ZstdCodec>,
 }
 
 impl std::fmt::Debug for Codec {
@@ -58,11 +82,18 @@ impl std::fmt::Debug for Codec {
 }
 
 impl Codec {
-    /// Trains a symbol table on `sample` (FSST samples ~16 KiB of it itself).
-    pub(crate) fn train(sample: &Vec<&[u8]>) -> Self {
+    /// Trains a symbol table on `sample` (FSST samples ~16 KiB of it
+    /// itself) and, unless `compaction` is never, samples zstd's dictionary
+    /// from it.
+    pub(crate) fn train(sample: &Vec<&[u8]>, compaction: Compaction) -> Self {
         let compressor = Compressor::train(sample);
         let table = Arc::new(SymbolTable::of(&compressor));
-        Codec { compressor, table }
+        let zstd = (compaction != Compaction::Never).then(|| ZstdCodec::sample(sample));
+        Codec {
+            compressor,
+            table,
+            zstd,
+        }
     }
 
     /// Appends the compression of `value` to `out`.
@@ -88,24 +119,44 @@ pub(crate) enum Store {
         codes: Vec<u8>,
         table: Arc<SymbolTable>,
     },
+    /// zstd blocks of values.
+    Zstd(ZstdBlocks),
 }
 
 /// FSST must save this share of the raw bytes to be worth its decoding cost.
 const MIN_SAVING_DIVISOR: usize = 10;
 
 impl Store {
-    /// The smaller of the raw and the FSST form of `values` (raw without a codec).
-    pub(crate) fn best(values: &[&[u8]], codec: Option<&Codec>) -> Self {
+    /// The smaller of the raw and the FSST form of `values` (raw without a
+    /// codec), or their zstd form as `compaction` says.
+    pub(crate) fn best(values: &[&[u8]], codec: Option<&Codec>, compaction: Compaction) -> Self {
         let raw_len: usize = values.iter().map(|v| v.len()).sum();
-        if let Some(codec) = codec {
-            let fsst = Self::fsst(values, codec);
-            // Offsets cost about the same in both forms; compare the rest.
-            let fsst_cost = fsst.heap_size() - fsst.offsets().heap_size();
-            if fsst_cost < raw_len - raw_len / MIN_SAVING_DIVISOR {
-                return fsst;
+        let chosen = match codec {
+            Some(codec) => {
+                let fsst = Self::fsst(values, codec);
+                // Offsets cost about the same in both forms; compare the rest.
+                let fsst_cost = fsst.heap_size() - fsst.offsets().map_or(0, BitPacked::heap_size);
+                if fsst_cost < raw_len - raw_len / MIN_SAVING_DIVISOR {
+                    fsst
+                } else {
+                    Self::raw(values, raw_len)
+                }
             }
+            None => Self::raw(values, raw_len),
+        };
+        let zstd = codec.and_then(|c| c.zstd.as_ref());
+        let worth = match compaction {
+            Compaction::Never => false,
+            Compaction::WhenSmaller => raw_len >= MIN_COMPACT_BYTES,
+            Compaction::Always => true,
+        };
+        if let Some(z) = zstd.filter(|_| worth)
+            && let Some(blocks) = ZstdBlocks::compress(values, z)
+            && (compaction == Compaction::Always || blocks.heap_size() * 4 <= chosen.heap_size() * 3)
+        {
+            return Store::Zstd(blocks.charge_dictionary(z));
         }
-        Self::raw(values, raw_len)
+        chosen
     }
 
     fn raw(values: &[&[u8]], raw_len: usize) -> Self {
@@ -131,40 +182,59 @@ impl Store {
         }
     }
 
-    /// Whether values are FSST compressed.
-    pub(crate) fn is_fsst(&self) -> bool {
-        matches!(self, Store::Fsst { .. })
+    /// The form's name in an encoding's (`silt stats`): "", "fsst" or "zstd".
+    pub(crate) fn form(&self) -> &'static str {
+        match self {
+            Store::Raw { .. } => "",
+            Store::Fsst { .. } => "fsst",
+            Store::Zstd(_) => "zstd",
+        }
     }
 
     /// Number of values.
     pub(crate) fn len(&self) -> usize {
-        self.offsets().len().saturating_sub(1)
-    }
-
-    fn offsets(&self) -> &BitPacked<u64> {
-        match self {
-            Store::Raw { offsets, .. } | Store::Fsst { offsets, .. } => offsets,
+        match (self, self.offsets()) {
+            (Store::Zstd(blocks), _) => blocks.len(),
+            (_, Some(offsets)) => offsets.len().saturating_sub(1),
+            (_, None) => 0,
         }
     }
 
-    /// Appends value `i` to `out`, decoding only that value.
-    pub(crate) fn append(&self, i: usize, out: &mut Vec<u8>) {
-        let offsets = self.offsets();
-        let range = offsets.get(i) as usize..offsets.get(i + 1) as usize;
-        self.append_range(range, out);
+    /// Each value's start and end, for the forms that address values one by one.
+    fn offsets(&self) -> Option<&BitPacked<u64>> {
+        match self {
+            Store::Raw { offsets, .. } | Store::Fsst { offsets, .. } => Some(offsets),
+            Store::Zstd(_) => None,
+        }
+    }
+
+    /// A reader of values by index (for reads in ascending order: the zstd
+    /// form decodes each block it reaches once).
+    pub(crate) fn reader(&self) -> StoreReader<'_> {
+        match self {
+            Store::Zstd(blocks) => StoreReader::Blocks(blocks.reader()),
+            other => StoreReader::Direct(other),
+        }
     }
 
     fn append_range(&self, range: std::ops::Range<usize>, out: &mut Vec<u8>) {
         match self {
             Store::Raw { bytes, .. } => out.extend_from_slice(&bytes[range]),
             Store::Fsst { codes, table, .. } => table.decompress_into(&codes[range], out),
+            Store::Zstd(_) => unreachable!("zstd blocks are read by value, not by byte range"),
         }
     }
 
     /// Appends every value to `out` (one pass over the offsets), recording
     /// where each ends in `ends`.
     pub(crate) fn append_all(&self, out: &mut Vec<u8>, ends: &mut Vec<usize>) {
-        let offsets = self.offsets().unpack();
+        let Some(offsets) = self.offsets() else {
+            if let Store::Zstd(blocks) = self {
+                blocks.append_all(out, ends);
+            }
+            return;
+        };
+        let offsets = offsets.unpack();
         ends.reserve(offsets.len().saturating_sub(1));
         for w in offsets.windows(2) {
             self.append_range(w[0] as usize..w[1] as usize, out);
@@ -174,13 +244,19 @@ impl Store {
 
     /// Calls `f(i, value)` for every value in order (one pass, one scratch buffer).
     pub(crate) fn for_each(&self, mut f: impl FnMut(usize, &[u8])) {
-        let offsets = self.offsets().unpack();
+        let Some(offsets) = self.offsets() else {
+            if let Store::Zstd(blocks) = self {
+                blocks.for_each(f);
+            }
+            return;
+        };
+        let offsets = offsets.unpack();
         let mut scratch = Vec::new();
         for (i, w) in offsets.windows(2).enumerate() {
             let range = w[0] as usize..w[1] as usize;
             match self {
                 Store::Raw { bytes, .. } => f(i, &bytes[range]),
-                Store::Fsst { .. } => {
+                _ => {
                     scratch.clear();
                     self.append_range(range, &mut scratch);
                     f(i, &scratch);
@@ -197,6 +273,28 @@ impl Store {
             Store::Fsst { offsets, codes, .. } => {
                 offsets.heap_size() + codes.capacity() + std::mem::size_of::<SymbolTable>()
             }
+            Store::Zstd(blocks) => blocks.heap_size(),
+        }
+    }
+}
+
+/// Reads a [`Store`]'s values by index ([`Store::reader`]).
+pub(crate) enum StoreReader<'a> {
+    Direct(&'a Store),
+    Blocks(BlockReader<'a>),
+}
+
+impl StoreReader<'_> {
+    /// Appends value `i` to `out`.
+    pub(crate) fn append(&mut self, i: usize, out: &mut Vec<u8>) {
+        match self {
+            StoreReader::Direct(store) => {
+                if let Some(offsets) = store.offsets() {
+                    let range = offsets.get(i) as usize..offsets.get(i + 1) as usize;
+                    store.append_range(range, out);
+                }
+            }
+            StoreReader::Blocks(reader) => out.extend_from_slice(reader.value(i)),
         }
     }
 }

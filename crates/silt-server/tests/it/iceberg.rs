@@ -717,7 +717,10 @@ async fn damaged_or_missing_manifests_fail_their_table_only() {
             .unwrap_err()
             .to_string();
         let name = manifest.file_name().unwrap().to_string_lossy().to_string();
-        assert!(err.contains(&name), "the error names the manifest (missing: {missing}): {err}");
+        assert!(
+            err.contains(&name),
+            "the error names the manifest (missing: {missing}): {err}"
+        );
         answer(&ctx, "SELECT count(*) FROM folder").await;
         std::fs::write(&manifest, &bytes).unwrap();
         answer(&ctx, sql).await;
