@@ -45,6 +45,7 @@ pub(crate) use access::{is_value_type, row_values};
 use pattern::LikeMatcher;
 use store::{Codec, Store};
 pub use store::{Compaction, MIN_COMPACT_BYTES};
+use zstd_blocks::ZstdBlocks;
 
 /// Whether `data_type` is handled by this module: the six byte types, and
 /// dictionaries of them with any integer key.
@@ -87,13 +88,20 @@ impl BytesEncoder {
     /// The liquid form of `array` with one stored value per row (no
     /// dictionary), FSST compressed with the column's table when that pays;
     /// `None` unless `array` has a plain byte type. The shared dictionary
-    /// stores its values this way.
+    /// stores its values this way, and evaluates predicates on all of them
+    /// for every batch that uses them and takes entries one by one: so they
+    /// take the zstd block form only under [`Compaction::Always`] (measured
+    /// on ClickBench q31 at 5M rows: `SearchPhrase <> ''` over zstd segments
+    /// took 3.6x the time of FSST ones).
     pub fn encode_flat(&mut self, array: &ArrayRef) -> Option<LiquidArrayRef> {
         if !is_value_type(array.data_type()) {
             return None;
         }
         let rows = row_values(array.as_ref())?;
-        let compaction = self.compaction;
+        let compaction = match self.compaction {
+            Compaction::Always => Compaction::Always,
+            _ => Compaction::Never,
+        };
         let codec = self.codec_for(&rows);
         Some(Arc::new(LiquidBytesArray {
             data_type: array.data_type().clone(),
@@ -375,7 +383,24 @@ impl LiquidBytesArray {
             // Arrow folds case with Unicode rules on non-ASCII data.
             return None;
         }
+        if let Layout::Flat(values) = &self.layout
+            && let Some(blocks) = values.zstd_blocks()
+            && matcher.searches_blocks()
+        {
+            return Some(self.contained_in_blocks(blocks, &matcher, negated));
+        }
         Some(self.eval_values(|v| matcher.matches(v) != negated))
+    }
+
+    /// `%abc%` over zstd blocks: one substring search per decoded block
+    /// ([`LikeMatcher::mark_contained`]) instead of one per value.
+    fn contained_in_blocks(&self, blocks: &ZstdBlocks, matcher: &LikeMatcher, negated: bool) -> BooleanArray {
+        let mut hits = vec![false; self.len];
+        blocks.for_each_block(|first, bytes, ends| {
+            matcher.mark_contained(bytes, ends, &mut hits[first..first + ends.len()]);
+        });
+        let bits = BooleanBuffer::collect_bool(self.len, |i| self.is_valid(i) && hits[i] != negated);
+        BooleanArray::new(bits, self.nulls.clone())
     }
 
     fn validity(&self) -> BooleanBuffer {

@@ -63,6 +63,36 @@ impl LikeMatcher {
         })
     }
 
+    /// Whether [`Self::mark_contained`] applies: case-sensitive `%abc%`
+    /// with a needle.
+    pub(crate) fn searches_blocks(&self) -> bool {
+        self.shape == Shape::Contains && !self.ascii_case_insensitive && !self.needle.is_empty()
+    }
+
+    /// Marks in `hits` (one per value) the values that hold the needle,
+    /// searching `bytes` — values back to back, value `j` ending at
+    /// `ends[j]` — in one pass ([`Self::searches_blocks`] patterns only).
+    /// One substring search over a block of values beats one per value
+    /// when matches are rare, as most of a scan's are.
+    pub(crate) fn mark_contained(&self, bytes: &[u8], ends: &[usize], hits: &mut [bool]) {
+        debug_assert!(self.searches_blocks());
+        let mut from = 0;
+        while let Some(p) = self.finder.find(&bytes[from..]) {
+            let at = from + p;
+            // The value the match starts in; it counts if it ends there too.
+            let j = ends.partition_point(|&e| e <= at);
+            if j >= ends.len() {
+                break;
+            }
+            if at + self.needle.len() <= ends[j] {
+                hits[j] = true;
+                from = ends[j];
+            } else {
+                from = at + 1;
+            }
+        }
+    }
+
     /// Whether this is an ILIKE matcher (valid only over ASCII values).
     pub(crate) fn is_case_insensitive(&self) -> bool {
         self.ascii_case_insensitive
@@ -137,5 +167,29 @@ mod tests {
         assert!(LikeMatcher::parse("a\\%", false).is_none());
         assert!(LikeMatcher::parse("é%", true).is_none());
         assert!(LikeMatcher::parse("AB%", true).unwrap().matches(b"abc"));
+    }
+
+    #[test]
+    fn a_block_search_marks_values_that_hold_the_needle_whole() {
+        let values: [&[u8]; 6] = [b"xab", b"c", b"", b"abab", b"a", b"bzz"];
+        let bytes = values.concat();
+        let ends: Vec<usize> = values
+            .iter()
+            .scan(0, |e, v| {
+                *e += v.len();
+                Some(*e)
+            })
+            .collect();
+        for pattern in ["%ab%", "%b%", "%abc%", "%ba%", "%zz%", "%xa%"] {
+            let m = LikeMatcher::parse(pattern, false).unwrap();
+            assert!(m.searches_blocks());
+            let mut hits = vec![false; values.len()];
+            m.mark_contained(&bytes, &ends, &mut hits);
+            let want: Vec<bool> = values.iter().map(|v| m.matches(v)).collect();
+            assert_eq!(hits, want, "{pattern}");
+        }
+        assert!(!LikeMatcher::parse("ab%", false).unwrap().searches_blocks());
+        assert!(!LikeMatcher::parse("%ab%", true).unwrap().searches_blocks());
+        assert!(!LikeMatcher::parse("%%", false).unwrap().searches_blocks());
     }
 }

@@ -242,6 +242,14 @@ impl Store {
         }
     }
 
+    /// The zstd blocks, if the values are in that form.
+    pub(crate) fn zstd_blocks(&self) -> Option<&ZstdBlocks> {
+        match self {
+            Store::Zstd(blocks) => Some(blocks),
+            _ => None,
+        }
+    }
+
     /// Calls `f(i, value)` for every value in order (one pass, one scratch buffer).
     pub(crate) fn for_each(&self, mut f: impl FnMut(usize, &[u8])) {
         let Some(offsets) = self.offsets() else {

@@ -192,6 +192,16 @@ impl ZstdBlocks {
         }
     }
 
+    /// Calls `f(first, bytes, ends)` per block in order: its first value's
+    /// index, its values back to back and where each ends in them.
+    pub(crate) fn for_each_block(&self, mut f: impl FnMut(usize, &[u8], &[usize])) {
+        let mut reader = self.reader();
+        for b in 0..self.blocks.len() {
+            let block = reader.block(b);
+            f(b * BLOCK_ROWS, block.values(), &block.ends);
+        }
+    }
+
     /// Appends every value to `out`, recording where each ends in `ends`.
     pub(crate) fn append_all(&self, out: &mut Vec<u8>, ends: &mut Vec<usize>) {
         ends.reserve(self.len);
