@@ -11,8 +11,8 @@
 //! last one decoded ([`BlockReader`]); predicates decode each block once.
 
 use std::fmt;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use zstd::bulk::{Compressor, Decompressor};
 use zstd::dict::{DecoderDictionary, EncoderDictionary};
@@ -53,18 +53,27 @@ impl ZstdTable {
     }
 }
 
-/// A column's zstd codec: the prepared compression dictionary (kept by the
-/// encoder only) and the decoding table its arrays share.
+/// A column's zstd codec: the dictionary's content, and (made on first
+/// use: most columns never take the zstd form) the prepared compression
+/// dictionary, kept by the encoder only, and the decoding table its arrays
+/// share.
 pub(crate) struct ZstdCodec {
-    encoder: Option<EncoderDictionary<'static>>,
-    table: Arc<ZstdTable>,
+    content: Vec<u8>,
+    prepared: OnceLock<Prepared>,
     /// Whether a batch already charges the dictionary in its heap size.
     charged: AtomicBool,
 }
 
+struct Prepared {
+    encoder: Option<EncoderDictionary<'static>>,
+    table: Arc<ZstdTable>,
+}
+
 impl fmt::Debug for ZstdCodec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ZstdCodec").field("table", &self.table).finish()
+        f.debug_struct("ZstdCodec")
+            .field("content", &self.content.len())
+            .finish()
     }
 }
 
@@ -82,27 +91,31 @@ impl ZstdCodec {
             content.extend_from_slice(v);
         }
         if content.len() < MIN_DICTIONARY_BYTES {
-            return ZstdCodec {
-                encoder: None,
-                table: Arc::new(ZstdTable {
-                    dictionary: None,
-                    bytes: 0,
-                }),
-                charged: AtomicBool::new(false),
-            };
+            content.clear();
         }
         ZstdCodec {
-            encoder: Some(EncoderDictionary::copy(&content, LEVEL)),
-            table: Arc::new(ZstdTable {
-                dictionary: Some(DecoderDictionary::copy(&content)),
-                bytes: content.len(),
-            }),
+            content,
+            prepared: OnceLock::new(),
             charged: AtomicBool::new(false),
         }
     }
 
+    fn prepared(&self) -> &Prepared {
+        self.prepared.get_or_init(|| {
+            let content = &self.content;
+            let with_content = !content.is_empty();
+            Prepared {
+                encoder: with_content.then(|| EncoderDictionary::copy(content, LEVEL)),
+                table: Arc::new(ZstdTable {
+                    dictionary: with_content.then(|| DecoderDictionary::copy(content)),
+                    bytes: content.len(),
+                }),
+            }
+        })
+    }
+
     fn compressor(&self) -> Option<Compressor<'_>> {
-        match &self.encoder {
+        match &self.prepared().encoder {
             Some(d) => Compressor::with_prepared_dictionary(d).ok(),
             None => Compressor::new(LEVEL).ok(),
         }
@@ -152,7 +165,7 @@ impl ZstdBlocks {
         Some(ZstdBlocks {
             blocks,
             len: values.len(),
-            table: Arc::clone(&codec.table),
+            table: Arc::clone(&codec.prepared().table),
             charges_dictionary: false,
         })
     }
