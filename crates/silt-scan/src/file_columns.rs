@@ -32,6 +32,12 @@ pub const MATCH_BY_FIELD_ID: &str = "silt.match_by_field_id";
 /// matched by it, not by the column's name.
 pub const PHYSICAL_NAME: &str = "silt.physical_name";
 
+/// The name data files (and Delta's log statistics) give `field`: its
+/// [`PHYSICAL_NAME`] under Delta column mapping, else its name.
+pub(crate) fn physical_name(field: &Field) -> &str {
+    field.metadata().get(PHYSICAL_NAME).unwrap_or(field.name())
+}
+
 /// For each field of `table`, the root column of the file whose footer is
 /// `metadata` that holds it, or `None` when the file lacks it (see the
 /// module docs for how columns are matched).
@@ -51,7 +57,7 @@ pub fn file_columns(table: &Schema, metadata: &ParquetMetaData) -> Vec<Option<us
         .map(|field| match field_id(field).filter(|_| by_id) {
             Some(id) => file_ids.iter().position(|&f| f == Some(id)),
             None => {
-                let name = field.metadata().get(PHYSICAL_NAME).unwrap_or(field.name());
+                let name = physical_name(field);
                 roots.iter().position(|r| r.name() == name)
             }
         })

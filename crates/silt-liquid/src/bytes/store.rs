@@ -193,10 +193,9 @@ impl Store {
 
     /// Number of values.
     pub(crate) fn len(&self) -> usize {
-        match (self, self.offsets()) {
-            (Store::Zstd(blocks), _) => blocks.len(),
-            (_, Some(offsets)) => offsets.len().saturating_sub(1),
-            (_, None) => 0,
+        match self {
+            Store::Zstd(blocks) => blocks.len(),
+            Store::Raw { offsets, .. } | Store::Fsst { offsets, .. } => offsets.len().saturating_sub(1),
         }
     }
 
@@ -228,13 +227,10 @@ impl Store {
     /// Appends every value to `out` (one pass over the offsets), recording
     /// where each ends in `ends`.
     pub(crate) fn append_all(&self, out: &mut Vec<u8>, ends: &mut Vec<usize>) {
-        let Some(offsets) = self.offsets() else {
-            if let Store::Zstd(blocks) = self {
-                blocks.append_all(out, ends);
-            }
-            return;
+        let offsets = match self {
+            Store::Zstd(blocks) => return blocks.append_all(out, ends),
+            Store::Raw { offsets, .. } | Store::Fsst { offsets, .. } => offsets.unpack(),
         };
-        let offsets = offsets.unpack();
         ends.reserve(offsets.len().saturating_sub(1));
         for w in offsets.windows(2) {
             self.append_range(w[0] as usize..w[1] as usize, out);
@@ -252,13 +248,10 @@ impl Store {
 
     /// Calls `f(i, value)` for every value in order (one pass, one scratch buffer).
     pub(crate) fn for_each(&self, mut f: impl FnMut(usize, &[u8])) {
-        let Some(offsets) = self.offsets() else {
-            if let Store::Zstd(blocks) = self {
-                blocks.for_each(f);
-            }
-            return;
+        let offsets = match self {
+            Store::Zstd(blocks) => return blocks.for_each(f),
+            Store::Raw { offsets, .. } | Store::Fsst { offsets, .. } => offsets.unpack(),
         };
-        let offsets = offsets.unpack();
         let mut scratch = Vec::new();
         for (i, w) in offsets.windows(2).enumerate() {
             let range = w[0] as usize..w[1] as usize;

@@ -17,22 +17,14 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::arrow::datatypes::{DataType, Schema};
 use datafusion::common::ScalarValue;
 use object_store::path::Path;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use crate::file_columns::{PHYSICAL_NAME, field_id};
+use crate::file_columns::{field_id, physical_name};
 use crate::scan_filter::FileStatistics;
-
-/// The name [`KnownValues::columns`] keeps `field`'s bounds under: its
-/// physical name under Delta column mapping (a query planned in an older
-/// schema then never takes a since-dropped column's name for a new one's),
-/// else its name.
-fn stored_name(field: &Field) -> &str {
-    field.metadata().get(PHYSICAL_NAME).unwrap_or(field.name())
-}
 
 /// Per data file (namespaced path), what the metadata knows of its values.
 /// Cheap to clone.
@@ -43,7 +35,9 @@ pub struct FileBounds(Arc<HashMap<Path, KnownValues>>);
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct KnownValues {
     pub rows: Option<u64>,
-    /// By column name (Delta column mapping: physical name).
+    /// By column name (Delta column mapping: physical name, so a query
+    /// planned in an older schema never takes a since-dropped column's name
+    /// for a new one's).
     pub columns: HashMap<String, ColumnBounds>,
 }
 
@@ -122,7 +116,7 @@ impl FileBounds {
             }
             let field_id = field_id(field);
             let column = known
-                .and_then(|k| k.columns.get(stored_name(field)))
+                .and_then(|k| k.columns.get(physical_name(field)))
                 .filter(|b| b.field_id.is_none() || field_id.is_none() || b.field_id == field_id);
             let typed = |bound: &Option<ScalarValue>| {
                 let value = bound.as_ref()?;
@@ -168,7 +162,7 @@ impl LogStats {
             .iter()
             .map(|field| {
                 // Under column mapping the log names columns physically.
-                let name = stored_name(field);
+                let name = physical_name(field);
                 let bound = |of: &Map<String, Value>| exact(of.get(name)?, field.data_type());
                 let bounds = ColumnBounds {
                     field_id: None,

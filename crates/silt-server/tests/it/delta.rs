@@ -14,8 +14,9 @@ use std::path::{Path, PathBuf};
 use crate::common::{answer, check_same, client, pushdown_client};
 use crate::flight_sql::{fetch, flight_sql_client_at};
 use crate::iceberg::{
-    Fixture, check_all, check_flight, check_lookups, check_time_travel, commits_during_queries_never_mix, expected_ctx,
-    files_scanned, flight_error, render, run_fixture, serve_tables, store_requests,
+    Fixture, check_all, check_clients, check_flight, check_lookups, check_time_travel,
+    commits_during_queries_never_mix, expected_ctx, files_scanned, flight_error, render, run_fixture, serve_tables,
+    store_requests,
 };
 
 const SCRIPT: &str = "delta_server_fixture.py";
@@ -250,20 +251,13 @@ async fn check_column_mapping(phase: &str) {
         "SELECT id, v FROM events WHERE v = 'x3' ORDER BY id",
         "SELECT count(*) AS n FROM events WHERE id < 100",
     ];
-    for (label, ctx) in [
-        ("pushed down", pushdown_client(&server).await),
-        ("default client", client(&server).await),
-    ] {
-        for sql in queries {
-            check_same(
-                &format!("{label}: {sql}"),
-                &answer(&expected, sql).await,
-                &answer(&ctx, sql).await,
-                true,
-            )
-            .unwrap();
-        }
-    }
+    let (pushdown, default) = (pushdown_client(&server).await, client(&server).await);
+    check_clients(
+        &queries,
+        &expected,
+        [("pushed down", &pushdown), ("default client", &default)],
+    )
+    .await;
     let mut flight = flight_sql_client_at(&server.flight_url()).await;
     for sql in queries {
         let info = flight.execute(sql.to_string(), None).await.unwrap();

@@ -650,7 +650,7 @@ pub(crate) async fn check_time_travel(
 }
 
 /// Each of `queries` answers on both `clients` as on `expected`.
-async fn check_clients(queries: &[&str], expected: &SessionContext, clients: [(&str, &SessionContext); 2]) {
+pub(crate) async fn check_clients(queries: &[&str], expected: &SessionContext, clients: [(&str, &SessionContext); 2]) {
     for sql in queries {
         let want = answer(expected, sql).await;
         for (label, ctx) in clients {
