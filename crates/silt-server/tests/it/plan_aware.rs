@@ -122,16 +122,19 @@ fn chunks_held(engine: &Engine) -> usize {
     chunks.len()
 }
 
-/// Pairs of scans of the same columns start together on a cold cache (the
-/// store answers after 50 ms, so both wait on the same page fetches): each
-/// column chunk is decoded once, and both get every row. Whether the second
-/// scan of a pair finds the first still decoding (and waits) or already done
-/// (and reads the memory tier) is timing; over six pairs on fresh columns,
-/// at least one must have waited, so the sharing path is exercised.
+/// Pairs of scans of the same columns on a cold cache: the second of a pair
+/// starts once the first is decoding (the store answers after 250 ms, so the
+/// first's decode waits on its page fetches that long): each column chunk is
+/// decoded once, and both get every row. Whether the second scan reaches its
+/// claim while the first still decodes (and waits) or after (and reads the
+/// memory tier) still depends on the machine (a loaded one may take longer
+/// than the store to plan a scan); over six pairs on fresh columns at least
+/// one must have waited, so the sharing path is exercised. (Starting both at
+/// once and a 50 ms store made a loaded CI machine miss every pair.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_concurrent_cold_scans_decode_each_column_chunk_once() {
     let fx = Fixture::start_with(|c| {
-        c.store.latency = Duration::from_millis(50);
+        c.store.latency = Duration::from_millis(250);
         // Arrow batches: no transcoder, so every first read admits. With
         // liquid on a loaded machine the transcoder falls behind, a first
         // read then admits nothing (by design: `column_loader.rs`), and a
@@ -157,7 +160,19 @@ async fn two_concurrent_cold_scans_decode_each_column_chunk_once() {
         let request = scan(table, columns);
         let chunks_before = chunks_held(&fx.server.engine);
         let (decoded_before, waited_before) = decodes.counts();
-        let (a, b) = tokio::join!(client.scan_all(&request), client.scan_all(&request));
+        let first = tokio::spawn({
+            let (client, request) = (client.clone(), request.clone());
+            async move { client.scan_all(&request).await }
+        });
+        // Not a timing bound: only how long to look for the first's decode.
+        for _ in 0..10_000 {
+            if decodes.in_flight() > 0 || first.is_finished() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let b = client.scan_all(&request).await;
+        let a = first.await.unwrap();
         let (a, b) = (rows(a.unwrap()), rows(b.unwrap()));
         assert_eq!(a, b, "{table} {columns:?}");
         assert!(a > 0);
