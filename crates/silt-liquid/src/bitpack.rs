@@ -83,6 +83,19 @@ impl<T: PackWord> BitPacked<T> {
         Self::pack(values, bit_width(max))
     }
 
+    /// Its words, width and length, as [`BitPacked::from_parts`] takes them.
+    pub fn parts(&self) -> (&[T], u8, usize) {
+        (&self.words, self.width, self.len)
+    }
+
+    /// Packed values from their parts (as [`BitPacked::parts`] gave them);
+    /// `None` unless the words are exactly the blocks `len` values of
+    /// `width` bits take.
+    pub fn from_parts(words: Vec<T>, width: u8, len: usize) -> Option<Self> {
+        let fits = width as usize <= T::T && words.len() == len.div_ceil(BLOCK) * Self::words_per_block(width);
+        fits.then_some(BitPacked { words, width, len })
+    }
+
     /// Bits per value.
     pub fn width(&self) -> u8 {
         self.width

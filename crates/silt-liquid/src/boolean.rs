@@ -13,6 +13,7 @@ use arrow::buffer::{BooleanBuffer, NullBuffer};
 use arrow::datatypes::DataType;
 
 use crate::integer::{Evaluate, compact_bits, compact_nulls, constant_bits, evaluate, nulls_heap_size};
+use crate::persist::{self, Reader, Writer, tag};
 use crate::{CmpOp, LiquidArray, LiquidArrayRef, LiquidPredicate};
 
 /// Whether `data_type` is handled by this module.
@@ -30,6 +31,13 @@ pub fn encode(array: &ArrayRef) -> Option<LiquidArrayRef> {
 }
 
 /// A batch of booleans: values bitmap and validity.
+/// A [`BitmapArray`] [`LiquidArray::write`] wrote (after its tag).
+pub(crate) fn read_bitmap(r: &mut Reader<'_>) -> persist::Result<LiquidArrayRef> {
+    let values = r.bits()?;
+    let nulls = r.nulls(values.len())?;
+    Ok(Arc::new(BitmapArray { values, nulls }))
+}
+
 #[derive(Debug)]
 struct BitmapArray {
     values: BooleanBuffer,
@@ -54,6 +62,12 @@ impl BitmapArray {
 impl LiquidArray for BitmapArray {
     fn data_type(&self) -> &DataType {
         &DataType::Boolean
+    }
+
+    fn write(&self, w: &mut Writer<'_>) {
+        w.u8(tag::BITMAP);
+        w.bits(&self.values);
+        w.nulls(self.nulls.as_ref());
     }
 
     fn len(&self) -> usize {

@@ -19,6 +19,7 @@ use arrow::compute::SortOptions;
 use arrow::compute::take;
 use arrow::datatypes::DataType;
 
+use crate::persist::{self, Reader, Writer, tag};
 use crate::{LiquidArray, LiquidArrayRef, LiquidPredicate};
 
 /// Smallest share of rows the dominant value must hold for the form to be
@@ -103,6 +104,26 @@ pub fn encode(array: &ArrayRef) -> Option<LiquidArrayRef> {
     }))
 }
 
+/// A [`DominantArray`] [`LiquidArray::write`] wrote (after its tag).
+pub(crate) fn read_dominant(r: &mut Reader<'_>) -> persist::Result<LiquidArrayRef> {
+    let len = r.count()?;
+    let values = r.arrow()?;
+    let positions = r.u32s()?;
+    let ascending = positions.windows(2).all(|p| p[0] < p[1]) && positions.last().is_none_or(|&p| (p as usize) < len);
+    if values.len() != positions.len() + 1 || !ascending {
+        return persist::bad("a dominant batch whose exceptions do not fit it");
+    }
+    // Rows take the dominant value (values[0]) but at the exceptions.
+    let dominant_null = usize::from(values.is_null(0));
+    let null_count = values.null_count() - dominant_null + dominant_null * (len - positions.len());
+    Ok(Arc::new(DominantArray {
+        len,
+        null_count,
+        values,
+        positions,
+    }))
+}
+
 /// `values` without the source batch's buffers: `take` of a view array keeps
 /// every data buffer of its source, so views are garbage-collected.
 fn own_buffers(values: ArrayRef) -> ArrayRef {
@@ -140,6 +161,13 @@ impl DominantArray {
 impl LiquidArray for DominantArray {
     fn data_type(&self) -> &DataType {
         self.values.data_type()
+    }
+
+    fn write(&self, w: &mut Writer<'_>) {
+        w.u8(tag::DOMINANT);
+        w.count(self.len);
+        w.arrow(&self.values);
+        w.u32s(&self.positions);
     }
 
     fn len(&self) -> usize {

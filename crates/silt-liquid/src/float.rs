@@ -26,6 +26,7 @@ use crate::integer::{
     BitWriter, Evaluate, PlainArray, by_word, compact_nulls, evaluate, gather_primitive, index_rows, native_literal,
     native_values, nulls_heap_size, primitive_array, selection_mask,
 };
+use crate::persist::{self, Reader, Writer, tag};
 use crate::{CmpOp, LiquidArray, LiquidArrayRef, LiquidPredicate};
 
 /// Whether `data_type` is handled by this module (Float16 is not).
@@ -62,6 +63,12 @@ pub(crate) trait AlpFloat: ArrowNativeType {
 
     /// `d * 10^f / 10^e`.
     fn alp_decode(d: i64, e: usize, f: usize) -> Self;
+
+    /// The value's bits, widened (for [`crate::persist`]).
+    fn to_word(self) -> u64;
+
+    /// The value of bits [`AlpFloat::to_word`] gave.
+    fn from_word(word: u64) -> Self;
 }
 
 macro_rules! alp_float {
@@ -88,6 +95,14 @@ macro_rules! alp_float {
             #[inline]
             fn alp_decode(d: i64, e: usize, f: usize) -> Self {
                 d as $t * Self::POWERS[f] / Self::POWERS[e]
+            }
+
+            fn to_word(self) -> u64 {
+                self.to_bits() as u64
+            }
+
+            fn from_word(word: u64) -> Self {
+                <$t>::from_bits(word as _)
             }
         }
     };
@@ -151,6 +166,40 @@ fn try_alp<F: AlpFloat>(array: &ArrayRef) -> Option<LiquidArrayRef> {
             .map(|d| W::narrow(d.map_or(0, |d| (i128::from(d) - i128::from(min)) as u64)))
             .collect();
         Arc::new(AlpArray { parts, offsets: BitPacked::pack(&offsets, width) }) as LiquidArrayRef
+    }))
+}
+
+/// An [`AlpArray`] [`LiquidArray::write`] wrote (after its tag).
+pub(crate) fn read_alp(r: &mut Reader<'_>) -> persist::Result<LiquidArrayRef> {
+    match r.data_type()? {
+        DataType::Float32 => read_alp_of::<f32>(r, DataType::Float32),
+        DataType::Float64 => read_alp_of::<f64>(r, DataType::Float64),
+        other => persist::bad(format!("ALP floats of type {other}")),
+    }
+}
+
+fn read_alp_of<F: AlpFloat>(r: &mut Reader<'_>, data_type: DataType) -> persist::Result<LiquidArrayRef> {
+    let (e, f) = (r.u8()? as usize, r.u8()? as usize);
+    if e >= F::POWERS.len() || f > e {
+        return persist::bad(format!("ALP exponents {e}, {f}"));
+    }
+    let reference = i64::try_from(r.i128()?).map_err(|e| persist::PersistError(format!("ALP reference: {e}")))?;
+    let positions = r.u32s()?;
+    let count = r.len(8)?;
+    let exceptions: Vec<F> = (0..count)
+        .map(|_| r.u64().map(F::from_word))
+        .collect::<persist::Result<_>>()?;
+    let width = r.u8()?;
+    Ok(by_word!(width, W => {
+        let offsets = r.packed::<W>()?;
+        let len = offsets.len();
+        let ascending = positions.windows(2).all(|p| p[0] < p[1]) && positions.last().is_none_or(|&p| (p as usize) < len);
+        if offsets.width() != width || exceptions.len() != positions.len() || !ascending {
+            return persist::bad("ALP exceptions or offsets that do not fit the batch");
+        }
+        let nulls = r.nulls(len)?;
+        let parts = AlpParts { data_type, nulls, e, f, reference, positions, exceptions };
+        Arc::new(AlpArray { parts, offsets }) as LiquidArrayRef
     }))
 }
 
@@ -263,6 +312,23 @@ impl<F: AlpFloat, W: PackWord> AlpArray<F, W> {
 impl<F: AlpFloat, W: PackWord> LiquidArray for AlpArray<F, W> {
     fn data_type(&self) -> &DataType {
         &self.parts.data_type
+    }
+
+    fn write(&self, w: &mut Writer<'_>) {
+        let p = &self.parts;
+        w.u8(tag::ALP);
+        w.data_type(&p.data_type);
+        w.u8(p.e as u8);
+        w.u8(p.f as u8);
+        w.i128(i128::from(p.reference));
+        w.u32s(&p.positions);
+        w.count(p.exceptions.len());
+        for x in &p.exceptions {
+            w.u64(x.to_word());
+        }
+        w.u8(self.offsets.width());
+        w.packed(&self.offsets);
+        w.nulls(p.nulls.as_ref());
     }
 
     fn len(&self) -> usize {

@@ -27,6 +27,7 @@ use arrow::compute::{and_kleene, is_not_null, is_null, not, or_kleene};
 use arrow::datatypes::{ArrowNativeType, DataType};
 
 use crate::bitpack::{BitPacked, PackWord, bit_width};
+use crate::persist::{self, Reader, Writer, tag};
 use crate::{CmpOp, LiquidArray, LiquidArrayRef, LiquidPredicate};
 
 /// Whether `data_type` is handled by this module.
@@ -88,6 +89,8 @@ pub(crate) trait IntNative: ArrowNativeType + Ord {
     /// `self + offset`, wrapping in the native width (exact whenever the
     /// true sum fits, which holds for every encoded offset).
     fn add_offset(self, offset: u64) -> Self;
+    /// `v` in the native width (exact for every value `to_i128` gave).
+    fn from_i128(v: i128) -> Self;
 }
 
 macro_rules! int_native {
@@ -100,6 +103,10 @@ macro_rules! int_native {
             #[inline]
             fn add_offset(self, offset: u64) -> Self {
                 self.wrapping_add(offset as $t)
+            }
+            #[inline]
+            fn from_i128(v: i128) -> Self {
+                v as $t
             }
         }
     )*};
@@ -161,6 +168,40 @@ fn encode_native<N: IntNative>(array: &ArrayRef) -> Option<LiquidArrayRef> {
             offsets: BitPacked::pack(&offsets, width),
             sorted,
         }) as LiquidArrayRef
+    }))
+}
+
+/// A [`ForArray`] [`LiquidArray::write`] wrote (after its tag).
+pub(crate) fn read_for(r: &mut Reader<'_>) -> persist::Result<LiquidArrayRef> {
+    let data_type = r.data_type()?;
+    match physical(&data_type) {
+        Some(Physical::I8) => read_native::<i8>(r, data_type),
+        Some(Physical::I16) => read_native::<i16>(r, data_type),
+        Some(Physical::I32) => read_native::<i32>(r, data_type),
+        Some(Physical::I64) => read_native::<i64>(r, data_type),
+        Some(Physical::I128) => read_native::<i128>(r, data_type),
+        Some(Physical::U8) => read_native::<u8>(r, data_type),
+        Some(Physical::U16) => read_native::<u16>(r, data_type),
+        Some(Physical::U32) => read_native::<u32>(r, data_type),
+        Some(Physical::U64) => read_native::<u64>(r, data_type),
+        None => persist::bad(format!("integers of type {data_type}")),
+    }
+}
+
+fn read_native<N: IntNative>(r: &mut Reader<'_>, data_type: DataType) -> persist::Result<LiquidArrayRef> {
+    let frame = Frame {
+        reference: N::from_i128(r.i128()?),
+        max_offset: r.u64()?,
+    };
+    let sorted = r.bool()?;
+    let width = r.u8()?;
+    Ok(by_word!(width, W => {
+        let offsets = r.packed::<W>()?;
+        if offsets.width() != width {
+            return persist::bad(format!("offsets of {} bits, {width} announced", offsets.width()));
+        }
+        let nulls = r.nulls(offsets.len())?;
+        Arc::new(ForArray { data_type, nulls, frame, offsets, sorted }) as LiquidArrayRef
     }))
 }
 
@@ -279,6 +320,17 @@ impl<N: IntNative, W: PackWord> ForArray<N, W> {
 impl<N: IntNative, W: PackWord> LiquidArray for ForArray<N, W> {
     fn data_type(&self) -> &DataType {
         &self.data_type
+    }
+
+    fn write(&self, w: &mut Writer<'_>) {
+        w.u8(tag::FOR);
+        w.data_type(&self.data_type);
+        w.i128(self.frame.reference.to_i128());
+        w.u64(self.frame.max_offset);
+        w.bool(self.sorted);
+        w.u8(self.offsets.width());
+        w.packed(&self.offsets);
+        w.nulls(self.nulls.as_ref());
     }
 
     fn len(&self) -> usize {
@@ -621,6 +673,18 @@ pub(crate) struct PlainArray {
     encoding: &'static str,
 }
 
+/// A [`PlainArray`] [`LiquidArray::write`] wrote (after its tag).
+pub(crate) fn read_plain(r: &mut Reader<'_>) -> persist::Result<LiquidArrayRef> {
+    let array = r.arrow()?;
+    if !is_supported(array.data_type()) && !crate::float::is_supported(array.data_type()) {
+        return persist::bad(format!("a plain batch of {}", array.data_type()));
+    }
+    Ok(Arc::new(PlainArray {
+        array,
+        encoding: "plain",
+    }))
+}
+
 impl PlainArray {
     /// Copies `array` (so a slice of a larger batch does not pin it).
     pub(crate) fn new(array: &ArrayRef, encoding: &'static str) -> Self {
@@ -638,6 +702,11 @@ impl PlainArray {
 impl LiquidArray for PlainArray {
     fn data_type(&self) -> &DataType {
         self.array.data_type()
+    }
+
+    fn write(&self, w: &mut Writer<'_>) {
+        w.u8(tag::PLAIN);
+        w.arrow(&self.array);
     }
 
     fn len(&self) -> usize {

@@ -23,6 +23,7 @@ pub mod dominant;
 pub mod encoder;
 pub mod float;
 pub mod integer;
+pub mod persist;
 pub mod predicate;
 pub mod shared_dict;
 
@@ -95,6 +96,11 @@ pub trait LiquidArray: Debug + Send + Sync {
     fn evaluates_per_entry(&self) -> bool {
         false
     }
+
+    /// Writes the batch as bytes for the disk tier ([`persist`]): its form's
+    /// tag, then its fields, objects it shares with other batches as parts.
+    /// [`persist::PartCatalog::read`] gives back an equal batch.
+    fn write(&self, w: &mut persist::Writer<'_>);
 }
 
 /// A shared liquid array, as the memory tier holds it.

@@ -49,6 +49,7 @@ type HashMap<K, V> = std::collections::HashMap<K, V, ahash::RandomState>;
 
 use crate::bitpack::BitPacked;
 use crate::integer::{compact_nulls, nulls_heap_size};
+use crate::persist::{self, Reader, Writer, tag};
 use crate::{LiquidArray, LiquidArrayRef, LiquidPredicate, selection_to_indices};
 
 /// Predicate results each segment remembers.
@@ -297,6 +298,26 @@ impl Segment {
         self.values.len()
     }
 
+    /// Writes the segment (a part: [`crate::persist`]); not its memo.
+    fn write(&self, w: &mut Writer<'_>) {
+        w.u64(u64::from(self.first));
+        w.array(&self.values);
+    }
+
+    /// A segment [`Segment::write`] wrote.
+    fn read(r: &mut Reader<'_>) -> persist::Result<Self> {
+        let first = u32::try_from(r.u64()?).map_err(|e| persist::PersistError(format!("segment start: {e}")))?;
+        let values = r.array()?;
+        if values.null_count() > 0 {
+            return persist::bad("a dictionary segment with nulls");
+        }
+        Ok(Segment {
+            first,
+            values,
+            memo: Mutex::new(Vec::new()),
+        })
+    }
+
     /// The memo; a panic elsewhere while holding it leaves it usable (it only caches).
     fn memo(&self) -> std::sync::MutexGuard<'_, Vec<(LiquidPredicate, Arc<BooleanArray>)>> {
         self.memo.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -316,6 +337,42 @@ impl Segment {
         memo.push((predicate.clone(), Arc::clone(&result)));
         Some(result)
     }
+}
+
+/// A [`SharedDictArray`] [`LiquidArray::write`] wrote (after its tag): its
+/// segments contiguous from id 0, of its type, and its keys within them.
+pub(crate) fn read_shared_dict(r: &mut Reader<'_>) -> persist::Result<LiquidArrayRef> {
+    let data_type = r.data_type()?;
+    let keys = r.packed::<u32>()?;
+    let nulls = r.nulls(keys.len())?;
+    let owned = r.bool()?;
+    let count = r.len(8)?;
+    let mut segments: Vec<Arc<Segment>> = Vec::with_capacity(count);
+    let mut entries = 0u64;
+    for _ in 0..count {
+        let segment = r.part(Segment::read)?;
+        if u64::from(segment.first) != entries || segment.values.data_type() != &data_type {
+            return persist::bad("dictionary segments out of order or of another type");
+        }
+        entries += segment.len() as u64;
+        segments.push(segment);
+    }
+    let array = SharedDictArray {
+        data_type,
+        keys,
+        nulls,
+        segments,
+        owned,
+    };
+    let unpacked = array.keys.unpack();
+    let in_range = unpacked
+        .iter()
+        .enumerate()
+        .all(|(row, &k)| !array.is_valid(row) || u64::from(k) < entries);
+    if !in_range {
+        return persist::bad("dictionary ids beyond the dictionary");
+    }
+    Ok(Arc::new(array))
 }
 
 /// A batch whose rows are ids into its column's shared dictionary.
@@ -423,6 +480,18 @@ impl SharedDictArray {
 impl LiquidArray for SharedDictArray {
     fn data_type(&self) -> &DataType {
         &self.data_type
+    }
+
+    fn write(&self, w: &mut Writer<'_>) {
+        w.u8(tag::SHARED_DICT);
+        w.data_type(&self.data_type);
+        w.packed(&self.keys);
+        w.nulls(self.nulls.as_ref());
+        w.bool(self.owned);
+        w.count(self.segments.len());
+        for segment in &self.segments {
+            w.part(segment, Segment::write);
+        }
     }
 
     fn len(&self) -> usize {

@@ -378,6 +378,9 @@ fn check_chunk_as(batches: &[Batch], key: &DataType, seed: u64, compaction: Comp
         // One encoder per input type, as the transcoder keeps one per chunk:
         // plain types share the chunk's dictionary across the batches.
         let mut encoders: Vec<ColumnEncoder> = Vec::new();
+        // Every batch is also written to bytes and read back, as the disk
+        // tier keeps a squeezed batch, and checked again.
+        let mut shelf = common::Shelf::default();
         let mut chunk_ascii = true;
         for batch in batches {
             chunk_ascii &= batch.iter().flatten().all(|s| s.is_ascii());
@@ -391,6 +394,8 @@ fn check_chunk_as(batches: &[Batch], key: &DataType, seed: u64, compaction: Comp
                 for input in [input.clone(), input.slice(cut, input.len() - cut)] {
                     let liquid = encoders[t].encode(&input).expect("supported type");
                     check_array(&*liquid, &input, batch, vt, chunk_ascii, &mut rng);
+                    let back = shelf.round_trip(&liquid);
+                    check_array(&*back, &input, batch, vt, chunk_ascii, &mut rng);
                 }
             }
         }

@@ -39,6 +39,7 @@ use arrow::compute::and_kleene;
 use arrow::datatypes::DataType;
 
 use crate::bitpack::BitPacked;
+use crate::persist::{self, Reader, Writer, tag};
 use crate::{CmpOp, LiquidArray, LiquidArrayRef, LiquidPredicate, selection_to_indices};
 use access::{build_dictionary, build_flat, is_utf8, own_nulls, value_type};
 pub(crate) use access::{is_value_type, row_values};
@@ -209,6 +210,47 @@ pub struct LiquidBytesArray {
     len: usize,
     nulls: Option<NullBuffer>,
     layout: Layout,
+}
+
+/// A [`LiquidBytesArray`] [`LiquidArray::write`] wrote (after its tag):
+/// its keys checked against its values.
+pub(crate) fn read_bytes(r: &mut Reader<'_>) -> persist::Result<LiquidArrayRef> {
+    let data_type = r.data_type()?;
+    if !is_supported(&data_type) {
+        return persist::bad(format!("strings of type {data_type}"));
+    }
+    let len = r.count()?;
+    let nulls = r.nulls(len)?;
+    let layout = match r.u8()? {
+        0 => {
+            let keys = r.packed::<u32>()?;
+            let values = Store::read(r)?;
+            let valid = |row: usize| nulls.as_ref().is_none_or(|n| n.is_valid(row));
+            let unpacked = keys.unpack();
+            let in_range = unpacked
+                .iter()
+                .enumerate()
+                .all(|(row, &k)| !valid(row) || (k as usize) < values.len());
+            if keys.len() != len || !in_range {
+                return persist::bad("dictionary keys that do not fit their values");
+            }
+            Layout::Dict { keys, values }
+        }
+        1 => {
+            let values = Store::read(r)?;
+            if values.len() != len {
+                return persist::bad(format!("{} values for {len} rows", values.len()));
+            }
+            Layout::Flat(values)
+        }
+        l => return persist::bad(format!("unknown string layout {l}")),
+    };
+    Ok(Arc::new(LiquidBytesArray {
+        data_type,
+        len,
+        nulls,
+        layout,
+    }))
 }
 
 /// Decoded entries and, per output row, the entry it shows (`None` = null).
@@ -427,6 +469,24 @@ fn map_keys(keys: &BitPacked<u32>, matches: &[bool]) -> BooleanBuffer {
 impl LiquidArray for LiquidBytesArray {
     fn data_type(&self) -> &DataType {
         &self.data_type
+    }
+
+    fn write(&self, w: &mut Writer<'_>) {
+        w.u8(tag::BYTES);
+        w.data_type(&self.data_type);
+        w.count(self.len);
+        w.nulls(self.nulls.as_ref());
+        match &self.layout {
+            Layout::Dict { keys, values } => {
+                w.u8(0);
+                w.packed(keys);
+                values.write(w);
+            }
+            Layout::Flat(values) => {
+                w.u8(1);
+                values.write(w);
+            }
+        }
     }
 
     fn len(&self) -> usize {

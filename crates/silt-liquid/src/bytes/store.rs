@@ -9,6 +9,7 @@ use fsst::{Compressor, Decompressor, Symbol};
 
 use super::zstd_blocks::{BlockReader, ZstdBlocks, ZstdCodec};
 use crate::bitpack::BitPacked;
+use crate::persist::{self, Reader, Writer};
 
 /// When a batch's values take the block-compressed zstd form, which reads
 /// a value by decompressing its block (a scan's filter over it decodes every
@@ -52,6 +53,32 @@ impl SymbolTable {
 
     fn decompressor(&self) -> Decompressor<'_> {
         Decompressor::new(&self.symbols, &self.lengths)
+    }
+
+    /// Writes the table (a part: [`crate::persist`]).
+    fn write(&self, w: &mut Writer<'_>) {
+        for symbol in &self.symbols {
+            w.u64(symbol.to_u64());
+        }
+        for &length in &self.lengths {
+            w.u8(length);
+        }
+    }
+
+    /// A table [`SymbolTable::write`] wrote; symbols are 1 to 8 bytes (0 for unused slots).
+    fn read(r: &mut Reader<'_>) -> persist::Result<Self> {
+        let mut symbols = [Symbol::ZERO; 255];
+        let mut lengths = [0u8; 255];
+        for symbol in &mut symbols {
+            *symbol = Symbol::from_slice(&r.u64()?.to_le_bytes());
+        }
+        for length in &mut lengths {
+            *length = r.u8()?;
+            if *length > 8 {
+                return persist::bad(format!("an FSST symbol of {length} bytes"));
+            }
+        }
+        Ok(SymbolTable { symbols, lengths })
     }
 
     /// Appends the decompression of `codes` to `out`.
@@ -179,6 +206,53 @@ impl Store {
             offsets,
             codes,
             table: Arc::clone(&codec.table),
+        }
+    }
+
+    /// Writes the values; the column's FSST table or zstd dictionary as a part.
+    pub(crate) fn write(&self, w: &mut Writer<'_>) {
+        match self {
+            Store::Raw { offsets, bytes } => {
+                w.u8(0);
+                w.packed(offsets);
+                w.bytes(bytes);
+            }
+            Store::Fsst { offsets, codes, table } => {
+                w.u8(1);
+                w.packed(offsets);
+                w.bytes(codes);
+                w.part(table, SymbolTable::write);
+            }
+            Store::Zstd(blocks) => {
+                w.u8(2);
+                blocks.write(w);
+            }
+        }
+    }
+
+    /// Values [`Store::write`] wrote, their offsets checked against their bytes.
+    pub(crate) fn read(r: &mut Reader<'_>) -> persist::Result<Self> {
+        let form = r.u8()?;
+        if form == 2 {
+            return Ok(Store::Zstd(ZstdBlocks::read(r)?));
+        }
+        let offsets = r.packed::<u64>()?;
+        let data = r.bytes()?;
+        let ends = offsets.unpack();
+        let fits = ends.first().is_some_and(|&o| o == 0)
+            && ends.windows(2).all(|w| w[0] <= w[1])
+            && ends.last().is_some_and(|&o| o as usize == data.len());
+        if !fits {
+            return persist::bad("string offsets that do not fit their bytes");
+        }
+        match form {
+            0 => Ok(Store::Raw { offsets, bytes: data }),
+            1 => Ok(Store::Fsst {
+                offsets,
+                codes: data,
+                table: r.part(SymbolTable::read)?,
+            }),
+            f => persist::bad(format!("unknown string store {f}")),
         }
     }
 

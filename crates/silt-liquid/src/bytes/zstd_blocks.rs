@@ -17,6 +17,8 @@ use std::sync::{Arc, OnceLock};
 use zstd::bulk::{Compressor, Decompressor};
 use zstd::dict::{DecoderDictionary, EncoderDictionary};
 
+use crate::persist::{self, Reader, Writer};
+
 /// Rows per block: a read of one row decompresses this many values. (On
 /// ClickBench's hits, 2048 rows with a 64 KiB dictionary take 0.98-1.15x
 /// the bytes of Parquet's zstd pages for Title, Referer and URL; 1024 rows
@@ -33,17 +35,36 @@ const MIN_DICTIONARY_BYTES: usize = 64;
 /// The decoding half of a column's dictionary, shared by its arrays.
 pub(crate) struct ZstdTable {
     dictionary: Option<DecoderDictionary<'static>>,
-    /// Bytes of dictionary content (what the decoder holds, about).
-    bytes: usize,
+    /// The dictionary's content (shared with the codec), kept so the table
+    /// can be written to disk ([`crate::persist`]) and made again.
+    content: Arc<[u8]>,
 }
 
 impl fmt::Debug for ZstdTable {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ZstdTable").field("bytes", &self.bytes).finish()
+        f.debug_struct("ZstdTable").field("bytes", &self.content.len()).finish()
     }
 }
 
 impl ZstdTable {
+    /// The table of a dictionary of `content` (none when empty).
+    fn of(content: Arc<[u8]>) -> Self {
+        ZstdTable {
+            dictionary: (!content.is_empty()).then(|| DecoderDictionary::copy(&content)),
+            content,
+        }
+    }
+
+    /// Writes the table's content (a part: [`crate::persist`]).
+    pub(crate) fn write(&self, w: &mut Writer<'_>) {
+        w.bytes(&self.content);
+    }
+
+    /// A table [`ZstdTable::write`] wrote.
+    pub(crate) fn read(r: &mut Reader<'_>) -> persist::Result<Self> {
+        Ok(Self::of(r.bytes()?.into()))
+    }
+
     fn decompressor(&self) -> Decompressor<'_> {
         let made = match &self.dictionary {
             Some(d) => Decompressor::with_prepared_dictionary(d),
@@ -58,7 +79,7 @@ impl ZstdTable {
 /// dictionary, kept by the encoder only, and the decoding table its arrays
 /// share.
 pub(crate) struct ZstdCodec {
-    content: Vec<u8>,
+    content: Arc<[u8]>,
     prepared: OnceLock<Prepared>,
     /// Whether a batch already charges the dictionary in its heap size.
     charged: AtomicBool,
@@ -94,7 +115,7 @@ impl ZstdCodec {
             content.clear();
         }
         ZstdCodec {
-            content,
+            content: content.into(),
             prepared: OnceLock::new(),
             charged: AtomicBool::new(false),
         }
@@ -106,10 +127,7 @@ impl ZstdCodec {
             let with_content = !content.is_empty();
             Prepared {
                 encoder: with_content.then(|| EncoderDictionary::copy(content, LEVEL)),
-                table: Arc::new(ZstdTable {
-                    dictionary: with_content.then(|| DecoderDictionary::copy(content)),
-                    bytes: content.len(),
-                }),
+                table: Arc::new(ZstdTable::of(Arc::clone(content))),
             }
         })
     }
@@ -188,7 +206,11 @@ impl ZstdBlocks {
     /// batch it would overstate memory several times over. (If that batch
     /// is evicted first, the dictionary stays uncounted while others use it.)
     pub(crate) fn heap_size(&self) -> usize {
-        let dictionary = if self.charges_dictionary { self.table.bytes } else { 0 };
+        let dictionary = if self.charges_dictionary {
+            self.table.content.len()
+        } else {
+            0
+        };
         dictionary
             + self.blocks.capacity() * std::mem::size_of::<Block>()
             + self.blocks.iter().map(|b| b.frame.len()).sum::<usize>()
@@ -225,6 +247,46 @@ impl ZstdBlocks {
             out.extend_from_slice(block.values());
             ends.extend(block.ends.iter().map(|&e| base + e));
         }
+    }
+
+    /// Writes the blocks; the column's dictionary as a part.
+    pub(crate) fn write(&self, w: &mut Writer<'_>) {
+        w.count(self.len);
+        w.bool(self.charges_dictionary);
+        w.part(&self.table, ZstdTable::write);
+        w.count(self.blocks.len());
+        for block in &self.blocks {
+            w.count(block.raw_len);
+            w.bytes(&block.frame);
+        }
+    }
+
+    /// Blocks [`ZstdBlocks::write`] wrote. Their frames are checked by
+    /// their sizes only (the disk tier's checksum guards their content).
+    pub(crate) fn read(r: &mut Reader<'_>) -> persist::Result<Self> {
+        let len = r.count()?;
+        let charges_dictionary = r.bool()?;
+        let table = r.part(ZstdTable::read)?;
+        let count = r.len(16)?;
+        if count != len.div_ceil(BLOCK_ROWS) {
+            return persist::bad(format!("{count} zstd blocks for {len} values"));
+        }
+        let mut blocks = Vec::with_capacity(count);
+        for b in 0..count {
+            let raw_len = r.count()?;
+            let rows = BLOCK_ROWS.min(len - b * BLOCK_ROWS);
+            if raw_len < rows * 4 {
+                return persist::bad(format!("a zstd block of {raw_len} bytes for {rows} values"));
+            }
+            let frame = r.bytes()?.into_boxed_slice();
+            blocks.push(Block { frame, raw_len });
+        }
+        Ok(ZstdBlocks {
+            blocks,
+            len,
+            table,
+            charges_dictionary,
+        })
     }
 
     /// A reader that keeps the last block it decoded.
