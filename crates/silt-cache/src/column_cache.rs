@@ -26,6 +26,7 @@ use crate::held::{Held, HeldUnit};
 use crate::page_cache::CacheMetrics;
 use crate::policy::{BudgetedCache, PolicyKind, Reservations};
 use crate::scan_sets::{MemoryResidency, ScanSets};
+use crate::squeeze::Squeezed;
 use crate::{BatchKey, CachedColumn, ChunkKey, MemoryForm, ObjectKey};
 
 /// A column of a store's table: (store, column index).
@@ -119,11 +120,11 @@ impl Entries {
 
     /// Lets go of the budget's `victims` and of every other batch of their
     /// column chunks (but `keep`, the batch being admitted); returns the
-    /// values and how many batches went beyond the victims.
-    fn drop_evicted(&mut self, victims: &[BatchKey], keep: Option<&BatchKey>) -> (Vec<CachedColumn>, u64) {
+    /// batches and how many went beyond the victims.
+    fn drop_evicted(&mut self, victims: &[BatchKey], keep: Option<&BatchKey>) -> (Vec<(BatchKey, CachedColumn)>, u64) {
         let (mut dropped, mut siblings) = (Vec::new(), 0);
         for victim in victims {
-            dropped.extend(self.take(victim));
+            dropped.extend(self.take(victim).map(|v| (victim.clone(), v)));
             let Some(batches) = self.chunks.get(&victim.chunk()).cloned() else {
                 continue;
             };
@@ -133,7 +134,7 @@ impl Entries {
                     ..victim.clone()
                 };
                 if Some(&sibling) != keep && self.budget.remove(&sibling).is_some() {
-                    dropped.extend(self.take(&sibling));
+                    dropped.extend(self.take(&sibling).map(|v| (sibling, v)));
                     siblings += 1;
                 }
             }
@@ -163,6 +164,8 @@ pub struct ColumnCache {
     policy: Option<Box<dyn TranscodePolicy>>,
     /// Column names per (store, column index), for stats.
     column_names: RwLock<HashMap<ColumnId, Arc<str>>>,
+    /// Where evicted liquid chunks go instead of away, if anywhere.
+    squeezed: Option<Arc<Squeezed>>,
 }
 
 /// Builds a [`ColumnCache`].
@@ -173,6 +176,7 @@ pub struct ColumnCacheBuilder {
     eviction: PolicyKind,
     scan_sets: Option<Arc<ScanSets>>,
     plan_aware: bool,
+    squeezed: Option<Arc<Squeezed>>,
 }
 
 impl ColumnCacheBuilder {
@@ -204,6 +208,14 @@ impl ColumnCacheBuilder {
         self
     }
 
+    /// Liquid column chunks evicted whole go to `squeezed` (on disk, in
+    /// their encoded form: [`crate::squeeze`]), and scans that miss a chunk
+    /// here read it back from there ([`ColumnCache::restore_squeezed`]).
+    pub fn squeeze(mut self, squeezed: Arc<Squeezed>) -> Self {
+        self.squeezed = Some(squeezed);
+        self
+    }
+
     pub fn build(self) -> Arc<ColumnCache> {
         let ColumnCacheBuilder {
             capacity,
@@ -212,6 +224,7 @@ impl ColumnCacheBuilder {
             eviction,
             scan_sets,
             plan_aware,
+            squeezed,
         } = self;
         let scan_sets = scan_sets.unwrap_or_default();
         let reservations = plan_aware.then(|| scan_sets.clone() as Arc<dyn Reservations<BatchKey>>);
@@ -231,6 +244,7 @@ impl ColumnCacheBuilder {
                 first_touches: FirstTouches::default(),
                 policy: policy.map(|make| make(me.clone())),
                 column_names: RwLock::default(),
+                squeezed,
             }
         })
     }
@@ -254,6 +268,7 @@ impl ColumnCache {
             eviction: PolicyKind::S3Fifo,
             scan_sets: None,
             plan_aware: true,
+            squeezed: None,
         }
     }
 
@@ -337,21 +352,23 @@ impl ColumnCache {
             _ => None,
         };
         // Values leave the lock before they are dropped (freeing is not free).
-        let (insertion, dropped, siblings) = {
+        let (insertion, dropped, siblings, replaced_one) = {
             let mut entries = self.entries.lock();
             let insertion = entries.budget.insert(key.clone(), size, size as f64);
             let replaced = entries.take(&key);
             let (mut dropped, siblings) = entries.drop_evicted(&insertion.evicted, Some(&key));
-            dropped.extend(replaced);
+            let replaced_one = replaced.is_some();
+            dropped.extend(replaced.map(|v| (key.clone(), v)));
             if insertion.admitted {
                 entries.put(key.clone(), column);
             }
-            (insertion, dropped, siblings)
+            (insertion, dropped, siblings, replaced_one)
         };
         if insertion.admitted {
             self.metrics.bytes.increment(size as f64);
         }
         self.uncount(&dropped);
+        self.squeeze(dropped.iter().take(dropped.len() - usize::from(replaced_one)));
         self.metrics
             .evictions
             .increment(insertion.evicted.len() as u64 + siblings);
@@ -471,9 +488,62 @@ impl ColumnCache {
     }
 
     /// Takes entries that left the tier off its bytes gauge.
-    fn uncount(&self, dropped: &[CachedColumn]) {
-        let freed: usize = dropped.iter().map(CachedColumn::heap_size).sum();
+    fn uncount(&self, dropped: &[(BatchKey, CachedColumn)]) {
+        let freed: usize = dropped.iter().map(|(_, v)| v.heap_size()).sum();
         self.metrics.bytes.decrement(freed as f64);
+    }
+
+    /// Offers the chunks among `evicted` that left whole and liquid (batches
+    /// 0 to n, each liquid) to the squeeze tier, if there is one.
+    fn squeeze<'a>(&self, evicted: impl Iterator<Item = &'a (BatchKey, CachedColumn)>) {
+        let Some(squeezed) = &self.squeezed else {
+            return;
+        };
+        type Liquid = (silt_liquid::LiquidArrayRef, u64);
+        let mut chunks: HashMap<ChunkKey, Vec<(u32, Option<Liquid>)>> = HashMap::new();
+        for (key, value) in evicted {
+            let liquid = match value {
+                CachedColumn::Liquid { array, arrow_bytes } => Some((array.clone(), *arrow_bytes as u64)),
+                CachedColumn::Arrow(_) => None,
+            };
+            chunks.entry(key.chunk()).or_default().push((key.batch, liquid));
+        }
+        for (chunk, mut batches) in chunks {
+            batches.sort_by_key(|(b, _)| *b);
+            let whole = batches
+                .iter()
+                .enumerate()
+                .all(|(i, (b, l))| *b as usize == i && l.is_some());
+            if whole {
+                squeezed.offer(chunk, batches.into_iter().filter_map(|(_, l)| l).collect());
+            }
+        }
+    }
+
+    /// The squeeze tier, if evicted chunks go to one.
+    pub fn squeezed(&self) -> Option<&Arc<Squeezed>> {
+        self.squeezed.as_ref()
+    }
+
+    /// The `batches` batches of `chunk` read back from the squeeze tier and
+    /// admitted again, if it holds them all; `None` otherwise (and without
+    /// a squeeze tier). Blocks on disk reads: async callers run it in
+    /// `spawn_blocking`.
+    pub fn restore_squeezed(&self, chunk: &ChunkKey, batches: usize) -> Option<Vec<CachedColumn>> {
+        let arrays = self.squeezed.as_ref()?.restore(chunk, batches)?;
+        Some(
+            arrays
+                .into_iter()
+                .enumerate()
+                .map(|(b, (array, arrow_bytes))| {
+                    let column = CachedColumn::Liquid {
+                        array,
+                        arrow_bytes: arrow_bytes as usize,
+                    };
+                    self.insert(chunk.batch(b as u32), column)
+                })
+                .collect(),
+        )
     }
 
     /// Every entry, copied out of the lock (cheap: `Arc`s).
@@ -484,7 +554,7 @@ impl ColumnCache {
 
     /// Drops the batches of `path` in `store` of any version but `keep`.
     pub(crate) fn drop_other_versions(&self, keep: &ObjectKey) {
-        let dropped: Vec<CachedColumn> = {
+        let dropped: Vec<(BatchKey, CachedColumn)> = {
             let mut entries = self.entries.lock();
             let keys: Vec<BatchKey> = entries
                 .values
@@ -492,10 +562,10 @@ impl ColumnCache {
                 .filter(|k| keep.is_other_version(&k.object))
                 .cloned()
                 .collect();
-            keys.iter()
+            keys.into_iter()
                 .filter_map(|k| {
-                    entries.budget.remove(k);
-                    entries.take(k)
+                    entries.budget.remove(&k);
+                    entries.take(&k).map(|v| (k, v))
                 })
                 .collect()
         };
@@ -522,7 +592,7 @@ impl ColumnCache {
     /// (plan-aware) what no longer fits; the memory-pressure monitor shrinks
     /// the tier this way before the OS has to, and restores it later.
     pub fn set_budget(&self, bytes: u64) {
-        let dropped: Vec<CachedColumn> = {
+        let dropped: Vec<(BatchKey, CachedColumn)> = {
             let mut entries = self.entries.lock();
             let shrunk = entries.budget.set_capacity(bytes.min(self.capacity));
             let (dropped, siblings) = entries.drop_evicted(&shrunk.evicted, None);
@@ -531,6 +601,7 @@ impl ColumnCache {
             dropped
         };
         self.uncount(&dropped);
+        self.squeeze(dropped.iter());
     }
 
     /// Bytes currently held.

@@ -78,6 +78,11 @@ impl CacheTiers {
     pub(crate) fn invalidate(&self, keep: &ObjectKey, seen: Validation) {
         let changed = seen == Validation::Changed;
         self.pages.drop_other_versions(keep, changed);
+        // Like the disk's pages, squeezed chunks may be of a version an
+        // earlier run saw.
+        if let Some(squeezed) = self.batches.squeezed() {
+            squeezed.drop_other_versions(keep);
+        }
         if changed {
             self.batches.drop_other_versions(keep);
             for tier in self.others.read().iter() {

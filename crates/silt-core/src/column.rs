@@ -40,6 +40,19 @@ impl CachedColumn {
         CachedColumn::Arrow(array)
     }
 
+    /// Rows in the batch.
+    pub fn len(&self) -> usize {
+        match self {
+            CachedColumn::Arrow(a) => a.len(),
+            CachedColumn::Liquid { array, .. } => array.len(),
+        }
+    }
+
+    /// Whether the batch has no rows.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Heap bytes the entry holds (the sizes of its buffers, as allocated).
     pub fn heap_size(&self) -> usize {
         match self {

@@ -199,6 +199,11 @@ pub enum Admission {
     Every,
 }
 
+/// Whether `arrays` are batches of the sizes `lengths` gives.
+fn same_lengths(arrays: &[CachedColumn], lengths: &[usize]) -> bool {
+    arrays.len() == lengths.len() && arrays.iter().zip(lengths).all(|(a, &n)| a.len() == n)
+}
+
 /// Sizes of the batches of a row group of `rows` rows.
 pub fn batch_lengths(rows: usize) -> impl Iterator<Item = usize> {
     (0..rows.div_ceil(BATCH_ROWS)).map(move |b| BATCH_ROWS.min(rows - b * BATCH_ROWS))
@@ -257,6 +262,23 @@ impl ColumnLoader {
                     DecodeClaim::Wait(rx) => waits.push((slot, rx)),
                 }
             }
+            // Chunks the memory tier squeezed to disk come back from there,
+            // with no Parquet to decode and nothing to transcode.
+            let restored = self.restore_squeezed(file, rg, columns, &mine, lengths.len()).await;
+            let (mut mine_left, mut guards_left) = (Vec::new(), Vec::new());
+            for ((slot, guard), arrays) in mine.into_iter().zip(guards).zip(restored) {
+                match arrays.filter(|a| same_lengths(a, &lengths)) {
+                    Some(arrays) => {
+                        guard.share(&arrays);
+                        out[slot] = Some(arrays);
+                    }
+                    None => {
+                        mine_left.push(slot);
+                        guards_left.push(guard);
+                    }
+                }
+            }
+            let (mine, guards) = (mine_left, guards_left);
             self.decode_into(file, rg, columns, &mine, &mut out).await?;
             // Waiters get the batches (admitted or not) once they are decoded.
             for (slot, guard) in mine.into_iter().zip(guards) {
@@ -338,6 +360,29 @@ impl ColumnLoader {
         (0..batches)
             .map(|b| self.batches.get(&file.batch_key(rg, c, b)))
             .collect()
+    }
+
+    /// For each of `slots`, its column chunk read back from the squeeze tier
+    /// (and admitted again) if it holds it ([`ColumnCache::restore_squeezed`]):
+    /// one blocking task for them all, none when nothing is squeezed.
+    async fn restore_squeezed(
+        &self,
+        file: &FileContext,
+        rg: usize,
+        columns: &[usize],
+        slots: &[usize],
+        batches: usize,
+    ) -> Vec<Option<Vec<CachedColumn>>> {
+        let chunks: Vec<ChunkKey> = slots.iter().map(|&s| file.chunk_key(rg, columns[s])).collect();
+        let squeezed = self.batches.squeezed();
+        if !chunks.iter().any(|c| squeezed.is_some_and(|s| s.holds(c))) {
+            return vec![None; slots.len()];
+        }
+        let cache = self.batches.clone();
+        let restore = move || chunks.iter().map(|c| cache.restore_squeezed(c, batches)).collect();
+        tokio::task::spawn_blocking(restore)
+            .await
+            .unwrap_or_else(|_| vec![None; slots.len()])
     }
 
     /// Decodes (and admits) the columns of `slots` into `out`.

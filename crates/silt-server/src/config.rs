@@ -9,6 +9,7 @@
 //! transcode_inline_after = "64MiB" # Arrow waiting for the transcoder beyond which scans encode inline
 //! page_memory_budget = "256MiB"   # page buffer: object bytes in memory (`silt serve`: 1/32 of memory, at most 4GiB)
 //! disk_budget = "100GiB"          # disk tier: region files under cache_dir/disk
+//! squeeze_share = 0.25            # of disk_budget: liquid chunks the memory tier evicts, kept encoded (cache_dir/squeezed); 0: off
 //! metadata_budget = "256MiB"      # decoded footers and page indexes (`silt serve`: 1/64 of memory, at most 2GiB)
 //! page_size = "64KiB"
 //! disk_policy = "weighted-lfu"    # lru | lfu | sieve | weighted-lfu | s3-fifo
@@ -123,6 +124,11 @@ pub struct ServerConfig {
     /// Byte budget of the disk tier (region files under `cache_dir/disk`); 0 disables it.
     #[serde(deserialize_with = "de_bytes")]
     pub disk_budget: u64,
+    /// With the liquid form: the share of `disk_budget` given to squeezed
+    /// chunks (liquid chunks the memory tier evicted, kept on disk in their
+    /// encoded form under `cache_dir/squeezed`: `silt_cache::squeeze`); the
+    /// page tier gets the rest. 0 drops evicted chunks instead.
+    pub squeeze_share: f64,
     /// Byte budget of the metadata tier (decoded footers and page indexes).
     #[serde(deserialize_with = "de_bytes")]
     pub metadata_budget: u64,
@@ -529,6 +535,7 @@ impl Default for ServerConfig {
             transcode_inline_after: silt_cache::transcoder::INLINE_AFTER_BYTES as u64,
             page_memory_budget: 256 << 20,
             disk_budget: 10 << 30,
+            squeeze_share: 0.25,
             metadata_budget: 256 << 20,
             page_size: DEFAULT_PAGE_SIZE,
             disk_policy: PolicyKind::WeightedLfu,
@@ -704,6 +711,13 @@ impl ServerConfig {
             if !(0.0..=1.0).contains(&rate) {
                 return Err(ConfigError::Rate { setting, rate }.into());
             }
+        }
+        if !(0.0..1.0).contains(&self.squeeze_share) {
+            return Err(ConfigError::Rate {
+                setting: "squeeze_share",
+                rate: self.squeeze_share,
+            }
+            .into());
         }
         if self.store.mbps.is_some_and(|m| m <= 0.0 || !m.is_finite()) {
             return Err(ConfigError::NotPositive { setting: "store.mbps" }.into());

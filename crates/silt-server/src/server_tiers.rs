@@ -13,7 +13,7 @@ use std::sync::Arc;
 use silt_cache::transcoder::LiquidTranscoder;
 use silt_cache::{
     CacheTiers, ColumnCache, DiskConfig, DiskMetrics, DiskTier, MemoryForm, PageCache, PageCacheConfig, PageStore,
-    PageTier, ScanSets,
+    PageTier, ScanSets, SqueezeConfig, Squeezed,
 };
 use silt_scan::MetadataTier;
 use tracing::warn;
@@ -51,6 +51,9 @@ impl ServerTiers {
         );
         // What planned queries will read: consulted by both tiers' eviction.
         let scan_sets = ScanSets::with_horizon(config.plan_horizon);
+        // Squeezed liquid chunks on disk (reached through the memory tier:
+        // `ColumnCache::squeezed`).
+        let squeezed = open_squeeze_tier(config)?;
         let disk = open_disk_tier(config, metrics, &scan_sets)?;
         let mut pages = PageStore::builder(page_cache).merge_gap(config.page_size);
         if let Some(disk) = &disk {
@@ -60,6 +63,9 @@ impl ServerTiers {
             .eviction(config.memory_policy)
             .scan_sets(scan_sets)
             .plan_aware(config.plan_aware);
+        if let Some(squeezed) = &squeezed {
+            columns = columns.squeeze(squeezed.clone());
+        }
         if config.memory_form == MemoryForm::Liquid {
             let inline_after = usize::try_from(config.transcode_inline_after).unwrap_or(usize::MAX);
             columns = columns.transcode(LiquidTranscoder::start_with_inline_after(inline_after));
@@ -90,6 +96,44 @@ fn io_error(path: &Path, source: std::io::Error) -> ServerError {
         path: path.display().to_string(),
         source,
     }
+}
+
+/// Disk bytes of the squeeze tier: `squeeze_share` of the disk budget with
+/// the liquid form, else none.
+fn squeeze_budget(config: &ServerConfig) -> u64 {
+    if config.memory_form != MemoryForm::Liquid {
+        return 0;
+    }
+    (config.disk_budget as f64 * config.squeeze_share.clamp(0.0, 1.0)) as u64
+}
+
+/// Bytes of evicted batches that may wait to be squeezed: an eighth of the
+/// memory budget, between 4 and 256 MiB (outside the memory tier's budget).
+fn squeeze_pending(config: &ServerConfig) -> u64 {
+    (config.memory_budget / 8).clamp(4 << 20, 256 << 20)
+}
+
+/// Opens the squeeze tier under `cache_dir/squeezed` (recovering what an
+/// earlier run squeezed), or removes it when squeezing is off.
+fn open_squeeze_tier(config: &ServerConfig) -> Result<Option<Arc<Squeezed>>, ServerError> {
+    let dir = config.cache_dir.join("squeezed");
+    let budget = squeeze_budget(config);
+    if budget < 2 * silt_cache::squeeze::PIECE_BYTES {
+        if dir.exists() {
+            warn!(dir = %dir.display(), "squeezing is off: removing squeezed chunks of an earlier run");
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        return Ok(None);
+    }
+    let squeezed = Squeezed::open(SqueezeConfig {
+        dir: dir.clone(),
+        budget_bytes: budget,
+        direct_io: config.direct_io,
+        policy: config.disk_policy,
+        max_pending: squeeze_pending(config),
+    })
+    .map_err(|e| io_error(&dir, e))?;
+    Ok(Some(squeezed))
 }
 
 /// Opens the disk tier under `cache_dir/disk/p<page size>`: pages of another
@@ -125,7 +169,7 @@ fn open_disk_tier(
     let disk = DiskTier::open(
         DiskConfig {
             dir: dir.clone(),
-            budget_bytes: config.disk_budget,
+            budget_bytes: config.disk_budget - squeeze_budget(config),
             page_bytes: config.page_size,
             direct_io: config.direct_io,
             policy: config.disk_policy,

@@ -57,6 +57,23 @@ pub fn stats_json(engine: &Engine) -> Value {
     })
 }
 
+/// What the squeeze tier did (`null` when chunks are not squeezed).
+fn squeezed_json(stats: Option<silt_cache::SqueezeStats>) -> Value {
+    let Some(s) = stats else {
+        return Value::Null;
+    };
+    json!({
+        "squeezed_chunks": s.squeezed_chunks,
+        "squeezed_bytes": s.squeezed_bytes,
+        "dropped_chunks": s.dropped_chunks,
+        "restored_chunks": s.restored_chunks,
+        "restored_bytes": s.restored_bytes,
+        "unreadable_chunks": s.unreadable_chunks,
+        "pending_bytes": s.pending_bytes,
+        "disk_bytes": s.disk_bytes,
+    })
+}
+
 /// Scan sets and decodes in flight: what planned queries hold (all zero
 /// when no query is planned or running).
 fn plan_aware_json(engine: &Engine) -> Value {
@@ -220,6 +237,7 @@ fn tiers_json(engine: &Engine, snapshot: &BTreeMap<String, f64>) -> Value {
     );
     memory["form"] = json!(format!("{:?}", cache.batches().form()).to_lowercase());
     memory["transcode_backlog"] = json!(cache.batches().transcode_backlog());
+    memory["squeezed"] = squeezed_json(cache.batches().squeezed().map(|s| s.stats()));
     let usage = cache.batches().usage_by_column();
     let mut forms = serde_json::Map::new();
     for form in ["arrow", "liquid"] {

@@ -63,6 +63,9 @@ pub struct ServeArgs {
     /// Disk tier budget (region files under the cache dir), e.g. 100GiB; 0 disables the disk tier.
     #[arg(long, value_parser = parse_bytes)]
     disk_budget: Option<u64>,
+    /// Share of the disk budget for liquid chunks the memory tier evicts, kept encoded so they come back without decoding [default: 0.25; 0: off].
+    #[arg(long)]
+    squeeze_share: Option<f64>,
     /// Metadata tier budget (decoded Parquet footers and page indexes) [default: 1/64 of memory, at most 2GiB].
     #[arg(long, value_parser = parse_bytes)]
     metadata_budget: Option<u64>,
@@ -164,6 +167,7 @@ impl ServeArgs {
             c.page_memory_budget = v
         });
         e.set("disk_budget", self.disk_budget, flag(), |c, v| c.disk_budget = v);
+        e.set("squeeze_share", self.squeeze_share, flag(), |c, v| c.squeeze_share = v);
         e.set("metadata_budget", self.metadata_budget, flag(), |c, v| {
             c.metadata_budget = v
         });

@@ -1,0 +1,562 @@
+//! Squeezed column chunks: liquid batches the memory tier let go of, kept on
+//! disk in their encoded form (issue 43), so a later scan (or the first one
+//! after a restart) reads them back without Parquet decoding or transcoding.
+//!
+//! Why: whatever the memory tier evicts was, before this, gone: the disk
+//! tier keeps raw Parquet pages only, so the next read decoded those pages
+//! and transcoded them again, which on 2 cores is most of a cold query's
+//! CPU. Reading a squeezed chunk back costs one disk read of its encoded
+//! bytes (about the Parquet bytes, often less) and the checks of
+//! [`silt_liquid::persist`].
+//!
+//! What is squeezed: a column chunk evicted whole (the memory tier evicts
+//! chunks whole), every batch of it liquid. Arrow batches are not (the
+//! arrow form is for comparison runs; its batches are 4x the Parquet bytes).
+//! A chunk is written by a background thread; while more than
+//! [`SqueezeConfig::max_pending`] bytes of evicted batches wait for it,
+//! further chunks are dropped, not squeezed (counted), so eviction never
+//! waits on the disk and the memory held beyond the memory tier's budget
+//! stays bounded.
+//!
+//! Where: a [`DiskTier`] of its own under `cache_dir/squeezed`, with its own
+//! budget (a share of the disk budget), so squeezed chunks and raw pages do
+//! not evict each other, and with everything the disk tier gives pages:
+//! slots in region files, a checksum per slot verified on every read, torn
+//! writes never served, recovery of the index from the slot headers at
+//! start (so squeezed chunks survive a clean stop and a kill -9), eviction
+//! by its policy within its budget. A chunk's encoded bytes are cut into
+//! [`PIECE_BYTES`] pieces, one per slot, keyed by the chunk's object version
+//! and a page number that packs (row group, column, piece); a chunk missing
+//! any piece is a miss. The objects a column's batches share (FSST tables,
+//! zstd dictionaries, shared-dictionary segments: [`silt_liquid::persist`]'s
+//! parts) are written once each, as records of their own keyed by part id;
+//! part ids start from the clock at each start, so a restarted server never
+//! reuses the id of a part still on disk.
+//!
+//! Weak spots, accepted for now: a part is evicted by the tier's policy like
+//! any record, and a chunk whose part is gone is a miss (decoded again); a
+//! record that passes its checksums but does not parse (a format change) is
+//! a miss each time until evicted.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use silt_liquid::LiquidArrayRef;
+use silt_liquid::persist::{PartCatalog, PartId};
+
+use crate::disk::{DiskConfig, DiskMetrics, DiskTier};
+use crate::policy::PolicyKind;
+use crate::{ChunkKey, ObjectKey, PageKey};
+
+/// Bytes of a chunk's record per slot of the squeeze tier.
+pub const PIECE_BYTES: u64 = 128 << 10;
+
+/// The store name of part records' keys (no table is named so: names are
+/// validated as identifiers).
+const PARTS_STORE: &str = "\u{0}squeezed-parts";
+
+/// Bits of the page number for the piece, the column and the row group.
+const PIECE_BITS: u32 = 20;
+const COLUMN_BITS: u32 = 16;
+const ROW_GROUP_BITS: u32 = 27;
+
+/// Configuration of a [`Squeezed`] tier.
+#[derive(Debug, Clone)]
+pub struct SqueezeConfig {
+    /// Directory of its region files (owned by this tier: locked).
+    pub dir: std::path::PathBuf,
+    /// Disk bytes it may use.
+    pub budget_bytes: u64,
+    /// `O_DIRECT` reads and writes (as the disk tier's).
+    pub direct_io: bool,
+    /// Which eviction policy orders its records' slots.
+    pub policy: PolicyKind,
+    /// Bytes of evicted batches that may wait for the writer; beyond it,
+    /// evicted chunks are dropped.
+    pub max_pending: u64,
+}
+
+/// What the tier did since start.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SqueezeStats {
+    /// Chunks written.
+    pub squeezed_chunks: u64,
+    /// Bytes of records written (chunks and parts).
+    pub squeezed_bytes: u64,
+    /// Evicted chunks not squeezed: the writer was behind.
+    pub dropped_chunks: u64,
+    /// Chunks read back.
+    pub restored_chunks: u64,
+    /// Bytes of records read back.
+    pub restored_bytes: u64,
+    /// Chunks found on disk that could not be read back (a piece or part
+    /// missing or damaged): decoded again instead.
+    pub unreadable_chunks: u64,
+    /// Bytes of evicted batches waiting for the writer now.
+    pub pending_bytes: u64,
+    /// Disk bytes the tier holds.
+    pub disk_bytes: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    squeezed_chunks: AtomicU64,
+    squeezed_bytes: AtomicU64,
+    dropped_chunks: AtomicU64,
+    restored_chunks: AtomicU64,
+    restored_bytes: AtomicU64,
+    unreadable_chunks: AtomicU64,
+    pending_bytes: AtomicU64,
+}
+
+/// A chunk waiting for the writer.
+struct Job {
+    chunk: ChunkKey,
+    batches: Vec<Squeezable>,
+    bytes: u64,
+}
+
+/// A liquid batch and the bytes it takes as Arrow (for the memory tier's
+/// usage figures once it is back).
+pub type Squeezable = (LiquidArrayRef, u64);
+
+/// What the writer thread and the readers share.
+struct Shared {
+    disk: Arc<DiskTier>,
+    catalog: PartCatalog,
+    counters: Counters,
+    max_pending: u64,
+}
+
+/// The squeeze tier (module docs). Dropping it lets the writer finish what
+/// is queued and stop.
+pub struct Squeezed {
+    shared: Arc<Shared>,
+    jobs: Mutex<Option<Sender<Job>>>,
+    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Squeezed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Squeezed").field("stats", &self.stats()).finish()
+    }
+}
+
+impl Squeezed {
+    /// Opens (creating if needed) the tier in `config.dir`; recovery of what
+    /// an earlier run squeezed starts in the background.
+    pub fn open(config: SqueezeConfig) -> std::io::Result<Arc<Squeezed>> {
+        let disk = DiskTier::open(
+            DiskConfig {
+                dir: config.dir,
+                budget_bytes: config.budget_bytes,
+                page_bytes: PIECE_BYTES,
+                direct_io: config.direct_io,
+                policy: config.policy,
+                reservations: None,
+            },
+            DiskMetrics::noop(),
+        )?;
+        // Ids from the clock: past every id an earlier run wrote.
+        let first_id = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64);
+        let shared = Arc::new(Shared {
+            disk,
+            catalog: PartCatalog::starting_at(first_id),
+            counters: Counters::default(),
+            max_pending: config.max_pending,
+        });
+        let (tx, rx) = channel();
+        let worker = {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name("silt-squeeze".into())
+                .spawn(move || write_jobs(&shared, rx))?
+        };
+        Ok(Arc::new(Squeezed {
+            shared,
+            jobs: Mutex::new(Some(tx)),
+            writer: Mutex::new(Some(worker)),
+        }))
+    }
+
+    /// Offers a chunk the memory tier evicted whole: its batches, in order.
+    /// Queued for the writer unless it is too far behind (then dropped and
+    /// counted). Never blocks on the disk.
+    pub fn offer(&self, chunk: ChunkKey, batches: Vec<Squeezable>) {
+        if batches.is_empty() || chunk_page(&chunk, 0).is_none() {
+            return;
+        }
+        let bytes: u64 = batches.iter().map(|(b, _)| b.heap_size() as u64).sum();
+        let counters = &self.shared.counters;
+        let pending = counters.pending_bytes.load(Ordering::Relaxed);
+        if pending + bytes > self.shared.max_pending {
+            counters.dropped_chunks.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        counters.pending_bytes.fetch_add(bytes, Ordering::Relaxed);
+        let job = Job { chunk, batches, bytes };
+        let sent = self
+            .jobs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(|tx| tx.send(job));
+        if !matches!(sent, Some(Ok(()))) {
+            counters.pending_bytes.fetch_sub(bytes, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether `chunk` may be squeezed: an index lookup, no I/O.
+    pub fn holds(&self, chunk: &ChunkKey) -> bool {
+        chunk_page(chunk, 0).is_some_and(|page| self.shared.disk.holds(&PageKey::new(chunk.object.clone(), page)))
+    }
+
+    /// The batches of `chunk` read back, if it was squeezed with exactly
+    /// `batches` batches and every piece and part of it reads back intact.
+    /// Blocks on disk reads.
+    pub fn restore(&self, chunk: &ChunkKey, batches: usize) -> Option<Vec<Squeezable>> {
+        if !self.holds(chunk) {
+            return None;
+        }
+        let shared = &self.shared;
+        let restored = read_record(&shared.disk, |piece| {
+            chunk_page(chunk, piece).map(|page| PageKey::new(chunk.object.clone(), page))
+        })
+        .and_then(|record| {
+            let arrays = parse_chunk(&record, &shared.catalog, &|id| {
+                read_record(&shared.disk, |piece| Some(part_key(id, piece)))
+            })?;
+            Some((record.len(), arrays))
+        });
+        match restored {
+            Some((bytes, arrays)) if arrays.len() == batches => {
+                shared.counters.restored_chunks.fetch_add(1, Ordering::Relaxed);
+                shared
+                    .counters
+                    .restored_bytes
+                    .fetch_add(bytes as u64, Ordering::Relaxed);
+                Some(arrays)
+            }
+            _ => {
+                shared.counters.unreadable_chunks.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+        }
+    }
+
+    /// Forgets the chunks of `keep`'s object at any other version (a
+    /// changed object, or chunks recovered from an earlier run).
+    pub fn drop_other_versions(&self, keep: &ObjectKey) {
+        self.shared
+            .disk
+            .drop_other_versions(&keep.store, &keep.path, &keep.version);
+    }
+
+    /// Blocks until nothing waits for the writer or `timeout` passes;
+    /// whether it emptied. For tests and benchmarks.
+    pub fn wait_written(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while self.shared.counters.pending_bytes.load(Ordering::Relaxed) > 0 {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        true
+    }
+
+    /// Blocks until recovery has read every region file of an earlier run.
+    pub fn wait_recovered(&self) {
+        self.shared.disk.wait_recovered();
+    }
+
+    /// What the tier did since start.
+    pub fn stats(&self) -> SqueezeStats {
+        let c = &self.shared.counters;
+        SqueezeStats {
+            squeezed_chunks: c.squeezed_chunks.load(Ordering::Relaxed),
+            squeezed_bytes: c.squeezed_bytes.load(Ordering::Relaxed),
+            dropped_chunks: c.dropped_chunks.load(Ordering::Relaxed),
+            restored_chunks: c.restored_chunks.load(Ordering::Relaxed),
+            restored_bytes: c.restored_bytes.load(Ordering::Relaxed),
+            unreadable_chunks: c.unreadable_chunks.load(Ordering::Relaxed),
+            pending_bytes: c.pending_bytes.load(Ordering::Relaxed),
+            disk_bytes: self.shared.disk.used_bytes(),
+        }
+    }
+}
+
+impl Drop for Squeezed {
+    fn drop(&mut self) {
+        // Closing the channel ends the writer once the queue is written.
+        self.jobs.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(worker) = self.writer.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = worker.join();
+        }
+    }
+}
+
+/// The writer thread: each queued chunk's new parts, then the chunk.
+fn write_jobs(shared: &Shared, jobs: Receiver<Job>) {
+    for job in jobs {
+        let mut record = Vec::new();
+        record.extend_from_slice(&(job.batches.len() as u64).to_le_bytes());
+        let mut bodies = Vec::with_capacity(job.batches.len());
+        let mut written = 0u64;
+        for (batch, arrow_bytes) in &job.batches {
+            let persisted = shared.catalog.write(batch);
+            for (id, bytes) in &persisted.new_parts {
+                written += write_record(&shared.disk, bytes, |piece| Some(part_key(*id, piece)));
+            }
+            record.extend_from_slice(&(persisted.bytes.len() as u64).to_le_bytes());
+            record.extend_from_slice(&arrow_bytes.to_le_bytes());
+            bodies.push(persisted.bytes);
+        }
+        for body in bodies {
+            record.extend_from_slice(&body);
+        }
+        let chunk = &job.chunk;
+        written += write_record(&shared.disk, &record, |piece| {
+            chunk_page(chunk, piece).map(|page| PageKey::new(chunk.object.clone(), page))
+        });
+        let c = &shared.counters;
+        c.squeezed_chunks.fetch_add(1, Ordering::Relaxed);
+        c.squeezed_bytes.fetch_add(written, Ordering::Relaxed);
+        drop(job.batches);
+        c.pending_bytes.fetch_sub(job.bytes, Ordering::Relaxed);
+    }
+}
+
+/// The page number of piece `piece` of `chunk`'s record; `None` when the
+/// chunk's coordinates do not fit (such chunks are not squeezed).
+fn chunk_page(chunk: &ChunkKey, piece: u64) -> Option<u64> {
+    let fits = u64::from(chunk.row_group) < 1 << ROW_GROUP_BITS
+        && u64::from(chunk.column) < 1 << COLUMN_BITS
+        && piece < 1 << PIECE_BITS;
+    fits.then(|| {
+        (u64::from(chunk.row_group) << (COLUMN_BITS + PIECE_BITS)) | (u64::from(chunk.column) << PIECE_BITS) | piece
+    })
+}
+
+/// The key of piece `piece` of part `id`'s record.
+fn part_key(id: PartId, piece: u64) -> PageKey {
+    PageKey::new(ObjectKey::new(PARTS_STORE, id.to_string(), "1"), piece)
+}
+
+/// Writes `record` (its length first) in pieces under `key(piece)`; the
+/// bytes written. Best effort, as the disk tier is: a piece it could not
+/// store makes the record a miss.
+fn write_record(disk: &DiskTier, record: &[u8], key: impl Fn(u64) -> Option<PageKey>) -> u64 {
+    let mut framed = Vec::with_capacity(record.len() + 8);
+    framed.extend_from_slice(&(record.len() as u64).to_le_bytes());
+    framed.extend_from_slice(record);
+    for (piece, bytes) in framed.chunks(PIECE_BYTES as usize).enumerate() {
+        let Some(key) = key(piece as u64) else {
+            return 0;
+        };
+        // Its refetch cost: about the bytes to decode again (weighted-lfu).
+        disk.put(key, bytes, bytes.len() as f64);
+    }
+    framed.len() as u64
+}
+
+/// The record stored under `key(0..)`, if every piece reads back.
+fn read_record(disk: &DiskTier, key: impl Fn(u64) -> Option<PageKey>) -> Option<Vec<u8>> {
+    let first = disk.get(&key(0)?)?;
+    let bytes = &first.bytes;
+    let len = u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?);
+    let total = len.checked_add(8)?;
+    let pieces = total.div_ceil(PIECE_BYTES);
+    let rest: Vec<PageKey> = (1..pieces).map(&key).collect::<Option<_>>()?;
+    let mut framed = Vec::with_capacity(usize::try_from(total).ok()?);
+    framed.extend_from_slice(bytes);
+    for piece in disk.get_many(&rest) {
+        framed.extend_from_slice(&piece?.bytes);
+    }
+    (framed.len() as u64 == total).then(|| framed.split_off(8))
+}
+
+/// The batches of a chunk's record: a count, each batch's length and Arrow
+/// bytes, then the batches' bytes ([`silt_liquid::persist`]).
+fn parse_chunk(
+    record: &[u8],
+    catalog: &PartCatalog,
+    load: &dyn Fn(PartId) -> Option<Vec<u8>>,
+) -> Option<Vec<Squeezable>> {
+    let word = |at: usize| -> Option<u64> { Some(u64::from_le_bytes(record.get(at..at + 8)?.try_into().ok()?)) };
+    let count = usize::try_from(word(0)?).ok()?;
+    if count > record.len() / 16 {
+        return None;
+    }
+    let mut at = 8 + 16 * count;
+    let mut arrays = Vec::with_capacity(count);
+    for i in 0..count {
+        let len = usize::try_from(word(8 + 16 * i)?).ok()?;
+        let arrow_bytes = word(16 + 16 * i)?;
+        let bytes = record.get(at..at.checked_add(len)?)?;
+        at += len;
+        match catalog.read(bytes, load) {
+            Ok(array) => arrays.push((array, arrow_bytes)),
+            Err(e) => {
+                tracing::debug!(error = %e, "squeezed batch unreadable");
+                return None;
+            }
+        }
+    }
+    (at == record.len()).then_some(arrays)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{ArrayRef, Int64Array, StringArray};
+    use silt_liquid::ColumnEncoder;
+
+    use super::*;
+
+    fn config(dir: &std::path::Path) -> SqueezeConfig {
+        SqueezeConfig {
+            dir: dir.to_path_buf(),
+            budget_bytes: 64 << 20,
+            direct_io: false,
+            policy: PolicyKind::Lru,
+            max_pending: 64 << 20,
+        }
+    }
+
+    fn chunk(column: u32) -> ChunkKey {
+        ChunkKey::new(ObjectKey::new("s", "t/a.parquet", "v1"), 3, column)
+    }
+
+    /// Three batches of strings (FSST, sharing the column's table; the
+    /// last over a piece long) and of integers.
+    fn batches(strings: bool) -> Vec<Squeezable> {
+        let mut encoder = ColumnEncoder::new(if strings {
+            &arrow::datatypes::DataType::Utf8
+        } else {
+            &arrow::datatypes::DataType::Int64
+        });
+        (0..3)
+            .map(|b| {
+                let rows = if b == 2 { 8192 } else { 3000 };
+                let array: ArrayRef = if strings {
+                    Arc::new(StringArray::from_iter_values(
+                        (0..rows).map(|i| format!("https://example.com/{b}/{i}/{}", "x".repeat(i % 40))),
+                    ))
+                } else {
+                    Arc::new(Int64Array::from_iter_values((0..rows as i64).map(|i| i * 7 + b)))
+                };
+                let liquid = encoder.encode(&array).unwrap();
+                (liquid, array.get_array_memory_size() as u64)
+            })
+            .collect()
+    }
+
+    fn same(got: &[Squeezable], want: &[Squeezable]) {
+        assert_eq!(got.len(), want.len());
+        for ((g, ga), (w, wa)) in got.iter().zip(want) {
+            assert_eq!(&g.to_arrow(), &w.to_arrow());
+            assert_eq!(ga, wa);
+        }
+    }
+
+    #[test]
+    fn offered_chunks_come_back_exact_and_after_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let (strings, ints) = (batches(true), batches(false));
+        {
+            let tier = Squeezed::open(config(dir.path())).unwrap();
+            tier.wait_recovered();
+            assert!(tier.restore(&chunk(0), 3).is_none());
+            tier.offer(chunk(0), strings.clone());
+            tier.offer(chunk(1), ints.clone());
+            assert!(tier.wait_written(Duration::from_secs(30)));
+            let stats = tier.stats();
+            assert_eq!(stats.squeezed_chunks, 2);
+            assert!(stats.squeezed_bytes > PIECE_BYTES, "the string chunk spans pieces");
+            same(&tier.restore(&chunk(0), 3).unwrap(), &strings);
+            same(&tier.restore(&chunk(1), 3).unwrap(), &ints);
+            // Another batch count than squeezed is a miss, counted.
+            assert!(tier.restore(&chunk(1), 4).is_none());
+            assert_eq!(tier.stats().unreadable_chunks, 1);
+            // Another version of the object: its chunks go.
+            tier.drop_other_versions(&ObjectKey::new("s", "t/a.parquet", "v2"));
+            assert!(!tier.holds(&chunk(0)));
+            tier.offer(chunk(0), strings.clone());
+            assert!(tier.wait_written(Duration::from_secs(30)));
+        }
+        // A new process on the same directory: recovered from the slot
+        // headers, parts read from their records.
+        let tier = Squeezed::open(config(dir.path())).unwrap();
+        tier.wait_recovered();
+        same(&tier.restore(&chunk(0), 3).unwrap(), &strings);
+        // A dropped chunk's slots keep it until reused, so recovery finds it
+        // again (right for its key); the server drops other versions on
+        // first sight of an object, as for the disk tier's pages.
+        tier.drop_other_versions(&ObjectKey::new("s", "t/a.parquet", "v2"));
+        assert!(tier.restore(&chunk(0), 3).is_none());
+        assert!(tier.restore(&chunk(1), 3).is_none());
+    }
+
+    #[test]
+    fn a_damaged_piece_or_part_is_a_miss_never_wrong_batches() {
+        let dir = tempfile::tempdir().unwrap();
+        let strings = batches(true);
+        {
+            let tier = Squeezed::open(config(dir.path())).unwrap();
+            tier.offer(chunk(0), strings.clone());
+            assert!(tier.wait_written(Duration::from_secs(30)));
+        }
+        // Flip a byte of data in every written slot (the chunk's pieces and
+        // its parts): each fails its checksum when read.
+        let slot = 4096 + PIECE_BYTES as usize;
+        let mut flipped = 0;
+        for entry in walk(dir.path()) {
+            let mut bytes = std::fs::read(&entry).unwrap();
+            for start in (0..bytes.len()).step_by(slot) {
+                let header = &bytes[start..start + 8];
+                if header == b"SILTPAGE" && start + 4096 + 100 < bytes.len() {
+                    bytes[start + 4096 + 100] ^= 0xFF;
+                    flipped += 1;
+                }
+            }
+            std::fs::write(&entry, bytes).unwrap();
+        }
+        assert!(flipped >= 2, "{flipped} slots flipped");
+        let tier = Squeezed::open(config(dir.path())).unwrap();
+        tier.wait_recovered();
+        assert!(tier.restore(&chunk(0), 3).is_none());
+    }
+
+    fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                out.extend(walk(&path));
+            } else if path.extension().is_some_and(|e| e == "region") {
+                out.push(path);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_writer_too_far_behind_drops_chunks_instead_of_holding_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let tier = Squeezed::open(SqueezeConfig {
+            max_pending: 1,
+            ..config(dir.path())
+        })
+        .unwrap();
+        tier.offer(chunk(0), batches(false));
+        assert_eq!(tier.stats().dropped_chunks, 1);
+        assert!(tier.wait_written(Duration::from_secs(30)));
+        assert!(!tier.holds(&chunk(0)));
+    }
+}
