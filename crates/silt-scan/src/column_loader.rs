@@ -310,13 +310,15 @@ impl ColumnLoader {
     }
 
     /// Whether column `c` of row group `rg` is read for the first time (see
-    /// [`silt_cache::FirstTouches`]): present in the file, not in the memory
-    /// tier, and not read before while remembered. Records the touch.
-    /// Never under [`Admission::Every`].
+    /// [`silt_cache::FirstTouches`]): present in the file, neither in the
+    /// memory tier nor squeezed (a squeezed chunk comes back whole for less
+    /// than decoding its kept rows), and not read before while remembered.
+    /// Records the touch. Never under [`Admission::Every`].
     pub fn first_touch(&self, file: &FileContext, rg: usize, c: usize) -> bool {
         self.admission == Admission::SecondTouch
             && file.file_columns[c].is_some()
             && !self.batches.contains(&file.batch_key(rg, c, 0))
+            && !self.batches.squeezed().is_some_and(|s| s.holds(&file.chunk_key(rg, c)))
             && self.touched(file, rg, c)
     }
 

@@ -26,6 +26,7 @@ mod pruning;
 mod query_validation;
 mod s3_api;
 mod safety;
+mod squeeze;
 mod ssb;
 mod tiers;
 mod versions;
