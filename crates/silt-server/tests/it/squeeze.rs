@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use datafusion::arrow::array::{Array, AsArray, RecordBatch};
+use datafusion::arrow::array::{AsArray, RecordBatch};
 use datafusion::arrow::datatypes::Int64Type;
 use silt_bench::local_s3::LocalS3;
 use silt_cache::SqueezeStats;
