@@ -188,6 +188,7 @@ pub async fn run(args: FleetArgs) -> anyhow::Result<()> {
         latency_ms: args.latency_ms,
         mbps: args.mbps,
         memory_budget: args.memory_budget,
+        squeeze_share: None,
         validation: "always".into(),
         local_cache: 0,
         local_cache_form: Default::default(),
@@ -198,6 +199,7 @@ pub async fn run(args: FleetArgs) -> anyhow::Result<()> {
     let spec = ServerSpec {
         memory_form: "liquid",
         memory_budget: args.memory_budget,
+        squeeze_share: None,
         store_endpoint: setup.s3.endpoint.clone().unwrap_or_default(),
         store_latency_ms: setup.latency_ms,
         store_mbps: setup.mbps,

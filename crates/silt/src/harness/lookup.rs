@@ -401,6 +401,7 @@ pub async fn run(args: LookupArgs) -> anyhow::Result<(LookupResults, PathBuf)> {
             latency_ms: args.latency_ms,
             mbps: args.mbps,
             memory_budget: 8 << 30,
+            squeeze_share: None,
             validation: args.validation.clone(),
             local_cache: 0,
             local_cache_form: Default::default(),

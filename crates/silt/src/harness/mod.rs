@@ -69,6 +69,10 @@ pub struct CommonArgs {
     /// Memory-tier budget of the arrow-pushdown and liquid servers.
     #[arg(long, default_value = "8GiB", value_parser = parse_bytes)]
     memory_budget: u64,
+    /// Share of the servers' disk budget for squeezed liquid chunks (see
+    /// `squeeze_share` in the server's config) [default: the server's, 0.25].
+    #[arg(long)]
+    squeeze_share: Option<f64>,
     /// Validation of the servers' tables: always, ttl=DURATION or immutable.
     #[arg(long, default_value = "always")]
     validation: String,
@@ -101,6 +105,7 @@ impl CommonArgs {
             mbps: 10_000.0,
             link: LinkSpec::none(),
             memory_budget: 256 << 20,
+            squeeze_share: None,
             validation: "always".into(),
             local_cache: 256 << 20,
             local_cache_form: Default::default(),
@@ -119,6 +124,7 @@ impl CommonArgs {
             latency_ms: self.latency_ms,
             mbps: self.mbps,
             memory_budget: self.memory_budget,
+            squeeze_share: self.squeeze_share,
             validation: self.validation.clone(),
             local_cache: self.local_cache,
             local_cache_form: self.local_cache_form,

@@ -116,6 +116,8 @@ pub struct StoreSetup {
     pub latency_ms: u64,
     pub mbps: f64,
     pub memory_budget: u64,
+    /// The servers' `squeeze_share` (`None`: their default).
+    pub squeeze_share: Option<f64>,
     pub validation: String,
     /// The compute-side cache of the `hybrid` client, bytes.
     pub local_cache: u64,
@@ -279,6 +281,7 @@ impl Session {
                 let spec = ServerSpec {
                     memory_form: form,
                     memory_budget: if memory { setup.memory_budget } else { 0 },
+                    squeeze_share: setup.squeeze_share,
                     store_endpoint: setup.s3.endpoint.clone().unwrap_or_default(),
                     store_latency_ms: setup.latency_ms,
                     store_mbps: setup.mbps,

@@ -19,6 +19,8 @@ pub struct ServerSpec {
     /// `liquid` or `arrow`.
     pub memory_form: &'static str,
     pub memory_budget: u64,
+    /// `squeeze_share` of the server's config (`None`: its default).
+    pub squeeze_share: Option<f64>,
     pub store_endpoint: String,
     pub store_latency_ms: u64,
     pub store_mbps: f64,
@@ -44,6 +46,9 @@ fn config_toml(spec: &ServerSpec, suite: &Suite, cache_dir: &Path) -> anyhow::Re
     top.insert("cache_dir".into(), T::String(cache_dir.display().to_string()));
     top.insert("memory_budget".into(), T::String(spec.memory_budget.to_string()));
     top.insert("memory_form".into(), T::String(spec.memory_form.into()));
+    if let Some(share) = spec.squeeze_share {
+        top.insert("squeeze_share".into(), T::Float(share));
+    }
     let mut s3 = Table::new();
     s3.insert("endpoint".into(), T::String(spec.store_endpoint.clone()));
     s3.insert(
