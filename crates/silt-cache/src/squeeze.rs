@@ -185,9 +185,11 @@ impl Squeezed {
 
     /// Offers a chunk the memory tier evicted whole: its batches, in order.
     /// Queued for the writer unless it is too far behind (then dropped and
-    /// counted). Never blocks on the disk.
+    /// counted), or already squeezed (a chunk read back and evicted again:
+    /// its record, of the same object version, is still on disk). Never
+    /// blocks on the disk.
     pub fn offer(&self, chunk: ChunkKey, batches: Vec<Squeezable>) {
-        if batches.is_empty() || chunk_page(&chunk, 0).is_none() {
+        if batches.is_empty() || chunk_page(&chunk, 0).is_none() || self.holds(&chunk) {
             return;
         }
         let bytes: u64 = batches.iter().map(|(b, _)| b.heap_size() as u64).sum();
@@ -242,7 +244,11 @@ impl Squeezed {
                 Some(arrays)
             }
             _ => {
+                // Forgotten, so its next eviction writes it again.
                 shared.counters.unreadable_chunks.fetch_add(1, Ordering::Relaxed);
+                if let Some(page) = chunk_page(chunk, 0) {
+                    shared.disk.forget(&PageKey::new(chunk.object.clone(), page));
+                }
                 None
             }
         }

@@ -675,10 +675,11 @@ pub(crate) struct PlainArray {
 
 /// A [`PlainArray`] [`LiquidArray::write`] wrote (after its tag).
 pub(crate) fn read_plain(r: &mut Reader<'_>) -> persist::Result<LiquidArrayRef> {
-    let array = r.arrow()?;
-    if !is_supported(array.data_type()) && !crate::float::is_supported(array.data_type()) {
-        return persist::bad(format!("a plain batch of {}", array.data_type()));
+    let data_type = r.data_type()?;
+    if !is_supported(&data_type) && !crate::float::is_supported(&data_type) {
+        return persist::bad(format!("a plain batch of {data_type}"));
     }
+    let array = r.fixed_width(data_type)?;
     Ok(Arc::new(PlainArray {
         array,
         encoding: "plain",
@@ -706,7 +707,8 @@ impl LiquidArray for PlainArray {
 
     fn write(&self, w: &mut Writer<'_>) {
         w.u8(tag::PLAIN);
-        w.arrow(&self.array);
+        w.data_type(self.array.data_type());
+        w.fixed_width(&self.array);
     }
 
     fn len(&self) -> usize {

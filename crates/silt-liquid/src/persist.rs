@@ -95,7 +95,21 @@ type WeakShared = Weak<dyn Any + Send + Sync>;
 /// ([`PartCatalog::starting_at`]).
 pub struct PartCatalog {
     inner: Mutex<Catalog>,
+    /// Data types as bytes and back: every batch names its type, and Arrow
+    /// IPC (which writes them) costs tens of microseconds a time, a second
+    /// per thousands of batches read back.
+    types: Mutex<TypeMemo>,
 }
+
+/// Data types already written or read (a column's batches share theirs).
+#[derive(Default)]
+struct TypeMemo {
+    bytes: HashMap<DataType, Arc<[u8]>>,
+    types: HashMap<Arc<[u8]>, DataType>,
+}
+
+/// Distinct data types a [`TypeMemo`] keeps before it starts over.
+const MAX_TYPES: usize = 1024;
 
 #[derive(Default)]
 struct Catalog {
@@ -134,6 +148,7 @@ impl PartCatalog {
                 next: first,
                 ..Catalog::default()
             }),
+            types: Mutex::default(),
         }
     }
 
@@ -144,6 +159,38 @@ impl PartCatalog {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Catalog> {
         self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn type_memo(&self) -> std::sync::MutexGuard<'_, TypeMemo> {
+        self.types.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// `data_type` as bytes (Arrow IPC of an empty array of it), memoized.
+    fn type_bytes(&self, data_type: &DataType) -> Arc<[u8]> {
+        if let Some(b) = self.type_memo().bytes.get(data_type) {
+            return b.clone();
+        }
+        let bytes: Arc<[u8]> = ipc_bytes(&new_empty_array(data_type)).into();
+        let mut memo = self.type_memo();
+        if memo.bytes.len() >= MAX_TYPES {
+            memo.bytes.clear();
+        }
+        memo.bytes.insert(data_type.clone(), bytes.clone());
+        bytes
+    }
+
+    /// The data type `bytes` ([`PartCatalog::type_bytes`]) hold, memoized.
+    fn type_of(&self, bytes: &[u8]) -> Result<DataType> {
+        if let Some(t) = self.type_memo().types.get(bytes) {
+            return Ok(t.clone());
+        }
+        let data_type = ipc_array(bytes.to_vec())?.data_type().clone();
+        let mut memo = self.type_memo();
+        if memo.types.len() >= MAX_TYPES {
+            memo.types.clear();
+        }
+        memo.types.insert(bytes.into(), data_type.clone());
+        Ok(data_type)
     }
 
     /// `array` as bytes, writing the parts it shares that this catalog has
@@ -307,22 +354,27 @@ impl<'a> Writer<'a> {
 
     /// An Arrow array, as Arrow IPC (its type included).
     pub fn arrow(&mut self, array: &ArrayRef) {
-        let schema = Arc::new(Schema::new(vec![Field::new("v", array.data_type().clone(), true)]));
-        let mut ipc = Vec::new();
-        {
-            let mut stream =
-                StreamWriter::try_new(&mut ipc, &schema).expect("invariant: IPC writes any type the cache holds");
-            let batch = RecordBatch::try_new(schema.clone(), vec![array.clone()])
-                .expect("invariant: one nullable column of the array's type");
-            stream.write(&batch).expect("invariant: writing to memory");
-            stream.finish().expect("invariant: writing to memory");
-        }
-        self.bytes(&ipc);
+        self.bytes(&ipc_bytes(array));
     }
 
     /// A data type (as an empty Arrow array of it).
     pub fn data_type(&mut self, data_type: &DataType) {
-        self.arrow(&new_empty_array(data_type));
+        let bytes = self.catalog.type_bytes(data_type);
+        self.bytes(&bytes);
+    }
+
+    /// A fixed-width Arrow array (no offsets, no children) as its values'
+    /// bytes and its nulls; its type is written by the caller.
+    pub fn fixed_width(&mut self, array: &ArrayRef) {
+        let data = array.to_data();
+        let width = data
+            .data_type()
+            .primitive_width()
+            .expect("invariant: a fixed-width array");
+        let start = data.offset() * width;
+        self.count(data.len());
+        self.bytes(&data.buffers()[0].as_slice()[start..start + data.len() * width]);
+        self.nulls(data.nulls());
     }
 
     /// A nested liquid array.
@@ -491,21 +543,38 @@ impl Reader<'_> {
 
     /// An Arrow array written by [`Writer::arrow`].
     pub fn arrow(&mut self) -> Result<ArrayRef> {
-        let ipc = self.bytes()?;
-        let failed = |e: arrow::error::ArrowError| PersistError(format!("an Arrow array: {e}"));
-        let mut stream = StreamReader::try_new(Cursor::new(ipc), None).map_err(failed)?;
-        let Some(batch) = stream.next().transpose().map_err(failed)? else {
-            return bad("an Arrow stream without its batch");
-        };
-        if batch.num_columns() != 1 {
-            return bad(format!("an Arrow batch of {} columns", batch.num_columns()));
-        }
-        Ok(batch.column(0).clone())
+        ipc_array(self.bytes()?)
     }
 
     /// A data type written by [`Writer::data_type`].
     pub fn data_type(&mut self) -> Result<DataType> {
-        Ok(self.arrow()?.data_type().clone())
+        let n = self.len(1)?;
+        let catalog = self.catalog;
+        catalog.type_of(self.take(n)?)
+    }
+
+    /// An array of fixed-width `data_type` written by [`Writer::fixed_width`],
+    /// validated as Arrow validates arrays it did not build.
+    pub fn fixed_width(&mut self, data_type: DataType) -> Result<ArrayRef> {
+        let Some(width) = data_type.primitive_width() else {
+            return bad(format!("{data_type} is not fixed-width"));
+        };
+        let len = self.count()?;
+        let values = self.bytes()?;
+        if values.len() != len * width {
+            return bad(format!("{} bytes for {len} values of {width}", values.len()));
+        }
+        let nulls = self.nulls(len)?;
+        let data = arrow::array::ArrayData::try_new(
+            data_type,
+            len,
+            nulls.map(|n| n.into_inner().into_inner()),
+            0,
+            vec![Buffer::from_vec(values)],
+            vec![],
+        )
+        .map_err(|e| PersistError(format!("a fixed-width array: {e}")))?;
+        Ok(arrow::array::make_array(data))
     }
 
     /// A nested liquid array.
@@ -549,6 +618,34 @@ impl Reader<'_> {
         self.refs.extend(sub.refs);
         Ok(object)
     }
+}
+
+/// `array` as an Arrow IPC stream of one batch of one nullable column.
+fn ipc_bytes(array: &ArrayRef) -> Vec<u8> {
+    let schema = Arc::new(Schema::new(vec![Field::new("v", array.data_type().clone(), true)]));
+    let mut ipc = Vec::new();
+    {
+        let mut stream =
+            StreamWriter::try_new(&mut ipc, &schema).expect("invariant: IPC writes any type the cache holds");
+        let batch = RecordBatch::try_new(schema.clone(), vec![array.clone()])
+            .expect("invariant: one nullable column of the array's type");
+        stream.write(&batch).expect("invariant: writing to memory");
+        stream.finish().expect("invariant: writing to memory");
+    }
+    ipc
+}
+
+/// The array [`ipc_bytes`] wrote.
+fn ipc_array(ipc: Vec<u8>) -> Result<ArrayRef> {
+    let failed = |e: arrow::error::ArrowError| PersistError(format!("an Arrow array: {e}"));
+    let mut stream = StreamReader::try_new(Cursor::new(ipc), None).map_err(failed)?;
+    let Some(batch) = stream.next().transpose().map_err(failed)? else {
+        return bad("an Arrow stream without its batch");
+    };
+    if batch.num_columns() != 1 {
+        return bad(format!("an Arrow batch of {} columns", batch.num_columns()));
+    }
+    Ok(batch.column(0).clone())
 }
 
 /// Checks that an array read back has the length and type its container says.

@@ -433,6 +433,16 @@ impl DiskTier {
 
     /// The slot of an indexed page holds another page (or its region file
     /// is gone): forget the entry, unless it was replaced since the lookup.
+    /// Forgets `key`'s page, freeing its slot (a caller found it useless:
+    /// the squeeze tier's record that no longer reads back whole).
+    pub fn forget(&self, key: &PageKey) {
+        self.with_index(|idx| {
+            if let Some(e) = idx.get(key) {
+                idx.remove_if(key, e.generation);
+            }
+        });
+    }
+
     fn forget_vanished(&self, key: &PageKey, seen: Entry) {
         self.with_index(|idx| idx.remove_if(key, seen.generation));
     }
