@@ -493,29 +493,26 @@ impl ColumnCache {
         self.metrics.bytes.decrement(freed as f64);
     }
 
-    /// Offers the chunks among `evicted` that left whole and liquid (batches
-    /// 0 to n, each liquid) to the squeeze tier, if there is one.
+    /// Offers the chunks among `evicted` that left whole (batches 0 to n) to
+    /// the squeeze tier, if there is one and the form is liquid (batches
+    /// still Arrow, evicted before the transcoder reached them, are encoded
+    /// by the squeeze tier's writer).
     fn squeeze<'a>(&self, evicted: impl Iterator<Item = &'a (BatchKey, CachedColumn)>) {
         let Some(squeezed) = &self.squeezed else {
             return;
         };
-        type Liquid = (silt_liquid::LiquidArrayRef, u64);
-        let mut chunks: HashMap<ChunkKey, Vec<(u32, Option<Liquid>)>> = HashMap::new();
+        if self.form() != MemoryForm::Liquid {
+            return;
+        }
+        let mut chunks: HashMap<ChunkKey, Vec<(u32, CachedColumn)>> = HashMap::new();
         for (key, value) in evicted {
-            let liquid = match value {
-                CachedColumn::Liquid { array, arrow_bytes } => Some((array.clone(), *arrow_bytes as u64)),
-                CachedColumn::Arrow(_) => None,
-            };
-            chunks.entry(key.chunk()).or_default().push((key.batch, liquid));
+            chunks.entry(key.chunk()).or_default().push((key.batch, value.clone()));
         }
         for (chunk, mut batches) in chunks {
             batches.sort_by_key(|(b, _)| *b);
-            let whole = batches
-                .iter()
-                .enumerate()
-                .all(|(i, (b, l))| *b as usize == i && l.is_some());
+            let whole = batches.iter().enumerate().all(|(i, (b, _))| *b as usize == i);
             if whole {
-                squeezed.offer(chunk, batches.into_iter().filter_map(|(_, l)| l).collect());
+                squeezed.offer(chunk, batches.into_iter().map(|(_, c)| c).collect());
             }
         }
     }

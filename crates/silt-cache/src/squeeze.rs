@@ -43,12 +43,12 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use silt_liquid::LiquidArrayRef;
 use silt_liquid::persist::{PartCatalog, PartId};
+use silt_liquid::{ColumnEncoder, LiquidArrayRef};
 
 use crate::disk::{DiskConfig, DiskMetrics, DiskTier};
 use crate::policy::PolicyKind;
-use crate::{ChunkKey, ObjectKey, PageKey};
+use crate::{CachedColumn, ChunkKey, ObjectKey, PageKey};
 
 /// Bytes of a chunk's record per slot of the squeeze tier.
 pub const PIECE_BYTES: u64 = 128 << 10;
@@ -114,7 +114,7 @@ struct Counters {
 /// A chunk waiting for the writer.
 struct Job {
     chunk: ChunkKey,
-    batches: Vec<Squeezable>,
+    batches: Vec<CachedColumn>,
     bytes: u64,
 }
 
@@ -188,11 +188,13 @@ impl Squeezed {
     /// counted), or already squeezed (a chunk read back and evicted again:
     /// its record, of the same object version, is still on disk). Never
     /// blocks on the disk.
-    pub fn offer(&self, chunk: ChunkKey, batches: Vec<Squeezable>) {
+    /// Batches still Arrow are encoded by the writer (one encoder for the
+    /// chunk's); a chunk with a batch of a type liquid lacks is not kept.
+    pub fn offer(&self, chunk: ChunkKey, batches: Vec<CachedColumn>) {
         if batches.is_empty() || chunk_page(&chunk, 0).is_none() || self.holds(&chunk) {
             return;
         }
-        let bytes: u64 = batches.iter().map(|(b, _)| b.heap_size() as u64).sum();
+        let bytes: u64 = batches.iter().map(|b| b.heap_size() as u64).sum();
         let counters = &self.shared.counters;
         let pending = counters.pending_bytes.load(Ordering::Relaxed);
         if pending + bytes > self.shared.max_pending {
@@ -309,11 +311,15 @@ impl Drop for Squeezed {
 /// The writer thread: each queued chunk's new parts, then the chunk.
 fn write_jobs(shared: &Shared, jobs: Receiver<Job>) {
     for job in jobs {
+        let Some(batches) = liquid_batches(&job.batches) else {
+            shared.counters.pending_bytes.fetch_sub(job.bytes, Ordering::Relaxed);
+            continue;
+        };
         let mut record = Vec::new();
-        record.extend_from_slice(&(job.batches.len() as u64).to_le_bytes());
-        let mut bodies = Vec::with_capacity(job.batches.len());
+        record.extend_from_slice(&(batches.len() as u64).to_le_bytes());
+        let mut bodies = Vec::with_capacity(batches.len());
         let mut written = 0u64;
-        for (batch, arrow_bytes) in &job.batches {
+        for (batch, arrow_bytes) in &batches {
             let persisted = shared.catalog.write(batch);
             for (id, bytes) in &persisted.new_parts {
                 written += write_record(&shared.disk, bytes, |piece| Some(part_key(*id, piece)));
@@ -332,9 +338,27 @@ fn write_jobs(shared: &Shared, jobs: Receiver<Job>) {
         let c = &shared.counters;
         c.squeezed_chunks.fetch_add(1, Ordering::Relaxed);
         c.squeezed_bytes.fetch_add(written, Ordering::Relaxed);
-        drop(job.batches);
+        drop((job.batches, batches));
         c.pending_bytes.fetch_sub(job.bytes, Ordering::Relaxed);
     }
+}
+
+/// A chunk's batches in liquid form: those still Arrow encoded with one
+/// encoder (so they share an FSST table and dictionary, as the
+/// transcoder's would); `None` if a batch's type has no liquid form.
+fn liquid_batches(batches: &[CachedColumn]) -> Option<Vec<Squeezable>> {
+    let mut encoder: Option<ColumnEncoder> = None;
+    batches
+        .iter()
+        .map(|b| match b {
+            CachedColumn::Liquid { array, arrow_bytes } => Some((array.clone(), *arrow_bytes as u64)),
+            CachedColumn::Arrow(array) => {
+                let encoder = encoder.get_or_insert_with(|| ColumnEncoder::new(array.data_type()));
+                let liquid = encoder.encode(array)?;
+                Some((liquid, array.get_array_memory_size() as u64))
+            }
+        })
+        .collect()
 }
 
 /// The page number of piece `piece` of `chunk`'s record; `None` when the
@@ -463,6 +487,25 @@ mod tests {
             .collect()
     }
 
+    /// The batches as the memory tier holds them.
+    fn columns(batches: &[Squeezable]) -> Vec<CachedColumn> {
+        batches
+            .iter()
+            .map(|(array, arrow_bytes)| CachedColumn::Liquid {
+                array: array.clone(),
+                arrow_bytes: *arrow_bytes as usize,
+            })
+            .collect()
+    }
+
+    /// The batches as Arrow (evicted before the transcoder reached them).
+    fn arrow(batches: &[Squeezable]) -> Vec<CachedColumn> {
+        batches
+            .iter()
+            .map(|(array, _)| CachedColumn::Arrow(array.to_arrow()))
+            .collect()
+    }
+
     fn same(got: &[Squeezable], want: &[Squeezable]) {
         assert_eq!(got.len(), want.len());
         for ((g, ga), (w, wa)) in got.iter().zip(want) {
@@ -479,8 +522,8 @@ mod tests {
             let tier = Squeezed::open(config(dir.path())).unwrap();
             tier.wait_recovered();
             assert!(tier.restore(&chunk(0), 3).is_none());
-            tier.offer(chunk(0), strings.clone());
-            tier.offer(chunk(1), ints.clone());
+            tier.offer(chunk(0), columns(&strings));
+            tier.offer(chunk(1), arrow(&ints));
             assert!(tier.wait_written(Duration::from_secs(30)));
             let stats = tier.stats();
             assert_eq!(stats.squeezed_chunks, 2);
@@ -493,7 +536,7 @@ mod tests {
             // Another version of the object: its chunks go.
             tier.drop_other_versions(&ObjectKey::new("s", "t/a.parquet", "v2"));
             assert!(!tier.holds(&chunk(0)));
-            tier.offer(chunk(0), strings.clone());
+            tier.offer(chunk(0), columns(&strings));
             assert!(tier.wait_written(Duration::from_secs(30)));
         }
         // A new process on the same directory: recovered from the slot
@@ -515,7 +558,7 @@ mod tests {
         let strings = batches(true);
         {
             let tier = Squeezed::open(config(dir.path())).unwrap();
-            tier.offer(chunk(0), strings.clone());
+            tier.offer(chunk(0), columns(&strings));
             assert!(tier.wait_written(Duration::from_secs(30)));
         }
         // Flip a byte of data in every written slot (the chunk's pieces and
@@ -560,7 +603,7 @@ mod tests {
             ..config(dir.path())
         })
         .unwrap();
-        tier.offer(chunk(0), batches(false));
+        tier.offer(chunk(0), columns(&batches(false)));
         assert_eq!(tier.stats().dropped_chunks, 1);
         assert!(tier.wait_written(Duration::from_secs(30)));
         assert!(!tier.holds(&chunk(0)));
