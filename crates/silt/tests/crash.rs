@@ -22,6 +22,51 @@ fn disk_tier_bytes(dir: &Path) -> u64 {
     allocated_bytes_with_extension(dir, "region")
 }
 
+/// The load a server is killed under: its extra `silt serve` arguments, and
+/// clients running TPC-H queries in a loop (pushed down whole or through
+/// the default client).
+struct Load<'a> {
+    args: &'a [&'a str],
+    clients: usize,
+    pushdown: bool,
+}
+
+/// Starts `silt serve` on `cache` under `load`, and `kill -9`s it once
+/// `written()` holds (or after `limit`); returns when the clients stopped.
+async fn kill_9_under_load(s3: &LocalS3, cache: &Path, load: Load<'_>, written: impl Fn() -> bool, limit: Duration) {
+    let mut server = start(serve_command(s3, cache, load.args));
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients: Vec<_> = (0..load.clients)
+        .map(|i| {
+            let (url, stop, pushdown) = (server.url.clone(), stop.clone(), load.pushdown);
+            let first = 1 + i * 22 / load.clients;
+            tokio::spawn(async move {
+                let ctx = if pushdown {
+                    pushdown_client(&url).await
+                } else {
+                    client(&url).await
+                };
+                let mut n = first;
+                while !stop.load(Ordering::Relaxed) {
+                    // Errors are expected once the server is killed.
+                    let _ = run_script_last_query(&ctx, &query(n as u32)).await;
+                    n = n % 22 + 1;
+                }
+            })
+        })
+        .collect();
+    let started = Instant::now();
+    while !written() && started.elapsed() < limit {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    server.child.kill().expect("kill -9");
+    server.child.wait().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    for c in clients {
+        let _ = c.await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_while_the_disk_tier_fills_then_every_query_is_correct() {
     let data = tempfile::tempdir().unwrap();
@@ -29,34 +74,14 @@ async fn kill_9_while_the_disk_tier_fills_then_every_query_is_correct() {
     let s3 = LocalS3::start(data.path()).await.unwrap();
     let cache = tempfile::tempdir().unwrap();
 
-    let mut server = start(serve_command(&s3, cache.path(), &[]));
-    // Load: clients running queries in a loop while pages are written.
-    let stop = Arc::new(AtomicBool::new(false));
-    let load: Vec<_> = (0..4)
-        .map(|i| {
-            let (url, stop) = (server.url.clone(), stop.clone());
-            tokio::spawn(async move {
-                let ctx = client(&url).await;
-                let mut n = 1 + i;
-                while !stop.load(Ordering::Relaxed) {
-                    // Errors are expected once the server is killed.
-                    let _ = run_script_last_query(&ctx, &query(n)).await;
-                    n = n % 22 + 1;
-                }
-            })
-        })
-        .collect();
-    let started = Instant::now();
     // About 20 pages of 64 KiB written.
-    while disk_tier_bytes(cache.path()) < 20 * 68 * 1024 && started.elapsed() < Duration::from_secs(60) {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    server.child.kill().expect("kill -9");
-    server.child.wait().unwrap();
-    stop.store(true, Ordering::Relaxed);
-    for l in load {
-        let _ = l.await;
-    }
+    let written = || disk_tier_bytes(cache.path()) >= 20 * 68 * 1024;
+    let load = Load {
+        args: &[],
+        clients: 4,
+        pushdown: false,
+    };
+    kill_9_under_load(&s3, cache.path(), load, written, Duration::from_secs(60)).await;
     assert!(disk_tier_bytes(cache.path()) > 0, "the disk tier was never written");
 
     let server = start(serve_command(&s3, cache.path(), &[]));
@@ -80,33 +105,14 @@ async fn kill_9_while_squeezing_then_every_query_is_correct() {
     let squeezed = cache.path().join("squeezed");
     let tight = ["--memory-budget", "2MiB"];
 
-    let server = start(serve_command(&s3, cache.path(), &tight));
-    let mut server = server;
-    let stop = Arc::new(AtomicBool::new(false));
-    let load: Vec<_> = (0..3)
-        .map(|i| {
-            let (url, stop) = (server.url.clone(), stop.clone());
-            tokio::spawn(async move {
-                let ctx = pushdown_client(&url).await;
-                let mut n = 1 + 7 * i;
-                while !stop.load(Ordering::Relaxed) {
-                    let _ = run_script_last_query(&ctx, &query(n)).await;
-                    n = n % 22 + 1;
-                }
-            })
-        })
-        .collect();
-    let started = Instant::now();
     // A few chunks squeezed (slots of 128 KiB and a header).
-    while disk_tier_bytes(&squeezed) < 6 * 132 * 1024 && started.elapsed() < Duration::from_secs(90) {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    server.child.kill().expect("kill -9");
-    server.child.wait().unwrap();
-    stop.store(true, Ordering::Relaxed);
-    for l in load {
-        let _ = l.await;
-    }
+    let written = || disk_tier_bytes(&squeezed) >= 6 * 132 * 1024;
+    let load = Load {
+        args: &tight,
+        clients: 3,
+        pushdown: true,
+    };
+    kill_9_under_load(&s3, cache.path(), load, written, Duration::from_secs(90)).await;
     assert!(disk_tier_bytes(&squeezed) > 0, "nothing was ever squeezed");
 
     let server = start(serve_command(&s3, cache.path(), &tight));
