@@ -352,23 +352,23 @@ impl ColumnCache {
             _ => None,
         };
         // Values leave the lock before they are dropped (freeing is not free).
-        let (insertion, dropped, siblings, replaced_one) = {
+        let (insertion, mut dropped, siblings, replaced) = {
             let mut entries = self.entries.lock();
             let insertion = entries.budget.insert(key.clone(), size, size as f64);
             let replaced = entries.take(&key);
-            let (mut dropped, siblings) = entries.drop_evicted(&insertion.evicted, Some(&key));
-            let replaced_one = replaced.is_some();
-            dropped.extend(replaced.map(|v| (key.clone(), v)));
+            let (dropped, siblings) = entries.drop_evicted(&insertion.evicted, Some(&key));
             if insertion.admitted {
                 entries.put(key.clone(), column);
             }
-            (insertion, dropped, siblings, replaced_one)
+            (insertion, dropped, siblings, replaced)
         };
         if insertion.admitted {
             self.metrics.bytes.increment(size as f64);
         }
+        // The evicted chunks, not the batch this one replaced.
+        self.squeeze(dropped.iter());
+        dropped.extend(replaced.map(|v| (key.clone(), v)));
         self.uncount(&dropped);
-        self.squeeze(dropped.iter().take(dropped.len() - usize::from(replaced_one)));
         self.metrics
             .evictions
             .increment(insertion.evicted.len() as u64 + siblings);

@@ -402,12 +402,12 @@ fn read_record(disk: &DiskTier, key: impl Fn(u64) -> Option<PageKey>) -> Option<
     let total = len.checked_add(8)?;
     let pieces = total.div_ceil(PIECE_BYTES);
     let rest: Vec<PageKey> = (1..pieces).map(&key).collect::<Option<_>>()?;
-    let mut framed = Vec::with_capacity(usize::try_from(total).ok()?);
-    framed.extend_from_slice(bytes);
+    let mut record = Vec::with_capacity(usize::try_from(len).ok()?);
+    record.extend_from_slice(&bytes[8..]);
     for piece in disk.get_many(&rest) {
-        framed.extend_from_slice(&piece?.bytes);
+        record.extend_from_slice(&piece?.bytes);
     }
-    (framed.len() as u64 == total).then(|| framed.split_off(8))
+    (record.len() as u64 == len).then_some(record)
 }
 
 /// The batches of a chunk's record: a count, each batch's length and Arrow

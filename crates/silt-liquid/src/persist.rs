@@ -648,19 +648,6 @@ fn ipc_array(ipc: Vec<u8>) -> Result<ArrayRef> {
     Ok(batch.column(0).clone())
 }
 
-/// Checks that an array read back has the length and type its container says.
-pub fn expect_shape(array: &LiquidArrayRef, len: usize, data_type: Option<&DataType>) -> Result<()> {
-    if array.len() != len {
-        return bad(format!("an array of {} rows where {len} belong", array.len()));
-    }
-    if let Some(t) = data_type
-        && array.data_type() != t
-    {
-        return bad(format!("an array of {} where {t} belongs", array.data_type()));
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
