@@ -269,9 +269,17 @@ impl Index {
     /// one GET of its own bytes. A page already known (a second copy after a
     /// crash) or not admitted frees the slot.
     pub fn adopt(&mut self, key: &PageKey, slot: u32, len: u64, cost: Option<f64>) -> Adopted {
-        if self.get(key).is_some() {
-            self.slots.release(slot);
-            return Adopted::Present;
+        if let Some(known) = self.get(key) {
+            // Two copies of one page: a part replaced by a longer one (see
+            // `reserve`) leaves the shorter in its freed slot until the slot
+            // is reused. Both are right for the key (keys carry the object
+            // version); the longer is the later and serves more reads, so it
+            // wins whichever slot recovery reads first.
+            if known.writing || known.len >= len {
+                self.slots.release(slot);
+                return Adopted::Present;
+            }
+            self.forget(key);
         }
         if self.superseded(key) {
             self.slots.release(slot);
@@ -427,6 +435,22 @@ mod tests {
         assert_eq!(reserve(&mut idx, &key("x", 5), 1.0).1, 0);
         assert_eq!(reserve(&mut idx, &key("x", 7), 1.0).1, 2);
         assert_eq!(reserve(&mut idx, &key("x", 9), 1.0).1, 4);
+    }
+
+    #[test]
+    fn adoption_keeps_the_longer_copy_of_a_page_in_either_order() {
+        let mut idx = Index::new(8, SLOT, 8, PolicyKind::Lru, None);
+        assert!(matches!(idx.adopt(&key("a", 0), 0, 100, None), Adopted::Admitted(_)));
+        assert!(matches!(idx.adopt(&key("a", 0), 1, 8192, None), Adopted::Admitted(_)));
+        assert_eq!(idx.get(&key("a", 0)).map(|e| (e.slot, e.len)), Some((1, 8192)));
+        assert!(matches!(idx.adopt(&key("a", 1), 2, 8192, None), Adopted::Admitted(_)));
+        assert!(matches!(idx.adopt(&key("a", 1), 3, 100, None), Adopted::Present));
+        assert_eq!(idx.get(&key("a", 1)).map(|e| (e.slot, e.len)), Some((2, 8192)));
+        assert_eq!((idx.len(), idx.used_bytes()), (2, 2 * SLOT));
+        idx.recovery_finished();
+        // The shorter copies' slots (0 and 3) are free again.
+        assert_eq!(reserve(&mut idx, &key("x", 5), 1.0).1, 0);
+        assert_eq!(reserve(&mut idx, &key("x", 6), 1.0).1, 3);
     }
 
     #[test]

@@ -28,7 +28,11 @@
 //! to avoid an occasional refetch after a power loss is not worth it. A
 //! freed slot keeps its old page until reused, so after a restart an evicted
 //! page may come back: its bytes are still right for its key (keys carry the
-//! object version), so that costs only space, which eviction reclaims.
+//! object version), so that costs only space, which eviction reclaims. A
+//! part of a page replaced by a longer part comes back the same way, as a
+//! second copy of its page: recovery keeps the longer copy, whichever slot
+//! it reads first (otherwise a restart could serve the footer's part of a
+//! page and miss the rest the page held before it stopped).
 //!
 //! The in-memory index (which page is in which slot, the free slots, the
 //! eviction order, and a map from object to versions to pages) is not
