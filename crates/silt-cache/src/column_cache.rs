@@ -510,7 +510,11 @@ impl ColumnCache {
         }
         for (chunk, mut batches) in chunks {
             batches.sort_by_key(|(b, _)| *b);
-            let whole = batches.iter().enumerate().all(|(i, (b, _))| *b as usize == i);
+            // Batches 0..n, and not a chunk whose batches are being admitted
+            // (by a decode or a read-back, under its claim): evicted while
+            // admitted, its first batches would look like all of it.
+            let whole =
+                batches.iter().enumerate().all(|(i, (b, _))| *b as usize == i) && !self.decodes.is_decoding(&chunk);
             if whole {
                 squeezed.offer(chunk, batches.into_iter().map(|(_, c)| c).collect());
             }

@@ -96,6 +96,12 @@ impl DecodeFlights {
     pub fn in_flight(&self) -> usize {
         self.chunks.len()
     }
+
+    /// Whether `chunk` is being decoded (or read back) now: its batches are
+    /// still being admitted, so those held are not all of it.
+    pub fn is_decoding(&self, chunk: &ChunkKey) -> bool {
+        self.chunks.in_flight(chunk)
+    }
 }
 
 #[cfg(test)]

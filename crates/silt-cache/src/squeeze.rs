@@ -27,7 +27,10 @@
 //! by its policy within its budget. A chunk's encoded bytes are cut into
 //! [`PIECE_BYTES`] pieces, one per slot, keyed by the chunk's object version
 //! and a page number that packs (row group, column, piece); a chunk missing
-//! any piece is a miss. The objects a column's batches share (FSST tables,
+//! any piece is a miss. Every piece starts with its record's id, and a
+//! record is read only from pieces of one id: a chunk squeezed again after
+//! its record was forgotten may find pieces of the old one still on disk
+//! (forgetting is an index operation), and must never read them as its own. The objects a column's batches share (FSST tables,
 //! zstd dictionaries, shared-dictionary segments: [`silt_liquid::persist`]'s
 //! parts) are written once each, as records of their own keyed by part id;
 //! part ids start from the clock at each start, so a restarted server never
@@ -126,6 +129,8 @@ pub type Squeezable = (LiquidArrayRef, u64);
 struct Shared {
     disk: Arc<DiskTier>,
     catalog: PartCatalog,
+    /// The next record's id (from the clock at start, like part ids).
+    next_record: AtomicU64,
     counters: Counters,
     max_pending: u64,
 }
@@ -166,6 +171,7 @@ impl Squeezed {
         let shared = Arc::new(Shared {
             disk,
             catalog: PartCatalog::starting_at(first_id),
+            next_record: AtomicU64::new(first_id),
             counters: Counters::default(),
             max_pending: config.max_pending,
         });
@@ -322,7 +328,7 @@ fn write_jobs(shared: &Shared, jobs: Receiver<Job>) {
         for (batch, arrow_bytes) in &batches {
             let persisted = shared.catalog.write(batch);
             for (id, bytes) in &persisted.new_parts {
-                written += write_record(&shared.disk, bytes, |piece| Some(part_key(*id, piece)));
+                written += shared.write_record(bytes, |piece| Some(part_key(*id, piece)));
             }
             record.extend_from_slice(&(persisted.bytes.len() as u64).to_le_bytes());
             record.extend_from_slice(&arrow_bytes.to_le_bytes());
@@ -332,7 +338,7 @@ fn write_jobs(shared: &Shared, jobs: Receiver<Job>) {
             record.extend_from_slice(&body);
         }
         let chunk = &job.chunk;
-        written += write_record(&shared.disk, &record, |piece| {
+        written += shared.write_record(&record, |piece| {
             chunk_page(chunk, piece).map(|page| PageKey::new(chunk.object.clone(), page))
         });
         let c = &shared.counters;
@@ -377,35 +383,64 @@ fn part_key(id: PartId, piece: u64) -> PageKey {
     PageKey::new(ObjectKey::new(PARTS_STORE, id.to_string(), "1"), piece)
 }
 
-/// Writes `record` (its length first) in pieces under `key(piece)`; the
-/// bytes written. Best effort, as the disk tier is: a piece it could not
-/// store makes the record a miss.
-fn write_record(disk: &DiskTier, record: &[u8], key: impl Fn(u64) -> Option<PageKey>) -> u64 {
-    let mut framed = Vec::with_capacity(record.len() + 8);
-    framed.extend_from_slice(&(record.len() as u64).to_le_bytes());
-    framed.extend_from_slice(record);
-    for (piece, bytes) in framed.chunks(PIECE_BYTES as usize).enumerate() {
-        let Some(key) = key(piece as u64) else {
-            return 0;
-        };
-        // Its refetch cost: about the bytes to decode again (weighted-lfu).
-        disk.put(key, bytes, bytes.len() as f64);
+/// Bytes at the start of every piece: its record's id.
+const RECORD_ID_BYTES: usize = 8;
+
+/// Bytes of a record (its length first) per piece.
+const PIECE_SHARE: usize = PIECE_BYTES as usize - RECORD_ID_BYTES;
+
+impl Shared {
+    /// Writes `record` (its length first) in pieces under `key(piece)`, each
+    /// starting with a fresh record id; the bytes written. Best effort, as
+    /// the disk tier is: a piece it could not store makes the record a miss.
+    fn write_record(&self, record: &[u8], key: impl Fn(u64) -> Option<PageKey>) -> u64 {
+        let id = self.next_record.fetch_add(1, Ordering::Relaxed);
+        let mut framed = Vec::with_capacity(record.len() + 8);
+        framed.extend_from_slice(&(record.len() as u64).to_le_bytes());
+        framed.extend_from_slice(record);
+        let mut piece_bytes = Vec::with_capacity(PIECE_BYTES as usize);
+        let mut written = 0;
+        for (piece, share) in framed.chunks(PIECE_SHARE).enumerate() {
+            let Some(key) = key(piece as u64) else {
+                return 0;
+            };
+            piece_bytes.clear();
+            piece_bytes.extend_from_slice(&id.to_le_bytes());
+            piece_bytes.extend_from_slice(share);
+            // A piece of an earlier record under this key may still be
+            // stored (as long or longer, the disk tier would keep it).
+            self.disk.forget(&key);
+            // Its refetch cost: about the bytes to decode again (weighted-lfu).
+            self.disk.put(key, &piece_bytes, piece_bytes.len() as f64);
+            written += piece_bytes.len() as u64;
+        }
+        written
     }
-    framed.len() as u64
 }
 
-/// The record stored under `key(0..)`, if every piece reads back.
+/// A piece's record id and its share of the record.
+fn split_piece(piece: &[u8]) -> Option<(u64, &[u8])> {
+    let id = u64::from_le_bytes(piece.get(..RECORD_ID_BYTES)?.try_into().ok()?);
+    Some((id, &piece[RECORD_ID_BYTES..]))
+}
+
+/// The record stored under `key(0..)`, if every piece reads back and all
+/// are of one record.
 fn read_record(disk: &DiskTier, key: impl Fn(u64) -> Option<PageKey>) -> Option<Vec<u8>> {
     let first = disk.get(&key(0)?)?;
-    let bytes = &first.bytes;
-    let len = u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?);
-    let total = len.checked_add(8)?;
-    let pieces = total.div_ceil(PIECE_BYTES);
+    let (id, share) = split_piece(&first.bytes)?;
+    let len = u64::from_le_bytes(share.get(..8)?.try_into().ok()?);
+    let pieces = len.checked_add(8)?.div_ceil(PIECE_SHARE as u64);
     let rest: Vec<PageKey> = (1..pieces).map(&key).collect::<Option<_>>()?;
     let mut record = Vec::with_capacity(usize::try_from(len).ok()?);
-    record.extend_from_slice(&bytes[8..]);
+    record.extend_from_slice(&share[8..]);
     for piece in disk.get_many(&rest) {
-        record.extend_from_slice(&piece?.bytes);
+        let piece = piece?;
+        let (piece_id, share) = split_piece(&piece.bytes)?;
+        if piece_id != id {
+            return None;
+        }
+        record.extend_from_slice(share);
     }
     (record.len() as u64 == len).then_some(record)
 }
@@ -512,6 +547,25 @@ mod tests {
             assert_eq!(&g.to_arrow(), &w.to_arrow());
             assert_eq!(ga, wa);
         }
+    }
+
+    #[test]
+    fn a_chunk_squeezed_again_never_reads_pieces_of_its_old_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let tier = Squeezed::open(config(dir.path())).unwrap();
+        tier.wait_recovered();
+        let strings = batches(true);
+        tier.offer(chunk(0), columns(&strings));
+        assert!(tier.wait_written(Duration::from_secs(30)));
+        // Another batch count: unreadable, and its record forgotten.
+        assert!(tier.restore(&chunk(0), 2).is_none());
+        assert!(!tier.holds(&chunk(0)));
+        // Squeezed again, shorter: the old record's later pieces are as
+        // long as the new ones and still on disk.
+        let fewer = &strings[1..];
+        tier.offer(chunk(0), columns(fewer));
+        assert!(tier.wait_written(Duration::from_secs(30)));
+        same(&tier.restore(&chunk(0), 2).unwrap(), fewer);
     }
 
     #[test]

@@ -106,6 +106,14 @@ impl<K: Hash + Eq + Clone, V: Clone, P: Clone> SingleFlight<K, V, P> {
         }
     }
 
+    /// Whether a load of `key` is in flight (its leader still there).
+    pub fn in_flight(&self, key: &K) -> bool {
+        self.flights
+            .lock()
+            .get(key)
+            .is_some_and(|live| live.iter().any(|f| f.rx.has_changed().is_ok()))
+    }
+
     /// Keys with a load in flight.
     pub fn len(&self) -> usize {
         self.flights.lock().len()

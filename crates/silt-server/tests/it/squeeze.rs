@@ -14,8 +14,8 @@ use silt_client::SiltClient;
 use silt_proto::{Projection, ScanRequest};
 use silt_server::{ServerConfig, ServerHandle};
 
-use crate::common::{answer, baseline_ctx, data_root, full_config, metric, pushdown_client};
-use crate::tiers::tpch_differences;
+use crate::benchmarks::compare_suite;
+use crate::common::{Fixture, answer, baseline_ctx, data_root, full_config, metric, pushdown_client};
 
 async fn start(s3: &LocalS3, cache_dir: &Path, tweak: impl FnOnce(&mut ServerConfig)) -> ServerHandle {
     let mut cfg = full_config(s3, cache_dir);
@@ -161,37 +161,62 @@ async fn squeezed_chunks_serve_a_filter_query_without_decoding_also_after_a_rest
     b.shutdown().await.unwrap();
 }
 
-/// TPC-H's 22 queries with a memory tier far smaller than the data (most
-/// chunks squeezed as they are evicted), then again after a restart: every
-/// answer equals DataFusion's, and the memory tier stays within its budget.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tpch_with_most_chunks_squeezed_matches_datafusion_before_and_after_a_restart() {
+/// The queries `files` of `shared/{dir}` with a memory tier far smaller than
+/// the data (most chunks squeezed as they are evicted), cold and warm, then
+/// again after a restart on the same cache dir: every answer equals
+/// DataFusion's, the memory tier stays within its budget, and no squeezed
+/// chunk is unreadable.
+async fn squeezed_suite_matches_before_and_after_a_restart(dir: &str, files: &[String]) {
     let s3 = LocalS3::start(data_root()).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
+    let cache_dir = tempfile::tempdir().unwrap();
     let base = baseline_ctx().await;
-    let all: Vec<u32> = (1..=22).collect();
     let tight = |c: &mut ServerConfig| c.memory_budget = 2 << 20;
 
-    let a = start(&s3, dir.path(), tight).await;
-    let ctx = pushdown_client(&a).await;
-    for _ in 0..2 {
-        let failures = tpch_differences(&ctx, &base, &all).await;
-        assert!(failures.is_empty(), "{}", failures.join("\n"));
-    }
-    let batches = a.engine.tiers().batches();
+    let server = start(&s3, cache_dir.path(), tight).await;
+    let fx = Fixture {
+        _s3: s3,
+        server,
+        _cache_dir: cache_dir,
+    };
+    let ctx = pushdown_client(&fx.server).await;
+    let failures = compare_suite(&fx, &base, &ctx, dir, files, &["cold", "liquid"]).await;
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    let batches = fx.server.engine.tiers().batches();
     assert!(batches.weighted_size() <= batches.capacity());
-    let squeezed = stats(&a);
+    let squeezed = stats(&fx.server);
     assert!(squeezed.squeezed_chunks > 0, "{squeezed:?}");
     assert!(squeezed.restored_chunks > 0, "{squeezed:?}");
     assert_eq!(squeezed.unreadable_chunks, 0, "{squeezed:?}");
-    a.shutdown().await.unwrap();
 
-    let b = start(&s3, dir.path(), tight).await;
-    wait_recovered(&b).await;
-    let ctx = pushdown_client(&b).await;
-    let failures = tpch_differences(&ctx, &base, &all).await;
+    let Fixture {
+        _s3: s3,
+        server,
+        _cache_dir: cache_dir,
+    } = fx;
+    server.shutdown().await.unwrap();
+    let server = start(&s3, cache_dir.path(), tight).await;
+    wait_recovered(&server).await;
+    let fx = Fixture {
+        _s3: s3,
+        server,
+        _cache_dir: cache_dir,
+    };
+    let ctx = pushdown_client(&fx.server).await;
+    let failures = compare_suite(&fx, &base, &ctx, dir, files, &["restarted"]).await;
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    assert!(stats(&b).restored_chunks > 0, "{:?}", stats(&b));
-    assert_eq!(stats(&b).unreadable_chunks, 0, "{:?}", stats(&b));
-    b.shutdown().await.unwrap();
+    assert!(stats(&fx.server).restored_chunks > 0, "{:?}", stats(&fx.server));
+    assert_eq!(stats(&fx.server).unreadable_chunks, 0, "{:?}", stats(&fx.server));
+    fx.server.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tpch_with_most_chunks_squeezed_matches_datafusion_before_and_after_a_restart() {
+    let files: Vec<String> = (1..=22).map(|n| format!("q{n:02}.sql")).collect();
+    squeezed_suite_matches_before_and_after_a_restart("bench/tpch/queries", &files).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clickbench_with_most_chunks_squeezed_matches_datafusion_before_and_after_a_restart() {
+    let files: Vec<String> = (0..=42).map(|n| format!("q{n:02}.sql")).collect();
+    squeezed_suite_matches_before_and_after_a_restart("bench/clickbench/queries", &files).await;
 }
