@@ -3,6 +3,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
+# One setup at a time: tests in one binary run in parallel, and each that
+# needs Python calls this; two pip installs into one venv break each other
+# (seen on a fresh machine: "No such file or directory: ...INSTALLER_*.tmp").
+mkdir -p "$(dirname "$SILT_VENV")"
+exec 9>"$SILT_VENV.lock"
+flock 9
 if [ ! -x "$SILT_VENV/bin/python" ]; then
   python3 -m venv "$SILT_VENV" >&2
 fi

@@ -30,9 +30,10 @@
 //! any piece is a miss. Every piece starts with its record's id, and a
 //! record is read only from pieces of one id: a chunk squeezed again after
 //! its record was forgotten may find pieces of the old one still on disk
-//! (forgetting is an index operation), and must never read them as its own. The objects a column's batches share (FSST tables,
-//! zstd dictionaries, shared-dictionary segments: [`silt_liquid::persist`]'s
-//! parts) are written once each, as records of their own keyed by part id;
+//! (forgetting is an index operation), and must never read them as its own.
+//! The objects a column's batches share (FSST tables, zstd dictionaries,
+//! shared-dictionary segments: [`silt_liquid::persist`]'s parts) are
+//! written once each, as records of their own keyed by part id;
 //! part ids start from the clock at each start, so a restarted server never
 //! reuses the id of a part still on disk.
 //!
