@@ -396,17 +396,21 @@ impl Shared {
     /// the disk tier is: a piece it could not store makes the record a miss.
     fn write_record(&self, record: &[u8], key: impl Fn(u64) -> Option<PageKey>) -> u64 {
         let id = self.next_record.fetch_add(1, Ordering::Relaxed);
-        let mut framed = Vec::with_capacity(record.len() + 8);
-        framed.extend_from_slice(&(record.len() as u64).to_le_bytes());
-        framed.extend_from_slice(record);
+        // The first piece holds the length and the record's start; the
+        // rest, a share of the record each.
+        let first = record.len().min(PIECE_SHARE - 8);
+        let shares = std::iter::once(&record[..first]).chain(record[first..].chunks(PIECE_SHARE));
         let mut piece_bytes = Vec::with_capacity(PIECE_BYTES as usize);
         let mut written = 0;
-        for (piece, share) in framed.chunks(PIECE_SHARE).enumerate() {
+        for (piece, share) in shares.enumerate() {
             let Some(key) = key(piece as u64) else {
                 return 0;
             };
             piece_bytes.clear();
             piece_bytes.extend_from_slice(&id.to_le_bytes());
+            if piece == 0 {
+                piece_bytes.extend_from_slice(&(record.len() as u64).to_le_bytes());
+            }
             piece_bytes.extend_from_slice(share);
             // A piece of an earlier record under this key may still be
             // stored (as long or longer, the disk tier would keep it).

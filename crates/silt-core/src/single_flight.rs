@@ -25,6 +25,14 @@ struct Flight<V, P> {
     rx: watch::Receiver<Option<V>>,
 }
 
+impl<V, P> Flight<V, P> {
+    /// Whether its leader is still there (a leader gone without publishing
+    /// drops the sender).
+    fn is_live(&self) -> bool {
+        self.rx.has_changed().is_ok()
+    }
+}
+
 /// Per key, the loads in flight (usually one).
 type Flights<K, V, P> = Arc<Mutex<HashMap<K, Vec<Flight<V, P>>>>>;
 
@@ -78,7 +86,7 @@ impl<K: Hash + Eq + Clone, V: Clone, P: Clone> SingleFlight<K, V, P> {
     pub fn claim_by(&self, key: &K, decide: impl FnOnce(&[P]) -> Decision<P>) -> Claim<K, V, P> {
         let mut flights = self.flights.lock();
         let live = flights.entry(key.clone()).or_default();
-        live.retain(|f| f.rx.has_changed().is_ok());
+        live.retain(Flight::is_live);
         let parts: Vec<P> = live.iter().map(|f| f.part.clone()).collect();
         let (lead, follow) = match decide(&parts) {
             Decision::Lead(part) => (Some(part), None),
@@ -111,7 +119,7 @@ impl<K: Hash + Eq + Clone, V: Clone, P: Clone> SingleFlight<K, V, P> {
         self.flights
             .lock()
             .get(key)
-            .is_some_and(|live| live.iter().any(|f| f.rx.has_changed().is_ok()))
+            .is_some_and(|live| live.iter().any(Flight::is_live))
     }
 
     /// Keys with a load in flight.

@@ -108,6 +108,25 @@ impl Fixture {
         }
     }
 
+    /// A restart: stops the server and starts another with `tweak` on the
+    /// same store and cache dir.
+    pub async fn restart(self, tweak: impl FnOnce(&mut ServerConfig)) -> Fixture {
+        let Fixture {
+            _s3: s3,
+            server,
+            _cache_dir: cache_dir,
+        } = self;
+        server.shutdown().await.expect("stop server");
+        let mut cfg = full_config(&s3, cache_dir.path());
+        tweak(&mut cfg);
+        let server = silt_server::start(cfg).await.expect("restart server");
+        Fixture {
+            _s3: s3,
+            server,
+            _cache_dir: cache_dir,
+        }
+    }
+
     /// A client-side context with the server's tables registered.
     pub async fn client_ctx(&self) -> SessionContext {
         let ctx = SessionContext::new();

@@ -167,17 +167,13 @@ async fn squeezed_chunks_serve_a_filter_query_without_decoding_also_after_a_rest
 /// DataFusion's, the memory tier stays within its budget, and no squeezed
 /// chunk is unreadable.
 async fn squeezed_suite_matches_before_and_after_a_restart(dir: &str, files: &[String]) {
-    let s3 = LocalS3::start(data_root()).await.unwrap();
-    let cache_dir = tempfile::tempdir().unwrap();
     let base = baseline_ctx().await;
-    let tight = |c: &mut ServerConfig| c.memory_budget = 2 << 20;
+    fn tight(c: &mut ServerConfig) {
+        c.disk_budget = 256 << 20;
+        c.memory_budget = 2 << 20;
+    }
 
-    let server = start(&s3, cache_dir.path(), tight).await;
-    let fx = Fixture {
-        _s3: s3,
-        server,
-        _cache_dir: cache_dir,
-    };
+    let fx = Fixture::start_with(tight).await;
     let ctx = pushdown_client(&fx.server).await;
     let failures = compare_suite(&fx, &base, &ctx, dir, files, &["cold", "liquid"]).await;
     assert!(failures.is_empty(), "{}", failures.join("\n"));
@@ -188,19 +184,8 @@ async fn squeezed_suite_matches_before_and_after_a_restart(dir: &str, files: &[S
     assert!(squeezed.restored_chunks > 0, "{squeezed:?}");
     assert_eq!(squeezed.unreadable_chunks, 0, "{squeezed:?}");
 
-    let Fixture {
-        _s3: s3,
-        server,
-        _cache_dir: cache_dir,
-    } = fx;
-    server.shutdown().await.unwrap();
-    let server = start(&s3, cache_dir.path(), tight).await;
-    wait_recovered(&server).await;
-    let fx = Fixture {
-        _s3: s3,
-        server,
-        _cache_dir: cache_dir,
-    };
+    let fx = fx.restart(tight).await;
+    wait_recovered(&fx.server).await;
     let ctx = pushdown_client(&fx.server).await;
     let failures = compare_suite(&fx, &base, &ctx, dir, files, &["restarted"]).await;
     assert!(failures.is_empty(), "{}", failures.join("\n"));
