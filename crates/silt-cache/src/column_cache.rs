@@ -27,6 +27,7 @@ use crate::page_cache::CacheMetrics;
 use crate::policy::{BudgetedCache, PolicyKind, Reservations};
 use crate::scan_sets::{MemoryResidency, ScanSets};
 use crate::squeeze::Squeezed;
+use crate::squeeze_ahead::AheadMarks;
 use crate::{BatchKey, CachedColumn, ChunkKey, MemoryForm, ObjectKey};
 
 /// A column of a store's table: (store, column index).
@@ -166,6 +167,9 @@ pub struct ColumnCache {
     column_names: RwLock<HashMap<ColumnId, Arc<str>>>,
     /// Where evicted liquid chunks go instead of away, if anywhere.
     squeezed: Option<Arc<Squeezed>>,
+    /// Chunks admitted whole waiting for their last transcode to be
+    /// squeezed ahead of eviction (`None`: squeezed at eviction only).
+    ahead: Option<AheadMarks>,
 }
 
 /// Builds a [`ColumnCache`].
@@ -177,6 +181,7 @@ pub struct ColumnCacheBuilder {
     scan_sets: Option<Arc<ScanSets>>,
     plan_aware: bool,
     squeezed: Option<Arc<Squeezed>>,
+    squeeze_ahead: bool,
 }
 
 impl ColumnCacheBuilder {
@@ -216,6 +221,15 @@ impl ColumnCacheBuilder {
         self
     }
 
+    /// With a squeeze tier: also write each liquid chunk admitted whole
+    /// there once all its batches are liquid, before any eviction, so it
+    /// survives a restart ([`crate::squeeze_ahead`]; default off here, the
+    /// server's `squeeze_ahead` setting is on by default).
+    pub fn squeeze_ahead(mut self, on: bool) -> Self {
+        self.squeeze_ahead = on;
+        self
+    }
+
     pub fn build(self) -> Arc<ColumnCache> {
         let ColumnCacheBuilder {
             capacity,
@@ -225,6 +239,7 @@ impl ColumnCacheBuilder {
             scan_sets,
             plan_aware,
             squeezed,
+            squeeze_ahead,
         } = self;
         let scan_sets = scan_sets.unwrap_or_default();
         let reservations = plan_aware.then(|| scan_sets.clone() as Arc<dyn Reservations<BatchKey>>);
@@ -244,6 +259,7 @@ impl ColumnCacheBuilder {
                 first_touches: FirstTouches::default(),
                 policy: policy.map(|make| make(me.clone())),
                 column_names: RwLock::default(),
+                ahead: (squeeze_ahead && squeezed.is_some()).then(AheadMarks::default),
                 squeezed,
             }
         })
@@ -269,6 +285,7 @@ impl ColumnCache {
             scan_sets: None,
             plan_aware: true,
             squeezed: None,
+            squeeze_ahead: false,
         }
     }
 
@@ -404,6 +421,62 @@ impl ColumnCache {
         if let Some(old) = replaced {
             self.metrics.bytes.increment(size as f64);
             self.metrics.bytes.decrement(old.heap_size() as f64);
+            self.squeeze_ahead_if_liquid(&key.chunk());
+        }
+    }
+
+    /// `chunk` was just decoded and admitted whole, as `batches` batches:
+    /// with squeezing ahead, it goes to the squeeze tier once every batch
+    /// is liquid (now, if they already are).
+    pub fn admitted_whole(&self, chunk: &ChunkKey, batches: usize) {
+        let Some(ahead) = &self.ahead else {
+            return;
+        };
+        if self.form() != MemoryForm::Liquid || batches == 0 {
+            return;
+        }
+        if ahead.mark(chunk.clone(), u32::try_from(batches).unwrap_or(u32::MAX)) {
+            // With nothing queued for the transcoder, an Arrow batch stays Arrow.
+            self.squeeze_ahead_if_ready(chunk, self.transcode_backlog() == 0);
+        }
+    }
+
+    /// The transcoder's queue is about to empty: every marked chunk held
+    /// whole goes to the squeeze tier as it is (its Arrow batches are final).
+    pub(crate) fn squeeze_ahead_settled(&self) {
+        if let Some(ahead) = &self.ahead {
+            for chunk in ahead.chunks() {
+                self.squeeze_ahead_if_ready(&chunk, true);
+            }
+        }
+    }
+
+    /// A marked chunk whose batches became liquid goes to the squeeze tier.
+    fn squeeze_ahead_if_liquid(&self, chunk: &ChunkKey) {
+        self.squeeze_ahead_if_ready(chunk, false);
+    }
+
+    /// Offers marked `chunk` to the squeeze tier (and forgets the mark) if
+    /// all its batches are held and liquid, or Arrow for good when
+    /// `arrow_final`; forgets the mark if a batch is gone.
+    fn squeeze_ahead_if_ready(&self, chunk: &ChunkKey, arrow_final: bool) {
+        let (Some(ahead), Some(squeezed)) = (&self.ahead, &self.squeezed) else {
+            return;
+        };
+        let Some(count) = ahead.batches(chunk) else {
+            return;
+        };
+        let held: Option<Vec<CachedColumn>> = {
+            let entries = self.entries.lock();
+            (0..count).map(|b| entries.values.get(&chunk.batch(b)).cloned()).collect()
+        };
+        match held {
+            None => ahead.unmark(chunk),
+            Some(batches) if arrow_final || batches.iter().all(|b| matches!(b, CachedColumn::Liquid { .. })) => {
+                ahead.unmark(chunk);
+                squeezed.offer(chunk.clone(), batches);
+            }
+            Some(_) => {}
         }
     }
 
@@ -509,6 +582,9 @@ impl ColumnCache {
             chunks.entry(key.chunk()).or_default().push((key.batch, value.clone()));
         }
         for (chunk, mut batches) in chunks {
+            if let Some(ahead) = &self.ahead {
+                ahead.unmark(&chunk);
+            }
             batches.sort_by_key(|(b, _)| *b);
             // Batches 0..n, and not a chunk whose batches are being admitted
             // (by a decode or a read-back, under its claim): evicted while
@@ -1029,6 +1105,47 @@ mod liquid_tests {
             assert_eq!(entry.form(), "liquid");
             assert_eq!(entry.to_arrow().as_ref(), a.as_ref());
         }
+    }
+
+    /// With squeezing ahead, a chunk admitted whole is written once its
+    /// batches are liquid, before any eviction, and its later eviction
+    /// writes nothing again; a tiny batch the transcoder keeps Arrow (not
+    /// smaller as liquid) does not hold its chunk back.
+    #[test]
+    fn a_chunk_admitted_whole_is_squeezed_ahead_once_liquid_and_not_again_at_eviction() {
+        let dir = tempfile::tempdir().unwrap();
+        let squeezed = Squeezed::open(crate::squeeze::SqueezeConfig {
+            dir: dir.path().to_path_buf(),
+            budget_bytes: 64 << 20,
+            direct_io: false,
+            policy: PolicyKind::Lru,
+            max_pending: 64 << 20,
+        })
+        .unwrap();
+        squeezed.wait_recovered();
+        let cache = ColumnCache::builder(1 << 30, CacheMetrics::noop())
+            .transcode(crate::transcoder::LiquidTranscoder::start)
+            .squeeze(squeezed.clone())
+            .squeeze_ahead(true)
+            .build();
+        let tiny: ArrayRef = Arc::new(Int64Array::from(vec![5]));
+        let arrays = [prices(), prices(), tiny];
+        for (b, array) in arrays.iter().enumerate() {
+            cache.insert(BatchKey { batch: b as u32, ..key() }, CachedColumn::Arrow(array.clone()));
+        }
+        cache.admitted_whole(&key().chunk(), arrays.len());
+        assert!(cache.wait_transcoded(Duration::from_secs(30)));
+        assert!(squeezed.wait_written(Duration::from_secs(30)));
+        assert_eq!(squeezed.stats().squeezed_chunks, 1, "{:?}", squeezed.stats());
+        assert_eq!(cache.entry_count(), 3, "nothing was evicted");
+        let back = squeezed.restore(&key().chunk(), arrays.len()).expect("squeezed ahead");
+        for ((liquid, _), array) in back.iter().zip(&arrays) {
+            assert_eq!(liquid.to_arrow().as_ref(), array.as_ref());
+        }
+        cache.set_budget(0);
+        assert_eq!(cache.entry_count(), 0);
+        assert!(squeezed.wait_written(Duration::from_secs(30)));
+        assert_eq!(squeezed.stats().squeezed_chunks, 1, "evicted: written again");
     }
 
     #[test]

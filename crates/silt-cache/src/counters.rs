@@ -21,6 +21,10 @@ pub struct TableCounters {
     /// Compressed bytes of the column chunks the scans read, from whichever
     /// tier: what a client reading the Parquet itself would have fetched.
     pub chunk_bytes: AtomicU64,
+    /// Column chunks decoded from Parquet (whole, or the rows a filter
+    /// kept), counted once per chunk read: what a warm or restored cache
+    /// saves. 0 across a run means no Parquet page was decoded.
+    pub parquet_decodes: AtomicU64,
     /// Memory-tier batch hits and misses per column name.
     columns: Mutex<HashMap<Arc<str>, ColumnCounts>>,
 }

@@ -33,6 +33,7 @@ mod page_store;
 mod probe;
 mod scan_sets;
 pub mod squeeze;
+mod squeeze_ahead;
 mod tiers;
 pub mod transcoder;
 mod validation_gate;

@@ -10,7 +10,10 @@
 //! [`silt_liquid::persist`].
 //!
 //! What is squeezed: a column chunk evicted whole (the memory tier evicts
-//! chunks whole), every batch of it liquid. Arrow batches are not (the
+//! chunks whole), every batch of it liquid; and, with squeezing ahead (the
+//! server's default), a chunk admitted whole once its last batch is liquid,
+//! so what the memory tier holds also survives a kill -9
+//! ([`crate::squeeze_ahead`]). Arrow batches are not (the
 //! arrow form is for comparison runs; its batches are 4x the Parquet bytes).
 //! A chunk is written by a background thread; while more than
 //! [`SqueezeConfig::max_pending`] bytes of evicted batches wait for it,
@@ -42,6 +45,7 @@
 //! record that passes its checksums but does not parse (a format change) is
 //! a miss each time until evicted.
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex};
@@ -134,6 +138,9 @@ struct Shared {
     next_record: AtomicU64,
     counters: Counters,
     max_pending: u64,
+    /// Chunks queued for the writer: offered once until written (a chunk
+    /// squeezed ahead may be evicted, and offered again, before it is).
+    queued: Mutex<HashSet<ChunkKey>>,
 }
 
 /// The squeeze tier (module docs). Dropping it lets the writer finish what
@@ -175,6 +182,7 @@ impl Squeezed {
             next_record: AtomicU64::new(first_id),
             counters: Counters::default(),
             max_pending: config.max_pending,
+            queued: Mutex::default(),
         });
         let (tx, rx) = channel();
         let worker = {
@@ -190,11 +198,12 @@ impl Squeezed {
         }))
     }
 
-    /// Offers a chunk the memory tier evicted whole: its batches, in order.
+    /// Offers a chunk the memory tier evicted whole, or one whose batches
+    /// all became liquid ([`crate::squeeze_ahead`]): its batches, in order.
     /// Queued for the writer unless it is too far behind (then dropped and
-    /// counted), or already squeezed (a chunk read back and evicted again:
-    /// its record, of the same object version, is still on disk). Never
-    /// blocks on the disk.
+    /// counted), already queued, or already squeezed (a chunk read back, or
+    /// squeezed ahead, and evicted: its record, of the same object version,
+    /// is still on disk). Never blocks on the disk.
     /// Batches still Arrow are encoded by the writer (one encoder for the
     /// chunk's); a chunk with a batch of a type liquid lacks is not kept.
     pub fn offer(&self, chunk: ChunkKey, batches: Vec<CachedColumn>) {
@@ -208,8 +217,15 @@ impl Squeezed {
             counters.dropped_chunks.fetch_add(1, Ordering::Relaxed);
             return;
         }
+        if !self.shared.queue(&chunk) {
+            return;
+        }
         counters.pending_bytes.fetch_add(bytes, Ordering::Relaxed);
-        let job = Job { chunk, batches, bytes };
+        let job = Job {
+            chunk: chunk.clone(),
+            batches,
+            bytes,
+        };
         let sent = self
             .jobs
             .lock()
@@ -218,6 +234,7 @@ impl Squeezed {
             .map(|tx| tx.send(job));
         if !matches!(sent, Some(Ok(()))) {
             counters.pending_bytes.fetch_sub(bytes, Ordering::Relaxed);
+            self.shared.dequeue(&chunk);
         }
     }
 
@@ -289,6 +306,11 @@ impl Squeezed {
         self.shared.disk.wait_recovered();
     }
 
+    /// Whether recovery has read every region file of an earlier run.
+    pub fn recovery_done(&self) -> bool {
+        self.shared.disk.recovery_done()
+    }
+
     /// What the tier did since start.
     pub fn stats(&self) -> SqueezeStats {
         let c = &self.shared.counters;
@@ -320,6 +342,7 @@ fn write_jobs(shared: &Shared, jobs: Receiver<Job>) {
     for job in jobs {
         let Some(batches) = liquid_batches(&job.batches) else {
             shared.counters.pending_bytes.fetch_sub(job.bytes, Ordering::Relaxed);
+            shared.dequeue(&job.chunk);
             continue;
         };
         let mut record = Vec::new();
@@ -346,6 +369,7 @@ fn write_jobs(shared: &Shared, jobs: Receiver<Job>) {
         c.squeezed_chunks.fetch_add(1, Ordering::Relaxed);
         c.squeezed_bytes.fetch_add(written, Ordering::Relaxed);
         drop((job.batches, batches));
+        shared.dequeue(&job.chunk);
         c.pending_bytes.fetch_sub(job.bytes, Ordering::Relaxed);
     }
 }
@@ -391,6 +415,16 @@ const RECORD_ID_BYTES: usize = 8;
 const PIECE_SHARE: usize = PIECE_BYTES as usize - RECORD_ID_BYTES;
 
 impl Shared {
+    /// Claims `chunk`'s place in the writer's queue: false if it is queued.
+    fn queue(&self, chunk: &ChunkKey) -> bool {
+        self.queued.lock().unwrap_or_else(|e| e.into_inner()).insert(chunk.clone())
+    }
+
+    /// Frees `chunk`'s place in the queue (written, or not kept).
+    fn dequeue(&self, chunk: &ChunkKey) {
+        self.queued.lock().unwrap_or_else(|e| e.into_inner()).remove(chunk);
+    }
+
     /// Writes `record` (its length first) in pieces under `key(piece)`, each
     /// starting with a fresh record id; the bytes written. Best effort, as
     /// the disk tier is: a piece it could not store makes the record a miss.

@@ -217,6 +217,12 @@ impl Worker {
                 tracing::error!(path = %key.object.path, column = key.column, "transcoding a column batch panicked; it stays Arrow");
                 reset(&self.encoders);
             }
+            // The last batch queued: what stayed Arrow stays Arrow. Before
+            // the backlog reads 0, so whoever waits for it finds the chunks
+            // squeezed ahead already offered.
+            if self.backlog.load(Ordering::Relaxed) == 1 {
+                cache.squeeze_ahead_settled();
+            }
             drop(cache);
             self.backlog.fetch_sub(1, Ordering::Relaxed);
             let worked = started.elapsed();

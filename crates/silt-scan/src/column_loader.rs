@@ -469,7 +469,8 @@ impl ColumnLoader {
             .map(|(&c, arrays)| {
                 let admit = self.admission == Admission::Every
                     || !(self.batches.admission_encodes_inline() && self.touched(file, rg, c));
-                arrays
+                let count = arrays.len();
+                let batches = arrays
                     .into_iter()
                     .enumerate()
                     .map(|(b, array)| {
@@ -480,7 +481,12 @@ impl ColumnLoader {
                             column
                         }
                     })
-                    .collect()
+                    .collect();
+                if admit {
+                    // Written to the squeeze tier once liquid (with squeezing ahead).
+                    self.batches.admitted_whole(&file.chunk_key(rg, c), count);
+                }
+                batches
             })
             .collect())
     }
@@ -503,6 +509,7 @@ impl ColumnLoader {
         selection: Option<RowSelection>,
     ) -> Result<Vec<Vec<ArrayRef>>> {
         let roots: Vec<usize> = columns.iter().filter_map(|&c| file.file_columns[c]).collect();
+        let chunks_read = roots.len() as u64;
         let mask = ProjectionMask::roots(file.reader.metadata().file_metadata().schema_descr(), roots);
         let reader = CachedFileReader {
             store: self.store.clone(),
@@ -518,6 +525,10 @@ impl ColumnLoader {
         }
         let stream = builder.build().map_err(|e| read_error(file, rg, e.into()))?;
         let batches: Vec<_> = stream.try_collect().await.map_err(|e| read_error(file, rg, e.into()))?;
+        self.store
+            .counters()
+            .parquet_decodes
+            .fetch_add(chunks_read, Ordering::Relaxed);
         let mut out = vec![Vec::with_capacity(batches.len()); columns.len()];
         for batch in &batches {
             for (slot, &c) in columns.iter().enumerate() {

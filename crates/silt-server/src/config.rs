@@ -10,6 +10,7 @@
 //! page_memory_budget = "256MiB"   # page buffer: object bytes in memory (`silt serve`: 1/32 of memory, at most 4GiB)
 //! disk_budget = "100GiB"          # disk tier: region files under cache_dir/disk
 //! squeeze_share = 0.25            # of disk_budget: liquid chunks the memory tier evicts, kept encoded (cache_dir/squeezed); 0: off
+//! squeeze_ahead = true            # also write each liquid chunk there once transcoded: the memory tier survives a restart
 //! metadata_budget = "256MiB"      # decoded footers and page indexes (`silt serve`: 1/64 of memory, at most 2GiB)
 //! page_size = "64KiB"
 //! disk_policy = "weighted-lfu"    # lru | lfu | sieve | weighted-lfu | s3-fifo
@@ -129,6 +130,12 @@ pub struct ServerConfig {
     /// encoded form under `cache_dir/squeezed`: `silt_cache::squeeze`); the
     /// page tier gets the rest. 0 drops evicted chunks instead.
     pub squeeze_share: f64,
+    /// With squeezing on: also write each liquid chunk a scan admitted
+    /// whole to the squeeze tier once all its batches are liquid, not only
+    /// when evicted (`silt_cache`'s `squeeze_ahead`), so the memory tier's
+    /// transcoded chunks survive a restart or a kill -9 and eviction costs
+    /// no write. Off: written at eviction only.
+    pub squeeze_ahead: bool,
     /// Byte budget of the metadata tier (decoded footers and page indexes).
     #[serde(deserialize_with = "de_bytes")]
     pub metadata_budget: u64,
@@ -536,6 +543,7 @@ impl Default for ServerConfig {
             page_memory_budget: 256 << 20,
             disk_budget: 10 << 30,
             squeeze_share: 0.25,
+            squeeze_ahead: true,
             metadata_budget: 256 << 20,
             page_size: DEFAULT_PAGE_SIZE,
             disk_policy: PolicyKind::WeightedLfu,

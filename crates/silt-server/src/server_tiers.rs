@@ -64,7 +64,7 @@ impl ServerTiers {
             .scan_sets(scan_sets)
             .plan_aware(config.plan_aware);
         if let Some(squeezed) = &squeezed {
-            columns = columns.squeeze(squeezed.clone());
+            columns = columns.squeeze(squeezed.clone()).squeeze_ahead(config.squeeze_ahead);
         }
         if config.memory_form == MemoryForm::Liquid {
             let inline_after = usize::try_from(config.transcode_inline_after).unwrap_or(usize::MAX);

@@ -258,6 +258,7 @@ fn entries(c: &ServerConfig) -> Vec<(String, String)> {
         ("page_memory_budget", bytes(c.page_memory_budget)),
         ("disk_budget", bytes(c.disk_budget)),
         ("squeeze_share", c.squeeze_share.to_string()),
+        ("squeeze_ahead", c.squeeze_ahead.to_string()),
         ("metadata_budget", bytes(c.metadata_budget)),
         ("page_size", bytes(c.page_size)),
         ("disk_policy", quoted(c.disk_policy)),

@@ -57,12 +57,15 @@ pub fn stats_json(engine: &Engine) -> Value {
     })
 }
 
-/// What the squeeze tier did (`null` when chunks are not squeezed).
-fn squeezed_json(stats: Option<silt_cache::SqueezeStats>) -> Value {
-    let Some(s) = stats else {
+/// What the squeeze tier did (`null` when chunks are not squeezed), and
+/// whether it is still recovering an earlier run's chunks.
+fn squeezed_json(squeezed: Option<&std::sync::Arc<silt_cache::Squeezed>>) -> Value {
+    let Some(squeezed) = squeezed else {
         return Value::Null;
     };
+    let s = squeezed.stats();
     json!({
+        "recovering": !squeezed.recovery_done(),
         "squeezed_chunks": s.squeezed_chunks,
         "squeezed_bytes": s.squeezed_bytes,
         "dropped_chunks": s.dropped_chunks,
@@ -237,7 +240,7 @@ fn tiers_json(engine: &Engine, snapshot: &BTreeMap<String, f64>) -> Value {
     );
     memory["form"] = json!(format!("{:?}", cache.batches().form()).to_lowercase());
     memory["transcode_backlog"] = json!(cache.batches().transcode_backlog());
-    memory["squeezed"] = squeezed_json(cache.batches().squeezed().map(|s| s.stats()));
+    memory["squeezed"] = squeezed_json(cache.batches().squeezed());
     let usage = cache.batches().usage_by_column();
     let mut forms = serde_json::Map::new();
     for form in ["arrow", "liquid"] {
@@ -336,6 +339,7 @@ fn tables_json(engine: &Engine) -> Value {
                     "page_misses": misses,
                     "hit_ratio": ratio,
                     "column_chunk_bytes": c.chunk_bytes.load(Ordering::Relaxed),
+                    "parquet_decodes": c.parquet_decodes.load(Ordering::Relaxed),
                     "columns": columns,
                 }),
             )

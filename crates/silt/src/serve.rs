@@ -66,6 +66,9 @@ pub struct ServeArgs {
     /// Share of the disk budget for liquid chunks the memory tier evicts, kept encoded so they come back without decoding [default: 0.25; 0: off].
     #[arg(long)]
     squeeze_share: Option<f64>,
+    /// Also write each liquid chunk to the squeeze tier once transcoded, not only when evicted, so it survives a restart [default: true].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    squeeze_ahead: Option<bool>,
     /// Metadata tier budget (decoded Parquet footers and page indexes) [default: 1/64 of memory, at most 2GiB].
     #[arg(long, value_parser = parse_bytes)]
     metadata_budget: Option<u64>,
@@ -168,6 +171,7 @@ impl ServeArgs {
         });
         e.set("disk_budget", self.disk_budget, flag(), |c, v| c.disk_budget = v);
         e.set("squeeze_share", self.squeeze_share, flag(), |c, v| c.squeeze_share = v);
+        e.set("squeeze_ahead", self.squeeze_ahead, flag(), |c, v| c.squeeze_ahead = v);
         e.set("metadata_budget", self.metadata_budget, flag(), |c, v| {
             c.metadata_budget = v
         });
