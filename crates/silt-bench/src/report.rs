@@ -126,6 +126,28 @@ pub fn render(results: &BenchResults, plots: &[String]) -> String {
             })
         },
     );
+    if results.results.iter().any(|r| r.restart.is_some()) {
+        section(
+            &mut out,
+            results,
+            "First run after a kill -9 and a restart on the same cache dir: ms (x warm median), \
+             store GETs, Parquet chunks decoded, squeezed chunks read back",
+            |r| {
+                let restart = r.restart?;
+                let warm = r.warm_ms.as_ref().map_or(String::new(), |w| {
+                    format!(" ({:.2}x)", restart.ms / w.median.max(f64::MIN_POSITIVE))
+                });
+                Some(format!(
+                    "{:.1}{warm}, {}, {}, {}{}",
+                    restart.ms,
+                    restart.store_requests,
+                    restart.parquet_decodes,
+                    restart.restored_chunks,
+                    if restart.matches_reference { "" } else { ", WRONG" }
+                ))
+            },
+        );
+    }
     ratios(&mut out, results);
     problems(&mut out, results);
     if !plots.is_empty() {

@@ -132,6 +132,29 @@ pub struct QueryResult {
     /// Of those, client to server.
     #[serde(default)]
     pub link_bytes_to_server: Option<PhasesU64>,
+    /// The first run after the server was killed (`kill -9`) and restarted
+    /// on the same cache dir (`--restart`); `null` without it or without a
+    /// cache server.
+    #[serde(default)]
+    pub restart: Option<RestartRun>,
+}
+
+/// The first run of a query on a server restarted after a `kill -9` of
+/// the warm one, on the same cache dir, once its recovery ended.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct RestartRun {
+    pub ms: f64,
+    /// Whether its rows equal plain DataFusion's.
+    pub matches_reference: bool,
+    /// Object-store GETs and bytes of the run (0: everything came from disk).
+    pub store_requests: u64,
+    pub store_bytes: u64,
+    /// Column chunks decoded from Parquet during the run (0: none).
+    pub parquet_decodes: u64,
+    /// Column chunks read back from the squeeze tier during the run.
+    pub restored_chunks: u64,
+    /// CPU seconds of the restarted server during the run.
+    pub server_cpu_s: f64,
 }
 
 /// Server time of one query by stage, in milliseconds (see

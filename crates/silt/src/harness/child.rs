@@ -20,6 +20,13 @@ impl ChildGuard {
         self.child.id()
     }
 
+    /// Kills it (SIGKILL: `kill -9`) and waits until it is gone.
+    pub fn kill(&mut self) -> anyhow::Result<()> {
+        self.child.kill().with_context(|| format!("killing {}", self.what))?;
+        self.child.wait().with_context(|| format!("waiting for {}", self.what))?;
+        Ok(())
+    }
+
     /// Whether it is still running; an exit is an error naming the process.
     pub fn check_alive(&mut self) -> anyhow::Result<()> {
         match self.child.try_wait() {

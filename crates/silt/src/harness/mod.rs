@@ -73,6 +73,13 @@ pub struct CommonArgs {
     /// `squeeze_share` in the server's config) [default: the server's, 0.25].
     #[arg(long)]
     squeeze_share: Option<f64>,
+    /// After each (mode, query)'s warm runs, `kill -9` its cache server,
+    /// start it again on the same cache dir, wait for its recovery, and
+    /// time one more run with a new client: latency, store GETs, Parquet
+    /// chunks decoded and squeezed chunks read back (`restart` in
+    /// results.json). Modes without a cache server skip it.
+    #[arg(long)]
+    restart: bool,
     /// Validation of the servers' tables: always, ttl=DURATION or immutable.
     #[arg(long, default_value = "always")]
     validation: String,
@@ -106,6 +113,7 @@ impl CommonArgs {
             link: LinkSpec::none(),
             memory_budget: 256 << 20,
             squeeze_share: None,
+            restart: false,
             validation: "always".into(),
             local_cache: 256 << 20,
             local_cache_form: Default::default(),
@@ -296,6 +304,19 @@ pub async fn smoke(args: SmokeArgs) -> anyhow::Result<()> {
     problems.extend(suite_problems(&results, &dir));
     written.push(dir);
 
+    // The liquid server killed (-9) after the warm runs and restarted on its
+    // cache dir: the first run's answers right, from disk alone.
+    let restarted = CommonArgs {
+        modes: vec![Mode::Liquid.name().into()],
+        restart: true,
+        ..common("smoke-restart")
+    };
+    let tpch_restart = suite::tpch(&args.shared, &tpch_dir, 0.01, &[1, 6])?;
+    let (results, dir) = run_and_report(&tpch_restart, &restarted, "smoke-restart", &tpch_dir).await?;
+    problems.extend(suite_problems(&results, &dir));
+    problems.extend(restart_problems(&results));
+    written.push(dir);
+
     // One mode over a simulated client-cache link: answers right and the
     // link's bytes counted both ways.
     let linked = CommonArgs {
@@ -394,6 +415,29 @@ fn link_problems(results: &BenchResults) -> Vec<String> {
         .collect()
 }
 
+/// The results of a `--restart` run whose first run after the restart is
+/// missing, fetched from the store, or decoded Parquet (the squeeze tier
+/// and the disk tier should have brought back everything the warm server
+/// held).
+fn restart_problems(results: &BenchResults) -> Vec<String> {
+    results
+        .results
+        .iter()
+        .filter(|r| r.status == "ok")
+        .filter_map(|r| {
+            let what = format!("{}/{}/{}", results.name, r.mode, r.query);
+            match r.restart {
+                None => Some(format!("{what}: no run after the restart")),
+                Some(x) if x.store_requests > 0 || x.parquet_decodes > 0 => Some(format!(
+                    "{what}: after the restart, {} store GETs and {} Parquet chunk decodes (expected none)",
+                    x.store_requests, x.parquet_decodes
+                )),
+                Some(_) => None,
+            }
+        })
+        .collect()
+}
+
 /// What is wrong with a suite's run: missing figures, an answer not
 /// compared or different from plain DataFusion's, an error, a file not
 /// written.
@@ -414,6 +458,8 @@ fn answer_problems(results: &BenchResults) -> Vec<String> {
         let what = format!("{}/{}/{}", results.suite, r.mode, r.query);
         if r.status == "error" {
             problems.push(format!("{what}: {}", r.error.as_deref().unwrap_or("error")));
+        } else if r.restart.is_some_and(|x| !x.matches_reference) {
+            problems.push(format!("{what}: answer after a restart differs from plain DataFusion"));
         } else if !r.is_duckdb() && r.matches_reference != Some(true) {
             problems.push(format!(
                 "{what}: answer {}",
@@ -508,6 +554,7 @@ async fn run_and_report(
         setup: &setup,
         work: &work,
         warm_runs: common.warm_runs,
+        restart: common.restart,
         parquet: &parquet,
     };
     let mut results: Vec<QueryResult> = Vec::new();
@@ -620,6 +667,18 @@ fn print_progress(r: &QueryResult) {
             r.status,
             r.error.as_deref().unwrap_or("").lines().next().unwrap_or("")
         ),
+    }
+    if let Some(x) = r.restart {
+        println!(
+            "  {:<17} {:<5} after kill -9 {:>9.1} ms  {} GETs, {} Parquet decodes, {} restored{}",
+            "",
+            "",
+            x.ms,
+            x.store_requests,
+            x.parquet_decodes,
+            x.restored_chunks,
+            if x.matches_reference { "" } else { "  ROWS DIFFER" }
+        );
     }
 }
 

@@ -174,6 +174,10 @@ pub struct Probe {
     /// Seconds the server spent per query stage so far
     /// (`silt_query_stage_seconds_sum`, [`ServerStages::NAMES`] order).
     pub stages: Option<[f64; 5]>,
+    /// Column chunks the server decoded from Parquet, and read back from
+    /// its squeeze tier (0 without a server).
+    pub parquet_decodes: u64,
+    pub restored_chunks: u64,
 }
 
 impl Probe {
@@ -185,6 +189,8 @@ impl Probe {
             to_client: self.to_client - before.to_client,
             store_requests: self.store_requests - before.store_requests,
             store_bytes: self.store_bytes - before.store_bytes,
+            parquet_decodes: self.parquet_decodes - before.parquet_decodes,
+            restored_chunks: self.restored_chunks - before.restored_chunks,
             stages: self
                 .stages
                 .zip(before.stages)
@@ -273,8 +279,6 @@ impl Session {
         setup: &StoreSetup,
         work: &std::path::Path,
     ) -> anyhow::Result<Session> {
-        let ctx = client_context(&setup.validation)?;
-        let counters = ClientStoreCounters::default();
         let server = match mode.server() {
             None => None,
             Some((form, memory)) => {
@@ -290,6 +294,29 @@ impl Session {
                 Some(ServerProcess::start(&spec, suite, work).await?)
             }
         };
+        Self::connect(mode, suite, setup, server).await
+    }
+
+    /// `kill -9`s this session's server, starts it again on the same cache
+    /// dir, waits for its recovery, and connects a new client of the same
+    /// mode (its compute-side cache, if any, starts empty, as a restarted
+    /// client's would). Only for modes with a cache server.
+    pub async fn restart(self, suite: &Suite, setup: &StoreSetup) -> anyhow::Result<Session> {
+        let Session { mode, server, .. } = self;
+        let mut server = server.context("only a mode with a cache server can be restarted")?;
+        server.kill_and_restart(Duration::from_secs(300)).await?;
+        Self::connect(mode, suite, setup, Some(server)).await
+    }
+
+    /// A client of `mode` for `server` (`None` for the modes without one).
+    async fn connect(
+        mode: Mode,
+        suite: &Suite,
+        setup: &StoreSetup,
+        server: Option<ServerProcess>,
+    ) -> anyhow::Result<Session> {
+        let ctx = client_context(&setup.validation)?;
+        let counters = ClientStoreCounters::default();
         // The client's traffic crosses the link; the harness's own probes
         // (the server's statistics) go to the server directly.
         let link = server.as_ref().and(setup.link.clone());
@@ -453,6 +480,8 @@ impl Session {
                 store_requests: client_requests,
                 store_bytes: client_bytes,
                 stages: None,
+                parquet_decodes: 0,
+                restored_chunks: 0,
             });
         };
         let server_cpu = server.usage()?.cpu_seconds;
@@ -468,6 +497,12 @@ impl Session {
             to_client,
             store_requests: metric(&stats, "silt_object_store_get_requests_total"),
             store_bytes: metric(&stats, "silt_object_store_get_bytes_total"),
+            parquet_decodes: stats["tables"]
+                .as_object()
+                .map_or(0, |t| t.values().map(|t| t["parquet_decodes"].as_u64().unwrap_or(0)).sum()),
+            restored_chunks: stats["tiers"]["memory"]["squeezed"]["restored_chunks"]
+                .as_u64()
+                .unwrap_or(0),
             stages: (self.mode != Mode::FileServer).then(|| {
                 ServerStages::NAMES.map(|stage| {
                     stats["metrics"][format!("silt_query_stage_seconds_sum{{stage=\"{stage}\"}}")]

@@ -9,7 +9,7 @@ use std::time::Instant;
 use datafusion::arrow::array::RecordBatch;
 use silt_bench::compare::{check_same, is_ordered};
 use silt_bench::results::{
-    CpuPhases, PhasesU64, QueryResult, QuerySpec, ServerStages, Spread, StoreTraffic, mean, median,
+    CpuPhases, PhasesU64, QueryResult, QuerySpec, RestartRun, ServerStages, Spread, StoreTraffic, mean, median,
 };
 
 use super::modes::{Mode, ParquetSizes, Probe, Session, StoreSetup};
@@ -45,6 +45,9 @@ pub struct RunContext<'a> {
     pub work: &'a Path,
     /// Timed warm runs per query; 0: the cold run only.
     pub warm_runs: usize,
+    /// After the warm runs, `kill -9` and restart the server and time one
+    /// more run (modes with a cache server).
+    pub restart: bool,
     pub parquet: &'a ParquetSizes,
 }
 
@@ -127,6 +130,21 @@ async fn measure(
         }))
     });
     result.memory = session.memory(run.parquet).await?;
+    if run.restart && session.server_flight_url().is_some() {
+        let mut session = session.restart(run.suite, run.setup).await?;
+        let first = measured_run(&mut session, &query.sql).await?;
+        result.restart = Some(RestartRun {
+            ms: first.ms,
+            matches_reference: check_same(&query.id, &first.batches, reference, is_ordered(&query.sql))
+                .map_err(|diff| tracing::warn!(mode = mode.name(), "after a restart: {diff}"))
+                .is_ok(),
+            store_requests: first.cost.store_requests,
+            store_bytes: first.cost.store_bytes,
+            parquet_decodes: first.cost.parquet_decodes,
+            restored_chunks: first.cost.restored_chunks,
+            server_cpu_s: first.cost.server_cpu.unwrap_or(0.0),
+        });
+    }
     Ok(())
 }
 

@@ -34,6 +34,8 @@ pub struct ServerProcess {
     pub flight_url: String,
     pub admin_url: String,
     client: SiltClient,
+    /// Its config file (in `cache_dir`), to start it again.
+    config: PathBuf,
     _cache_dir: tempfile::TempDir,
 }
 
@@ -94,25 +96,41 @@ impl ServerProcess {
         let config: PathBuf = cache_dir.path().join("silt.toml");
         std::fs::write(&config, config_toml(spec, suite, &cache_dir.path().join("cache"))?)
             .with_context(|| format!("writing {}", config.display()))?;
-        let exe = std::env::current_exe().context("locating the silt executable")?;
-        let mut cmd = Command::new(exe);
-        cmd.args(["serve", "--config"]).arg(&config);
-        let (guard, found) = spawn_and_wait(
-            cmd,
-            "silt serve",
-            &["silt: Flight SQL on grpc://", "silt: admin on http://"],
-            Duration::from_secs(120),
-        )?;
-        let flight_url = format!("http://{}", found[0]);
-        let admin_url = format!("http://{}", found[1].split_whitespace().next().unwrap_or_default());
-        let client = connect(&flight_url).await?;
+        let (guard, flight_url, admin_url, client) = serve(&config).await?;
         Ok(ServerProcess {
             guard,
             flight_url,
             admin_url,
             client,
+            config,
             _cache_dir: cache_dir,
         })
+    }
+
+    /// Once its background work is done (transcoding, chunks waiting to be
+    /// squeezed), `kill -9`s the server and starts it again on the same
+    /// config and cache dir (new addresses); returns once it answers and
+    /// has recovered its disk tiers (pages and squeezed chunks), so what is
+    /// measured next is a restarted server's first queries, not recovery.
+    pub async fn kill_and_restart(&mut self, timeout: Duration) -> anyhow::Result<()> {
+        self.wait_transcoded(timeout).await?;
+        self.wait_squeezed(timeout).await?;
+        self.guard.kill()?;
+        let (guard, flight_url, admin_url, client) = serve(&self.config).await?;
+        (self.guard, self.flight_url, self.admin_url, self.client) = (guard, flight_url, admin_url, client);
+        let start = Instant::now();
+        loop {
+            let stats = self.stats().await?;
+            let recovering = |tier: &Value| tier["recovering"].as_bool().unwrap_or(false);
+            if !recovering(&stats["tiers"]["disk"]) && !recovering(&stats["tiers"]["memory"]["squeezed"]) {
+                return Ok(());
+            }
+            anyhow::ensure!(
+                start.elapsed() < timeout,
+                "the restarted server was still recovering after {timeout:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     /// CPU time and RSS of the server process now.
@@ -148,6 +166,41 @@ impl ServerProcess {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
+
+    /// Waits until no chunk waits for the squeeze tier's writer.
+    async fn wait_squeezed(&self, timeout: Duration) -> anyhow::Result<()> {
+        let start = Instant::now();
+        loop {
+            let stats = self.stats().await?;
+            let pending = stats["tiers"]["memory"]["squeezed"]["pending_bytes"].as_u64().unwrap_or(0);
+            if pending == 0 {
+                return Ok(());
+            }
+            anyhow::ensure!(
+                start.elapsed() < timeout,
+                "{pending} bytes still waited to be squeezed after {timeout:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// Starts `silt serve --config config` and waits until it answers: the
+/// process, its Flight SQL and admin URLs, and a client.
+async fn serve(config: &Path) -> anyhow::Result<(ChildGuard, String, String, SiltClient)> {
+    let exe = std::env::current_exe().context("locating the silt executable")?;
+    let mut cmd = Command::new(exe);
+    cmd.args(["serve", "--config"]).arg(config);
+    let (guard, found) = spawn_and_wait(
+        cmd,
+        "silt serve",
+        &["silt: Flight SQL on grpc://", "silt: admin on http://"],
+        Duration::from_secs(120),
+    )?;
+    let flight_url = format!("http://{}", found[0]);
+    let admin_url = format!("http://{}", found[1].split_whitespace().next().unwrap_or_default());
+    let client = connect(&flight_url).await?;
+    Ok((guard, flight_url, admin_url, client))
 }
 
 /// A Flight client, retried briefly: the server prints its address once bound,
