@@ -468,7 +468,9 @@ impl ColumnCache {
         };
         let held: Option<Vec<CachedColumn>> = {
             let entries = self.entries.lock();
-            (0..count).map(|b| entries.values.get(&chunk.batch(b)).cloned()).collect()
+            (0..count)
+                .map(|b| entries.values.get(&chunk.batch(b)).cloned())
+                .collect()
         };
         match held {
             None => ahead.unmark(chunk),
@@ -536,8 +538,9 @@ impl ColumnCache {
     }
 
     /// One [`HeldUnit`] per column chunk held (its batches summed) per
-    /// form, in no particular order. Walks every entry: for introspection,
-    /// not for query paths.
+    /// form, and one per chunk of the squeeze tier (tier `"squeezed"`), in
+    /// no particular order. Walks every entry: for introspection, not for
+    /// query paths.
     pub fn held_units(&self) -> Vec<HeldUnit> {
         let mut chunks: HashMap<(ChunkKey, &'static str), HeldUnit> = HashMap::new();
         // A copy: scans label columns under the write lock, and this walk is long.
@@ -557,7 +560,14 @@ impl ColumnCache {
             s.bytes += v.heap_size() as u64;
             s.arrow_bytes += v.arrow_bytes() as u64;
         }
-        chunks.into_values().collect()
+        let mut held: Vec<HeldUnit> = chunks.into_values().collect();
+        for mut unit in self.squeezed.iter().flat_map(|s| s.held_units()) {
+            if let Held::Chunk(c) = &unit.held {
+                unit.column_name = names.get(&(c.object.store.clone(), c.column)).cloned();
+            }
+            held.push(unit);
+        }
+        held
     }
 
     /// Takes entries that left the tier off its bytes gauge.
@@ -1131,7 +1141,13 @@ mod liquid_tests {
         let tiny: ArrayRef = Arc::new(Int64Array::from(vec![5]));
         let arrays = [prices(), prices(), tiny];
         for (b, array) in arrays.iter().enumerate() {
-            cache.insert(BatchKey { batch: b as u32, ..key() }, CachedColumn::Arrow(array.clone()));
+            cache.insert(
+                BatchKey {
+                    batch: b as u32,
+                    ..key()
+                },
+                CachedColumn::Arrow(array.clone()),
+            );
         }
         cache.admitted_whole(&key().chunk(), arrays.len());
         assert!(cache.wait_transcoded(Duration::from_secs(30)));

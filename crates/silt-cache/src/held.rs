@@ -13,7 +13,7 @@ use crate::{ChunkKey, ObjectKey, PageKey};
 /// batches summed), or a page of the page buffer or the disk tier.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Held {
-    /// A column chunk (memory tier).
+    /// A column chunk (memory tier, squeeze tier).
     Chunk(ChunkKey),
     /// A page of object bytes (page buffer, disk tier).
     Page(PageKey),
@@ -22,7 +22,7 @@ pub enum Held {
 /// One unit a tier holds.
 #[derive(Debug, Clone)]
 pub struct HeldUnit {
-    /// `"memory"`, `"pages"` or `"disk"`.
+    /// `"memory"`, `"pages"`, `"disk"` or `"squeezed"`.
     pub tier: &'static str,
     /// The chunk or page held.
     pub held: Held,

@@ -166,8 +166,16 @@ async fn kill_9_of_a_warm_server_then_the_first_queries_read_no_store_byte_and_d
     let after = settled_stats(&server.url, |_| true).await;
     server.stop();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    let gets = |s: &serde_json::Value| s["metrics"]["silt_object_store_get_requests_total"].as_f64().unwrap_or(0.0);
-    assert_eq!(gets(&after), gets(&before), "the restarted server fetched from the store");
+    let gets = |s: &serde_json::Value| {
+        s["metrics"]["silt_object_store_get_requests_total"]
+            .as_f64()
+            .unwrap_or(0.0)
+    };
+    assert_eq!(
+        gets(&after),
+        gets(&before),
+        "the restarted server fetched from the store"
+    );
     assert_eq!(parquet_decodes(&after), 0, "the restarted server decoded Parquet");
     let restored = &after["tiers"]["memory"]["squeezed"];
     assert!(restored["restored_chunks"].as_u64() > Some(20), "{restored}");
@@ -177,7 +185,10 @@ async fn kill_9_of_a_warm_server_then_the_first_queries_read_no_store_byte_and_d
 /// Column chunks every table of a server decoded from Parquet.
 fn parquet_decodes(stats: &serde_json::Value) -> u64 {
     let tables = stats["tables"].as_object().expect("tables in the statistics");
-    tables.values().map(|t| t["parquet_decodes"].as_u64().unwrap_or(0)).sum()
+    tables
+        .values()
+        .map(|t| t["parquet_decodes"].as_u64().unwrap_or(0))
+        .sum()
 }
 
 /// The statistics of the server at `url` once `ready` holds of them

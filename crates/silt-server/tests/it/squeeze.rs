@@ -135,6 +135,18 @@ async fn squeezed_chunks_serve_a_filter_query_without_decoding_also_after_a_rest
     let squeezed = stats(&a);
     assert!(squeezed.squeezed_chunks >= 4, "{squeezed:?}");
     assert_eq!(a.engine.tiers().batches().entry_count(), 0);
+    // silt_system.cache_segments lists them (tier `squeezed`), named.
+    let listed: Vec<String> = a
+        .engine
+        .tiers()
+        .batches()
+        .held_units()
+        .into_iter()
+        .filter(|u| u.tier == "squeezed")
+        .filter_map(|u| u.column_name.map(|n| n.to_string()))
+        .collect();
+    assert!(listed.len() >= 4, "{listed:?}");
+    assert!(listed.iter().any(|n| n == "l_shipmode"), "{listed:?}");
 
     let decoded = decodes(&a);
     assert_eq!(scan_summary(&a).await, expected);

@@ -23,7 +23,9 @@ impl ChildGuard {
     /// Kills it (SIGKILL: `kill -9`) and waits until it is gone.
     pub fn kill(&mut self) -> anyhow::Result<()> {
         self.child.kill().with_context(|| format!("killing {}", self.what))?;
-        self.child.wait().with_context(|| format!("waiting for {}", self.what))?;
+        self.child
+            .wait()
+            .with_context(|| format!("waiting for {}", self.what))?;
         Ok(())
     }
 

@@ -497,9 +497,9 @@ impl Session {
             to_client,
             store_requests: metric(&stats, "silt_object_store_get_requests_total"),
             store_bytes: metric(&stats, "silt_object_store_get_bytes_total"),
-            parquet_decodes: stats["tables"]
-                .as_object()
-                .map_or(0, |t| t.values().map(|t| t["parquet_decodes"].as_u64().unwrap_or(0)).sum()),
+            parquet_decodes: stats["tables"].as_object().map_or(0, |t| {
+                t.values().map(|t| t["parquet_decodes"].as_u64().unwrap_or(0)).sum()
+            }),
             restored_chunks: stats["tiers"]["memory"]["squeezed"]["restored_chunks"]
                 .as_u64()
                 .unwrap_or(0),

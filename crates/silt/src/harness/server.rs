@@ -172,7 +172,9 @@ impl ServerProcess {
         let start = Instant::now();
         loop {
             let stats = self.stats().await?;
-            let pending = stats["tiers"]["memory"]["squeezed"]["pending_bytes"].as_u64().unwrap_or(0);
+            let pending = stats["tiers"]["memory"]["squeezed"]["pending_bytes"]
+                .as_u64()
+                .unwrap_or(0);
             if pending == 0 {
                 return Ok(());
             }
