@@ -152,36 +152,35 @@ impl ServerProcess {
     /// Waits until the background transcoder has converted every admitted
     /// batch, so warm runs measure the steady state.
     pub async fn wait_transcoded(&self, timeout: Duration) -> anyhow::Result<()> {
-        let start = Instant::now();
-        loop {
-            let stats = self.stats().await?;
-            let backlog = stats["tiers"]["memory"]["transcode_backlog"].as_u64().unwrap_or(0);
-            if backlog == 0 {
-                return Ok(());
-            }
-            anyhow::ensure!(
-                start.elapsed() < timeout,
-                "the transcoder still had {backlog} batches queued after {timeout:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        self.wait_until_none(timeout, "batches still queued for the transcoder", |s| {
+            s["tiers"]["memory"]["transcode_backlog"].as_u64()
+        })
+        .await
     }
 
     /// Waits until no chunk waits for the squeeze tier's writer.
     async fn wait_squeezed(&self, timeout: Duration) -> anyhow::Result<()> {
+        self.wait_until_none(timeout, "bytes still waiting to be squeezed", |s| {
+            s["tiers"]["memory"]["squeezed"]["pending_bytes"].as_u64()
+        })
+        .await
+    }
+
+    /// Polls the statistics until `count` of them is 0 (or absent); after
+    /// `timeout`, an error quoting the count and `what` it counts.
+    async fn wait_until_none(
+        &self,
+        timeout: Duration,
+        what: &str,
+        count: impl Fn(&Value) -> Option<u64>,
+    ) -> anyhow::Result<()> {
         let start = Instant::now();
         loop {
-            let stats = self.stats().await?;
-            let pending = stats["tiers"]["memory"]["squeezed"]["pending_bytes"]
-                .as_u64()
-                .unwrap_or(0);
-            if pending == 0 {
+            let left = count(&self.stats().await?).unwrap_or(0);
+            if left == 0 {
                 return Ok(());
             }
-            anyhow::ensure!(
-                start.elapsed() < timeout,
-                "{pending} bytes still waited to be squeezed after {timeout:?}"
-            );
+            anyhow::ensure!(start.elapsed() < timeout, "{left} {what} after {timeout:?}");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
