@@ -513,10 +513,11 @@ impl Session {
         })
     }
 
-    /// Waits for background work (transcoding) to finish.
+    /// Waits for background work (transcoding, then squeezing what it
+    /// made) to finish.
     pub async fn settle(&self) -> anyhow::Result<()> {
         match &self.server {
-            Some(s) => s.wait_transcoded(Duration::from_secs(300)).await,
+            Some(s) => s.wait_background(Duration::from_secs(300)).await,
             None => Ok(()),
         }
     }

@@ -113,8 +113,7 @@ impl ServerProcess {
     /// has recovered its disk tiers (pages and squeezed chunks), so what is
     /// measured next is a restarted server's first queries, not recovery.
     pub async fn kill_and_restart(&mut self, timeout: Duration) -> anyhow::Result<()> {
-        self.wait_transcoded(timeout).await?;
-        self.wait_squeezed(timeout).await?;
+        self.wait_background(timeout).await?;
         self.guard.kill()?;
         let (guard, flight_url, admin_url, client) = serve(&self.config).await?;
         (self.guard, self.flight_url, self.admin_url, self.client) = (guard, flight_url, admin_url, client);
@@ -151,11 +150,18 @@ impl ServerProcess {
 
     /// Waits until the background transcoder has converted every admitted
     /// batch, so warm runs measure the steady state.
-    pub async fn wait_transcoded(&self, timeout: Duration) -> anyhow::Result<()> {
+    async fn wait_transcoded(&self, timeout: Duration) -> anyhow::Result<()> {
         self.wait_until_none(timeout, "batches still queued for the transcoder", |s| {
             s["tiers"]["memory"]["transcode_backlog"].as_u64()
         })
         .await
+    }
+
+    /// Waits until the transcoder, then the squeeze tier's writer (which
+    /// the transcoder feeds, squeezing ahead), are idle.
+    pub async fn wait_background(&self, timeout: Duration) -> anyhow::Result<()> {
+        self.wait_transcoded(timeout).await?;
+        self.wait_squeezed(timeout).await
     }
 
     /// Waits until no chunk waits for the squeeze tier's writer.
