@@ -365,6 +365,8 @@ impl Drop for Squeezed {
 
 /// The writer thread: each queued chunk's new parts, then the chunk.
 fn write_jobs(shared: &Shared, jobs: Receiver<Job>) {
+    // Below the query threads, as the transcoder: queries keep the cores.
+    crate::transcoder::lower_this_threads_priority(crate::transcoder::WORKER_NICE);
     for job in jobs {
         let Some(batches) = liquid_batches(&job.batches) else {
             shared.counters.pending_bytes.fetch_sub(job.bytes, Ordering::Relaxed);

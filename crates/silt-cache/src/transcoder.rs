@@ -249,8 +249,9 @@ struct Encoders {
 
 /// Sets the calling thread's nice value to `nice` (Linux: per thread; a
 /// raise needs no privilege). Logged and ignored where it fails: the worker
-/// then runs at the server's priority, as it did before.
-fn lower_this_threads_priority(nice: i32) {
+/// then runs at the server's priority, as it did before. Also the squeeze
+/// tier's writer's: background work, like transcoding.
+pub(crate) fn lower_this_threads_priority(nice: i32) {
     #[cfg(target_os = "linux")]
     {
         // SAFETY: gettid and setpriority take no pointers; `who` = this
@@ -261,7 +262,7 @@ fn lower_this_threads_priority(nice: i32) {
         };
         if done != 0 {
             tracing::warn!(
-                "cannot lower the liquid transcoder's priority: {}",
+                "cannot lower a background thread's priority: {}",
                 std::io::Error::last_os_error()
             );
         }
