@@ -250,6 +250,15 @@ impl ColumnCacheBuilder {
         });
         Arc::new_cyclic(|me: &Weak<ColumnCache>| {
             scan_sets.attach_memory(me.clone());
+            if let (true, Some(squeezed)) = (squeeze_ahead, &squeezed) {
+                // What the writer was too far behind to take, offered again.
+                let cache = me.clone();
+                squeezed.on_idle(move || {
+                    if let Some(cache) = cache.upgrade() {
+                        cache.squeeze_ahead_sweep(cache.transcode_backlog() == 0);
+                    }
+                });
+            }
             ColumnCache {
                 entries,
                 capacity,
@@ -441,12 +450,15 @@ impl ColumnCache {
         }
     }
 
-    /// The transcoder's queue is about to empty: every marked chunk held
-    /// whole goes to the squeeze tier as it is (its Arrow batches are final).
-    pub(crate) fn squeeze_ahead_settled(&self) {
+    /// Offers every marked chunk whose batches are all held and liquid, or
+    /// Arrow for good when `arrow_final` (the transcoder's queue is about
+    /// to empty: what stayed Arrow stays Arrow). Run by the transcoder then
+    /// and by the squeeze tier's writer when its queue empties (chunks it
+    /// was too far behind to take).
+    pub(crate) fn squeeze_ahead_sweep(&self, arrow_final: bool) {
         if let Some(ahead) = &self.ahead {
             for chunk in ahead.chunks() {
-                self.squeeze_ahead_if_ready(&chunk, true);
+                self.squeeze_ahead_if_ready(&chunk, arrow_final);
             }
         }
     }
@@ -475,8 +487,10 @@ impl ColumnCache {
         match held {
             None => ahead.unmark(chunk),
             Some(batches) if arrow_final || batches.iter().all(|b| matches!(b, CachedColumn::Liquid { .. })) => {
-                ahead.unmark(chunk);
-                squeezed.offer(chunk.clone(), batches);
+                // Kept marked if the writer is behind: offered again when it idles.
+                if squeezed.offer(chunk.clone(), batches) {
+                    ahead.unmark(chunk);
+                }
             }
             Some(_) => {}
         }
@@ -1162,6 +1176,46 @@ mod liquid_tests {
         assert_eq!(cache.entry_count(), 0);
         assert!(squeezed.wait_written(Duration::from_secs(30)));
         assert_eq!(squeezed.stats().squeezed_chunks, 1, "evicted: written again");
+    }
+
+    /// Chunks squeezed ahead faster than the writer takes them (room for
+    /// one chunk waiting) are offered again when it idles: all end on disk.
+    #[test]
+    fn chunks_the_writer_was_too_far_behind_for_are_squeezed_ahead_when_it_idles() {
+        let one_chunk = {
+            let mut encoder = silt_liquid::ColumnEncoder::new(prices().data_type());
+            encoder.encode(&prices()).unwrap().heap_size() as u64
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let squeezed = Squeezed::open(crate::squeeze::SqueezeConfig {
+            dir: dir.path().to_path_buf(),
+            budget_bytes: 64 << 20,
+            direct_io: false,
+            policy: PolicyKind::Lru,
+            max_pending: one_chunk * 3 / 2,
+        })
+        .unwrap();
+        squeezed.wait_recovered();
+        let cache = ColumnCache::builder(1 << 30, CacheMetrics::noop())
+            .transcode(crate::transcoder::LiquidTranscoder::start)
+            .squeeze(squeezed.clone())
+            .squeeze_ahead(true)
+            .build();
+        let chunks = 6;
+        for rg in 0..chunks {
+            let key = BatchKey { row_group: rg, ..key() };
+            let mut encoder = silt_liquid::ColumnEncoder::new(prices().data_type());
+            let array = encoder.encode(&prices()).unwrap();
+            let arrow_bytes = prices().get_array_memory_size();
+            cache.insert(key.clone(), CachedColumn::Liquid { array, arrow_bytes });
+            cache.admitted_whole(&key.chunk(), 1);
+        }
+        assert!(squeezed.wait_written(Duration::from_secs(30)));
+        let stats = squeezed.stats();
+        assert_eq!(stats.squeezed_chunks, u64::from(chunks), "{stats:?}");
+        for rg in 0..chunks {
+            assert!(squeezed.holds(&BatchKey { row_group: rg, ..key() }.chunk()));
+        }
     }
 
     #[test]

@@ -141,7 +141,12 @@ struct Shared {
     /// Chunks queued for the writer: offered once until written (a chunk
     /// squeezed ahead may be evicted, and offered again, before it is).
     queued: Mutex<HashSet<ChunkKey>>,
+    /// Run when the writer's queue empties ([`Squeezed::on_idle`]).
+    idle: Mutex<Option<IdleHook>>,
 }
+
+/// See [`Squeezed::on_idle`].
+type IdleHook = Box<dyn Fn() + Send + Sync>;
 
 /// The squeeze tier (module docs). Dropping it lets the writer finish what
 /// is queued and stop.
@@ -183,6 +188,7 @@ impl Squeezed {
             counters: Counters::default(),
             max_pending: config.max_pending,
             queued: Mutex::default(),
+            idle: Mutex::default(),
         });
         let (tx, rx) = channel();
         let worker = {
@@ -203,22 +209,24 @@ impl Squeezed {
     /// Queued for the writer unless it is too far behind (then dropped and
     /// counted), already queued, or already squeezed (a chunk read back, or
     /// squeezed ahead, and evicted: its record, of the same object version,
-    /// is still on disk). Never blocks on the disk.
+    /// is still on disk). Never blocks on the disk. False only when dropped
+    /// because the writer is behind: worth offering again later (a chunk
+    /// squeezed ahead keeps its mark; see [`Squeezed::on_idle`]).
     /// Batches still Arrow are encoded by the writer (one encoder for the
     /// chunk's); a chunk with a batch of a type liquid lacks is not kept.
-    pub fn offer(&self, chunk: ChunkKey, batches: Vec<CachedColumn>) {
+    pub fn offer(&self, chunk: ChunkKey, batches: Vec<CachedColumn>) -> bool {
         if batches.is_empty() || chunk_page(&chunk, 0).is_none() || self.holds(&chunk) {
-            return;
+            return true;
         }
         let bytes: u64 = batches.iter().map(|b| b.heap_size() as u64).sum();
         let counters = &self.shared.counters;
         let pending = counters.pending_bytes.load(Ordering::Relaxed);
         if pending + bytes > self.shared.max_pending {
             counters.dropped_chunks.fetch_add(1, Ordering::Relaxed);
-            return;
+            return false;
         }
         if !self.shared.queue(&chunk) {
-            return;
+            return true;
         }
         counters.pending_bytes.fetch_add(bytes, Ordering::Relaxed);
         let job = Job {
@@ -236,6 +244,15 @@ impl Squeezed {
             counters.pending_bytes.fetch_sub(bytes, Ordering::Relaxed);
             self.shared.dequeue(&chunk);
         }
+        true
+    }
+
+    /// Runs `hook` on the writer's thread each time its queue empties,
+    /// before [`Squeezed::wait_written`] can see it idle: the memory tier
+    /// offers there what it could not offer while the writer was behind.
+    /// The hook must not block on the writer.
+    pub fn on_idle(&self, hook: impl Fn() + Send + Sync + 'static) {
+        *self.shared.idle.lock().unwrap_or_else(|e| e.into_inner()) = Some(Box::new(hook));
     }
 
     /// Whether `chunk` may be squeezed: an index lookup, no I/O.
@@ -358,7 +375,11 @@ impl Drop for Squeezed {
         // Closing the channel ends the writer once the queue is written.
         self.jobs.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(worker) = self.writer.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            let _ = worker.join();
+            // The writer's idle hook may hold the last reference for a
+            // moment: a thread never joins itself.
+            if worker.thread().id() != std::thread::current().id() {
+                let _ = worker.join();
+            }
         }
     }
 }
@@ -398,7 +419,18 @@ fn write_jobs(shared: &Shared, jobs: Receiver<Job>) {
         c.squeezed_bytes.fetch_add(written, Ordering::Relaxed);
         drop((job.batches, batches));
         shared.dequeue(&job.chunk);
-        c.pending_bytes.fetch_sub(job.bytes, Ordering::Relaxed);
+        if c.pending_bytes.load(Ordering::Relaxed) == job.bytes {
+            // The last job: one byte stays pending while the idle hook
+            // offers what waited, so no waiter sees the writer idle between.
+            c.pending_bytes.fetch_add(1, Ordering::Relaxed);
+            c.pending_bytes.fetch_sub(job.bytes, Ordering::Relaxed);
+            if let Some(hook) = shared.idle.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+                hook();
+            }
+            c.pending_bytes.fetch_sub(1, Ordering::Relaxed);
+        } else {
+            c.pending_bytes.fetch_sub(job.bytes, Ordering::Relaxed);
+        }
     }
 }
 

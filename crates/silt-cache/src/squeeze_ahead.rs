@@ -17,6 +17,8 @@
 //! liquid form is not smaller, and skips those its queue had no room for):
 //! whenever the transcoder's queue empties, every marked chunk held whole
 //! is offered as it is, and the writer encodes its Arrow batches. A chunk
+//! the writer was too far behind to take keeps its mark and is offered
+//! again when the writer's queue empties ([`crate::Squeezed::on_idle`]). A chunk
 //! that lost a batch (evicted) is forgotten: the eviction offers it, whole,
 //! if it still is. Marks are bounded ([`MAX_MARKS`]); beyond the bound
 //! chunks are not marked (they are still squeezed at eviction).

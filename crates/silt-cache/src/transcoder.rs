@@ -221,7 +221,7 @@ impl Worker {
             // the backlog reads 0, so whoever waits for it finds the chunks
             // squeezed ahead already offered.
             if self.backlog.load(Ordering::Relaxed) == 1 {
-                cache.squeeze_ahead_settled();
+                cache.squeeze_ahead_sweep(true);
             }
             drop(cache);
             self.backlog.fetch_sub(1, Ordering::Relaxed);

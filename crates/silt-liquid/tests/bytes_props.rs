@@ -660,8 +660,19 @@ fn batches_of_only_empty_strings() {
 #[test]
 fn real_urls_and_titles_kept_compact_stay_exact_and_small() {
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data/nano_hits.parquet");
-    let file = std::fs::File::open(path).expect("the shared ClickBench sample beside the repository");
+    // The directory cargo runs the test in, not the one it was compiled
+    // in: a shared target dir may hold a binary built in another checkout.
+    let crate_dir = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(std::path::PathBuf::from)
+        .filter(|d| d.is_dir())
+        .unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into());
+    let path = crate_dir.join("../../../shared/data/nano_hits.parquet");
+    let file = std::fs::File::open(&path).unwrap_or_else(|e| {
+        panic!(
+            "the shared ClickBench sample beside the repository, {}: {e}",
+            path.display()
+        )
+    });
     let reader = ParquetRecordBatchReaderBuilder::try_new(file)
         .unwrap()
         .with_batch_size(8192)
