@@ -213,6 +213,17 @@ async fn a_soak_of_mixed_queries_leaks_nothing() {
     for i in 0..40 {
         round(i).await.unwrap();
     }
+    // The warm-up's background work done (transcoding, squeezing ahead:
+    // the squeeze tier opens its region files as it first writes them).
+    let batches = fx.server.engine.tiers().batches().clone();
+    tokio::task::spawn_blocking(move || {
+        assert!(batches.wait_transcoded(Duration::from_secs(60)));
+        if let Some(squeezed) = batches.squeezed() {
+            assert!(squeezed.wait_written(Duration::from_secs(60)));
+        }
+    })
+    .await
+    .unwrap();
     let warm = open_fds();
     let rss_warm = rss_kib();
     // 40 rounds of 8 in the test command; `SILT_SOAK_ROUNDS` for the long run.
