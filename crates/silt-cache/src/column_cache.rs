@@ -430,7 +430,7 @@ impl ColumnCache {
         if let Some(old) = replaced {
             self.metrics.bytes.increment(size as f64);
             self.metrics.bytes.decrement(old.heap_size() as f64);
-            self.squeeze_ahead_if_liquid(&key.chunk());
+            self.squeeze_ahead_if_ready(&key.chunk(), false);
         }
     }
 
@@ -461,11 +461,6 @@ impl ColumnCache {
                 self.squeeze_ahead_if_ready(&chunk, arrow_final);
             }
         }
-    }
-
-    /// A marked chunk whose batches became liquid goes to the squeeze tier.
-    fn squeeze_ahead_if_liquid(&self, chunk: &ChunkKey) {
-        self.squeeze_ahead_if_ready(chunk, false);
     }
 
     /// Offers marked `chunk` to the squeeze tier (and forgets the mark) if
@@ -1131,19 +1126,16 @@ mod liquid_tests {
         }
     }
 
-    /// With squeezing ahead, a chunk admitted whole is written once its
-    /// batches are liquid, before any eviction, and its later eviction
-    /// writes nothing again; a tiny batch the transcoder keeps Arrow (not
-    /// smaller as liquid) does not hold its chunk back.
-    #[test]
-    fn a_chunk_admitted_whole_is_squeezed_ahead_once_liquid_and_not_again_at_eviction() {
+    /// A liquid cache squeezing ahead into a fresh squeeze tier (in the
+    /// returned dir) that lets `max_pending` bytes wait for its writer.
+    fn squeezing_ahead(max_pending: u64) -> (tempfile::TempDir, Arc<Squeezed>, Arc<ColumnCache>) {
         let dir = tempfile::tempdir().unwrap();
         let squeezed = Squeezed::open(crate::squeeze::SqueezeConfig {
             dir: dir.path().to_path_buf(),
             budget_bytes: 64 << 20,
             direct_io: false,
             policy: PolicyKind::Lru,
-            max_pending: 64 << 20,
+            max_pending,
         })
         .unwrap();
         squeezed.wait_recovered();
@@ -1152,6 +1144,16 @@ mod liquid_tests {
             .squeeze(squeezed.clone())
             .squeeze_ahead(true)
             .build();
+        (dir, squeezed, cache)
+    }
+
+    /// With squeezing ahead, a chunk admitted whole is written once its
+    /// batches are liquid, before any eviction, and its later eviction
+    /// writes nothing again; a tiny batch the transcoder keeps Arrow (not
+    /// smaller as liquid) does not hold its chunk back.
+    #[test]
+    fn a_chunk_admitted_whole_is_squeezed_ahead_once_liquid_and_not_again_at_eviction() {
+        let (_dir, squeezed, cache) = squeezing_ahead(64 << 20);
         let tiny: ArrayRef = Arc::new(Int64Array::from(vec![5]));
         let arrays = [prices(), prices(), tiny];
         for (b, array) in arrays.iter().enumerate() {
@@ -1186,21 +1188,7 @@ mod liquid_tests {
             let mut encoder = silt_liquid::ColumnEncoder::new(prices().data_type());
             encoder.encode(&prices()).unwrap().heap_size() as u64
         };
-        let dir = tempfile::tempdir().unwrap();
-        let squeezed = Squeezed::open(crate::squeeze::SqueezeConfig {
-            dir: dir.path().to_path_buf(),
-            budget_bytes: 64 << 20,
-            direct_io: false,
-            policy: PolicyKind::Lru,
-            max_pending: one_chunk * 3 / 2,
-        })
-        .unwrap();
-        squeezed.wait_recovered();
-        let cache = ColumnCache::builder(1 << 30, CacheMetrics::noop())
-            .transcode(crate::transcoder::LiquidTranscoder::start)
-            .squeeze(squeezed.clone())
-            .squeeze_ahead(true)
-            .build();
+        let (_dir, squeezed, cache) = squeezing_ahead(one_chunk * 3 / 2);
         let chunks = 6;
         for rg in 0..chunks {
             let key = BatchKey { row_group: rg, ..key() };
