@@ -611,7 +611,7 @@ impl ColumnCache {
             let whole =
                 batches.iter().enumerate().all(|(i, (b, _))| *b as usize == i) && !self.decodes.is_decoding(&chunk);
             if whole {
-                squeezed.offer(chunk, batches.into_iter().map(|(_, c)| c).collect());
+                squeezed.offer_evicted(chunk, batches.into_iter().map(|(_, c)| c).collect());
             }
         }
     }
@@ -1136,6 +1136,7 @@ mod liquid_tests {
             direct_io: false,
             policy: PolicyKind::Lru,
             max_pending,
+            write_when_behind: false,
         })
         .unwrap();
         squeezed.wait_recovered();

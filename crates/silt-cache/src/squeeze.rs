@@ -16,10 +16,12 @@
 //! ([`crate::squeeze_ahead`]). Arrow batches are not (the
 //! arrow form is for comparison runs; its batches are 4x the Parquet bytes).
 //! A chunk is written by a background thread; while more than
-//! [`SqueezeConfig::max_pending`] bytes of evicted batches wait for it,
-//! further chunks are dropped, not squeezed (counted), so eviction never
-//! waits on the disk and the memory held beyond the memory tier's budget
-//! stays bounded.
+//! [`SqueezeConfig::max_pending`] bytes of evicted batches wait for it, so
+//! that the memory held beyond the memory tier's budget stays bounded,
+//! further chunks are not queued: an evicted chunk whose batches are all
+//! liquid is written by the evicting thread (a copy and a checksum, against
+//! the Parquet decode and transcode its next read would cost if dropped;
+//! [`Squeezed::offer_evicted`]), any other is dropped (counted).
 //!
 //! Where: a [`DiskTier`] of its own under `cache_dir/squeezed`, with its own
 //! budget (a share of the disk budget), so squeezed chunks and raw pages do
@@ -82,8 +84,13 @@ pub struct SqueezeConfig {
     /// Which eviction policy orders its records' slots.
     pub policy: PolicyKind,
     /// Bytes of evicted batches that may wait for the writer; beyond it,
-    /// evicted chunks are dropped.
+    /// evicted chunks are dropped, or written by the evicting thread
+    /// (`write_when_behind`).
     pub max_pending: u64,
+    /// Whether a chunk evicted while the writer is behind is written by the
+    /// evicting thread when its batches are all liquid
+    /// ([`Squeezed::offer_evicted`]); otherwise it is dropped.
+    pub write_when_behind: bool,
 }
 
 /// What the tier did since start.
@@ -95,6 +102,10 @@ pub struct SqueezeStats {
     pub squeezed_bytes: u64,
     /// Evicted chunks not squeezed: the writer was behind.
     pub dropped_chunks: u64,
+    /// Evicted chunks written by the evicting thread: the writer was
+    /// behind and their batches were liquid (counted in `squeezed_chunks`
+    /// too).
+    pub written_here_chunks: u64,
     /// Chunks read back.
     pub restored_chunks: u64,
     /// Bytes of records read back.
@@ -113,10 +124,20 @@ struct Counters {
     squeezed_chunks: AtomicU64,
     squeezed_bytes: AtomicU64,
     dropped_chunks: AtomicU64,
+    written_here_chunks: AtomicU64,
     restored_chunks: AtomicU64,
     restored_bytes: AtomicU64,
     unreadable_chunks: AtomicU64,
     pending_bytes: AtomicU64,
+}
+
+/// What an offer does when the writer is too far behind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WhenBehind {
+    /// Drop the chunk (counted).
+    Drop,
+    /// Write it on the offering thread if its batches are all liquid.
+    WriteLiquidHere,
 }
 
 /// A chunk waiting for the writer.
@@ -138,6 +159,7 @@ struct Shared {
     next_record: AtomicU64,
     counters: Counters,
     max_pending: u64,
+    write_when_behind: bool,
     /// Chunks queued for the writer: offered once until written (a chunk
     /// squeezed ahead may be evicted, and offered again, before it is).
     queued: Mutex<HashSet<ChunkKey>>,
@@ -187,6 +209,7 @@ impl Squeezed {
             next_record: AtomicU64::new(first_id),
             counters: Counters::default(),
             max_pending: config.max_pending,
+            write_when_behind: config.write_when_behind,
             queued: Mutex::default(),
             idle: Mutex::default(),
         });
@@ -204,17 +227,42 @@ impl Squeezed {
         }))
     }
 
-    /// Offers a chunk the memory tier evicted whole, or one whose batches
-    /// all became liquid ([`crate::squeeze_ahead`]): its batches, in order.
-    /// Queued for the writer unless it is too far behind (then dropped and
-    /// counted), already queued, or already squeezed (a chunk read back, or
-    /// squeezed ahead, and evicted: its record, of the same object version,
-    /// is still on disk). Never blocks on the disk. False only when dropped
-    /// because the writer is behind: worth offering again later (a chunk
-    /// squeezed ahead keeps its mark; see [`Squeezed::on_idle`]).
-    /// Batches still Arrow are encoded by the writer (one encoder for the
-    /// chunk's); a chunk with a batch of a type liquid lacks is not kept.
+    /// Offers a chunk whose batches all became liquid
+    /// ([`crate::squeeze_ahead`]): its batches, in order. Queued for the
+    /// writer unless it is too far behind (then dropped and counted),
+    /// already queued, or already squeezed (a chunk read back, or squeezed
+    /// ahead and evicted: its record, of the same object version, is still
+    /// on disk). Never blocks on the disk. False only when dropped because
+    /// the writer is behind: worth offering again later (the chunk keeps
+    /// its mark; see [`Squeezed::on_idle`]). Batches still Arrow are
+    /// encoded by the writer (one encoder for the chunk's); a chunk with a
+    /// batch of a type liquid lacks is not kept.
     pub fn offer(&self, chunk: ChunkKey, batches: Vec<CachedColumn>) -> bool {
+        self.offer_or(chunk, batches, WhenBehind::Drop)
+    }
+
+    /// Offers a chunk the memory tier evicted whole, as [`Squeezed::offer`],
+    /// except when the writer is too far behind: an evicted chunk gets no
+    /// second offer, so one whose batches are all liquid is written here, on
+    /// the evicting thread, when [`SqueezeConfig::write_when_behind`] says
+    /// so. That is the cheaper side of the choice: writing liquid bytes is a
+    /// copy and a checksum, while dropping them costs the chunk's next read a
+    /// Parquet decode and a transcode, many times that on 2 cores (the
+    /// niced writer falls behind exactly while queries keep the cores busy,
+    /// when the memory tier churns most). A chunk with batches still Arrow
+    /// would have to be encoded here first, about what dropping it costs
+    /// later: it is dropped.
+    pub fn offer_evicted(&self, chunk: ChunkKey, batches: Vec<CachedColumn>) {
+        let when_behind = if self.shared.write_when_behind {
+            WhenBehind::WriteLiquidHere
+        } else {
+            WhenBehind::Drop
+        };
+        self.offer_or(chunk, batches, when_behind);
+    }
+
+    /// [`Squeezed::offer`] with what to do when the writer is behind.
+    fn offer_or(&self, chunk: ChunkKey, batches: Vec<CachedColumn>, when_behind: WhenBehind) -> bool {
         if batches.is_empty() || chunk_page(&chunk, 0).is_none() || self.holds(&chunk) {
             return true;
         }
@@ -222,6 +270,15 @@ impl Squeezed {
         let counters = &self.shared.counters;
         let pending = counters.pending_bytes.load(Ordering::Relaxed);
         if pending + bytes > self.shared.max_pending {
+            let all_liquid = batches.iter().all(|b| matches!(b, CachedColumn::Liquid { .. }));
+            if when_behind == WhenBehind::WriteLiquidHere && all_liquid {
+                if self.shared.queue(&chunk) {
+                    self.shared.write_chunk(&chunk, &batches);
+                    counters.written_here_chunks.fetch_add(1, Ordering::Relaxed);
+                    self.shared.dequeue(&chunk);
+                }
+                return true;
+            }
             counters.dropped_chunks.fetch_add(1, Ordering::Relaxed);
             return false;
         }
@@ -361,6 +418,7 @@ impl Squeezed {
             squeezed_chunks: c.squeezed_chunks.load(Ordering::Relaxed),
             squeezed_bytes: c.squeezed_bytes.load(Ordering::Relaxed),
             dropped_chunks: c.dropped_chunks.load(Ordering::Relaxed),
+            written_here_chunks: c.written_here_chunks.load(Ordering::Relaxed),
             restored_chunks: c.restored_chunks.load(Ordering::Relaxed),
             restored_bytes: c.restored_bytes.load(Ordering::Relaxed),
             unreadable_chunks: c.unreadable_chunks.load(Ordering::Relaxed),
@@ -389,36 +447,10 @@ fn write_jobs(shared: &Shared, jobs: Receiver<Job>) {
     // Below the query threads, as the transcoder: queries keep the cores.
     crate::transcoder::lower_this_threads_priority(crate::transcoder::WORKER_NICE);
     for job in jobs {
-        let Some(batches) = liquid_batches(&job.batches) else {
-            shared.counters.pending_bytes.fetch_sub(job.bytes, Ordering::Relaxed);
-            shared.dequeue(&job.chunk);
-            continue;
-        };
-        let mut record = Vec::new();
-        record.extend_from_slice(&(batches.len() as u64).to_le_bytes());
-        let mut bodies = Vec::with_capacity(batches.len());
-        let mut written = 0u64;
-        for (batch, arrow_bytes) in &batches {
-            let persisted = shared.catalog.write(batch);
-            for (id, bytes) in &persisted.new_parts {
-                written += shared.write_record(bytes, |piece| Some(part_key(*id, piece)));
-            }
-            record.extend_from_slice(&(persisted.bytes.len() as u64).to_le_bytes());
-            record.extend_from_slice(&arrow_bytes.to_le_bytes());
-            bodies.push(persisted.bytes);
-        }
-        for body in bodies {
-            record.extend_from_slice(&body);
-        }
-        let chunk = &job.chunk;
-        written += shared.write_record(&record, |piece| {
-            chunk_page(chunk, piece).map(|page| PageKey::new(chunk.object.clone(), page))
-        });
-        let c = &shared.counters;
-        c.squeezed_chunks.fetch_add(1, Ordering::Relaxed);
-        c.squeezed_bytes.fetch_add(written, Ordering::Relaxed);
-        drop((job.batches, batches));
+        shared.write_chunk(&job.chunk, &job.batches);
+        drop(job.batches);
         shared.dequeue(&job.chunk);
+        let c = &shared.counters;
         if c.pending_bytes.load(Ordering::Relaxed) == job.bytes {
             // The last job: one byte stays pending while the idle hook
             // offers what waited, so no waiter sees the writer idle between.
@@ -482,6 +514,36 @@ const RECORD_ID_BYTES: usize = 8;
 const PIECE_SHARE: usize = PIECE_BYTES as usize - RECORD_ID_BYTES;
 
 impl Shared {
+    /// Writes `chunk`'s record (and the parts its batches add), batches
+    /// still Arrow encoded first; counts it. Nothing is written for a chunk
+    /// with a batch of a type liquid lacks.
+    fn write_chunk(&self, chunk: &ChunkKey, batches: &[CachedColumn]) {
+        let Some(batches) = liquid_batches(batches) else {
+            return;
+        };
+        let mut record = Vec::new();
+        record.extend_from_slice(&(batches.len() as u64).to_le_bytes());
+        let mut bodies = Vec::with_capacity(batches.len());
+        let mut written = 0u64;
+        for (batch, arrow_bytes) in &batches {
+            let persisted = self.catalog.write(batch);
+            for (id, bytes) in &persisted.new_parts {
+                written += self.write_record(bytes, |piece| Some(part_key(*id, piece)));
+            }
+            record.extend_from_slice(&(persisted.bytes.len() as u64).to_le_bytes());
+            record.extend_from_slice(&arrow_bytes.to_le_bytes());
+            bodies.push(persisted.bytes);
+        }
+        for body in bodies {
+            record.extend_from_slice(&body);
+        }
+        written += self.write_record(&record, |piece| {
+            chunk_page(chunk, piece).map(|page| PageKey::new(chunk.object.clone(), page))
+        });
+        self.counters.squeezed_chunks.fetch_add(1, Ordering::Relaxed);
+        self.counters.squeezed_bytes.fetch_add(written, Ordering::Relaxed);
+    }
+
     /// Claims `chunk`'s place in the writer's queue: false if it is queued.
     fn queue(&self, chunk: &ChunkKey) -> bool {
         self.queued
@@ -600,6 +662,7 @@ mod tests {
             direct_io: false,
             policy: PolicyKind::Lru,
             max_pending: 64 << 20,
+            write_when_behind: true,
         }
     }
 
@@ -795,5 +858,42 @@ mod tests {
         assert_eq!(tier.stats().dropped_chunks, 1);
         assert!(tier.wait_written(Duration::from_secs(30)));
         assert!(!tier.holds(&chunk(0)));
+    }
+
+    #[test]
+    fn an_evicted_liquid_chunk_is_written_by_the_evicting_thread_when_the_writer_is_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let tier = Squeezed::open(SqueezeConfig {
+            max_pending: 1,
+            ..config(dir.path())
+        })
+        .unwrap();
+        tier.wait_recovered();
+        let strings = batches(true);
+        tier.offer_evicted(chunk(0), columns(&strings));
+        // Written before the offer returned: no writer involved.
+        assert!(tier.holds(&chunk(0)));
+        let stats = tier.stats();
+        assert_eq!(
+            (stats.written_here_chunks, stats.squeezed_chunks, stats.dropped_chunks),
+            (1, 1, 0)
+        );
+        same(&tier.restore(&chunk(0), 3).unwrap(), &strings);
+        // Batches still Arrow would be encoded on the evicting thread: dropped.
+        tier.offer_evicted(chunk(1), arrow(&batches(false)));
+        assert_eq!(tier.stats().dropped_chunks, 1);
+        assert!(!tier.holds(&chunk(1)));
+        // Off: a liquid chunk is dropped too.
+        let off_dir = tempfile::tempdir().unwrap();
+        let off = Squeezed::open(SqueezeConfig {
+            max_pending: 1,
+            write_when_behind: false,
+            ..config(off_dir.path())
+        })
+        .unwrap();
+        off.wait_recovered();
+        off.offer_evicted(chunk(0), columns(&strings));
+        assert!(!off.holds(&chunk(0)));
+        assert_eq!(off.stats().dropped_chunks, 1);
     }
 }

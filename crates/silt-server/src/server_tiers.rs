@@ -131,6 +131,9 @@ fn open_squeeze_tier(config: &ServerConfig) -> Result<Option<Arc<Squeezed>>, Ser
         direct_io: config.direct_io,
         policy: config.disk_policy,
         max_pending: squeeze_pending(config),
+        // Writing a liquid chunk costs less than decoding and transcoding
+        // it again ([`Squeezed::offer_evicted`]).
+        write_when_behind: true,
     })
     .map_err(|e| io_error(&dir, e))?;
     Ok(Some(squeezed))

@@ -69,6 +69,7 @@ fn squeezed_json(squeezed: Option<&std::sync::Arc<silt_cache::Squeezed>>) -> Val
         "squeezed_chunks": s.squeezed_chunks,
         "squeezed_bytes": s.squeezed_bytes,
         "dropped_chunks": s.dropped_chunks,
+        "written_here_chunks": s.written_here_chunks,
         "restored_chunks": s.restored_chunks,
         "restored_bytes": s.restored_bytes,
         "unreadable_chunks": s.unreadable_chunks,
