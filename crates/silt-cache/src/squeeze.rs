@@ -100,6 +100,12 @@ pub struct SqueezeStats {
     pub squeezed_chunks: u64,
     /// Bytes of records written (chunks and parts).
     pub squeezed_bytes: u64,
+    /// Part records written (FSST tables, dictionaries, shared-dictionary
+    /// segments), each in a slot of its own: with `squeezed_chunks` and
+    /// `disk_bytes`, what the slots hold.
+    pub squeezed_parts: u64,
+    /// Bytes of part records written (in `squeezed_bytes` too).
+    pub squeezed_part_bytes: u64,
     /// Evicted chunks not squeezed: the writer was behind.
     pub dropped_chunks: u64,
     /// Evicted chunks written by the evicting thread: the writer was
@@ -123,6 +129,8 @@ pub struct SqueezeStats {
 struct Counters {
     squeezed_chunks: AtomicU64,
     squeezed_bytes: AtomicU64,
+    squeezed_parts: AtomicU64,
+    squeezed_part_bytes: AtomicU64,
     dropped_chunks: AtomicU64,
     written_here_chunks: AtomicU64,
     restored_chunks: AtomicU64,
@@ -417,6 +425,8 @@ impl Squeezed {
         SqueezeStats {
             squeezed_chunks: c.squeezed_chunks.load(Ordering::Relaxed),
             squeezed_bytes: c.squeezed_bytes.load(Ordering::Relaxed),
+            squeezed_parts: c.squeezed_parts.load(Ordering::Relaxed),
+            squeezed_part_bytes: c.squeezed_part_bytes.load(Ordering::Relaxed),
             dropped_chunks: c.dropped_chunks.load(Ordering::Relaxed),
             written_here_chunks: c.written_here_chunks.load(Ordering::Relaxed),
             restored_chunks: c.restored_chunks.load(Ordering::Relaxed),
@@ -528,7 +538,12 @@ impl Shared {
         for (batch, arrow_bytes) in &batches {
             let persisted = self.catalog.write(batch);
             for (id, bytes) in &persisted.new_parts {
-                written += self.write_record(bytes, |piece| Some(part_key(*id, piece)));
+                let part_bytes = self.write_record(bytes, |piece| Some(part_key(*id, piece)));
+                self.counters.squeezed_parts.fetch_add(1, Ordering::Relaxed);
+                self.counters
+                    .squeezed_part_bytes
+                    .fetch_add(part_bytes, Ordering::Relaxed);
+                written += part_bytes;
             }
             record.extend_from_slice(&(persisted.bytes.len() as u64).to_le_bytes());
             record.extend_from_slice(&arrow_bytes.to_le_bytes());

@@ -68,6 +68,8 @@ fn squeezed_json(squeezed: Option<&std::sync::Arc<silt_cache::Squeezed>>) -> Val
         "recovering": !squeezed.recovery_done(),
         "squeezed_chunks": s.squeezed_chunks,
         "squeezed_bytes": s.squeezed_bytes,
+        "squeezed_parts": s.squeezed_parts,
+        "squeezed_part_bytes": s.squeezed_part_bytes,
         "dropped_chunks": s.dropped_chunks,
         "written_here_chunks": s.written_here_chunks,
         "restored_chunks": s.restored_chunks,
