@@ -560,7 +560,11 @@ impl Reader<'_> {
             return bad(format!("{data_type} is not fixed-width"));
         };
         let len = self.count()?;
-        let values = self.bytes()?;
+        let n = self.len(1)?;
+        // Copied into an Arrow-aligned buffer: a `Vec<u8>` is aligned for
+        // bytes only (an empty one's pointer is 1), and Arrow refuses
+        // values misaligned for their type.
+        let values = Buffer::from(self.take(n)?);
         if values.len() != len * width {
             return bad(format!("{} bytes for {len} values of {width}", values.len()));
         }
@@ -570,7 +574,7 @@ impl Reader<'_> {
             len,
             nulls.map(|n| n.into_inner().into_inner()),
             0,
-            vec![Buffer::from_vec(values)],
+            vec![values],
             vec![],
         )
         .map_err(|e| PersistError(format!("a fixed-width array: {e}")))?;
