@@ -3,7 +3,11 @@
 `silt` mode's warm median over the best fixed mode's, and its link bytes
 over the smallest fixed mode's.
 
-    python3 scripts/decide_table.py bench-results/tpch-sf1/results.json [--fixed a,b,c]
+    python3 scripts/decide_table.py bench-results/tpch-sf1/results.json [--fixed a,b,c] [--cold-ref other.json]
+
+Besides the table: the `silt` geomean over the best single fixed mode's geomean, over `local`'s (when the run
+has it), and its cold runs against `direct`'s (from this run, or from `--cold-ref`: `direct` crosses no link, so
+one run of it serves the runs at every link).
 """
 import json
 import math
@@ -19,9 +23,17 @@ def main():
         fixed = sys.argv[sys.argv.index("--fixed") + 1].split(",")
     data = json.load(open(path))
     by = {}
+    cold = {}
     for r in data["results"]:
         if r["status"] == "ok" and r.get("warm_ms"):
             by[(r["mode"], r["query"])] = r
+        if r["status"] == "ok" and r.get("cold_ms") is not None:
+            cold[(r["mode"], r["query"])] = r["cold_ms"]
+    if "--cold-ref" in sys.argv:
+        ref = json.load(open(sys.argv[sys.argv.index("--cold-ref") + 1]))
+        for r in ref["results"]:
+            if r["mode"] == "direct" and r["status"] == "ok" and r.get("cold_ms") is not None:
+                cold[("direct", r["query"])] = r["cold_ms"]
     queries = [q["id"] for q in data["queries"]]
     link = data["config"].get("link", {}).get("given", "none")
     print(f"{data['name']}: link {link}, validation {data['config'].get('validation', '?')}")
@@ -59,11 +71,23 @@ def main():
         g = lambda xs: math.exp(sum(math.log(max(x, 1e-9)) for x in xs) / len(xs))
         print(f"\nsilt/best-per-query: geomean {g(ratios):.2f}, max {max(ratios):.2f}, above 1.05x on {above} of {len(ratios)}")
         # Against each single fixed mode's geomean.
-        for m in fixed:
+        per_mode = {}
+        for m in fixed + ["local"]:
             ms = [by[(m, q)]["warm_ms"]["median"] for q in queries if (m, q) in by and ("silt", q) in by]
             ss = [by[("silt", q)]["warm_ms"]["median"] for q in queries if (m, q) in by and ("silt", q) in by]
             if ms:
-                print(f"  silt geomean / {m} geomean: {g(ss) / g(ms):.2f}")
+                per_mode[m] = g(ss) / g(ms)
+                print(f"  silt geomean / {m} geomean: {per_mode[m]:.2f}")
+        single = {m: r for m, r in per_mode.items() if m in fixed}
+        if single:
+            m = max(single, key=single.get)
+            print(f"silt geomean / best single fixed mode's geomean ({m}): {single[m]:.2f}")
+        pairs = [(q, cold[("silt", q)], cold[("direct", q)]) for q in queries
+                 if ("silt", q) in cold and ("direct", q) in cold]
+        if pairs:
+            slower = [f"{q} {s:.0f}/{d:.0f}" for q, s, d in pairs if s > d]
+            print(f"cold silt/direct: geomean {g([s / d for _, s, d in pairs]):.2f}, "
+                  f"slower on {len(slower)} of {len(pairs)}" + (f" ({', '.join(slower)} ms)" if slower else ""))
         if byte_ratios:
             print(f"link bytes silt/smallest fixed: max {max(byte_ratios):.2f}, above 1.1x on {sum(b > 1.1 for b in byte_ratios)} of {len(byte_ratios)}")
 

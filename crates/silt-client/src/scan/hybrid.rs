@@ -141,7 +141,7 @@ pub async fn run(
     match attempted {
         Err(failure) => Err(failure.into_error()),
         Ok((stream, all_here)) if all_here => Ok(timed(stream, &plan, Placement::Local, started)),
-        Ok((stream, _)) => Ok(stream),
+        Ok((stream, _)) => Ok(timed(stream, &plan, Placement::PartlyLocal, started)),
     }
 }
 
@@ -196,11 +196,10 @@ impl From<DataFusionError> for Failure {
 }
 
 /// Whether the scan goes to the server whole, without a layout, by its
-/// measured placements ([`crate::aggregate_placement`]): a partial
-/// aggregate unless per row group was faster (few groups always go whole,
-/// TPC-H Q1 and Q6 ran 1.1-2x slower aggregated locally), a plain scan
-/// that keeps next to nothing until per row group was faster. Never under
-/// caching-only.
+/// measured placements ([`crate::aggregate_placement`]): each placement is
+/// tried, the faster wins; a partial aggregate with few groups and a plain
+/// scan that keeps next to nothing start pushed whole, the rest start per
+/// row group. Never under caching-only.
 fn pushed_whole(plan: &LocalPlan) -> bool {
     if plan.cache.is_caching_only() {
         return false;
@@ -209,7 +208,7 @@ fn pushed_whole(plan: &LocalPlan) -> bool {
     let times = plan.cache.placement_times(&plan.filters_key);
     match plan.fragment {
         Some(_) => times.push_whole(pushed_selectivity),
-        None => times.push_scan_whole(pushed_selectivity),
+        None => times.push_scan_whole(pushed_selectivity, plan.cache.selectivity(&plan.filters_key)),
     }
 }
 
@@ -263,10 +262,12 @@ async fn attempt(
     let mut all_cached = true;
     // The model's estimates of this server, once per scan.
     let estimates = client.calibration().estimates();
+    // Tried here on purpose: fetch what fits now, so the next run is timed.
+    let fetch_now = plan.cache.placement_times(&plan.filters_key).trying_here();
     // What the pushed row groups are expected to send.
     let mut pushed_bytes = 0.0;
     for group in layout {
-        let (choice, cost) = choose(plan, &request.table, &group, &mut pending, &estimates);
+        let (choice, cost) = choose(plan, &request.table, &group, &mut pending, &estimates, fetch_now);
         let g = sizes_of(plan, &group, None);
         match choice {
             Choice::Local(segments) => {
@@ -532,13 +533,16 @@ fn keys_of(table: &str, plan: &LocalPlan, group: &RowGroup) -> Vec<ChunkKey> {
 /// The path of one row group (module docs), recording the use of its
 /// segments with their benefit under the scan's observed selectivity, and
 /// the model that priced it (its `estimates` of the server, the scan's
-/// selectivity). `pending`: the bytes this scan already chose to fetch.
+/// selectivity). `pending`: the bytes this scan already chose to fetch;
+/// `fetch_now`: the scan is being tried here on purpose, so what fits is
+/// fetched without waiting for repeated uses.
 fn choose(
     plan: &LocalPlan,
     table: &str,
     group: &RowGroup,
     pending: &mut usize,
     estimates: &Estimates,
+    fetch_now: bool,
 ) -> (Choice, PathCost) {
     // Until observed: a partial aggregate sends states (next to nothing),
     // a filter keeps DataFusion's default 20%, else everything.
@@ -575,7 +579,12 @@ fn choose(
         .zip(&plan.needed)
         .map(|(k, c)| (k, group.bytes[c]))
         .collect();
-    if let Some(bytes) = plan.cache.admission(&sized, *pending) {
+    let admitted = if fetch_now {
+        plan.cache.admission_now(&sized, *pending)
+    } else {
+        plan.cache.admission(&sized, *pending)
+    };
+    if let Some(bytes) = admitted {
         *pending += bytes;
         return (Choice::Fetch, model);
     }
