@@ -26,11 +26,15 @@
 //! that keeps under [`EXPLORE_PUSH_BELOW`] of its rows is tried pushed
 //! (q22, `Title LIKE '%Google%' AND URL NOT LIKE '%.google.%'`: 399 ms
 //! here, 63 ms on liquid, which matches each pattern once per dictionary
-//! value). A scan's very first pushed run may have read the store (a
-//! cold server): it is replaced by the next pushed run rather than
-//! averaged, and not compared until then.
-//! A scan whose row groups never all answer from the cache (a cache too
-//! small for it) stops trying here after [`TRIES_HERE`] runs.
+//! value). The first pushed runs of a scan nothing ran before may find
+//! the server cold (reading the store, transcoding in the background): a
+//! pushed time is compared only from the third such run on (at once for a
+//! scan that ran here before: the server served its data then). Each
+//! placement's latest time counts, so one taken while the server warmed up
+//! does not linger.
+//! Trying here stops as soon as the cache refuses part of the scan (full
+//! of what scores higher: a run sent row groups to the server), or after
+//! [`TRIES_HERE`] runs that never answered wholly from the cache.
 
 use std::time::Duration;
 
@@ -52,23 +56,36 @@ pub const PUSH_WHOLE_BELOW: f64 = 0.01;
 /// indexes). One keeping more would send most of what it reads.
 pub const EXPLORE_PUSH_BELOW: f64 = 0.1;
 
-/// Runs per row group that did not answer wholly from the cache after
-/// which a scan stops trying here: the cache cannot hold it.
-pub const TRIES_HERE: u32 = 4;
+/// Runs tried here (after pushed whole was timed) that did not answer
+/// wholly from the cache after which a scan stops trying here: the cache
+/// does not keep it.
+pub const TRIES_HERE: u32 = 3;
 
-/// The measured wall time of one scan's two placements (a moving average
-/// of runs, `None` until one was timed).
+/// Pushed runs of a scan nothing ran before whose times are not compared:
+/// the first reads the store, the next may find the server still
+/// transcoding what the first read.
+pub const WARMING_RUNS: u32 = 2;
+
+/// The measured wall time of one scan's two placements (the latest run of
+/// each, `None` until one was timed).
 #[derive(Debug, Default, Clone, Copy, PartialEq)]
 pub struct PlacementTimes {
     /// Pushed whole.
     pub pushed: Option<f64>,
     /// Per row group, every row group answered from the cache.
     pub local: Option<f64>,
-    /// Whether `pushed` is the scan's first run only, taken before any run
-    /// here: it may have read the store, so it is not compared yet.
-    pub pushed_first: bool,
-    /// Runs per row group that were not answered wholly from the cache.
-    pub partly_here: u32,
+    /// Pushed runs still to come before `pushed` is compared: a scan's
+    /// first runs may find the server cold ([`WARMING_RUNS`]).
+    pub pushed_warming: u32,
+    /// Runs tried here (pushed whole timed, here not yet) that were not
+    /// answered wholly from the cache.
+    pub tries_here: u32,
+    /// Whether a run tried here sent row groups to the server: the cache
+    /// would not take them all.
+    pub refused_here: bool,
+    /// Whether a run went per row group before (the server read the scan's
+    /// data then: a pushed run after it is not cold).
+    pub ran_here: bool,
 }
 
 /// Which placement a run was, for [`PlacementTimes::observe`].
@@ -76,7 +93,10 @@ pub struct PlacementTimes {
 pub enum Placement {
     PushedWhole,
     Local,
-    /// Per row group, not all of them answered from the cache (not timed).
+    /// Per row group, every row group here but some fetched first (not
+    /// timed: the next run is the one answered from the cache).
+    Fetched,
+    /// Per row group, some row groups on the server (not timed).
     PartlyLocal,
 }
 
@@ -109,13 +129,13 @@ impl PlacementTimes {
 
     /// The placement of the next run: by the measured times once both are
     /// known; the one not yet timed once the other is (pushing only if
-    /// `worth_pushing`; here until [`TRIES_HERE`] runs showed the cache
-    /// cannot hold the scan); `start_pushed` before either.
+    /// `worth_pushing`; here unless the cache refused it or [`TRIES_HERE`]
+    /// runs never got it whole); `start_pushed` before either.
     fn decide(&self, start_pushed: bool, worth_pushing: bool) -> bool {
-        let pushed = self.pushed.filter(|_| !self.pushed_first);
+        let pushed = self.pushed.filter(|_| self.pushed_warming == 0);
         match (pushed, self.local) {
             (Some(pushed), Some(local)) => pushed <= local,
-            (Some(_), None) => self.partly_here >= TRIES_HERE,
+            (Some(_), None) => !self.trying_here(),
             (None, Some(_)) => worth_pushing,
             (None, None) => start_pushed,
         }
@@ -125,24 +145,35 @@ impl PlacementTimes {
     /// (pushed whole was timed, here not yet): it fetches what it lacks at
     /// once rather than after repeated uses, so that the next run is timed.
     pub fn trying_here(&self) -> bool {
-        self.pushed.is_some() && !self.pushed_first && self.local.is_none() && self.partly_here < TRIES_HERE
+        self.pushed.is_some()
+            && self.pushed_warming == 0
+            && self.local.is_none()
+            && !self.refused_here
+            && self.tries_here < TRIES_HERE
     }
 
-    /// Folds a run of `placement` that took `elapsed` into the averages.
+    /// Records a run of `placement` that took `elapsed`.
     pub fn observe(&mut self, placement: Placement, elapsed: Duration) {
         let seconds = elapsed.as_secs_f64();
-        let average = |slot: Option<f64>| Some(slot.map_or(seconds, |s| 0.5 * s + 0.5 * seconds));
         match placement {
-            Placement::PushedWhole if self.pushed_first => {
-                self.pushed = Some(seconds);
-                self.pushed_first = false;
-            }
             Placement::PushedWhole => {
-                self.pushed_first = self.pushed.is_none() && self.local.is_none() && self.partly_here == 0;
-                self.pushed = average(self.pushed);
+                self.pushed_warming = if self.ran_here || self.local.is_some() {
+                    0 // the server has served the scan's data since
+                } else if self.pushed.is_none() {
+                    WARMING_RUNS
+                } else {
+                    self.pushed_warming.saturating_sub(1)
+                };
+                self.pushed = Some(seconds);
             }
-            Placement::Local => self.local = average(self.local),
-            Placement::PartlyLocal => self.partly_here += 1,
+            Placement::Local => self.local = Some(seconds),
+            Placement::Fetched | Placement::PartlyLocal => {
+                if self.trying_here() {
+                    self.tries_here += 1;
+                    self.refused_here |= placement == Placement::PartlyLocal;
+                }
+                self.ran_here = true;
+            }
         }
     }
 }
@@ -153,25 +184,37 @@ mod tests {
 
     const MS: fn(u64) -> Duration = Duration::from_millis;
 
+    /// Times pushed whole past its warming runs.
+    fn pushed_warm(ms: u64) -> PlacementTimes {
+        let mut times = PlacementTimes::default();
+        for _ in 0..=WARMING_RUNS {
+            times.observe(Placement::PushedWhole, MS(ms));
+        }
+        times
+    }
+
     #[test]
     fn few_groups_are_pushed_then_tried_here_many_groups_the_other_way_then_the_faster_wins() {
         let mut times = PlacementTimes::default();
         assert!(times.push_whole(None), "never seen: pushed");
         times.observe(Placement::PushedWhole, MS(3000));
         assert!(times.push_whole(Some(0.001)), "the first run may be cold: pushed again");
+        times.observe(Placement::PushedWhole, MS(900));
+        assert!(
+            times.push_whole(Some(0.001)),
+            "the server may still transcode: pushed again"
+        );
         times.observe(Placement::PushedWhole, MS(300));
-        assert_eq!(times.pushed, Some(0.3), "the first run replaced, not averaged");
+        assert_eq!(times.pushed, Some(0.3), "the latest run counts");
         assert!(
             !times.push_whole(Some(0.001)),
             "few groups, pushed was timed: tried here"
         );
-        times.observe(Placement::PartlyLocal, MS(900));
+        times.observe(Placement::Fetched, MS(900));
         assert!(!times.push_whole(Some(0.001)), "fetched, not yet timed here");
         times.observe(Placement::Local, MS(100));
         assert!(!times.push_whole(Some(0.001)), "here was faster (ClickBench q39)");
-        for _ in 0..4 {
-            times.observe(Placement::Local, MS(900));
-        }
+        times.observe(Placement::Local, MS(900));
         assert!(times.push_whole(Some(0.001)), "here got slower: pushed again");
 
         // Many groups: tried here first, then pushed again (warm), then the faster.
@@ -179,31 +222,38 @@ mod tests {
         q33.observe(Placement::PushedWhole, MS(5000));
         assert!(!q33.push_whole(Some(0.25)), "many groups: tried per row group");
         q33.observe(Placement::PartlyLocal, MS(2000));
+        q33.observe(Placement::Fetched, MS(2000));
         q33.observe(Placement::Local, MS(30));
         assert!(
             q33.push_whole(Some(0.25)),
             "the cold pushed run is not compared: pushed again"
         );
         q33.observe(Placement::PushedWhole, MS(300));
+        assert_eq!(q33.pushed_warming, 0, "after runs here the server is warm");
         assert!(!q33.push_whole(Some(0.25)), "here was faster (ClickBench q33)");
         // Q18's shape: pushed warm is faster.
         let mut q18 = PlacementTimes::default();
         q18.observe(Placement::Local, MS(180));
         q18.observe(Placement::PushedWhole, MS(100));
-        assert!(!q18.pushed_first, "a pushed run after one here reads a warm server");
+        assert_eq!(q18.pushed_warming, 0, "a pushed run after one here reads a warm server");
         assert!(q18.push_whole(Some(0.25)));
     }
 
     #[test]
-    fn a_cache_too_small_for_the_scan_stops_trying_here() {
-        let mut times = PlacementTimes::default();
-        times.observe(Placement::PushedWhole, MS(300));
-        times.observe(Placement::PushedWhole, MS(300));
+    fn a_cache_that_refuses_the_scan_or_never_keeps_it_stops_trying_here() {
+        let mut refused = pushed_warm(300);
+        assert!(refused.trying_here() && !refused.push_whole(Some(0.001)));
+        refused.observe(Placement::PartlyLocal, MS(900));
+        assert!(
+            refused.push_whole(Some(0.001)),
+            "some row groups went to the server: pushed"
+        );
+        let mut evicted = pushed_warm(300);
         for _ in 0..TRIES_HERE {
-            assert!(!times.push_whole(Some(0.001)));
-            times.observe(Placement::PartlyLocal, MS(900));
+            assert!(!evicted.push_whole(Some(0.001)));
+            evicted.observe(Placement::Fetched, MS(900));
         }
-        assert!(times.push_whole(Some(0.001)), "never all here: pushed");
+        assert!(evicted.push_whole(Some(0.001)), "fetched but never kept: pushed");
     }
 
     #[test]
@@ -218,8 +268,10 @@ mod tests {
             times.push_scan_whole(Some(0.005), None),
             "keeps next to nothing: pushed whole first"
         );
-        times.observe(Placement::PushedWhole, MS(150));
-        assert!(times.push_scan_whole(Some(0.005), None), "a first run: pushed again");
+        for _ in 0..WARMING_RUNS {
+            times.observe(Placement::PushedWhole, MS(150));
+            assert!(times.push_scan_whole(Some(0.005), None), "warming up: pushed again");
+        }
         times.observe(Placement::PushedWhole, MS(150));
         assert!(!times.push_scan_whole(Some(0.005), None), "then tried here");
         times.observe(Placement::Local, MS(50));
@@ -234,12 +286,13 @@ mod tests {
     fn a_scan_run_here_is_tried_pushed_only_when_it_keeps_little() {
         let mut times = PlacementTimes::default();
         times.observe(Placement::PartlyLocal, MS(900));
+        times.observe(Placement::Fetched, MS(900));
         times.observe(Placement::Local, MS(400));
         assert!(!times.push_scan_whole(None, Some(0.5)), "keeps half: stays here");
         assert!(!times.push_scan_whole(None, None), "selectivity unknown: stays here");
         assert!(times.push_scan_whole(None, Some(0.02)), "keeps 2%: tried pushed");
         times.observe(Placement::PushedWhole, MS(60));
-        assert!(!times.pushed_first, "after runs here the server is warm");
+        assert_eq!(times.pushed_warming, 0, "after runs here the server is warm");
         assert!(
             times.push_scan_whole(Some(0.02), Some(0.02)),
             "pushed was faster (ClickBench q22)"

@@ -140,8 +140,7 @@ pub async fn run(
     .await;
     match attempted {
         Err(failure) => Err(failure.into_error()),
-        Ok((stream, all_here)) if all_here => Ok(timed(stream, &plan, Placement::Local, started)),
-        Ok((stream, _)) => Ok(timed(stream, &plan, Placement::PartlyLocal, started)),
+        Ok((stream, placement)) => Ok(timed(stream, &plan, placement, started)),
     }
 }
 
@@ -223,7 +222,7 @@ async fn attempt(
     out: &SchemaRef,
     context: &Arc<TaskContext>,
     counters: &PathCounters,
-) -> std::result::Result<(BoxStream<'static, Result<RecordBatch>>, bool), Failure> {
+) -> std::result::Result<(BoxStream<'static, Result<RecordBatch>>, Placement), Failure> {
     // The server leaves out row groups the filters' statistics rule out,
     // as the scan itself would.
     let layout_request = ScanRequest {
@@ -250,7 +249,7 @@ async fn attempt(
             tracing::debug!(table = %request.table, error = %e, "no layout; the scan is pushed down whole");
             plan.cache.mark_no_layout(&request.table);
             let stream = push_whole(client, request, out, &counters.pushdown_cost).await?;
-            return Ok((stream, false));
+            return Ok((stream, Placement::PartlyLocal));
         }
         Err(e) => return Err(e.into()),
     };
@@ -258,7 +257,7 @@ async fn attempt(
     let mut here = Vec::new();
     let mut pushed = Vec::new();
     // Whether every row group is answered from the cache (nothing fetched
-    // or pushed): such a run times the aggregate's local placement.
+    // or pushed): such a run times the local placement.
     let mut all_cached = true;
     // The model's estimates of this server, once per scan.
     let estimates = client.calibration().estimates();
@@ -301,6 +300,7 @@ async fn attempt(
     // The pushed part first: its refusal (a version gone) restarts the
     // scan before any row is out. Its rows then stream while this side
     // fetches and filters (the two streams are merged as they come).
+    let pushed_any = !pushed.is_empty();
     let remote = if pushed.is_empty() {
         None
     } else {
@@ -348,7 +348,12 @@ async fn attempt(
         Some(remote) => futures::stream::select(local, remote).boxed(),
         None => local,
     };
-    Ok((stream, all_cached))
+    let placement = match (all_cached, pushed_any) {
+        (true, _) => Placement::Local,
+        (false, false) => Placement::Fetched,
+        (false, true) => Placement::PartlyLocal,
+    };
+    Ok((stream, placement))
 }
 
 /// `stream` (the answer for `rows_read` rows of the table, `pushed` or
