@@ -3,7 +3,11 @@
 `silt` mode's warm median over the best fixed mode's, and its link bytes
 over the smallest fixed mode's.
 
-    python3 scripts/decide_table.py bench-results/tpch-sf1/results.json [--fixed a,b,c] [--cold-ref other.json]
+    python3 scripts/decide_table.py bench-results/tpch-sf1/results.json [--fixed a,b,c] [--cold-ref other.json] \
+        [--silt silt.json]
+
+`--silt`: take the `silt` mode's results from another run (a later build of the client against the fixed modes of
+this run; the fixed modes use no client cache, so a client change does not move them).
 
 Besides the table: the `silt` geomean over the best single fixed mode's geomean, over `local`'s (when the run
 has it), and its cold runs against `direct`'s (from this run, or from `--cold-ref`: `direct` crosses no link, so
@@ -29,6 +33,16 @@ def main():
             by[(r["mode"], r["query"])] = r
         if r["status"] == "ok" and r.get("cold_ms") is not None:
             cold[(r["mode"], r["query"])] = r["cold_ms"]
+    if "--silt" in sys.argv:
+        other = json.load(open(sys.argv[sys.argv.index("--silt") + 1]))
+        by = {k: v for k, v in by.items() if k[0] != "silt"}
+        cold = {k: v for k, v in cold.items() if k[0] != "silt"}
+        for r in other["results"]:
+            if r["mode"] == "silt" and r["status"] == "ok":
+                if r.get("warm_ms"):
+                    by[("silt", r["query"])] = r
+                if r.get("cold_ms") is not None:
+                    cold[("silt", r["query"])] = r["cold_ms"]
     if "--cold-ref" in sys.argv:
         ref = json.load(open(sys.argv[sys.argv.index("--cold-ref") + 1]))
         for r in ref["results"]:
