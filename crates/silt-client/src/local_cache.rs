@@ -294,26 +294,13 @@ impl LocalCache {
     /// bytes they are expected to take (a chunk fetched before counts at
     /// its real size, not the estimate).
     pub fn admission(&self, chunks: &[(ChunkKey, usize)], pending: usize) -> Option<usize> {
-        self.admission_after(chunks, pending, ADMIT_AFTER_USES)
-    }
-
-    /// [`LocalCache::admission`] without the uses a chunk must have had:
-    /// for a scan tried here on purpose ([`crate::aggregate_placement`]),
-    /// which has run often enough already (pushed whole, where its chunks'
-    /// uses are not seen).
-    pub fn admission_now(&self, chunks: &[(ChunkKey, usize)], pending: usize) -> Option<usize> {
-        self.admission_after(chunks, pending, 0)
-    }
-
-    /// [`LocalCache::admission`] with `uses` as the uses a chunk needs.
-    fn admission_after(&self, chunks: &[(ChunkKey, usize)], pending: usize, uses: u64) -> Option<usize> {
         if self.budget == 0 || chunks.is_empty() {
             return None;
         }
         let inner = self.lock();
         let used_enough = chunks
             .iter()
-            .all(|(k, _)| uses == 0 || inner.usage.get(k).is_some_and(|u| u.uses >= uses));
+            .all(|(k, _)| inner.usage.get(k).is_some_and(|u| u.uses >= ADMIT_AFTER_USES));
         if !used_enough {
             return None;
         }

@@ -140,7 +140,8 @@ pub async fn run(
     .await;
     match attempted {
         Err(failure) => Err(failure.into_error()),
-        Ok((stream, placement)) => Ok(timed(stream, &plan, placement, started)),
+        Ok((stream, all_here)) if all_here => Ok(timed(stream, &plan, Placement::Local, started)),
+        Ok((stream, _)) => Ok(stream),
     }
 }
 
@@ -195,10 +196,11 @@ impl From<DataFusionError> for Failure {
 }
 
 /// Whether the scan goes to the server whole, without a layout, by its
-/// measured placements ([`crate::aggregate_placement`]): each placement is
-/// tried, the faster wins; a partial aggregate with few groups and a plain
-/// scan that keeps next to nothing start pushed whole, the rest start per
-/// row group. Never under caching-only.
+/// measured placements ([`crate::aggregate_placement`]): a partial
+/// aggregate unless per row group was faster (few groups always go whole,
+/// TPC-H Q1 and Q6 ran 1.1-2x slower aggregated locally), a plain scan
+/// that keeps next to nothing until per row group was faster. Never under
+/// caching-only.
 fn pushed_whole(plan: &LocalPlan) -> bool {
     if plan.cache.is_caching_only() {
         return false;
@@ -207,7 +209,7 @@ fn pushed_whole(plan: &LocalPlan) -> bool {
     let times = plan.cache.placement_times(&plan.filters_key);
     match plan.fragment {
         Some(_) => times.push_whole(pushed_selectivity),
-        None => times.push_scan_whole(pushed_selectivity, plan.cache.selectivity(&plan.filters_key)),
+        None => times.push_scan_whole(pushed_selectivity),
     }
 }
 
@@ -222,7 +224,7 @@ async fn attempt(
     out: &SchemaRef,
     context: &Arc<TaskContext>,
     counters: &PathCounters,
-) -> std::result::Result<(BoxStream<'static, Result<RecordBatch>>, Placement), Failure> {
+) -> std::result::Result<(BoxStream<'static, Result<RecordBatch>>, bool), Failure> {
     // The server leaves out row groups the filters' statistics rule out,
     // as the scan itself would.
     let layout_request = ScanRequest {
@@ -249,7 +251,7 @@ async fn attempt(
             tracing::debug!(table = %request.table, error = %e, "no layout; the scan is pushed down whole");
             plan.cache.mark_no_layout(&request.table);
             let stream = push_whole(client, request, out, &counters.pushdown_cost).await?;
-            return Ok((stream, Placement::PartlyLocal));
+            return Ok((stream, false));
         }
         Err(e) => return Err(e.into()),
     };
@@ -257,16 +259,14 @@ async fn attempt(
     let mut here = Vec::new();
     let mut pushed = Vec::new();
     // Whether every row group is answered from the cache (nothing fetched
-    // or pushed): such a run times the local placement.
+    // or pushed): such a run times the aggregate's local placement.
     let mut all_cached = true;
     // The model's estimates of this server, once per scan.
     let estimates = client.calibration().estimates();
-    // Tried here on purpose: fetch what fits now, so the next run is timed.
-    let fetch_now = plan.cache.placement_times(&plan.filters_key).trying_here();
     // What the pushed row groups are expected to send.
     let mut pushed_bytes = 0.0;
     for group in layout {
-        let (choice, cost) = choose(plan, &request.table, &group, &mut pending, &estimates, fetch_now);
+        let (choice, cost) = choose(plan, &request.table, &group, &mut pending, &estimates);
         let g = sizes_of(plan, &group, None);
         match choice {
             Choice::Local(segments) => {
@@ -300,7 +300,6 @@ async fn attempt(
     // The pushed part first: its refusal (a version gone) restarts the
     // scan before any row is out. Its rows then stream while this side
     // fetches and filters (the two streams are merged as they come).
-    let pushed_any = !pushed.is_empty();
     let remote = if pushed.is_empty() {
         None
     } else {
@@ -348,12 +347,7 @@ async fn attempt(
         Some(remote) => futures::stream::select(local, remote).boxed(),
         None => local,
     };
-    let placement = match (all_cached, pushed_any) {
-        (true, _) => Placement::Local,
-        (false, false) => Placement::Fetched,
-        (false, true) => Placement::PartlyLocal,
-    };
-    Ok((stream, placement))
+    Ok((stream, all_cached))
 }
 
 /// `stream` (the answer for `rows_read` rows of the table, `pushed` or
@@ -538,16 +532,13 @@ fn keys_of(table: &str, plan: &LocalPlan, group: &RowGroup) -> Vec<ChunkKey> {
 /// The path of one row group (module docs), recording the use of its
 /// segments with their benefit under the scan's observed selectivity, and
 /// the model that priced it (its `estimates` of the server, the scan's
-/// selectivity). `pending`: the bytes this scan already chose to fetch;
-/// `fetch_now`: the scan is being tried here on purpose, so what fits is
-/// fetched without waiting for repeated uses.
+/// selectivity). `pending`: the bytes this scan already chose to fetch.
 fn choose(
     plan: &LocalPlan,
     table: &str,
     group: &RowGroup,
     pending: &mut usize,
     estimates: &Estimates,
-    fetch_now: bool,
 ) -> (Choice, PathCost) {
     // Until observed: a partial aggregate sends states (next to nothing),
     // a filter keeps DataFusion's default 20%, else everything.
@@ -584,12 +575,7 @@ fn choose(
         .zip(&plan.needed)
         .map(|(k, c)| (k, group.bytes[c]))
         .collect();
-    let admitted = if fetch_now {
-        plan.cache.admission_now(&sized, *pending)
-    } else {
-        plan.cache.admission(&sized, *pending)
-    };
-    if let Some(bytes) = admitted {
+    if let Some(bytes) = plan.cache.admission(&sized, *pending) {
         *pending += bytes;
         return (Choice::Fetch, model);
     }
