@@ -355,7 +355,13 @@ pub async fn coordinator_context(
         .with_distributed_route_tasks_handler(route_scan_tasks)
         .build();
     let ctx = SessionContext::new_with_state(state);
-    crate::register_fleet_tables(&ctx, fleet).await?;
+    // The coordinator keeps no compute-side cache: its scans run as tasks
+    // on the workers (module docs).
+    let options = crate::SiltTableOptions {
+        local_cache_bytes: 0,
+        ..Default::default()
+    };
+    crate::register_fleet_tables_with_options(&ctx, fleet, &options).await?;
     Ok(ctx)
 }
 

@@ -36,6 +36,7 @@ use crate::scan::local_plan::LocalPlan;
 use crate::scan::metrics::{PathCounters, PathMetrics};
 use crate::scan::pushdown::PushdownRoute;
 use crate::scan::query_id::execution_id;
+use crate::scan::servers::Servers;
 use crate::scan::{SCAN_NODE, Scan, ScanRoute};
 
 /// Streams the result of a pushed-down scan from a Silt server. In `EXPLAIN`
@@ -245,9 +246,10 @@ impl SiltScanExec {
     }
 
     /// The route this scan's rows take ([`crate::scan`]): a task of a
-    /// distributed query reads its share through the fleet, a fleet table
-    /// (of more than one server) goes to the owners of its row groups, a
-    /// scan with a compute-side cache and no limit chooses per row group,
+    /// distributed query reads its share through the fleet; a scan with a
+    /// compute-side cache and no limit chooses per row group (with a fleet
+    /// of more than one server, each row group's requests on its owner);
+    /// a fleet table without one goes to the owners of its row groups;
     /// anything else is pushed down whole.
     fn route(&self) -> Box<dyn ScanRoute> {
         let fleet = self
@@ -258,8 +260,15 @@ impl SiltScanExec {
         let client = self.client.clone();
         match (fleet, self.share.clone(), local) {
             (Some(fleet), Some(share), _) => Box::new(DistributedRoute { fleet, share }),
-            (Some(fleet), None, _) => Box::new(FleetRoute { fleet }),
-            (None, _, Some(plan)) => Box::new(HybridRoute { client, plan }),
+            (Some(fleet), None, Some(plan)) => Box::new(HybridRoute {
+                servers: Servers::fleet(fleet),
+                plan,
+            }),
+            (Some(fleet), None, None) => Box::new(FleetRoute { fleet }),
+            (None, _, Some(plan)) => Box::new(HybridRoute {
+                servers: Servers::One(client),
+                plan,
+            }),
             (None, _, None) => Box::new(PushdownRoute { client }),
         }
     }
@@ -495,9 +504,16 @@ mod tests {
         assert_eq!(route(&scan(None)), "PushdownRoute");
         assert_eq!(route(&scan(None).with_local(local())), "HybridRoute");
         assert_eq!(route(&scan(Some(10)).with_local(local())), "PushdownRoute", "a limit");
+        assert_eq!(route(&scan(None).with_fleet(fleet(2))), "FleetRoute");
         assert_eq!(
             route(&scan(None).with_local(local()).with_fleet(fleet(2))),
-            "FleetRoute"
+            "HybridRoute",
+            "a fleet client with a compute-side cache chooses per row group"
+        );
+        assert_eq!(
+            route(&scan(Some(10)).with_local(local()).with_fleet(fleet(2))),
+            "FleetRoute",
+            "a limit"
         );
         // One server is no fleet to place on: the session's own choice.
         assert_eq!(

@@ -33,7 +33,9 @@
 //! clients must spell a fleet's URLs the same way to agree on owners.
 //! Tables without a layout (views, nested columns) are scanned whole by the
 //! owner of the table's name, with the same failover, and collected before
-//! they are emitted. A fleet client keeps no compute-side cache (yet).
+//! they are emitted. A fleet client with a compute-side cache (the
+//! default) chooses per row group as on one server, each row group's
+//! requests on its owner ([`crate::scan::servers`]).
 
 use std::collections::HashSet;
 use std::future::Future;
@@ -106,10 +108,11 @@ impl Members {
     /// in back-off last, until one answers or fails with an error of the
     /// request itself (returned as is). Members that fail in transport are
     /// put in back-off.
-    pub async fn with_failover<T, F, Fut>(&self, name: &str, call: F) -> std::result::Result<T, ClientError>
+    pub async fn with_failover<T, E, F, Fut>(&self, name: &str, call: F) -> std::result::Result<T, E>
     where
+        E: Unavailable + From<ClientError>,
         F: Fn(SiltClient) -> Fut,
-        Fut: Future<Output = std::result::Result<T, ClientError>>,
+        Fut: Future<Output = std::result::Result<T, E>>,
     {
         let order = self.rendezvous(name);
         let (up, down): (Vec<usize>, Vec<usize>) = order.into_iter().partition(|&i| !self.is_down(i));
@@ -120,15 +123,16 @@ impl Members {
                 answer => return answer,
             }
         }
-        Err(last.unwrap_or_else(|| ClientError::Url("a fleet needs at least one server".into())))
+        Err(last.unwrap_or_else(|| ClientError::Url("a fleet needs at least one server".into()).into()))
     }
 
     /// Runs `call` on member `i`, keeping its health: back in service when
     /// it answers, in back-off when it fails in transport.
-    pub(crate) async fn on_member<T, F, Fut>(&self, i: usize, call: &F) -> std::result::Result<T, ClientError>
+    pub(crate) async fn on_member<T, E, F, Fut>(&self, i: usize, call: &F) -> std::result::Result<T, E>
     where
+        E: Unavailable,
         F: Fn(SiltClient) -> Fut,
-        Fut: Future<Output = std::result::Result<T, ClientError>>,
+        Fut: Future<Output = std::result::Result<T, E>>,
     {
         let member = &self.list[i];
         let answer = call(member.client.clone()).await;
@@ -141,6 +145,20 @@ impl Members {
             Err(_) => {}
         }
         answer
+    }
+}
+
+/// An error that may say its server could not be reached or failed in
+/// transport, so another member may answer ([`ClientError::is_unavailable`]):
+/// what [`Members::with_failover`] moves on by. The hybrid route's fetches
+/// fail with errors of their own that carry a [`ClientError`].
+pub trait Unavailable: std::fmt::Display {
+    fn is_unavailable(&self) -> bool;
+}
+
+impl Unavailable for ClientError {
+    fn is_unavailable(&self) -> bool {
+        ClientError::is_unavailable(self)
     }
 }
 
@@ -308,10 +326,11 @@ impl Fleet {
     }
 
     /// [`Members::with_failover`] on the members now.
-    pub async fn with_failover<T, F, Fut>(&self, name: &str, call: F) -> std::result::Result<T, ClientError>
+    pub async fn with_failover<T, E, F, Fut>(&self, name: &str, call: F) -> std::result::Result<T, E>
     where
+        E: Unavailable + From<ClientError>,
         F: Fn(SiltClient) -> Fut,
-        Fut: Future<Output = std::result::Result<T, ClientError>>,
+        Fut: Future<Output = std::result::Result<T, E>>,
     {
         self.members().with_failover(name, call).await
     }

@@ -152,18 +152,7 @@ pub async fn register_tables_with_options(
     if let Some(link) = options.link_bytes_per_second {
         client.calibration().set_link_prior(link);
     }
-    let cache = (options.local_cache_bytes > 0).then(|| {
-        let budget = usize::try_from(options.local_cache_bytes).unwrap_or(usize::MAX);
-        let link = options
-            .link_bytes_per_second
-            .unwrap_or(path_cost::DEFAULT_LINK_BYTES_PER_SECOND);
-        Arc::new(
-            LocalCache::new(budget, options.local_cache_policy)
-                .with_form(options.local_cache_form)
-                .with_link(link)
-                .caching_only(options.caching_only),
-        )
-    });
+    let cache = local_cache_of(options);
     let entries = client.list_entries().await?;
     let mut server_views = Vec::new();
     for (name, kind) in &entries {
@@ -189,27 +178,67 @@ pub async fn register_tables_with_options(
     Ok(entries.into_iter().map(|(name, _)| name).collect())
 }
 
+/// The compute-side cache `options` ask for, if any: shared by the
+/// tables one registration makes.
+fn local_cache_of(options: &SiltTableOptions) -> Option<Arc<LocalCache>> {
+    (options.local_cache_bytes > 0).then(|| {
+        let budget = usize::try_from(options.local_cache_bytes).unwrap_or(usize::MAX);
+        let link = options
+            .link_bytes_per_second
+            .unwrap_or(path_cost::DEFAULT_LINK_BYTES_PER_SECOND);
+        Arc::new(
+            LocalCache::new(budget, options.local_cache_policy)
+                .with_form(options.local_cache_form)
+                .with_link(link)
+                .caching_only(options.caching_only),
+        )
+    })
+}
+
 /// Registers the tables of a fleet of servers that all serve the same
-/// tables ([`fleet`]): the schema comes from any member, and every scan's
-/// row groups go to their owners, failing over to the next. A fleet client
-/// keeps no compute-side cache (yet).
+/// tables ([`fleet`]) with the default options: the schema comes from any
+/// member, and every scan's row groups go to their owners, failing over
+/// to the next, choosing per row group with the default compute-side
+/// cache ([`register_fleet_tables_with_options`]).
 pub async fn register_fleet_tables(ctx: &SessionContext, fleet: Arc<fleet::Fleet>) -> Result<Vec<String>> {
+    register_fleet_tables_with_options(ctx, fleet, &SiltTableOptions::default()).await
+}
+
+/// Like [`register_fleet_tables`], with `options`. With a compute-side
+/// cache (the default) each row group of a scan is answered here, fetched,
+/// filtered here or pushed down as on one server, every request for it on
+/// its owner ([`scan::servers`]); with none (`local_cache_bytes = 0`)
+/// every row group is pushed to its owner. The fleet's views are scanned
+/// whole by the owner of their name, with no compute-side cache.
+pub async fn register_fleet_tables_with_options(
+    ctx: &SessionContext,
+    fleet: Arc<fleet::Fleet>,
+    options: &SiltTableOptions,
+) -> Result<Vec<String>> {
     partial_aggregate::install(ctx);
     query_context::install(ctx);
     join_filter::tune(ctx);
+    if let Some(link) = options.link_bytes_per_second {
+        for client in fleet.clients() {
+            client.calibration().set_link_prior(link);
+        }
+    }
+    let cache = local_cache_of(options);
     let (client, entries) = fleet
         .with_failover("", |c| async move {
             let entries = c.list_entries().await?;
-            Ok((c, entries))
+            Ok::<_, client::ClientError>((c, entries))
         })
         .await?;
     for (name, kind) in &entries {
-        if kind == "VIEW" {
-            fleet.scan_whole(name);
-        }
-        let table = SiltTable::try_new(client.clone(), name)
+        let mut table = SiltTable::try_new(client.clone(), name)
             .await?
             .with_fleet(Some(fleet.clone()));
+        if kind == "VIEW" {
+            fleet.scan_whole(name);
+        } else {
+            table = table.with_local_cache(cache.clone());
+        }
         ctx.register_table(name.as_str(), Arc::new(table))?;
     }
     Ok(entries.into_iter().map(|(name, _)| name).collect())

@@ -99,25 +99,21 @@ pub fn is_membership_entry(entry: &str) -> bool {
 }
 
 pub async fn connect(server: &str, token: Option<String>) -> anyhow::Result<SessionContext> {
-    connect_with(server, token, &SiltTableOptions::default(), false).await
+    connect_with(server, token, &SiltTableOptions::default()).await
 }
 
-/// [`connect`] with `options` (a compute-side cache; `explicit_cache`:
-/// the user asked for one, so a fleet, which keeps none yet, says so).
+/// [`connect`] with `options` (a compute-side cache, for one server or a
+/// fleet alike).
 pub async fn connect_with(
     server: &str,
     token: Option<String>,
     options: &SiltTableOptions,
-    explicit_cache: bool,
 ) -> anyhow::Result<SessionContext> {
     let ctx = SessionContext::new_with_config(SessionConfig::new().with_information_schema(true));
     let servers = split_servers(server);
     if servers.len() > 1 || servers.iter().any(|s| is_membership_entry(s)) {
-        if explicit_cache {
-            tracing::warn!("--local-cache is not used with a fleet of servers (yet)");
-        }
         let fleet = silt_client::fleet::Fleet::connect(&servers, token)?;
-        silt_client::register_fleet_tables(&ctx, std::sync::Arc::new(fleet))
+        silt_client::register_fleet_tables_with_options(&ctx, std::sync::Arc::new(fleet), options)
             .await
             .with_context(|| format!("reading the table list of the fleet {server}"))?;
         return Ok(ctx);
@@ -177,7 +173,7 @@ pub async fn run(mut args: QueryArgs) -> anyhow::Result<()> {
         }
         connect_distributed(&server, &args.workers, args.token.clone()).await?
     } else {
-        connect_with(&server, args.token.clone(), &options, explicit_cache).await?
+        connect_with(&server, args.token.clone(), &options).await?
     };
     let sql = match (&args.sql, &args.file) {
         (Some(s), _) => s.clone(),

@@ -55,10 +55,12 @@ use futures::{StreamExt, TryStreamExt};
 use silt_core::restart::restart_once_on_change;
 use silt_proto::{Projection, ScanRequest};
 
+use super::fleet::place;
 use super::layout::{RowGroup, parse_layout, scope_of};
 use super::local_plan::LocalPlan;
 use super::metrics::PathCounters;
-use super::pushdown::{PushdownRoute, push_whole, server_scan, with_compression};
+use super::pushdown::{push_whole, server_scan, with_compression};
+use super::servers::Servers;
 use super::{SCAN_NODE, Scan, ScanRoute};
 use crate::aggregate_placement::Placement;
 use crate::client::{ClientError, SiltClient};
@@ -67,11 +69,12 @@ use crate::path_cost::{Estimates, PathCost, RowGroupSizes};
 use silt_core::{CachedColumn, ChunkKey, ObjectKey};
 
 /// Row groups answered per row group over the compute-side cache `plan`
-/// and `client`'s server (module docs). A table the server gave no layout
+/// and `servers` (one, or a fleet's members, each row group on its owner:
+/// [`super::servers`]) (module docs). A table the server gave no layout
 /// (nested columns) is pushed down whole.
 #[derive(Debug)]
 pub struct HybridRoute {
-    pub client: SiltClient,
+    pub servers: Servers,
     pub plan: Arc<LocalPlan>,
 }
 
@@ -79,10 +82,9 @@ pub struct HybridRoute {
 impl ScanRoute for HybridRoute {
     async fn open(&self, scan: Scan) -> Result<BoxStream<'static, Result<RecordBatch>>> {
         if self.plan.cache.lacks_layout(&scan.request.table) {
-            let pushdown = PushdownRoute {
-                client: self.client.clone(),
-            };
-            return pushdown.open(scan).await;
+            return push_whole_to(&self.servers, &scan.request, &scan.out, &scan.counters)
+                .await
+                .map_err(Failure::into_error);
         }
         let Scan {
             request,
@@ -92,7 +94,7 @@ impl ScanRoute for HybridRoute {
             counters,
         } = scan;
         run(
-            self.client.clone(),
+            self.servers.clone(),
             request,
             layout_filters,
             self.plan.clone(),
@@ -118,7 +120,7 @@ enum Choice {
 /// like `request.filters`) go with the layout request, for the server to
 /// leave out row groups their statistics rule out.
 pub async fn run(
-    client: SiltClient,
+    servers: Servers,
     request: ScanRequest,
     layout_filters: Vec<Vec<u8>>,
     plan: Arc<LocalPlan>,
@@ -129,12 +131,14 @@ pub async fn run(
     let started = Instant::now();
     if pushed_whole(&plan) {
         counters.pushed_whole.add(1);
-        let stream = push_whole(&client, &request, &out, &counters.pushdown_cost).await?;
+        let stream = push_whole_to(&servers, &request, &out, &counters)
+            .await
+            .map_err(Failure::into_error)?;
         let stream = observed(stream, &plan, plan.table_rows.unwrap_or(0), true);
         return Ok(timed(stream, &plan, Placement::PushedWhole, started));
     }
     let attempted = restart_once_on_change(
-        |_| attempt(&client, &request, &layout_filters, &plan, &out, &context, &counters),
+        |_| attempt(&servers, &request, &layout_filters, &plan, &out, &context, &counters),
         |a| matches!(a, Err(Failure::Changed(_))),
     )
     .await;
@@ -167,15 +171,33 @@ fn timed(
 enum Failure {
     /// An object is no longer at the layout's version.
     Changed(ClientError),
+    /// The server could not be reached or failed in transport: a fleet's
+    /// next member may answer ([`Servers::on_owner`]).
+    Unavailable(ClientError),
     Other(DataFusionError),
 }
 
 impl Failure {
     fn into_error(self) -> DataFusionError {
         match self {
-            Failure::Changed(e) => e.into(),
+            Failure::Changed(e) | Failure::Unavailable(e) => e.into(),
             Failure::Other(e) => e,
         }
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Changed(e) | Failure::Unavailable(e) => e.fmt(f),
+            Failure::Other(e) => e.fmt(f),
+        }
+    }
+}
+
+impl crate::fleet::Unavailable for Failure {
+    fn is_unavailable(&self) -> bool {
+        matches!(self, Failure::Unavailable(_))
     }
 }
 
@@ -183,6 +205,8 @@ impl From<ClientError> for Failure {
     fn from(e: ClientError) -> Self {
         if e.is_changed() {
             Failure::Changed(e)
+        } else if e.is_unavailable() {
+            Failure::Unavailable(e)
         } else {
             Failure::Other(e.into())
         }
@@ -192,6 +216,64 @@ impl From<ClientError> for Failure {
 impl From<DataFusionError> for Failure {
     fn from(e: DataFusionError) -> Self {
         Failure::Other(e)
+    }
+}
+
+/// `request` pushed down whole: to the one server (compressed as its
+/// model says), or across a fleet's members by the fleet's own layout,
+/// each row group on its owner (the fleet route's placement).
+async fn push_whole_to(
+    servers: &Servers,
+    request: &ScanRequest,
+    out: &SchemaRef,
+    counters: &PathCounters,
+) -> std::result::Result<BoxStream<'static, Result<RecordBatch>>, Failure> {
+    match servers {
+        Servers::One(client) => Ok(push_whole(client, request, out, &counters.pushdown_cost).await?),
+        Servers::Fleet { fleet, .. } => {
+            let groups = fleet.layout(&request.table, request.query.clone()).await?;
+            Ok(place(fleet.clone(), groups, request.clone(), out.clone()).await?)
+        }
+    }
+}
+
+/// Row groups `groups` of `request` pushed down: in one scan scoped to
+/// them on the one server (compressed as the model says of an answer of
+/// about `expected_bytes`), or each on its owner in a fleet.
+async fn push_groups(
+    servers: &Servers,
+    groups: Vec<RowGroup>,
+    request: &ScanRequest,
+    out: &SchemaRef,
+    counters: &PathCounters,
+    expected_bytes: f64,
+) -> std::result::Result<BoxStream<'static, Result<RecordBatch>>, Failure> {
+    match servers {
+        Servers::One(client) => {
+            let scoped = ScanRequest {
+                scope: Some(scope_of(groups.iter())),
+                ..request.clone()
+            };
+            let scoped = with_compression(client, &scoped, Some(expected_bytes));
+            Ok(server_scan(client, &scoped, out, Some(&counters.pushdown_cost)).await?)
+        }
+        Servers::Fleet { fleet, .. } => Ok(place(fleet.clone(), Some(groups), request.clone(), out.clone()).await?),
+    }
+}
+
+/// The model's estimates of each server a scan's row groups go to, read
+/// once per server per scan.
+#[derive(Default)]
+struct EstimatesByServer(Vec<(String, Estimates)>);
+
+impl EstimatesByServer {
+    fn of(&mut self, client: &SiltClient) -> Estimates {
+        if let Some((_, e)) = self.0.iter().find(|(url, _)| url == client.url()) {
+            return *e;
+        }
+        let e = client.calibration().estimates();
+        self.0.push((client.url().to_string(), e));
+        e
     }
 }
 
@@ -217,7 +299,7 @@ fn pushed_whole(plan: &LocalPlan) -> bool {
 pub(crate) const FETCH_CONCURRENCY: usize = 4;
 
 async fn attempt(
-    client: &SiltClient,
+    servers: &Servers,
     request: &ScanRequest,
     layout_filters: &[Vec<u8>],
     plan: &Arc<LocalPlan>,
@@ -239,7 +321,13 @@ async fn attempt(
         query: request.query.clone(),
         ..Default::default()
     };
-    let layout = match client.scan_all(&layout_request).await {
+    let layout = servers
+        .on_table(&request.table, |c| {
+            let layout_request = &layout_request;
+            async move { c.scan_all(layout_request).await }
+        })
+        .await;
+    let layout = match layout {
         Ok(batches) => parse_layout(&batches)?,
         Err(
             e @ ClientError::Server {
@@ -250,7 +338,7 @@ async fn attempt(
             // A table with nested columns: no row groups to cache.
             tracing::debug!(table = %request.table, error = %e, "no layout; the scan is pushed down whole");
             plan.cache.mark_no_layout(&request.table);
-            let stream = push_whole(client, request, out, &counters.pushdown_cost).await?;
+            let stream = push_whole_to(servers, request, out, counters).await?;
             return Ok((stream, false));
         }
         Err(e) => return Err(e.into()),
@@ -261,12 +349,15 @@ async fn attempt(
     // Whether every row group is answered from the cache (nothing fetched
     // or pushed): such a run times the aggregate's local placement.
     let mut all_cached = true;
-    // The model's estimates of this server, once per scan.
-    let estimates = client.calibration().estimates();
-    // What the pushed row groups are expected to send.
+    // The model's estimates of each server, once per scan.
+    let mut estimates = EstimatesByServer::default();
+    // What the pushed row groups are expected to send, and the round trip
+    // of their scan (the slowest owner's, with a fleet).
     let mut pushed_bytes = 0.0;
+    let mut pushed_round_trip: f64 = 0.0;
     for group in layout {
-        let (choice, cost) = choose(plan, &request.table, &group, &mut pending, &estimates);
+        let server = estimates.of(&servers.owner(&group));
+        let (choice, cost) = choose(plan, &request.table, &group, &mut pending, &server);
         let g = sizes_of(plan, &group, None);
         match choice {
             Choice::Local(segments) => {
@@ -292,6 +383,7 @@ async fn attempt(
                 all_cached = false;
                 counters.pushdown_cost.estimate(cost.pushdown(&g));
                 pushed_bytes += cost.pushdown_bytes(&g);
+                pushed_round_trip = pushed_round_trip.max(server.round_trip_seconds);
                 pushed.push(group);
             }
         }
@@ -304,13 +396,8 @@ async fn attempt(
         None
     } else {
         let rows_read: usize = pushed.iter().map(|g| g.rows).sum();
-        let scoped = ScanRequest {
-            scope: Some(scope_of(pushed.iter())),
-            ..request.clone()
-        };
-        let scoped = with_compression(client, &scoped, Some(pushed_bytes));
-        counters.pushdown_cost.estimate(estimates.round_trip_seconds);
-        let stream = server_scan(client, &scoped, out, Some(&counters.pushdown_cost)).await?;
+        counters.pushdown_cost.estimate(pushed_round_trip);
+        let stream = push_groups(servers, pushed, request, out, counters, pushed_bytes).await?;
         Some(observed(stream, plan, rows_read, true))
     };
 
@@ -320,7 +407,7 @@ async fn attempt(
     // scan with the server's "changed" error: rows may already be out.
     let rows_read: usize = here.iter().map(|(g, _)| g.rows).sum();
     let run = LocalRun {
-        client: client.clone(),
+        servers: servers.clone(),
         request: request.clone(),
         plan: plan.clone(),
         out: out.clone(),
@@ -384,7 +471,7 @@ fn observed(
 /// What a scan's local row groups run with (each row group gets a clone).
 #[derive(Clone)]
 struct LocalRun {
-    client: SiltClient,
+    servers: Servers,
     request: ScanRequest,
     plan: Arc<LocalPlan>,
     out: SchemaRef,
@@ -421,7 +508,8 @@ impl LocalRun {
             if cached_bytes > 0 {
                 // Filtering and decoding only: not the fetches, not a partial aggregate.
                 let computing = meter.computed.unwrap_or(elapsed).saturating_sub(meter.waited);
-                self.client
+                self.servers
+                    .owner(&group)
                     .calibration()
                     .observe_client_scan(computing.as_secs_f64(), cached_bytes);
             }
@@ -441,7 +529,12 @@ impl LocalRun {
             Some(segments) => segments,
             None => {
                 let fetching = Instant::now();
-                let (arrays, bytes) = fetch_row_group(&self.client, &self.request, plan, group, &self.counters)
+                let (request, counters) = (&self.request, &self.counters);
+                let (arrays, bytes) = self
+                    .servers
+                    .on_owner(group, |c| async move {
+                        fetch_row_group(&c, request, plan, group, counters).await
+                    })
                     .await
                     .map_err(Failure::into_error)?;
                 meter.fetched(fetching.elapsed(), bytes);
@@ -467,7 +560,12 @@ impl LocalRun {
             Vec::new()
         } else {
             let fetching = Instant::now();
-            let (arrays, bytes) = fetch_rows(&self.client, &self.request, plan, group, &missing, mask.as_ref(), kept)
+            let (request, missing, mask) = (&self.request, &missing, mask.as_ref());
+            let (arrays, bytes) = self
+                .servers
+                .on_owner(group, |c| async move {
+                    fetch_rows(&c, request, plan, group, missing, mask, kept).await
+                })
                 .await
                 .map_err(Failure::into_error)?;
             meter.fetched(fetching.elapsed(), bytes);

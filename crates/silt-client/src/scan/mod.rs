@@ -9,8 +9,8 @@
 //! | route | file | when |
 //! |---|---|---|
 //! | [`distributed::DistributedRoute`] | `distributed.rs` | a task of a distributed query: its [`crate::fleet::TaskShare`] of the row groups, through the fleet |
-//! | [`fleet::FleetRoute`] | `fleet.rs` | a table served by a fleet of more than one server: each row group on its owner |
-//! | [`hybrid::HybridRoute`] | `hybrid.rs` | a session with a compute-side cache and no limit: per row group local, fetch (as Arrow or as stored bytes), hybrid or pushdown |
+//! | [`hybrid::HybridRoute`] | `hybrid.rs` | a session with a compute-side cache and no limit: per row group local, fetch (as Arrow or as stored bytes), hybrid or pushdown; with a fleet, each row group's requests on its owner ([`servers`]) |
+//! | [`fleet::FleetRoute`] | `fleet.rs` | a table served by a fleet of more than one server, with no compute-side cache (or a limit): each row group pushed to its owner |
 //! | [`pushdown::PushdownRoute`] | `pushdown.rs` | everything else: the whole scan on the server |
 //!
 //! **Bytes** ([`bytes`]) is not a route of its own: fetching a row group's
@@ -22,7 +22,8 @@
 //!
 //! The leaves every route uses and that import no route: [`layout`] (the
 //! table's row groups as the server lists them, the scopes that name
-//! them), [`local_plan`] (what running a row group here needs),
+//! them), [`servers`] (the one server or the fleet member a row group's
+//! requests go to), [`local_plan`] (what running a row group here needs),
 //! [`metrics`] (the `EXPLAIN ANALYZE` counters) and [`query_id`]. Routes
 //! never import `exec.rs`; `exec.rs` imports the routes. A route that
 //! falls back to another calls it (hybrid to pushdown for a table without
@@ -41,6 +42,7 @@ pub mod local_plan;
 pub mod metrics;
 pub mod pushdown;
 pub mod query_id;
+pub mod servers;
 
 use std::fmt::Debug;
 use std::sync::Arc;

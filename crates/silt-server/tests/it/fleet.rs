@@ -11,12 +11,13 @@ use std::time::Duration;
 
 use datafusion::parquet::file::reader::{FileReader, SerializedFileReader};
 use datafusion::prelude::SessionContext;
+use silt_client::SiltTableOptions;
 use silt_client::fleet::Fleet;
 use silt_server::ServerHandle;
 
 use crate::benchmarks::compare_suite;
 use crate::common::{Fixture, answer, baseline_ctx, check_same, full_config, is_ordered, metric, shared_dir};
-use crate::hybrid::{tpch_over_row_groups, tpch_row_groups_dir};
+use crate::hybrid::{FourPaths, RUNS, SIZES, options, tpch_over_row_groups, tpch_row_groups_dir};
 
 /// A member beside the fixture's server, on the same store and tables.
 pub async fn start_member(fx: &Fixture, listen: Option<SocketAddr>) -> (ServerHandle, tempfile::TempDir) {
@@ -53,10 +54,19 @@ pub async fn baseline() -> SessionContext {
     ctx
 }
 
+/// A fleet client of `urls` as a user gets it with no options (the
+/// default compute-side cache, the choice per row group).
 pub(crate) async fn fleet_ctx(urls: &[String], backoff: Duration) -> SessionContext {
+    fleet_ctx_with(urls, backoff, &SiltTableOptions::default()).await
+}
+
+/// [`fleet_ctx`] with `options` (a cache of another size, or none).
+pub(crate) async fn fleet_ctx_with(urls: &[String], backoff: Duration, options: &SiltTableOptions) -> SessionContext {
     let fleet = Fleet::connect(urls, None).unwrap().with_backoff(backoff);
     let ctx = SessionContext::new();
-    silt_client::register_fleet_tables(&ctx, Arc::new(fleet)).await.unwrap();
+    silt_client::register_fleet_tables_with_options(&ctx, Arc::new(fleet), options)
+        .await
+        .unwrap();
     ctx
 }
 
@@ -66,22 +76,20 @@ async fn three_servers_answer_tpch_and_clickbench_like_datafusion() {
     let (b, _b_dir) = start_member(&fx, None).await;
     let (c, _c_dir) = start_member(&fx, None).await;
     let urls = vec![fx.server.flight_url(), b.flight_url(), c.flight_url()];
-    let ctx = fleet_ctx(&urls, Duration::from_secs(5)).await;
     let base = baseline().await;
     let tpch: Vec<String> = (1..=22).map(|n| format!("q{n:02}.sql")).collect();
     let clickbench: Vec<String> = (0..=42).map(|n| format!("q{n:02}.sql")).collect();
-    let mut failures = compare_suite(&fx, &base, &ctx, "bench/tpch/queries", &tpch, &["cold", "warm"]).await;
-    failures.extend(
-        compare_suite(
-            &fx,
-            &base,
-            &ctx,
-            "bench/clickbench/queries",
-            &clickbench,
-            &["cold", "warm"],
-        )
-        .await,
-    );
+    // TPC-H with every cache size a user may give (none: every row group
+    // pushed to its owner), three runs each (pushed, fetched, local);
+    // ClickBench through the default client.
+    let mut failures = Vec::new();
+    for (label, bytes) in SIZES {
+        let ctx = fleet_ctx_with(&urls, Duration::from_secs(5), &options(bytes)).await;
+        let found = compare_suite(&fx, &base, &ctx, "bench/tpch/queries", &tpch, &RUNS).await;
+        failures.extend(found.into_iter().map(|f| format!("[{label} cache] {f}")));
+    }
+    let ctx = fleet_ctx(&urls, Duration::from_secs(5)).await;
+    failures.extend(compare_suite(&fx, &base, &ctx, "bench/clickbench/queries", &clickbench, &RUNS).await);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     for server in [&fx.server, &b, &c] {
         assert!(
@@ -106,6 +114,30 @@ async fn three_servers_answer_tpch_and_clickbench_like_datafusion() {
     assert!(owned.iter().filter(|&&n| n > 0).count() >= 2, "{owned:?}");
 }
 
+/// A fleet client with a compute-side cache chooses per row group as a
+/// client of one server does: one scan's row groups take all four paths
+/// (local, fetched, hybrid, pushed), every request for a row group goes to
+/// its owner, and the answer is DataFusion's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_client_takes_all_four_paths_on_the_owners_and_equals_datafusion() {
+    let data = FourPaths::write();
+    let (a_cache, b_cache) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = crate::common::file_table_server(&data.dir(), a_cache.path(), 64 << 10).await;
+    let b = crate::common::file_table_server(&data.dir(), b_cache.path(), 64 << 10).await;
+    let urls = vec![a.flight_url(), b.flight_url()];
+    let ctx = fleet_ctx_with(&urls, Duration::from_secs(5), &FourPaths::options()).await;
+    data.check(&ctx).await;
+    // Each member that owns a row group of `t` was asked for it.
+    let owned = Fleet::connect(&urls, None).unwrap().owned_row_groups().await.unwrap();
+    assert_eq!(owned.iter().sum::<usize>(), 4, "{owned:?}");
+    for (server, owns) in [&a, &b].into_iter().zip(&owned) {
+        assert_eq!(metric(server, "silt_query_errors_total"), 0.0);
+        if *owns > 0 {
+            assert!(metric(server, "silt_queries_total") > 0.0, "an owner was asked");
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_stopped_mid_workload_costs_no_query_and_gets_its_share_back() {
     let fx = Fixture::start_with(tpch_over_row_groups).await;
@@ -115,7 +147,9 @@ async fn a_server_stopped_mid_workload_costs_no_query_and_gets_its_share_back() 
     let b_addr = b.flight_addr;
     let urls = vec![fx.server.flight_url(), b.flight_url(), c.flight_url()];
     let backoff = Duration::from_millis(300);
-    let ctx = fleet_ctx(&urls, backoff).await;
+    // A small compute-side cache: row groups take every path (local,
+    // fetched from their owner, pushed to it) while B goes and comes back.
+    let ctx = fleet_ctx_with(&urls, backoff, &options(SIZES[1].1)).await;
     let base = baseline().await;
     let queries: Vec<(String, String)> = (1..=22)
         .map(|n| {

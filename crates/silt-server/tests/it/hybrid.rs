@@ -28,9 +28,9 @@ use crate::common::{Fixture, client_with, data_root};
 use crate::ssb::{ssb_fixture, ssb_queries};
 
 /// The cache sizes every suite runs at (`None`: the default client's).
-const SIZES: [(&str, Option<u64>); 3] = [("none", Some(0)), ("small", Some(128 << 10)), ("default", None)];
+pub(crate) const SIZES: [(&str, Option<u64>); 3] = [("none", Some(0)), ("small", Some(128 << 10)), ("default", None)];
 /// The runs of each query (see the module docs).
-const RUNS: [&str; 3] = ["pushdown", "fetch", "local"];
+pub(crate) const RUNS: [&str; 3] = ["pushdown", "fetch", "local"];
 
 /// TPC-H at the tests' scale factor in row groups of 8,192 rows (so a
 /// scan has row groups on several paths at once), bucket `tpchrg`.
@@ -62,7 +62,7 @@ pub fn tpch_over_row_groups(cfg: &mut silt_server::config::ServerConfig) {
 }
 
 /// The default client's options with a cache of `bytes` (`None`: the default size).
-fn options(bytes: Option<u64>) -> SiltTableOptions {
+pub(crate) fn options(bytes: Option<u64>) -> SiltTableOptions {
     match bytes {
         Some(bytes) => SiltTableOptions {
             local_cache_bytes: bytes,
@@ -415,91 +415,123 @@ async fn a_row_bitmap_selects_rows_of_a_scoped_row_group() {
 /// the scan's counters, and the answer is DataFusion's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_scan_takes_all_four_paths_and_equals_datafusion() {
-    use datafusion::arrow::array::{Int64Array, StringArray};
-    use datafusion::arrow::datatypes::{DataType, Field, Schema};
-    use datafusion::parquet::arrow::ArrowWriter;
-    use datafusion::parquet::file::properties::WriterProperties;
-
-    const RG: i64 = 20_000;
-    let data = tempfile::tempdir().unwrap();
+    let data = FourPaths::write();
     let cache_dir = tempfile::tempdir().unwrap();
-    let file = data.path().join("t/four.parquet");
-    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
-    // k sorted (so statistics tell row groups apart), `wide` ~200 bytes a row, `narrow` 8.
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("k", DataType::Int64, false),
-        Field::new("wide", DataType::Utf8, false),
-        Field::new("narrow", DataType::Int64, false),
-    ]));
-    let rows = 4 * RG;
-    let batch = RecordBatch::try_new(
-        schema.clone(),
-        vec![
-            Arc::new(Int64Array::from_iter_values(0..rows)),
-            Arc::new(StringArray::from_iter_values((0..rows).map(|k| format!("{k:0>200}")))),
-            Arc::new(Int64Array::from_iter_values((0..rows).map(|k| k * 7 % 1000))),
-        ],
-    )
-    .unwrap();
-    let props = WriterProperties::builder()
-        .set_max_row_group_row_count(Some(RG as usize))
-        .build();
-    let mut writer = ArrowWriter::try_new(std::fs::File::create(&file).unwrap(), schema, Some(props)).unwrap();
-    writer.write(&batch).unwrap();
-    writer.close().unwrap();
+    let server = crate::common::file_table_server(&data.dir(), cache_dir.path(), 64 << 10).await;
+    let silt = client_with(&server, &FourPaths::options()).await;
+    data.check(&silt).await;
+    assert_eq!(crate::common::metric(&server, "silt_query_errors_total"), 0.0);
+}
 
-    let server = crate::common::file_table_server(&data.path().join("t"), cache_dir.path(), 64 << 10).await;
-    let silt = client_with(
-        &server,
-        &SiltTableOptions {
+/// Table `t` of four row groups whose scan, after [`FourPaths::check`]'s
+/// warm-up, takes all four paths at once (one row group each).
+pub(crate) struct FourPaths {
+    data: tempfile::TempDir,
+}
+
+impl FourPaths {
+    const RG: i64 = 20_000;
+
+    /// Writes `t/four.parquet`: `k` sorted (so statistics tell row groups
+    /// apart), `wide` ~200 bytes a row, `narrow` 8.
+    pub(crate) fn write() -> Self {
+        use datafusion::arrow::array::{Int64Array, StringArray};
+        use datafusion::arrow::datatypes::{DataType, Field, Schema};
+        use datafusion::parquet::arrow::ArrowWriter;
+        use datafusion::parquet::file::properties::WriterProperties;
+
+        let data = tempfile::tempdir().unwrap();
+        let four = FourPaths { data };
+        let file = four.file();
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int64, false),
+            Field::new("wide", DataType::Utf8, false),
+            Field::new("narrow", DataType::Int64, false),
+        ]));
+        let rows = 4 * Self::RG;
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(Int64Array::from_iter_values(0..rows)),
+                Arc::new(StringArray::from_iter_values((0..rows).map(|k| format!("{k:0>200}")))),
+                Arc::new(Int64Array::from_iter_values((0..rows).map(|k| k * 7 % 1000))),
+            ],
+        )
+        .unwrap();
+        let props = WriterProperties::builder()
+            .set_max_row_group_row_count(Some(Self::RG as usize))
+            .build();
+        let mut writer = ArrowWriter::try_new(std::fs::File::create(&file).unwrap(), schema, Some(props)).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        four
+    }
+
+    /// The folder a server's table `t` reads.
+    pub(crate) fn dir(&self) -> std::path::PathBuf {
+        self.data.path().join("t")
+    }
+
+    fn file(&self) -> std::path::PathBuf {
+        self.dir().join("four.parquet")
+    }
+
+    /// The client's options: a cache that holds everything, and a 1 Gbit/s
+    /// prior, so the surviving rows of `wide` outweigh a round trip.
+    pub(crate) fn options() -> SiltTableOptions {
+        SiltTableOptions {
             local_cache_bytes: 1 << 30,
-            // A 1 Gbit/s prior, so the surviving rows of `wide` outweigh a round trip.
             link_bytes_per_second: Some(1.25e8),
             ..Default::default()
-        },
-    )
-    .await;
-    let run = |sql: String| {
-        let silt = silt.clone();
-        async move {
-            silt.sql(&sql).await.unwrap().collect().await.unwrap();
         }
-    };
-    let range = |g: i64| format!("k >= {} AND k < {}", g * RG, (g + 1) * RG);
-    // Row group 0: every column used twice, so fetched and kept.
-    for _ in 0..2 {
+    }
+
+    /// Warms `silt` (a fresh client of table `t` with [`Self::options`])
+    /// so that one scan then takes every path, runs it, and checks its
+    /// answer against DataFusion's and its counters (one row group each).
+    pub(crate) async fn check(&self, silt: &SessionContext) {
+        let run = |sql: String| {
+            let silt = silt.clone();
+            async move {
+                silt.sql(&sql).await.unwrap().collect().await.unwrap();
+            }
+        };
+        let range = |g: i64| format!("k >= {} AND k < {}", g * Self::RG, (g + 1) * Self::RG);
+        // Row group 0: every column used twice, so fetched and kept.
+        for _ in 0..2 {
+            run(format!(
+                "SELECT k, wide, narrow FROM t WHERE {} AND k % 10 < 7",
+                range(0)
+            ))
+            .await;
+        }
+        // Row group 1: `k` and `wide` kept, `narrow` never read.
+        for _ in 0..2 {
+            run(format!("SELECT k, wide FROM t WHERE {} AND k % 10 < 7", range(1))).await;
+        }
+        // Row group 2: every column used once (pushed down), so the next use admits it.
         run(format!(
             "SELECT k, wide, narrow FROM t WHERE {} AND k % 10 < 7",
-            range(0)
+            range(2)
         ))
         .await;
-    }
-    // Row group 1: `k` and `wide` kept, `narrow` never read.
-    for _ in 0..2 {
-        run(format!("SELECT k, wide FROM t WHERE {} AND k % 10 < 7", range(1))).await;
-    }
-    // Row group 2: every column used once (pushed down), so the next use admits it.
-    run(format!(
-        "SELECT k, wide, narrow FROM t WHERE {} AND k % 10 < 7",
-        range(2)
-    ))
-    .await;
-    // Row group 3: never seen.
+        // Row group 3: never seen.
 
-    let sql = "SELECT k, wide, narrow FROM t WHERE k % 10 < 7";
-    let (got, plan) = run_with_plan(&silt, sql).await;
-    let base = SessionContext::new();
-    base.register_parquet("t", file.to_str().unwrap(), ParquetReadOptions::default())
-        .await
-        .unwrap();
-    check_same(sql, &got, &crate::common::answer(&base, sql).await, false).unwrap();
-    for (path, expected) in [
-        ("row_groups_local", 1),
-        ("row_groups_fetched", 1),
-        ("row_groups_hybrid", 1),
-        ("row_groups_pushed", 1),
-    ] {
-        assert_eq!(plan_counter(&plan, path), expected, "{path}");
+        let sql = "SELECT k, wide, narrow FROM t WHERE k % 10 < 7";
+        let (got, plan) = run_with_plan(silt, sql).await;
+        let base = SessionContext::new();
+        base.register_parquet("t", self.file().to_str().unwrap(), ParquetReadOptions::default())
+            .await
+            .unwrap();
+        check_same(sql, &got, &crate::common::answer(&base, sql).await, false).unwrap();
+        for (path, expected) in [
+            ("row_groups_local", 1),
+            ("row_groups_fetched", 1),
+            ("row_groups_hybrid", 1),
+            ("row_groups_pushed", 1),
+        ] {
+            assert_eq!(plan_counter(&plan, path), expected, "{path}");
+        }
     }
-    assert_eq!(crate::common::metric(&server, "silt_query_errors_total"), 0.0);
 }

@@ -350,7 +350,13 @@ async fn run_fleet(
             return Ok(silt_client::distributed::coordinator_context(fleet, &worker_urls, None).await?);
         }
         let ctx = SessionContext::new();
-        silt_client::register_fleet_tables(&ctx, fleet).await?;
+        // The fleet's own scaling: every row group pushed to its owner, no
+        // compute-side cache answering warm runs in this process.
+        let options = silt_client::SiltTableOptions {
+            local_cache_bytes: 0,
+            ..Default::default()
+        };
+        silt_client::register_fleet_tables_with_options(&ctx, fleet, &options).await?;
         anyhow::Ok(ctx)
     };
     let worker_cpu = |processes: &[(ChildGuard, String)]| -> anyhow::Result<f64> {
