@@ -60,7 +60,7 @@ use super::layout::{RowGroup, parse_layout, scope_of};
 use super::local_plan::LocalPlan;
 use super::metrics::PathCounters;
 use super::pushdown::{push_whole, server_scan, with_compression};
-use super::servers::Servers;
+use super::servers::{Servers, placement_name};
 use super::{SCAN_NODE, Scan, ScanRoute};
 use crate::aggregate_placement::Placement;
 use crate::client::{ClientError, SiltClient};
@@ -322,7 +322,7 @@ async fn attempt(
         ..Default::default()
     };
     let layout = servers
-        .on_table(&request.table, |c| {
+        .on_owner_of(&request.table, |c| {
             let layout_request = &layout_request;
             async move { c.scan_all(layout_request).await }
         })
@@ -532,7 +532,7 @@ impl LocalRun {
                 let (request, counters) = (&self.request, &self.counters);
                 let (arrays, bytes) = self
                     .servers
-                    .on_owner(group, |c| async move {
+                    .on_owner_of(&placement_name(group), |c| async move {
                         fetch_row_group(&c, request, plan, group, counters).await
                     })
                     .await
@@ -563,7 +563,7 @@ impl LocalRun {
             let (request, missing, mask) = (&self.request, &missing, mask.as_ref());
             let (arrays, bytes) = self
                 .servers
-                .on_owner(group, |c| async move {
+                .on_owner_of(&placement_name(group), |c| async move {
                     fetch_rows(&c, request, plan, group, missing, mask, kept).await
                 })
                 .await
