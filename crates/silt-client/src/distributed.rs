@@ -22,9 +22,17 @@
 //! owns its segments: they go to the task whose home comes next in their
 //! rendezvous order, and that worker reads them from their owner.
 //!
+//! **A worker's compute-side cache.** A worker keeps one by default,
+//! shared by its tasks ([`SiltScanCodec::with_local_cache`]): the scan on
+//! the wire carries its table's schema, the worker rebuilds the scan's
+//! [`LocalPlan`] and the task answers its share per row group (local,
+//! fetched, hybrid or pushed, each on its owner) as a fleet client does.
+//! Scans with a partial aggregate or a limit, and tasks without a planned
+//! layout, are pushed to the owners. The coordinator keeps none.
+//!
 //! Not carried across: hash joins' dynamic filters on a scan (the join
 //! still checks every key; the scan then reads rows the filter would have
-//! dropped), and the compute-side cache (a worker keeps none).
+//! dropped).
 //!
 //! **Dead workers.** Before a query, [`with_worker_retry`] probes the
 //! workers; only those that answer get tasks (their shares go to the live
@@ -52,6 +60,10 @@ use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::common::{exec_datafusion_err, internal_err};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SessionStateBuilder, TaskContext};
+use datafusion::logical_expr::Expr;
+use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
+use datafusion::physical_expr::create_physical_expr;
+use datafusion::physical_expr::execution_props::ExecutionProps;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::parser::{DFParser, Statement as DfStatement};
@@ -60,6 +72,7 @@ use datafusion_distributed::{
     RouteTasksEventResponse, ScaleUpLeafNodeEvent, ScaleUpLeafNodeEventResponse, SessionStateBuilderExt, Worker,
     WorkerQueryContext, WorkerResolver,
 };
+use datafusion_proto::bytes::Serializeable;
 use datafusion_proto::physical_plan::{PhysicalExtensionCodec, PhysicalProtoConverterExtension};
 use prost::Message;
 use silt_proto::ScanRequest;
@@ -68,6 +81,8 @@ use url::Url;
 
 use crate::exec::{ScanParts, SiltScanExec};
 use crate::fleet::{Fleet, TaskShare};
+use crate::local_cache::LocalCache;
+use crate::scan::local_plan::{LocalPlan, ScanShape};
 use crate::script::{StatementResult, run_statement};
 
 /// The workers of a coordinator and the fleet member beside each: what
@@ -379,7 +394,22 @@ pub async fn explain(ctx: &SessionContext, sql: &str) -> Result<String> {
 /// token must be given them, or any plan could send the token anywhere.
 /// Serve it with [`serve_worker_with`].
 pub fn worker(token: Option<String>, servers: Option<Vec<String>>) -> (Worker, Arc<SiltScanCodec>) {
-    let codec = Arc::new(SiltScanCodec::new(token).serving_only(servers));
+    worker_with(token, servers, &crate::SiltTableOptions::default())
+}
+
+/// A [`worker`] whose tasks share the compute-side cache `options` ask
+/// for ([`SiltScanCodec::with_local_cache`]; the default: a quarter of the
+/// machine's memory, at most 4 GiB, as any client of Silt keeps).
+pub fn worker_with(
+    token: Option<String>,
+    servers: Option<Vec<String>>,
+    options: &crate::SiltTableOptions,
+) -> (Worker, Arc<SiltScanCodec>) {
+    let codec = Arc::new(
+        SiltScanCodec::new(token)
+            .serving_only(servers)
+            .with_local_cache(options),
+    );
     let shared = codec.clone();
     let worker = Worker::from_session_builder(move |ctx: WorkerQueryContext| {
         let codec: Arc<dyn PhysicalExtensionCodec> = shared.clone();
@@ -388,14 +418,15 @@ pub fn worker(token: Option<String>, servers: Option<Vec<String>>) -> (Worker, A
     (worker, codec)
 }
 
-/// Serves a [`worker`] on `listener` until `shutdown` completes.
+/// Serves a [`worker_with`] `options` on `listener` until `shutdown` completes.
 pub async fn serve_worker(
     listener: tokio::net::TcpListener,
     token: Option<String>,
     servers: Option<Vec<String>>,
+    options: &crate::SiltTableOptions,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> std::result::Result<(), tonic::transport::Error> {
-    let (worker, _codec) = worker(token, servers);
+    let (worker, _codec) = worker_with(token, servers, options);
     serve_worker_with(listener, worker, shutdown).await
 }
 
@@ -486,6 +517,13 @@ struct DistributedScan {
     homes: Vec<String>,
     #[prost(string, repeated, tag = "9")]
     query_tables: Vec<String>,
+    /// The table's whole schema (a `datafusion_proto` `Schema`), when the
+    /// table planned the scan: a worker's compute-side cache names chunks
+    /// by a column's index in it.
+    #[prost(bytes = "vec", optional, tag = "10")]
+    table_schema: Option<Vec<u8>>,
+    #[prost(uint64, optional, tag = "11")]
+    table_rows: Option<u64>,
 }
 
 /// Encodes [`SiltScanExec`] for `datafusion-distributed` and rebuilds it
@@ -499,6 +537,9 @@ pub struct SiltScanCodec {
     /// connections (and its members' health) across queries.
     fleets: Mutex<HashMap<Vec<String>, Arc<Fleet>>>,
     decoded: AtomicU64,
+    /// The worker's compute-side cache, shared by every task it runs
+    /// (`None`: every task's share pushed to its owners).
+    local_cache: Option<Arc<LocalCache>>,
 }
 
 /// Fleets a codec keeps at most (lists of servers seen); past that they
@@ -513,7 +554,67 @@ impl SiltScanCodec {
             allowed: None,
             fleets: Mutex::new(HashMap::new()),
             decoded: AtomicU64::new(0),
+            local_cache: None,
         }
+    }
+
+    /// This codec's scans with the compute-side cache `options` ask for
+    /// (`local_cache_bytes = 0`: none):
+    /// a task's share of a table's row groups is then answered per row
+    /// group (local, fetched, hybrid or pushed, each on its owner) as a
+    /// fleet client's scan is ([`crate::scan::hybrid`]). Scans with a
+    /// partial aggregate or a limit, and tasks planned without a layout
+    /// (views), are pushed to the owners as before.
+    pub fn with_local_cache(mut self, options: &crate::SiltTableOptions) -> Self {
+        self.local_cache = crate::local_cache_of(options);
+        self
+    }
+
+    /// The worker's compute-side cache, if it keeps one.
+    pub fn local_cache(&self) -> Option<&Arc<LocalCache>> {
+        self.local_cache.as_ref()
+    }
+
+    /// How a scan rebuilt on this worker runs its share here: `None` when
+    /// the worker keeps no cache or the scan is one it pushes (see
+    /// [`Self::with_local_cache`]), or its filters cannot be planned here.
+    fn local_plan(
+        &self,
+        request: &ScanRequest,
+        wire: &DistributedScan,
+        ctx: &TaskContext,
+    ) -> Result<Option<Arc<LocalPlan>>> {
+        let Some(cache) = self.local_cache.clone() else {
+            return Ok(None);
+        };
+        let Some(table_schema) = &wire.table_schema else {
+            return Ok(None);
+        };
+        if request.scope.is_none() || request.partial_aggregate.is_some() || request.limit.is_some() {
+            return Ok(None);
+        }
+        let schema = datafusion_proto::protobuf::Schema::decode(table_schema.as_slice())
+            .map_err(|e| DataFusionError::External(Box::new(e)))?;
+        let schema = Arc::new(Schema::try_from(&schema)?);
+        let filters = request
+            .filters
+            .iter()
+            .map(|bytes| Expr::from_bytes_with_ctx(bytes, ctx))
+            .collect::<Result<Vec<_>>>()?;
+        let shape = ScanShape {
+            table: &request.table,
+            schema: &schema,
+            table_rows: wire.table_rows.map(|n| n as usize),
+            projection: request.projection.as_ref(),
+            filters,
+            filter_text: &wire.filter_text,
+        };
+        let props = ExecutionProps::new();
+        Ok(shape
+            .local_plan(cache, |expr, df_schema| {
+                create_physical_expr(&expr, df_schema, &props, &PhysicalPlanningContext::default())
+            })
+            .map(Arc::new))
     }
 
     /// Silt scans this codec has rebuilt (on a worker: tasks it ran).
@@ -553,7 +654,7 @@ impl PhysicalExtensionCodec for SiltScanCodec {
         &self,
         buf: &[u8],
         _inputs: &[Arc<dyn ExecutionPlan>],
-        _ctx: &TaskContext,
+        ctx: &TaskContext,
         _proto_converter: &dyn PhysicalProtoConverterExtension,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let wire = DistributedScan::decode(buf).map_err(|e| DataFusionError::External(Box::new(e)))?;
@@ -566,6 +667,18 @@ impl PhysicalExtensionCodec for SiltScanCodec {
             task: task as usize,
             homes: wire.homes.clone(),
         });
+        let local = self.local_plan(&request, &wire, ctx)?;
+        let table = match &wire.table_schema {
+            Some(bytes) => {
+                let schema = datafusion_proto::protobuf::Schema::decode(bytes.as_slice())
+                    .map_err(|e| DataFusionError::External(Box::new(e)))?;
+                Some((
+                    Arc::new(Schema::try_from(&schema)?),
+                    wire.table_rows.map(|n| n as usize),
+                ))
+            }
+            None => None,
+        };
         let query_tables: Arc<[String]> = Arc::from(wire.query_tables);
         let scan = SiltScanExec::from_parts(
             self.fleet(wire.servers)?,
@@ -577,7 +690,9 @@ impl PhysicalExtensionCodec for SiltScanCodec {
                 num_rows: wire.num_rows.map(|n| n as usize),
                 share: share.as_ref(),
                 query_tables: &query_tables,
+                table: table.as_ref(),
             },
+            local,
         )?;
         self.decoded.fetch_add(1, Ordering::Relaxed);
         Ok(Arc::new(scan))
@@ -607,6 +722,13 @@ impl PhysicalExtensionCodec for SiltScanCodec {
             task: parts.share.map(|s| s.task as u64),
             homes: parts.share.map(|s| s.homes.clone()).unwrap_or_default(),
             query_tables: parts.query_tables.to_vec(),
+            table_schema: match parts.table {
+                Some((schema, _)) => {
+                    Some(datafusion_proto::protobuf::Schema::try_from(schema.as_ref())?.encode_to_vec())
+                }
+                None => None,
+            },
+            table_rows: parts.table.and_then(|(_, rows)| rows.map(|n| n as u64)),
         };
         wire.encode(buf).map_err(|e| DataFusionError::External(Box::new(e)))
     }

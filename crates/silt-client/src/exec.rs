@@ -69,6 +69,10 @@ pub struct SiltScanExec {
     /// Every Silt table of the plan this scan is part of
     /// ([`crate::query_context`]); empty until the plan is final.
     query_tables: Arc<[String]>,
+    /// The scanned table's whole schema and row count, when the table
+    /// planned the scan: what a worker of a distributed query builds the
+    /// scan's [`LocalPlan`] from ([`crate::distributed`]).
+    table: Option<(SchemaRef, Option<usize>)>,
     properties: Arc<PlanProperties>,
     metrics: ExecutionPlanMetricsSet,
 }
@@ -100,6 +104,7 @@ impl SiltScanExec {
             share: None,
             planned: None,
             query_tables: Arc::from(Vec::new()),
+            table: None,
             properties,
             metrics: ExecutionPlanMetricsSet::new(),
         }
@@ -121,6 +126,12 @@ impl SiltScanExec {
     /// The fleet this scan's row groups go to, if any.
     pub(crate) fn fleet(&self) -> Option<&Arc<Fleet>> {
         self.fleet.as_ref()
+    }
+
+    /// This scan of a table of schema `schema` and about `rows` rows.
+    pub(crate) fn with_table(mut self, schema: SchemaRef, rows: Option<usize>) -> Self {
+        self.table = Some((schema, rows));
+        self
     }
 
     /// This scan with the layout a distributed query planned it with.
@@ -154,11 +165,13 @@ impl SiltScanExec {
             num_rows: self.num_rows,
             share: self.share.as_deref(),
             query_tables: &self.query_tables,
+            table: self.table.as_ref(),
         }
     }
 
-    /// A scan rebuilt from its [`ScanParts`] on a worker, over `fleet`.
-    pub(crate) fn from_parts(fleet: Arc<Fleet>, parts: ScanParts<'_>) -> Result<Self> {
+    /// A scan rebuilt from its [`ScanParts`] on a worker, over `fleet`,
+    /// its row groups run over `local` when it has one.
+    pub(crate) fn from_parts(fleet: Arc<Fleet>, parts: ScanParts<'_>, local: Option<Arc<LocalPlan>>) -> Result<Self> {
         let Some(client) = fleet.clients().into_iter().next() else {
             return exec_err!("a distributed scan needs at least one server");
         };
@@ -169,10 +182,12 @@ impl SiltScanExec {
             parts.filter_text.to_vec(),
             parts.num_rows,
         )
-        .with_fleet(Some(fleet));
+        .with_fleet(Some(fleet))
+        .with_local(local);
         scan.aggregate_text = parts.aggregate_text.map(str::to_string);
         scan.share = parts.share.cloned().map(Arc::new);
         scan.query_tables = parts.query_tables.clone();
+        scan.table = parts.table.cloned();
         Ok(scan)
     }
 
@@ -226,6 +241,7 @@ impl SiltScanExec {
             share: self.share.clone(),
             planned: self.planned.clone(),
             query_tables: self.query_tables.clone(),
+            table: self.table.clone(),
             properties: self.properties.clone(),
             metrics: ExecutionPlanMetricsSet::new(),
         }
@@ -259,6 +275,12 @@ impl SiltScanExec {
         let local = self.local.clone().filter(|_| self.request.limit.is_none());
         let client = self.client.clone();
         match (fleet, self.share.clone(), local) {
+            // A worker's task with a compute-side cache: its share (the
+            // request's scope) per row group.
+            (Some(fleet), Some(_), Some(plan)) if self.request.scope.is_some() => Box::new(HybridRoute {
+                servers: Servers::fleet(fleet),
+                plan,
+            }),
             (Some(fleet), Some(share), _) => Box::new(DistributedRoute { fleet, share }),
             (Some(fleet), None, Some(plan)) => Box::new(HybridRoute {
                 servers: Servers::fleet(fleet),
@@ -311,6 +333,7 @@ pub(crate) struct ScanParts<'a> {
     pub num_rows: Option<usize>,
     pub share: Option<&'a TaskShare>,
     pub query_tables: &'a Arc<[String]>,
+    pub table: Option<&'a (SchemaRef, Option<usize>)>,
 }
 
 impl DisplayAs for SiltScanExec {

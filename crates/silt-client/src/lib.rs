@@ -180,7 +180,7 @@ pub async fn register_tables_with_options(
 
 /// The compute-side cache `options` ask for, if any: shared by the
 /// tables one registration makes.
-fn local_cache_of(options: &SiltTableOptions) -> Option<Arc<LocalCache>> {
+pub(crate) fn local_cache_of(options: &SiltTableOptions) -> Option<Arc<LocalCache>> {
     (options.local_cache_bytes > 0).then(|| {
         let budget = usize::try_from(options.local_cache_bytes).unwrap_or(usize::MAX);
         let link = options

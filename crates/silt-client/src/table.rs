@@ -6,10 +6,9 @@ use async_trait::async_trait;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::Session;
 use datafusion::common::stats::Precision;
-use datafusion::common::{DFSchema, Statistics, project_schema};
+use datafusion::common::{Statistics, project_schema};
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::error::Result;
-use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
 use silt_proto::{Projection, ScanRequest};
@@ -19,7 +18,7 @@ use crate::exec::SiltScanExec;
 use crate::fleet::Fleet;
 use crate::local_cache::LocalCache;
 use crate::pushable::{serialize_filter, unqualify};
-use crate::scan::local_plan::{LocalFilter, LocalPlan};
+use crate::scan::local_plan::{LocalPlan, ScanShape};
 
 /// The share of rows a pushed filter is assumed to keep in row estimates
 /// (DataFusion's `default_filter_selectivity`).
@@ -92,52 +91,19 @@ impl SiltTable {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> Option<Arc<LocalPlan>> {
-        let cache = self.local_cache.clone().filter(|c| c.budget() > 0 && limit.is_none())?;
-        let mut needed: Vec<String> = match columns {
-            Some(p) => p.columns.clone(),
-            None => self.schema.fields().iter().map(|f| f.name().clone()).collect(),
-        };
-        let projected = needed.len();
+        let cache = self.local_cache.clone().filter(|_| limit.is_none())?;
         let bare: Vec<Expr> = filters.iter().map(unqualify).collect::<Result<_>>().ok()?;
-        for f in &bare {
-            for c in f.column_refs() {
-                if !needed.contains(&c.name) {
-                    needed.push(c.name.clone());
-                }
-            }
-        }
-        if needed.is_empty() {
-            return None;
-        }
-        let fields: Vec<_> = needed
-            .iter()
-            .map(|n| self.schema.field_with_name(n).ok().cloned())
-            .collect::<Option<_>>()?;
-        let columns: Vec<u32> = needed
-            .iter()
-            .map(|n| self.schema.index_of(n).ok().map(|i| i as u32))
-            .collect::<Option<_>>()?;
-        let wide_schema = Arc::new(datafusion::arrow::datatypes::Schema::new(fields));
-        let filter = match conjunction(bare) {
-            None => None,
-            Some(expr) => {
-                let df_schema = DFSchema::try_from(wide_schema.as_ref().clone()).ok()?;
-                let predicate = state.create_physical_expr(expr, &df_schema).ok()?;
-                Some(LocalFilter::try_new(predicate, &wide_schema).ok()?)
-            }
-        };
         let filter_text: Vec<String> = filters.iter().map(|f| f.to_string()).collect();
-        Some(Arc::new(LocalPlan {
-            cache,
-            needed,
-            columns,
-            projected,
-            wide_schema,
-            filter,
-            filters_key: format!("{}: {}", self.name, filter_text.join(" AND ")),
-            fragment: None,
+        let scan = ScanShape {
+            table: &self.name,
+            schema: &self.schema,
             table_rows: self.num_rows,
-        }))
+            projection: columns,
+            filters: bare,
+            filter_text: &filter_text,
+        };
+        scan.local_plan(cache, |expr, schema| state.create_physical_expr(expr, schema))
+            .map(Arc::new)
     }
 
     pub fn name(&self) -> &str {
@@ -228,7 +194,8 @@ impl TableProvider for SiltTable {
             )
             .with_local(local)
             .with_fleet(self.fleet.clone())
-            .with_planned_layout(planned),
+            .with_planned_layout(planned)
+            .with_table(self.schema.clone(), self.num_rows),
         ))
     }
 }

@@ -24,6 +24,14 @@ pub struct WorkerArgs {
     /// can send the token elsewhere.
     #[arg(long, value_delimiter = ',')]
     servers: Vec<String>,
+    /// Keep up to this much of the cache servers' data (e.g. 2GiB) in a
+    /// compute-side cache shared by this worker's tasks: a task's row
+    /// groups are then answered here, fetched from their owner, or pushed
+    /// to it, per row group, as `silt query` does. 0: none, every task's
+    /// share pushed to its owners [default: a quarter of the machine's
+    /// memory, at most 4 GiB].
+    #[arg(long, value_parser = silt_server::config::parse_bytes)]
+    local_cache: Option<u64>,
 }
 
 pub async fn run(args: WorkerArgs) -> anyhow::Result<()> {
@@ -36,7 +44,11 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<()> {
         .with_context(|| format!("binding the worker to {}", args.listen))?;
     let addr = listener.local_addr()?;
     eprintln!("{READY}http://{addr}");
-    silt_client::distributed::serve_worker(listener, args.token, servers, async {
+    let options = silt_client::SiltTableOptions {
+        local_cache_bytes: args.local_cache.unwrap_or_else(silt_client::default_local_cache_bytes),
+        ..Default::default()
+    };
+    silt_client::distributed::serve_worker(listener, args.token, servers, &options, async {
         let _ = tokio::signal::ctrl_c().await;
     })
     .await

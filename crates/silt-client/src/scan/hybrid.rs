@@ -56,7 +56,7 @@ use silt_core::restart::restart_once_on_change;
 use silt_proto::{Projection, ScanRequest};
 
 use super::fleet::place;
-use super::layout::{RowGroup, parse_layout, scope_of};
+use super::layout::{RowGroup, parse_layout, scope_of, within_scope};
 use super::local_plan::LocalPlan;
 use super::metrics::PathCounters;
 use super::pushdown::{push_whole, server_scan, with_compression};
@@ -220,8 +220,9 @@ impl From<DataFusionError> for Failure {
 }
 
 /// `request` pushed down whole: to the one server (compressed as its
-/// model says), or across a fleet's members by the fleet's own layout,
-/// each row group on its owner (the fleet route's placement).
+/// model says), or across a fleet's members by the fleet's own layout (or
+/// the request's scope), each row group on its owner (the fleet route's
+/// placement).
 async fn push_whole_to(
     servers: &Servers,
     request: &ScanRequest,
@@ -231,7 +232,11 @@ async fn push_whole_to(
     match servers {
         Servers::One(client) => Ok(push_whole(client, request, out, &counters.pushdown_cost).await?),
         Servers::Fleet { fleet, .. } => {
-            let groups = fleet.layout(&request.table, request.query.clone()).await?;
+            // A scoped scan (a worker's share) reads just its scope.
+            let groups = match &request.scope {
+                Some(scope) => Some(RowGroup::of_scope(scope)),
+                None => fleet.layout(&request.table, request.query.clone()).await?,
+            };
             Ok(place(fleet.clone(), groups, request.clone(), out.clone()).await?)
         }
     }
@@ -343,9 +348,16 @@ async fn attempt(
         }
         Err(e) => return Err(e.into()),
     };
+    // A scope (a worker's share of a distributed query): only its row
+    // groups; those of versions the layout does not list go to the server.
+    let (layout, unlisted) = match &request.scope {
+        Some(scope) => within_scope(layout, scope),
+        None => (layout, Vec::new()),
+    };
     let mut pending = 0;
     let mut here = Vec::new();
-    let mut pushed = Vec::new();
+    counters.pushed.add(unlisted.len());
+    let mut pushed = unlisted;
     // Whether every row group is answered from the cache (nothing fetched
     // or pushed): such a run times the aggregate's local placement.
     let mut all_cached = true;

@@ -73,6 +73,29 @@ pub(crate) fn scope_of<'a>(groups: impl Iterator<Item = &'a RowGroup>) -> Segmen
     SegmentScope { objects }
 }
 
+/// The row groups of `scope` (a task's share of a distributed query,
+/// named on the coordinator's layout) as `layout` (this scan's own) lists
+/// them: the listed ones the scope names, with their sizes, and the
+/// scope's row groups of object versions `layout` does not list at all
+/// (an object changed or gone since, or all of its row groups left out by
+/// statistics), with none: those go to the server as named, which answers
+/// them at their version or refuses. A row group of a listed version the
+/// layout lacks was left out by statistics: nothing to read.
+pub(crate) fn within_scope(layout: Vec<RowGroup>, scope: &SegmentScope) -> (Vec<RowGroup>, Vec<RowGroup>) {
+    let named = |g: &RowGroup| {
+        scope
+            .objects
+            .iter()
+            .any(|o| *o.path == *g.object && *o.version == *g.version && o.row_groups.contains(&g.index))
+    };
+    let unlisted: Vec<RowGroup> = RowGroup::of_scope(scope)
+        .into_iter()
+        .filter(|g| !layout.iter().any(|l| l.object == g.object && l.version == g.version))
+        .collect();
+    let listed = layout.into_iter().filter(|g| named(g)).collect();
+    (listed, unlisted)
+}
+
 /// The layout answer as row groups, in the server's order.
 pub(crate) fn parse_layout(batches: &[RecordBatch]) -> Result<Vec<RowGroup>> {
     let mut groups: Vec<RowGroup> = Vec::new();
@@ -166,5 +189,62 @@ impl<'a> LayoutSpans<'a> {
             length: length.value(i),
             compressed: compressed.value(i),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group(object: &str, version: &str, index: u32) -> RowGroup {
+        RowGroup {
+            object: Arc::from(object),
+            version: Arc::from(version),
+            index,
+            rows: 100,
+            bytes: HashMap::from([("a".to_string(), 800)]),
+            chunks: HashMap::new(),
+            server_only: false,
+        }
+    }
+
+    fn names(groups: &[RowGroup]) -> Vec<(String, String, u32)> {
+        groups
+            .iter()
+            .map(|g| (g.object.to_string(), g.version.to_string(), g.index))
+            .collect()
+    }
+
+    #[test]
+    fn a_scope_keeps_its_listed_row_groups_and_sends_unlisted_versions_to_the_server() {
+        // The coordinator planned on: a.parquet@v1 row groups 0 and 2,
+        // b.parquet@v1 row group 1, c.parquet@v1 row group 0.
+        let planned = [
+            group("a.parquet", "v1", 0),
+            group("a.parquet", "v1", 2),
+            group("b.parquet", "v1", 1),
+            group("c.parquet", "v1", 0),
+        ];
+        let scope = scope_of(planned.iter());
+        // This scan's layout: a@v1 with every row group but 2 (statistics
+        // left it out), b overwritten (v2), c gone, d new.
+        let layout = vec![
+            group("a.parquet", "v1", 0),
+            group("a.parquet", "v1", 1),
+            group("a.parquet", "v1", 3),
+            group("b.parquet", "v2", 1),
+            group("d.parquet", "v1", 0),
+        ];
+        let (listed, unlisted) = within_scope(layout, &scope);
+        assert_eq!(names(&listed), vec![("a.parquet".into(), "v1".into(), 0)]);
+        assert_eq!(listed[0].bytes["a"], 800, "listed row groups keep their sizes");
+        assert_eq!(
+            names(&unlisted),
+            vec![
+                ("b.parquet".into(), "v1".into(), 1),
+                ("c.parquet".into(), "v1".into(), 0)
+            ],
+            "versions the layout does not list go to the server as named (which refuses a changed one)"
+        );
     }
 }

@@ -1,17 +1,21 @@
 //! What a scan needs to run its row groups here ([`LocalPlan`]): built
-//! by the table when the session has a compute-side cache, read by the
-//! hybrid route and the bytes fetch. A leaf.
+//! from its [`ScanShape`] by the table when the session has a compute-side
+//! cache, or by a worker of a distributed query, read by the hybrid route
+//! and the bytes fetch. A leaf.
 
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch, RecordBatchOptions};
 use datafusion::arrow::datatypes::{Schema, SchemaRef};
-use datafusion::common::exec_err;
+use datafusion::common::{DFSchema, exec_err};
 use datafusion::error::Result;
+use datafusion::logical_expr::Expr;
+use datafusion::logical_expr::utils::conjunction;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_expr::utils::{collect_columns, reassign_expr_columns};
 use datafusion::physical_plan::ExecutionPlan;
 use silt_core::CachedColumn;
+use silt_proto::Projection;
 
 use crate::local_cache::LocalCache;
 
@@ -37,6 +41,82 @@ pub struct LocalPlan {
     pub fragment: Option<Arc<dyn ExecutionPlan>>,
     /// The table's row count, as the server estimates it.
     pub table_rows: Option<usize>,
+}
+
+/// What defines a scan's [`LocalPlan`], wherever the scan is planned: by
+/// the table ([`crate::SiltTable`]) or rebuilt on a worker of a
+/// distributed query ([`crate::distributed::SiltScanCodec`]).
+pub struct ScanShape<'a> {
+    pub table: &'a str,
+    /// The table's whole schema: cached chunks are named by a column's
+    /// index in it.
+    pub schema: &'a SchemaRef,
+    /// The table's row count, as the server estimates it.
+    pub table_rows: Option<usize>,
+    /// The projected columns (`None`: all).
+    pub projection: Option<&'a Projection>,
+    /// The scan's filters, their columns unqualified (as sent to the server).
+    pub filters: Vec<Expr>,
+    /// The filters as the client shows them: the key of observed selectivity.
+    pub filter_text: &'a [String],
+}
+
+impl ScanShape<'_> {
+    /// How the scan runs its row groups over `cache`, its filters made
+    /// physical by `physical`; `None` when it cannot (an empty cache,
+    /// nothing to cache, a column or filter that cannot be planned here).
+    pub fn local_plan(
+        self,
+        cache: Arc<LocalCache>,
+        physical: impl Fn(Expr, &DFSchema) -> Result<Arc<dyn PhysicalExpr>>,
+    ) -> Option<LocalPlan> {
+        if cache.budget() == 0 {
+            return None;
+        }
+        let mut needed: Vec<String> = match self.projection {
+            Some(p) => p.columns.clone(),
+            None => self.schema.fields().iter().map(|f| f.name().clone()).collect(),
+        };
+        let projected = needed.len();
+        for f in &self.filters {
+            for c in f.column_refs() {
+                if !needed.contains(&c.name) {
+                    needed.push(c.name.clone());
+                }
+            }
+        }
+        if needed.is_empty() {
+            return None;
+        }
+        let fields: Vec<_> = needed
+            .iter()
+            .map(|n| self.schema.field_with_name(n).ok().cloned())
+            .collect::<Option<_>>()?;
+        let columns: Vec<u32> = needed
+            .iter()
+            .map(|n| self.schema.index_of(n).ok().map(|i| i as u32))
+            .collect::<Option<_>>()?;
+        let wide_schema = Arc::new(Schema::new(fields));
+        let filter = match conjunction(self.filters) {
+            None => None,
+            Some(expr) => {
+                let df_schema = DFSchema::try_from(wide_schema.as_ref().clone()).ok()?;
+                let predicate = physical(expr, &df_schema).ok()?;
+                Some(LocalFilter::try_new(predicate, &wide_schema).ok()?)
+            }
+        };
+        Some(LocalPlan {
+            cache,
+            needed,
+            columns,
+            projected,
+            wide_schema,
+            filter,
+            filters_key: format!("{}: {}", self.table, self.filter_text.join(" AND ")),
+            fragment: None,
+            table_rows: self.table_rows,
+        })
+    }
 }
 
 /// A scan's filters, run on a row group's cached columns.

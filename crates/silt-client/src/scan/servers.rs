@@ -105,7 +105,11 @@ mod tests {
 
     impl From<ClientError> for Outcome {
         fn from(e: ClientError) -> Self {
-            if e.is_unavailable() { Outcome::Down } else { Outcome::Refused }
+            if e.is_unavailable() {
+                Outcome::Down
+            } else {
+                Outcome::Refused
+            }
         }
     }
 
@@ -124,13 +128,20 @@ mod tests {
     #[tokio::test]
     async fn a_row_groups_requests_go_to_its_owner_and_fail_over_by_the_routes_own_errors() {
         let urls: Vec<String> = (1..=3).map(|p| format!("http://127.0.0.1:{p}")).collect();
-        let fleet = Arc::new(Fleet::connect(&urls, None).unwrap().with_backoff(Duration::from_secs(60)));
+        let fleet = Arc::new(
+            Fleet::connect(&urls, None)
+                .unwrap()
+                .with_backoff(Duration::from_secs(60)),
+        );
         let servers = Servers::fleet(fleet.clone());
         let g = group(7);
         let owner = servers.owner(&g).url().to_string();
         let members = fleet.members();
         let first = members.rendezvous(&placement_name(&g))[0];
-        assert_eq!(owner, urls[first], "the owner is the first in the row group's rendezvous order");
+        assert_eq!(
+            owner, urls[first],
+            "the owner is the first in the row group's rendezvous order"
+        );
 
         // Each member answers with its URL, but `down`, which cannot be reached.
         let answer = |down: Option<String>| {

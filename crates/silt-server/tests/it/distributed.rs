@@ -6,19 +6,27 @@
 
 use std::sync::Arc;
 
-use silt_client::distributed::{SiltScanCodec, coordinator_context, serve_worker_with, worker};
+use silt_client::SiltTableOptions;
+use silt_client::distributed::{SiltScanCodec, coordinator_context, serve_worker_with, worker_with};
 use silt_client::fleet::Fleet;
 
 use crate::benchmarks::compare_suite;
 use crate::common::{Fixture, metric};
 use crate::fleet::{baseline, start_member};
-use crate::hybrid::tpch_over_row_groups;
+use crate::hybrid::{RUNS, options, tpch_over_row_groups};
 
-/// A worker on a free loopback port, served until the test's runtime ends.
+/// A worker on a free loopback port, served until the test's runtime
+/// ends, as `silt worker` starts with no options (the default
+/// compute-side cache).
 async fn start_worker(servers: &[String]) -> (String, Arc<SiltScanCodec>) {
+    start_worker_with(servers, &SiltTableOptions::default()).await
+}
+
+/// [`start_worker`] with `options` (its compute-side cache).
+async fn start_worker_with(servers: &[String], options: &SiltTableOptions) -> (String, Arc<SiltScanCodec>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
-    let (worker, codec) = worker(None, Some(servers.to_vec()));
+    let (worker, codec) = worker_with(None, Some(servers.to_vec()), options);
     tokio::spawn(serve_worker_with(listener, worker, std::future::pending()));
     (url, codec)
 }
@@ -43,11 +51,26 @@ async fn tpch_through_two_workers_and_three_servers_matches_datafusion() {
 
     let base = baseline().await;
     let tpch: Vec<String> = (1..=22).map(|n| format!("q{n:02}.sql")).collect();
-    let failures = compare_suite(&fx, &base, &ctx, "bench/tpch/queries", &tpch, &["cold", "warm"]).await;
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // Three runs of each (pushed, fetched, local): the workers' default
+    // caches answer their shares' row groups by the third.
+    let mut failures = compare_suite(&fx, &base, &ctx, "bench/tpch/queries", &tpch, &RUNS).await;
     for (worker, codec) in [("w1", &w1_codec), ("w2", &w2_codec)] {
         assert!(codec.scans_decoded() > 0, "{worker} ran scan tasks");
+        let stats = codec.local_cache().expect("a worker keeps a cache by default").stats();
+        assert!(
+            stats.admitted > 0 && stats.hits > 0,
+            "{worker} answered row groups from its cache: {stats:?}"
+        );
     }
+    // Workers with no cache push every task's share to its owners.
+    let (n1, n1_codec) = start_worker_with(&servers, &options(Some(0))).await;
+    let (n2, _) = start_worker_with(&servers, &options(Some(0))).await;
+    let fleet = Arc::new(Fleet::connect(&servers, None).unwrap());
+    let pushing = coordinator_context(fleet, &[n1, n2], None).await.unwrap();
+    let found = compare_suite(&fx, &base, &pushing, "bench/tpch/queries", &tpch, &["cold", "warm"]).await;
+    failures.extend(found.into_iter().map(|f| format!("[workers without a cache] {f}")));
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(n1_codec.local_cache().is_none() && n1_codec.scans_decoded() > 0);
     // A worker reads only from the servers it was started with: a plan
     // naming others (where it would send its token) is refused.
     let (w3, _) = start_worker(&servers[..1]).await;
