@@ -87,6 +87,12 @@ pub struct FleetArgs {
     /// no distributed run.
     #[arg(long, default_value_t = 0)]
     workers: usize,
+    /// The compute-side cache of the fleet client and of each `silt
+    /// worker` (e.g. 4GiB): row groups then chosen per row group, each on
+    /// its owner. 0 (the default here): every row group pushed to its
+    /// owner, so the run measures the fleet's own scaling.
+    #[arg(long, default_value = "0", value_parser = silt_server::config::parse_bytes)]
+    local_cache: u64,
 }
 
 /// One fleet size's (or the kill test's) figures.
@@ -297,10 +303,16 @@ enum Bad {
 }
 
 /// A `silt worker` child process (killed when dropped) and its URL.
-fn start_worker() -> anyhow::Result<(ChildGuard, String)> {
+fn start_worker(local_cache: u64) -> anyhow::Result<(ChildGuard, String)> {
     let exe = std::env::current_exe().context("locating the silt executable")?;
     let mut cmd = std::process::Command::new(exe);
-    cmd.args(["worker", "--listen", "127.0.0.1:0"]);
+    cmd.args([
+        "worker",
+        "--listen",
+        "127.0.0.1:0",
+        "--local-cache",
+        &local_cache.to_string(),
+    ]);
     let (guard, found) = spawn_and_wait(cmd, "silt worker", &[crate::worker::READY], Duration::from_secs(60))?;
     Ok((guard, found[0].clone()))
 }
@@ -328,7 +340,7 @@ async fn run_fleet(
     }
     let mut worker_processes = Vec::new();
     for _ in 0..workers {
-        worker_processes.push(start_worker()?);
+        worker_processes.push(start_worker(args.local_cache)?);
     }
     let worker_urls: Vec<String> = worker_processes.iter().map(|(_, url)| url.clone()).collect();
     let mut proxies = Vec::new();
@@ -350,10 +362,10 @@ async fn run_fleet(
             return Ok(silt_client::distributed::coordinator_context(fleet, &worker_urls, None).await?);
         }
         let ctx = SessionContext::new();
-        // The fleet's own scaling: every row group pushed to its owner, no
-        // compute-side cache answering warm runs in this process.
+        // By default the fleet's own scaling: every row group pushed to its
+        // owner, no compute-side cache answering warm runs in this process.
         let options = silt_client::SiltTableOptions {
-            local_cache_bytes: 0,
+            local_cache_bytes: args.local_cache,
             ..Default::default()
         };
         silt_client::register_fleet_tables_with_options(&ctx, fleet, &options).await?;
