@@ -55,7 +55,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use datafusion::arrow::array::{RecordBatch, StringArray};
-use datafusion::arrow::datatypes::Schema;
+use datafusion::arrow::datatypes::{Schema, SchemaRef};
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::common::{exec_datafusion_err, internal_err};
 use datafusion::error::{DataFusionError, Result};
@@ -575,46 +575,50 @@ impl SiltScanCodec {
         self.local_cache.as_ref()
     }
 
-    /// How a scan rebuilt on this worker runs its share here: `None` when
-    /// the worker keeps no cache or the scan is one it pushes (see
-    /// [`Self::with_local_cache`]), or its filters cannot be planned here.
+    /// How a scan rebuilt on this worker runs its share here, over the
+    /// table `table` (its schema and rows, from the wire): `None` when the
+    /// worker keeps no cache, the scan is one it pushes (see
+    /// [`Self::with_local_cache`]), or its filters cannot be read or
+    /// planned here (the share is then pushed to its owners, who read
+    /// them as the server reads any scan's).
     fn local_plan(
         &self,
         request: &ScanRequest,
         wire: &DistributedScan,
+        table: Option<&(SchemaRef, Option<usize>)>,
         ctx: &TaskContext,
-    ) -> Result<Option<Arc<LocalPlan>>> {
-        let Some(cache) = self.local_cache.clone() else {
-            return Ok(None);
-        };
-        let Some(table_schema) = &wire.table_schema else {
-            return Ok(None);
-        };
+    ) -> Option<Arc<LocalPlan>> {
+        let cache = self.local_cache.clone()?;
+        let (schema, table_rows) = table?;
         if request.scope.is_none() || request.partial_aggregate.is_some() || request.limit.is_some() {
-            return Ok(None);
+            return None;
         }
-        let schema = datafusion_proto::protobuf::Schema::decode(table_schema.as_slice())
-            .map_err(|e| DataFusionError::External(Box::new(e)))?;
-        let schema = Arc::new(Schema::try_from(&schema)?);
         let filters = request
             .filters
             .iter()
             .map(|bytes| Expr::from_bytes_with_ctx(bytes, ctx))
-            .collect::<Result<Vec<_>>>()?;
+            .collect::<Result<Vec<_>>>();
+        let filters = match filters {
+            Ok(filters) => filters,
+            Err(e) => {
+                tracing::debug!(table = %request.table, error = %e, "a filter not read here; the share is pushed");
+                return None;
+            }
+        };
         let shape = ScanShape {
             table: &request.table,
-            schema: &schema,
-            table_rows: wire.table_rows.map(|n| n as usize),
+            schema,
+            table_rows: *table_rows,
             projection: request.projection.as_ref(),
             filters,
             filter_text: &wire.filter_text,
         };
         let props = ExecutionProps::new();
-        Ok(shape
+        shape
             .local_plan(cache, |expr, df_schema| {
                 create_physical_expr(&expr, df_schema, &props, &PhysicalPlanningContext::default())
             })
-            .map(Arc::new))
+            .map(Arc::new)
     }
 
     /// Silt scans this codec has rebuilt (on a worker: tasks it ran).
@@ -667,18 +671,15 @@ impl PhysicalExtensionCodec for SiltScanCodec {
             task: task as usize,
             homes: wire.homes.clone(),
         });
-        let local = self.local_plan(&request, &wire, ctx)?;
-        let table = match &wire.table_schema {
-            Some(bytes) => {
-                let schema = datafusion_proto::protobuf::Schema::decode(bytes.as_slice())
-                    .map_err(|e| DataFusionError::External(Box::new(e)))?;
-                Some((
-                    Arc::new(Schema::try_from(&schema)?),
-                    wire.table_rows.map(|n| n as usize),
-                ))
-            }
-            None => None,
-        };
+        // The table's schema only serves a compute-side cache: one that
+        // does not decode leaves the scan as it was without one.
+        let table = wire
+            .table_schema
+            .as_ref()
+            .and_then(|bytes| datafusion_proto::protobuf::Schema::decode(bytes.as_slice()).ok())
+            .and_then(|schema| Schema::try_from(&schema).ok())
+            .map(|schema| (Arc::new(schema), wire.table_rows.map(|n| n as usize)));
+        let local = self.local_plan(&request, &wire, table.as_ref(), ctx);
         let query_tables: Arc<[String]> = Arc::from(wire.query_tables);
         let scan = SiltScanExec::from_parts(
             self.fleet(wire.servers)?,
@@ -722,12 +723,11 @@ impl PhysicalExtensionCodec for SiltScanCodec {
             task: parts.share.map(|s| s.task as u64),
             homes: parts.share.map(|s| s.homes.clone()).unwrap_or_default(),
             query_tables: parts.query_tables.to_vec(),
-            table_schema: match parts.table {
-                Some((schema, _)) => {
-                    Some(datafusion_proto::protobuf::Schema::try_from(schema.as_ref())?.encode_to_vec())
-                }
-                None => None,
-            },
+            // Only for a worker's cache: a schema that does not encode is left out.
+            table_schema: parts
+                .table
+                .and_then(|(schema, _)| datafusion_proto::protobuf::Schema::try_from(schema.as_ref()).ok())
+                .map(|schema| schema.encode_to_vec()),
             table_rows: parts.table.and_then(|(_, rows)| rows.map(|n| n as u64)),
         };
         wire.encode(buf).map_err(|e| DataFusionError::External(Box::new(e)))

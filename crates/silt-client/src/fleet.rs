@@ -11,8 +11,10 @@
 //! without talking to the others, and a member joining or leaving moves
 //! only the row groups it wins or held, ~1/N of them. This file is the
 //! fleet's membership, health and layout; its scans are the fleet route
-//! ([`crate::scan::fleet`]) and, for a task of a distributed query, the
-//! distributed route ([`crate::scan::distributed`]).
+//! ([`crate::scan::fleet`]), the hybrid route over its members when the
+//! client keeps a compute-side cache ([`crate::scan::servers`]) and, for a
+//! task of a distributed query, the distributed route
+//! ([`crate::scan::distributed`]).
 //!
 //! **Failover.** A member that cannot be reached or fails in transport
 //! (connect errors, streams broken in HTTP/2, `UNAVAILABLE`, `UNKNOWN`,
@@ -24,10 +26,12 @@
 //! of its run's row groups elsewhere, never a duplicate or missing row.
 //! After the back-off the member is tried again and, if it answers, gets
 //! its row groups back. Errors of the query itself (a bad filter, an object
-//! that changed) fail the query as on one server; unlike the hybrid path,
-//! an object overwritten between the layout and a run is not retried with
-//! a new layout (runs stream as they complete, so some rows may be out):
-//! the query fails with the server's "changed" error, never wrong rows.
+//! that changed) fail the query as on one server; unlike a scan of one
+//! server, an object overwritten between the layout and a run is not
+//! retried with a new layout (runs stream as they complete, so some rows
+//! may be out): the query fails with the server's "changed" error, never
+//! wrong rows. So it is for the pushed row groups of a hybrid scan over a
+//! fleet (a fetch's refusal fails the scan on one server too).
 //!
 //! Servers are named by their URL as given (`http://` for `grpc://`):
 //! clients must spell a fleet's URLs the same way to agree on owners.

@@ -51,7 +51,7 @@ impl ScanRoute for DistributedRoute {
         if groups.is_none() && share.task != 0 {
             return Ok(futures::stream::empty().boxed());
         }
-        super::fleet::place(fleet.clone(), groups, scan.request, scan.out).await
+        super::fleet::place(fleet.members(), groups, scan.request, scan.out).await
     }
 }
 

@@ -33,7 +33,7 @@ impl ScanRoute for FleetRoute {
             .fleet
             .layout(&scan.request.table, scan.request.query.clone())
             .await?;
-        place(self.fleet.clone(), groups, scan.request, scan.out).await
+        place(self.fleet.members(), groups, scan.request, scan.out).await
     }
 }
 
@@ -46,18 +46,17 @@ const SCANS_PER_MEMBER: usize = 2;
 /// run is also the unit of retry, held whole until it completes.
 pub const ROW_GROUPS_PER_SCAN: usize = 8;
 
-/// Runs `request` across `fleet`, each of `groups` on its owner (module
-/// docs of [`crate::fleet`]); `None`: a table without row groups to place
-/// (a view), scanned whole by the owner of its name. `out` is the scan's
-/// output schema.
+/// Runs `request` across `members` (a fleet's list at one moment: one
+/// list for the whole scan, whatever joins or leaves meanwhile), each of
+/// `groups` on its owner (module docs of [`crate::fleet`]); `None`: a
+/// table without row groups to place (a view), scanned whole by the owner
+/// of its name. `out` is the scan's output schema.
 pub(crate) async fn place(
-    fleet: Arc<Fleet>,
+    members: Arc<Members>,
     groups: Option<Vec<RowGroup>>,
     request: ScanRequest,
     out: SchemaRef,
 ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
-    // One list of members for the whole scan, whatever joins or leaves meanwhile.
-    let members = fleet.members();
     let Some(groups) = groups else {
         // No row groups to place: the table's owner scans it whole.
         let batches = scan_on_owner(&members, &request.table, &request, &out).await?;

@@ -32,9 +32,11 @@
 //!    as they come; the plan above never relied on order.
 //!
 //! If an object changed between the layout and a scoped scan, the server
-//! refuses (`ABORTED`) and the whole scan starts again from a new layout,
-//! once ([`silt_core::restart`]): rows of two versions never meet in one
-//! answer.
+//! refuses (`ABORTED`) and, on one server, the whole scan starts again
+//! from a new layout, once ([`silt_core::restart`]): rows of two versions
+//! never meet in one answer. Over a fleet the pushed row groups' runs
+//! stream as they complete, so a refusal there fails the query with the
+//! server's "changed" error instead, as the fleet route does.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -172,7 +174,7 @@ enum Failure {
     /// An object is no longer at the layout's version.
     Changed(ClientError),
     /// The server could not be reached or failed in transport: a fleet's
-    /// next member may answer ([`Servers::on_owner`]).
+    /// next member may answer ([`Servers::on_owner_of`]).
     Unavailable(ClientError),
     Other(DataFusionError),
 }
@@ -231,13 +233,13 @@ async fn push_whole_to(
 ) -> std::result::Result<BoxStream<'static, Result<RecordBatch>>, Failure> {
     match servers {
         Servers::One(client) => Ok(push_whole(client, request, out, &counters.pushdown_cost).await?),
-        Servers::Fleet { fleet, .. } => {
+        Servers::Fleet { fleet, members } => {
             // A scoped scan (a worker's share) reads just its scope.
             let groups = match &request.scope {
                 Some(scope) => Some(RowGroup::of_scope(scope)),
                 None => fleet.layout(&request.table, request.query.clone()).await?,
             };
-            Ok(place(fleet.clone(), groups, request.clone(), out.clone()).await?)
+            Ok(place(members.clone(), groups, request.clone(), out.clone()).await?)
         }
     }
 }
@@ -262,7 +264,7 @@ async fn push_groups(
             let scoped = with_compression(client, &scoped, Some(expected_bytes));
             Ok(server_scan(client, &scoped, out, Some(&counters.pushdown_cost)).await?)
         }
-        Servers::Fleet { fleet, .. } => Ok(place(fleet.clone(), Some(groups), request.clone(), out.clone()).await?),
+        Servers::Fleet { members, .. } => Ok(place(members.clone(), Some(groups), request.clone(), out.clone()).await?),
     }
 }
 
@@ -357,10 +359,13 @@ async fn attempt(
     let mut pending = 0;
     let mut here = Vec::new();
     counters.pushed.add(unlisted.len());
+    // Row groups of unlisted versions have no sizes: a run with them is
+    // neither all here nor a measure of what pushing keeps.
+    let measurable = unlisted.is_empty();
     let mut pushed = unlisted;
     // Whether every row group is answered from the cache (nothing fetched
     // or pushed): such a run times the aggregate's local placement.
-    let mut all_cached = true;
+    let mut all_cached = measurable;
     // The model's estimates of each server, once per scan.
     let mut estimates = EstimatesByServer::default();
     // What the pushed row groups are expected to send, and the round trip
@@ -401,8 +406,9 @@ async fn attempt(
         }
     }
 
-    // The pushed part first: its refusal (a version gone) restarts the
-    // scan before any row is out. Its rows then stream while this side
+    // The pushed part first: on one server its refusal (a version gone)
+    // restarts the scan before any row is out (over a fleet it fails the
+    // query mid-stream: module docs). Its rows then stream while this side
     // fetches and filters (the two streams are merged as they come).
     let remote = if pushed.is_empty() {
         None
@@ -410,7 +416,10 @@ async fn attempt(
         let rows_read: usize = pushed.iter().map(|g| g.rows).sum();
         counters.pushdown_cost.estimate(pushed_round_trip);
         let stream = push_groups(servers, pushed, request, out, counters, pushed_bytes).await?;
-        Some(observed(stream, plan, rows_read, true))
+        Some(match measurable {
+            true => observed(stream, plan, rows_read, true),
+            false => stream,
+        })
     };
 
     // Row groups run here, lazily: a row group is fetched (if it must be),

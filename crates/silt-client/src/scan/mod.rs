@@ -26,8 +26,9 @@
 //! requests go to), [`local_plan`] (what running a row group here needs),
 //! [`metrics`] (the `EXPLAIN ANALYZE` counters) and [`query_id`]. Routes
 //! never import `exec.rs`; `exec.rs` imports the routes. A route that
-//! falls back to another calls it (hybrid to pushdown for a table without
-//! a layout; distributed to the fleet's placement).
+//! falls back to another calls its helpers (hybrid to pushdown's, or the
+//! fleet's placement over a fleet, for a table without a layout;
+//! distributed to the fleet's placement).
 //!
 //! An object overwritten under a scan restarts it from a new layout once,
 //! by the one restart policy ([`silt_core::restart`]) the server's queries

@@ -129,7 +129,9 @@ pub async fn tpch_lake(row_group_rows: usize) -> (tempfile::TempDir, LocalS3) {
 }
 
 /// A fleet client of `urls` (failed members skipped for 500 ms), retrying
-/// registration while the servers start.
+/// registration while the servers start. It keeps no compute-side cache:
+/// these tests measure the servers (their tiers across restarts, their
+/// failover), which a client answering row groups itself would hide.
 pub async fn fleet_client(urls: &[String]) -> SessionContext {
     let started = Instant::now();
     loop {
@@ -137,7 +139,11 @@ pub async fn fleet_client(urls: &[String]) -> SessionContext {
             .unwrap()
             .with_backoff(Duration::from_millis(500));
         let ctx = SessionContext::new();
-        match silt_client::register_fleet_tables(&ctx, Arc::new(fleet)).await {
+        let options = silt_client::SiltTableOptions {
+            local_cache_bytes: 0,
+            ..Default::default()
+        };
+        match silt_client::register_fleet_tables_with_options(&ctx, Arc::new(fleet), &options).await {
             Ok(_) => return ctx,
             Err(e) if started.elapsed() > Duration::from_secs(30) => panic!("register the fleet's tables: {e}"),
             Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
