@@ -312,6 +312,41 @@ async fn a_client_cache_never_serves_an_overwritten_version() {
     }
 }
 
+/// The same through a fleet of two servers over the bucket, as a user's
+/// fleet client gets it (the default cache): each row group cached here is
+/// of the version its owner's layout validated, and an overwrite is seen
+/// by the next query.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_clients_cache_never_serves_an_overwritten_version() {
+    for same_size in [true, false] {
+        let bucket = MixBucket::new(same_size).await;
+        let (a, _) = bucket.server("s3://mix/t/", Freshness::Always).await;
+        // The second member on a cache dir of its own.
+        let b_cache = tempfile::tempdir().unwrap();
+        let mut cfg = bucket.config("s3://mix/t/", Freshness::Always, PAGE);
+        cfg.cache_dir = b_cache.path().to_path_buf();
+        let b = silt_server::start(cfg).await.expect("start the second member");
+        let urls = vec![a.flight_url(), b.flight_url()];
+        let ctx = crate::fleet::fleet_ctx(&urls, Duration::from_secs(5)).await;
+        for k in 1..=3 {
+            if k > 1 {
+                write_version(&bucket.file, k, same_size);
+            }
+            // Pushed down, fetched, then local.
+            for run in 0..3 {
+                let got = summary_of_rows(&ctx, "mix").await.unwrap();
+                assert_eq!(got, (k, k, rows_of(k, same_size)), "version {k}, run {run}");
+            }
+        }
+        let provider = ctx.table_provider("mix").await.unwrap();
+        let table = provider.downcast_ref::<SiltTable>().unwrap();
+        let stats = table.local_cache().expect("a fleet client keeps a cache by default").stats();
+        assert!(stats.hits > 0 && stats.admitted > 0, "{stats:?}");
+        a.shutdown().await.unwrap();
+        b.shutdown().await.unwrap();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn overwrites_of_local_files_during_scans_never_mix_versions() {
     overwrite_during_scans(true, Store::Local).await;
