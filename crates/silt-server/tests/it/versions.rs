@@ -340,7 +340,10 @@ async fn a_fleet_clients_cache_never_serves_an_overwritten_version() {
         }
         let provider = ctx.table_provider("mix").await.unwrap();
         let table = provider.downcast_ref::<SiltTable>().unwrap();
-        let stats = table.local_cache().expect("a fleet client keeps a cache by default").stats();
+        let stats = table
+            .local_cache()
+            .expect("a fleet client keeps a cache by default")
+            .stats();
         assert!(stats.hits > 0 && stats.admitted > 0, "{stats:?}");
         a.shutdown().await.unwrap();
         b.shutdown().await.unwrap();
