@@ -285,6 +285,26 @@ async fn overwrites_during_hybrid_scans_never_mix_versions() {
     overwrite_during_scans_through(true, Store::S3, 1 << 30).await;
 }
 
+/// Writes versions 2 and 3 of `bucket`'s file after version 1, and checks
+/// that `ctx` (a client with a compute-side cache) answers each version's
+/// rows three times (pushed down, fetched, then local), never an older
+/// one, and that its cache admitted and served row groups.
+async fn overwrite_three_times(bucket: &MixBucket, same_size: bool, ctx: &SessionContext) {
+    for k in 1..=3 {
+        if k > 1 {
+            write_version(&bucket.file, k, same_size);
+        }
+        for run in 0..3 {
+            let got = summary_of_rows(ctx, "mix").await.unwrap();
+            assert_eq!(got, (k, k, rows_of(k, same_size)), "version {k}, run {run}");
+        }
+    }
+    let provider = ctx.table_provider("mix").await.unwrap();
+    let table = provider.downcast_ref::<SiltTable>().unwrap();
+    let stats = table.local_cache().expect("the client keeps a cache").stats();
+    assert!(stats.hits > 0 && stats.admitted > 0, "{stats:?}");
+}
+
 /// The compute-side cache keys row groups by the version the server
 /// validated: after an overwrite (of the same size or not), the next query
 /// answers the new version, never the cached old one.
@@ -294,20 +314,7 @@ async fn a_client_cache_never_serves_an_overwritten_version() {
         let bucket = MixBucket::new(same_size).await;
         let (server, _) = bucket.server("s3://mix/t/", Freshness::Always).await;
         let ctx = client_with(&server, &hybrid(1 << 30)).await;
-        for k in 1..=3 {
-            if k > 1 {
-                write_version(&bucket.file, k, same_size);
-            }
-            // Pushed down, fetched, then local.
-            for run in 0..3 {
-                let got = summary_of_rows(&ctx, "mix").await.unwrap();
-                assert_eq!(got, (k, k, rows_of(k, same_size)), "version {k}, run {run}");
-            }
-        }
-        let provider = ctx.table_provider("mix").await.unwrap();
-        let table = provider.downcast_ref::<SiltTable>().unwrap();
-        let stats = table.local_cache().unwrap().stats();
-        assert!(stats.hits > 0 && stats.admitted > 0, "{stats:?}");
+        overwrite_three_times(&bucket, same_size, &ctx).await;
         server.shutdown().await.unwrap();
     }
 }
@@ -328,23 +335,7 @@ async fn a_fleet_clients_cache_never_serves_an_overwritten_version() {
         let b = silt_server::start(cfg).await.expect("start the second member");
         let urls = vec![a.flight_url(), b.flight_url()];
         let ctx = crate::fleet::fleet_ctx(&urls, Duration::from_secs(5)).await;
-        for k in 1..=3 {
-            if k > 1 {
-                write_version(&bucket.file, k, same_size);
-            }
-            // Pushed down, fetched, then local.
-            for run in 0..3 {
-                let got = summary_of_rows(&ctx, "mix").await.unwrap();
-                assert_eq!(got, (k, k, rows_of(k, same_size)), "version {k}, run {run}");
-            }
-        }
-        let provider = ctx.table_provider("mix").await.unwrap();
-        let table = provider.downcast_ref::<SiltTable>().unwrap();
-        let stats = table
-            .local_cache()
-            .expect("a fleet client keeps a cache by default")
-            .stats();
-        assert!(stats.hits > 0 && stats.admitted > 0, "{stats:?}");
+        overwrite_three_times(&bucket, same_size, &ctx).await;
         a.shutdown().await.unwrap();
         b.shutdown().await.unwrap();
     }
