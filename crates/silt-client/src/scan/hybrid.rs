@@ -373,7 +373,7 @@ async fn attempt(
     let mut pushed_bytes = 0.0;
     let mut pushed_round_trip: f64 = 0.0;
     for group in layout {
-        let server = estimates.of(&servers.owner(&group));
+        let server = estimates.of(servers.owner(&group));
         let (choice, cost) = choose(plan, &request.table, &group, &mut pending, &server);
         let g = sizes_of(plan, &group, None);
         match choice {

@@ -38,16 +38,12 @@ impl Servers {
 
     /// The client of row group `group`: the one server, or the group's
     /// live owner. Its calibration prices the group's paths.
-    pub(crate) fn owner(&self, group: &RowGroup) -> SiltClient {
+    pub(crate) fn owner(&self, group: &RowGroup) -> &SiltClient {
         match self {
-            Servers::One(client) => client.clone(),
+            Servers::One(client) => client,
             Servers::Fleet { members, .. } => {
                 let i = members.live_owner(&placement_name(group));
-                members
-                    .clients()
-                    .nth(i)
-                    .cloned()
-                    .expect("live_owner names a member of the list")
+                members.clients().nth(i).expect("live_owner names a member of the list")
             }
         }
     }
