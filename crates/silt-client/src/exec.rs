@@ -301,6 +301,8 @@ impl SiltScanExec {
             bytes: MetricBuilder::new(&self.metrics).counter(format!("{path}_bytes"), partition),
             estimated: MetricBuilder::new(&self.metrics).subset_time(format!("{path}_estimated_time"), partition),
             elapsed: MetricBuilder::new(&self.metrics).subset_time(format!("{path}_elapsed_time"), partition),
+            server_scanned: MetricBuilder::new(&self.metrics)
+                .counter(format!("{path}_server_scanned_bytes"), partition),
         };
         PathCounters {
             local: MetricBuilder::new(&self.metrics).counter("row_groups_local", partition),

@@ -35,7 +35,7 @@ use datafusion::arrow::array::ArrayRef;
 use silt_core::policy::Ranked;
 use silt_core::{CachedColumn, ChunkKey, MemoryForm};
 
-use crate::aggregate_placement::{Placement, PlacementTimes};
+use crate::aggregate_placement::{Placement, PlacementTimes, RunBytes, TryRates};
 
 /// Which column chunks a full cache gives up first: what a chunk is scored by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -116,6 +116,8 @@ struct Inner {
     no_layout: std::collections::HashSet<String>,
     /// Measured placements of partial aggregates per (table, filters, aggregate).
     placement_times: HashMap<String, PlacementTimes>,
+    /// What trying a placement costs per byte, learned from every scan.
+    try_rates: TryRates,
     stats: LocalCacheStats,
 }
 
@@ -294,13 +296,26 @@ impl LocalCache {
     /// bytes they are expected to take (a chunk fetched before counts at
     /// its real size, not the estimate).
     pub fn admission(&self, chunks: &[(ChunkKey, usize)], pending: usize) -> Option<usize> {
+        self.admission_after(chunks, pending, ADMIT_AFTER_USES)
+    }
+
+    /// [`LocalCache::admission`] without the uses a chunk must have had:
+    /// for a scan tried here on purpose ([`crate::aggregate_placement`]),
+    /// which has run often enough already (pushed whole, where its chunks'
+    /// uses are not seen).
+    pub fn admission_now(&self, chunks: &[(ChunkKey, usize)], pending: usize) -> Option<usize> {
+        self.admission_after(chunks, pending, 0)
+    }
+
+    /// [`LocalCache::admission`] with `uses` as the uses a chunk needs.
+    fn admission_after(&self, chunks: &[(ChunkKey, usize)], pending: usize, uses: u64) -> Option<usize> {
         if self.budget == 0 || chunks.is_empty() {
             return None;
         }
         let inner = self.lock();
         let used_enough = chunks
             .iter()
-            .all(|(k, _)| inner.usage.get(k).is_some_and(|u| u.uses >= ADMIT_AFTER_USES));
+            .all(|(k, _)| uses == 0 || inner.usage.get(k).is_some_and(|u| u.uses >= uses));
         if !used_enough {
             return None;
         }
@@ -391,23 +406,34 @@ impl LocalCache {
         observe(&mut inner.pushed_selectivity, filters, kept, read);
     }
 
-    /// The measured placements of the partial aggregate of scans with
-    /// `filters` ([`crate::aggregate_placement`]).
-    pub fn placement_times(&self, filters: &str) -> PlacementTimes {
-        self.lock().placement_times.get(filters).copied().unwrap_or_default()
+    /// The measured placements of scans with `filters` (and any partial
+    /// aggregate: [`crate::aggregate_placement`]), with what trying a
+    /// placement costs per byte on this client.
+    pub fn placement_times(&self, filters: &str) -> (PlacementTimes, TryRates) {
+        let inner = self.lock();
+        let times = inner.placement_times.get(filters).copied().unwrap_or_default();
+        (times, inner.try_rates)
     }
 
-    /// Folds a timed run of that aggregate in `placement`.
-    pub fn observe_placement(&self, filters: &str, placement: Placement, elapsed: std::time::Duration) {
+    /// Records a run of such a scan in `placement` that took `elapsed` and
+    /// read `bytes`.
+    pub fn observe_placement(
+        &self,
+        filters: &str,
+        placement: Placement,
+        elapsed: std::time::Duration,
+        bytes: RunBytes,
+    ) {
         let mut inner = self.lock();
         if inner.placement_times.len() >= MAX_OBSERVED_KEYS && !inner.placement_times.contains_key(filters) {
             inner.placement_times.clear();
         }
-        inner
+        let warm = inner
             .placement_times
             .entry(filters.to_string())
             .or_default()
-            .observe(placement, elapsed);
+            .observe(placement, elapsed, bytes);
+        inner.try_rates.observe(placement, warm, elapsed, bytes);
     }
 
     /// Whether `table`'s server gave no layout before (a view, a table

@@ -64,7 +64,7 @@ use super::metrics::PathCounters;
 use super::pushdown::{push_whole, server_scan, with_compression};
 use super::servers::{Servers, placement_name};
 use super::{SCAN_NODE, Scan, ScanRoute};
-use crate::aggregate_placement::Placement;
+use crate::aggregate_placement::{Placement, RunBytes};
 use crate::client::{ClientError, SiltClient};
 use crate::local_cache::benefit_per_byte;
 use crate::path_cost::{Estimates, PathCost, RowGroupSizes};
@@ -137,7 +137,13 @@ pub async fn run(
             .await
             .map_err(Failure::into_error)?;
         let stream = observed(stream, &plan, plan.table_rows.unwrap_or(0), true);
-        return Ok(timed(stream, &plan, Placement::PushedWhole, started));
+        // What the server scanned for it prices a try here.
+        let scanned = counters.pushdown_cost.server_scanned.clone();
+        let bytes = move || RunBytes {
+            needed: scanned.value() as u64,
+            fetched: 0,
+        };
+        return Ok(timed(stream, &plan, Placement::PushedWhole, started, bytes));
     }
     let attempted = restart_once_on_change(
         |_| attempt(&servers, &request, &layout_filters, &plan, &out, &context, &counters),
@@ -146,24 +152,25 @@ pub async fn run(
     .await;
     match attempted {
         Err(failure) => Err(failure.into_error()),
-        Ok((stream, all_here)) if all_here => Ok(timed(stream, &plan, Placement::Local, started)),
-        Ok((stream, _)) => Ok(stream),
+        Ok((stream, placement, bytes)) => Ok(timed(stream, &plan, placement, started, move || bytes)),
     }
 }
 
 /// `stream`, timing the run in `placement` from `started` to its end for
-/// [`crate::aggregate_placement`].
+/// [`crate::aggregate_placement`], with what it read (`bytes`, asked at
+/// the end).
 fn timed(
     stream: BoxStream<'static, Result<RecordBatch>>,
     plan: &LocalPlan,
     placement: Placement,
     started: Instant,
+    bytes: impl FnOnce() -> RunBytes + Send + 'static,
 ) -> BoxStream<'static, Result<RecordBatch>> {
     let (cache, key) = (plan.cache.clone(), plan.filters_key.clone());
     stream
         .chain(
             futures::stream::once(async move {
-                cache.observe_placement(&key, placement, started.elapsed());
+                cache.observe_placement(&key, placement, started.elapsed(), bytes());
             })
             .filter_map(|()| async { None }),
         )
@@ -285,20 +292,19 @@ impl EstimatesByServer {
 }
 
 /// Whether the scan goes to the server whole, without a layout, by its
-/// measured placements ([`crate::aggregate_placement`]): a partial
-/// aggregate unless per row group was faster (few groups always go whole,
-/// TPC-H Q1 and Q6 ran 1.1-2x slower aggregated locally), a plain scan
-/// that keeps next to nothing until per row group was faster. Never under
-/// caching-only.
+/// measured placements ([`crate::aggregate_placement`]): each placement is
+/// tried, the faster wins; a partial aggregate with few groups and a plain
+/// scan that keeps next to nothing start pushed whole, the rest start per
+/// row group. Never under caching-only.
 fn pushed_whole(plan: &LocalPlan) -> bool {
     if plan.cache.is_caching_only() {
         return false;
     }
     let pushed_selectivity = plan.cache.pushed_selectivity(&plan.filters_key);
-    let times = plan.cache.placement_times(&plan.filters_key);
+    let (times, rates) = plan.cache.placement_times(&plan.filters_key);
     match plan.fragment {
-        Some(_) => times.push_whole(pushed_selectivity),
-        None => times.push_scan_whole(pushed_selectivity),
+        Some(_) => times.push_whole(pushed_selectivity, &rates),
+        None => times.push_scan_whole(pushed_selectivity, plan.cache.selectivity(&plan.filters_key), &rates),
     }
 }
 
@@ -313,7 +319,7 @@ async fn attempt(
     out: &SchemaRef,
     context: &Arc<TaskContext>,
     counters: &PathCounters,
-) -> std::result::Result<(BoxStream<'static, Result<RecordBatch>>, bool), Failure> {
+) -> std::result::Result<(BoxStream<'static, Result<RecordBatch>>, Placement, RunBytes), Failure> {
     // The server leaves out row groups the filters' statistics rule out,
     // as the scan itself would.
     let layout_request = ScanRequest {
@@ -346,7 +352,7 @@ async fn attempt(
             tracing::debug!(table = %request.table, error = %e, "no layout; the scan is pushed down whole");
             plan.cache.mark_no_layout(&request.table);
             let stream = push_whole_to(servers, request, out, counters).await?;
-            return Ok((stream, false));
+            return Ok((stream, Placement::PartlyLocal, RunBytes::default()));
         }
         Err(e) => return Err(e.into()),
     };
@@ -364,18 +370,26 @@ async fn attempt(
     let measurable = unlisted.is_empty();
     let mut pushed = unlisted;
     // Whether every row group is answered from the cache (nothing fetched
-    // or pushed): such a run times the aggregate's local placement.
+    // or pushed): such a run times the local placement.
     let mut all_cached = measurable;
     // The model's estimates of each server, once per scan.
     let mut estimates = EstimatesByServer::default();
+    // Tried here on purpose: fetch what fits now, so the next run is timed.
+    let fetch_now = {
+        let (times, rates) = plan.cache.placement_times(&plan.filters_key);
+        times.trying_here(&rates)
+    };
+    // The needed bytes of every row group (what a try of pushing prices).
+    let mut needed_bytes = 0;
     // What the pushed row groups are expected to send, and the round trip
     // of their scan (the slowest owner's, with a fleet).
     let mut pushed_bytes = 0.0;
     let mut pushed_round_trip: f64 = 0.0;
     for group in layout {
         let server = estimates.of(servers.owner(&group));
-        let (choice, cost) = choose(plan, &request.table, &group, &mut pending, &server);
+        let (choice, cost) = choose(plan, &request.table, &group, &mut pending, &server, fetch_now);
         let g = sizes_of(plan, &group, None);
+        needed_bytes += g.filter_only + g.projected_local + g.projected_missing;
         match choice {
             Choice::Local(segments) => {
                 counters.local.add(1);
@@ -410,6 +424,7 @@ async fn attempt(
     // restarts the scan before any row is out (over a fleet it fails the
     // query mid-stream: module docs). Its rows then stream while this side
     // fetches and filters (the two streams are merged as they come).
+    let pushed_any = !pushed.is_empty();
     let remote = if pushed.is_empty() {
         None
     } else {
@@ -455,7 +470,16 @@ async fn attempt(
         Some(remote) => futures::stream::select(local, remote).boxed(),
         None => local,
     };
-    Ok((stream, all_cached))
+    let placement = match (all_cached, pushed_any) {
+        (true, _) => Placement::Local,
+        (false, false) => Placement::Fetched,
+        (false, true) => Placement::PartlyLocal,
+    };
+    let bytes = RunBytes {
+        needed: needed_bytes as u64,
+        fetched: pending as u64,
+    };
+    Ok((stream, placement, bytes))
 }
 
 /// `stream` (the answer for `rows_read` rows of the table, `pushed` or
@@ -525,7 +549,7 @@ impl LocalRun {
         let out = self.run_group(&group, segments, &mut meter).await;
         let elapsed = started.elapsed();
         if out.is_ok() {
-            cost.measured(elapsed, meter.bytes);
+            cost.measured(elapsed, meter.bytes, 0);
             if cached_bytes > 0 {
                 // Filtering and decoding only: not the fetches, not a partial aggregate.
                 let computing = meter.computed.unwrap_or(elapsed).saturating_sub(meter.waited);
@@ -651,13 +675,16 @@ fn keys_of(table: &str, plan: &LocalPlan, group: &RowGroup) -> Vec<ChunkKey> {
 /// The path of one row group (module docs), recording the use of its
 /// segments with their benefit under the scan's observed selectivity, and
 /// the model that priced it (its `estimates` of the server, the scan's
-/// selectivity). `pending`: the bytes this scan already chose to fetch.
+/// selectivity). `pending`: the bytes this scan already chose to fetch;
+/// `fetch_now`: the scan is being tried here on purpose, so what fits is
+/// fetched without waiting for repeated uses.
 fn choose(
     plan: &LocalPlan,
     table: &str,
     group: &RowGroup,
     pending: &mut usize,
     estimates: &Estimates,
+    fetch_now: bool,
 ) -> (Choice, PathCost) {
     // Until observed: a partial aggregate sends states (next to nothing),
     // a filter keeps DataFusion's default 20%, else everything.
@@ -694,7 +721,12 @@ fn choose(
         .zip(&plan.needed)
         .map(|(k, c)| (k, group.bytes[c]))
         .collect();
-    if let Some(bytes) = plan.cache.admission(&sized, *pending) {
+    let admitted = if fetch_now {
+        plan.cache.admission_now(&sized, *pending)
+    } else {
+        plan.cache.admission(&sized, *pending)
+    };
+    if let Some(bytes) = admitted {
         *pending += bytes;
         return (Choice::Fetch, model);
     }

@@ -34,11 +34,16 @@ pub struct PathCounters {
 /// [`super::hybrid::FETCH_CONCURRENCY`] at a time), for pushed ones the pushed scan's wall
 /// time (its estimate includes one round trip). A scan pushed down whole
 /// has no layout: its bytes and time count, nothing is estimated.
+/// `<path>_server_scanned_bytes`: the bytes the server reported scanning
+/// for the path's scans (uncompressed needed column chunks of the row
+/// groups it read), which price trying another placement
+/// ([`crate::aggregate_placement`]).
 #[derive(Debug, Clone, Default)]
 pub struct PathMetrics {
     pub bytes: Count,
     pub estimated: Time,
     pub elapsed: Time,
+    pub server_scanned: Count,
 }
 
 impl PathMetrics {
@@ -48,9 +53,12 @@ impl PathMetrics {
         }
     }
 
-    /// Adds a measured run: `elapsed`, having moved `bytes`.
-    pub(crate) fn measured(&self, elapsed: Duration, bytes: u64) {
+    /// Adds a measured run: `elapsed`, having moved `bytes`, the server
+    /// having scanned `server_scanned` bytes for it.
+    pub(crate) fn measured(&self, elapsed: Duration, bytes: u64, server_scanned: u64) {
         self.elapsed.add_duration(elapsed);
         self.bytes.add(usize::try_from(bytes).unwrap_or(usize::MAX));
+        self.server_scanned
+            .add(usize::try_from(server_scanned).unwrap_or(usize::MAX));
     }
 }

@@ -63,12 +63,14 @@ pub(crate) async fn server_scan(
         return Ok(batches.boxed());
     };
     let measured = futures::stream::once(async move {
-        let bytes = transfer
+        let (bytes, scanned) = transfer
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
-            .map_or(0, |t| t.bytes_received);
-        cost.measured(started.elapsed(), bytes);
+            .map_or((0, 0), |t| {
+                (t.bytes_received, t.report.as_ref().map_or(0, |r| r.bytes_scanned))
+            });
+        cost.measured(started.elapsed(), bytes, scanned);
     })
     .filter_map(|()| async { None });
     Ok(batches.chain(measured).boxed())

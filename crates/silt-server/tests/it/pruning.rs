@@ -276,7 +276,11 @@ async fn the_default_client_never_touches_row_groups_statistics_rule_out() {
     let base = plain(&file).await;
     // Row group 2 only (rows 100,000 ..= 149,999).
     let selective = "SELECT k, v FROM t WHERE k BETWEEN 120500 AND 122499 ORDER BY k";
-    for _ in 0..3 {
+    // The first run pushes row group 2 down (used once), the second
+    // fetches and keeps it, the third answers it here (later runs may try
+    // the scan pushed whole, once the runs here have paid for the try: it
+    // keeps 4% of its rows).
+    for _ in 0..2 {
         assert_eq!(rows(&same(&silt, &base, selective).await), 2000);
     }
     let plan = silt.sql(selective).await.unwrap().create_physical_plan().await.unwrap();
@@ -290,7 +294,7 @@ async fn the_default_client_never_touches_row_groups_statistics_rule_out() {
         + counter("row_groups_hybrid")
         + counter("row_groups_pushed");
     assert_eq!(groups, 1, "only row group 2 may match");
-    assert_eq!(counter("row_groups_local"), 1, "used three times, it is local now");
+    assert_eq!(counter("row_groups_local"), 1, "fetched by the second run, local now");
     // A filter no row group matches: nothing at all.
     assert_eq!(rows(&same(&silt, &base, "SELECT k FROM t WHERE k < 0").await), 0);
 }
