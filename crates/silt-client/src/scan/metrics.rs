@@ -36,7 +36,8 @@ pub struct PathCounters {
 /// has no layout: its bytes and time count, nothing is estimated.
 /// `<path>_server_scanned_bytes`: the bytes the server reported scanning
 /// for the path's scans (uncompressed needed column chunks of the row
-/// groups it read), which price trying another placement
+/// groups it read; only pushed scans read reports, the other paths count
+/// 0), which price trying another placement
 /// ([`crate::aggregate_placement`]).
 #[derive(Debug, Clone, Default)]
 pub struct PathMetrics {
