@@ -123,18 +123,19 @@ fn chunks_held(engine: &Engine) -> usize {
 }
 
 /// Pairs of scans of the same columns on a cold cache: the second of a pair
-/// starts once the first is decoding (the store answers after 250 ms, so the
+/// starts once the first is decoding (the store answers after 1 s, so the
 /// first's decode waits on its page fetches that long): each column chunk is
 /// decoded once, and both get every row. Whether the second scan reaches its
 /// claim while the first still decodes (and waits) or after (and reads the
 /// memory tier) still depends on the machine (a loaded one may take longer
 /// than the store to plan a scan); over six pairs on fresh columns at least
 /// one must have waited, so the sharing path is exercised. (Starting both at
-/// once and a 50 ms store made a loaded CI machine miss every pair.)
+/// once and a 50 ms store made a loaded CI machine miss every pair; a 250 ms
+/// store still missed all six once with the whole suite running on 2 cores.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_concurrent_cold_scans_decode_each_column_chunk_once() {
     let fx = Fixture::start_with(|c| {
-        c.store.latency = Duration::from_millis(250);
+        c.store.latency = Duration::from_millis(1000);
         // Arrow batches: no transcoder, so every first read admits. With
         // liquid on a loaded machine the transcoder falls behind, a first
         // read then admits nothing (by design: `column_loader.rs`), and a
