@@ -60,8 +60,8 @@ use std::time::Duration;
 pub const MANY_GROUPS: f64 = 0.05;
 
 /// A plain scan whose pushed runs sent fewer rows than this share of the
-/// rows they read is pushed down whole until both placements were timed
-/// ([`PlacementTimes::push_scan_whole`]): its filters (with a join's keys)
+/// rows they read starts pushed down whole, until a try per row group has
+/// been repaid and timed ([`PlacementTimes::push_scan_whole`]): its filters (with a join's keys)
 /// keep next to nothing, and the server filters on every core it has, with
 /// the page index and bloom filters.
 pub const PUSH_WHOLE_BELOW: f64 = 0.01;
@@ -109,7 +109,8 @@ pub struct RunBytes {
     /// (uncompressed, as the layout and the server's report count them; 0:
     /// unknown).
     pub needed: u64,
-    /// Of them, the bytes it fetched into the cache.
+    /// Of them, the bytes of the row groups it fetched into the cache (the
+    /// layout's sizes, as `needed`).
     pub fetched: u64,
 }
 
@@ -135,19 +136,22 @@ impl Default for TryRates {
 
 impl TryRates {
     /// Learns from a run of `placement` that took `elapsed` and read
-    /// `bytes`: a run that fetched (and pushed nothing) teaches the fetch
-    /// rate per byte fetched, a warm pushed-whole run (`warm`) the push
-    /// rate per byte the server scanned. Small runs teach nothing.
+    /// `bytes`, per byte it needed (the unit a try is priced in): a run
+    /// that fetched at least half of what it needed (and pushed nothing)
+    /// teaches the fetch rate, a warm pushed-whole run (`warm`) the push
+    /// rate. A run answered mostly from the cache would make fetching look
+    /// free, one timed against only its few fetched bytes ruinous; small
+    /// runs teach nothing.
     pub fn observe(&mut self, placement: Placement, warm: bool, elapsed: Duration, bytes: RunBytes) {
-        let (slot, per) = match placement {
-            Placement::Fetched => (&mut self.fetch_seconds_per_byte, bytes.fetched),
-            Placement::PushedWhole if warm => (&mut self.push_seconds_per_byte, bytes.needed),
+        let slot = match placement {
+            Placement::Fetched if bytes.fetched.saturating_mul(2) >= bytes.needed => &mut self.fetch_seconds_per_byte,
+            Placement::PushedWhole if warm => &mut self.push_seconds_per_byte,
             _ => return,
         };
-        if per < MIN_RATE_BYTES {
+        if bytes.needed < MIN_RATE_BYTES {
             return;
         }
-        let sample = (elapsed.as_secs_f64() / per as f64).clamp(1e-12, 1e-6);
+        let sample = (elapsed.as_secs_f64() / bytes.needed as f64).clamp(1e-12, 1e-6);
         *slot = (1.0 - RATE_ALPHA) * *slot + RATE_ALPHA * sample;
     }
 }
@@ -263,11 +267,15 @@ impl PlacementTimes {
     /// (pushed whole was timed and has repaid the try, here not yet): it
     /// fetches what it lacks at once rather than after repeated uses, so
     /// that the next run is timed.
+    /// Once a try has begun (a run fetched for it) it goes on whatever the
+    /// rates learned since: its fetch is paid, and what it fetched would be
+    /// the first evicted.
     pub fn trying_here(&self, rates: &TryRates) -> bool {
         self.exploring_here()
-            && self
-                .pushed
-                .is_some_and(|p| self.repaid(p, self.pushed_runs, rates.fetch_seconds_per_byte))
+            && (self.tries_here > 0
+                || self
+                    .pushed
+                    .is_some_and(|p| self.repaid(p, self.pushed_runs, rates.fetch_seconds_per_byte)))
     }
 
     /// Records a run of `placement` that took `elapsed` and read `bytes`;
@@ -288,13 +296,13 @@ impl PlacementTimes {
                 };
                 self.pushed = Some(seconds);
                 if self.pushed_warming == 0 {
-                    self.pushed_runs += 1;
+                    self.pushed_runs = self.pushed_runs.saturating_add(1);
                 }
                 return self.pushed_warming == 0;
             }
             Placement::Local => {
                 self.local = Some(seconds);
-                self.local_runs += 1;
+                self.local_runs = self.local_runs.saturating_add(1);
             }
             Placement::Fetched | Placement::PartlyLocal => {
                 if self.exploring_here() {
@@ -424,6 +432,10 @@ mod tests {
         times.needed_bytes = 4 << 20;
         assert!(times.trying_here(&r), "a 21 ms fetch is repaid by one 25 ms run");
         assert!(!times.trying_here(&slow), "an 84 ms one is not");
+        // Once begun, a try goes on though its fetch taught a slower rate.
+        times.observe(Placement::Fetched, MS(90), needs(4));
+        assert!(times.trying_here(&slow), "the fetch is paid: the try is finished");
+        assert!(!times.push_whole(Some(0.001), &slow));
     }
 
     #[test]
@@ -459,7 +471,15 @@ mod tests {
         r.observe(Placement::Local, false, MS(5000), fetched);
         r.observe(Placement::Fetched, false, MS(5000), RunBytes::default());
         r.observe(Placement::Fetched, false, Duration::ZERO, needs(100));
-        assert_eq!(r, before, "cold pushed, local, empty and tiny runs teach nothing");
+        let mostly_cached = RunBytes {
+            needed: 100 << 20,
+            fetched: 1 << 20,
+        };
+        r.observe(Placement::Fetched, false, MS(5000), mostly_cached);
+        assert_eq!(
+            r, before,
+            "cold pushed, local, empty, tiny and mostly cached runs teach nothing"
+        );
         r.observe(Placement::PushedWhole, true, MS(500), needs(100));
         assert!(
             r.push_seconds_per_byte > PUSH_SECONDS_PER_BYTE,

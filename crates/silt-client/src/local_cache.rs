@@ -114,7 +114,7 @@ struct Inner {
     pushed_selectivity: HashMap<String, f64>,
     /// Tables whose server gives no layout (views, nested columns).
     no_layout: std::collections::HashSet<String>,
-    /// Measured placements of partial aggregates per (table, filters, aggregate).
+    /// Measured placements of scans per (table, filters, any partial aggregate).
     placement_times: HashMap<String, PlacementTimes>,
     /// What trying a placement costs per byte, learned from every scan.
     try_rates: TryRates,

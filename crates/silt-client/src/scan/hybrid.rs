@@ -292,8 +292,9 @@ impl EstimatesByServer {
 }
 
 /// Whether the scan goes to the server whole, without a layout, by its
-/// measured placements ([`crate::aggregate_placement`]): each placement is
-/// tried, the faster wins; a partial aggregate with few groups and a plain
+/// measured placements ([`crate::aggregate_placement`]): the other
+/// placement is tried once the runs in the first have repaid the try, the
+/// faster wins; a partial aggregate with few groups and a plain
 /// scan that keeps next to nothing start pushed whole, the rest start per
 /// row group. Never under caching-only.
 fn pushed_whole(plan: &LocalPlan) -> bool {
@@ -379,8 +380,10 @@ async fn attempt(
         let (times, rates) = plan.cache.placement_times(&plan.filters_key);
         times.trying_here(&rates)
     };
-    // The needed bytes of every row group (what a try of pushing prices).
+    // The needed bytes of every row group (what a try of pushing prices),
+    // and of those fetched (what a fetching run's rate is learned on).
     let mut needed_bytes = 0;
+    let mut fetched_bytes = 0;
     // What the pushed row groups are expected to send, and the round trip
     // of their scan (the slowest owner's, with a fleet).
     let mut pushed_bytes = 0.0;
@@ -389,7 +392,8 @@ async fn attempt(
         let server = estimates.of(servers.owner(&group));
         let (choice, cost) = choose(plan, &request.table, &group, &mut pending, &server, fetch_now);
         let g = sizes_of(plan, &group, None);
-        needed_bytes += g.filter_only + g.projected_local + g.projected_missing;
+        let group_bytes = g.filter_only + g.projected_local + g.projected_missing;
+        needed_bytes += group_bytes;
         match choice {
             Choice::Local(segments) => {
                 counters.local.add(1);
@@ -405,6 +409,7 @@ async fn attempt(
             }
             Choice::Fetch => {
                 counters.fetched.add(1);
+                fetched_bytes += group_bytes;
                 all_cached = false;
                 counters.fetched_cost.estimate(cost.fetch(&g));
                 here.push((group, None));
@@ -477,7 +482,7 @@ async fn attempt(
     };
     let bytes = RunBytes {
         needed: needed_bytes as u64,
-        fetched: pending as u64,
+        fetched: fetched_bytes as u64,
     };
     Ok((stream, placement, bytes))
 }
