@@ -267,6 +267,7 @@ impl PlacementTimes {
     /// (pushed whole was timed and has repaid the try, here not yet): it
     /// fetches what it lacks at once rather than after repeated uses, so
     /// that the next run is timed.
+    ///
     /// Once a try has begun (a run fetched for it) it goes on whatever the
     /// rates learned since: its fetch is paid, and what it fetched would be
     /// the first evicted.

@@ -393,6 +393,13 @@ pub struct RowGroupSizes {
     pub projected_missing: usize,
 }
 
+impl RowGroupSizes {
+    /// Every needed column's bytes: what fetching the row group whole moves.
+    pub fn total(&self) -> usize {
+        self.filter_only + self.projected_local + self.projected_missing
+    }
+}
+
 /// The path cost model of one scan: the estimates and the scan's observed
 /// selectivity. (Not the eviction policies' `silt_core::policy::CostModel`,
 /// which prices a cache miss.)
@@ -446,7 +453,7 @@ impl PathCost {
 
     /// Seconds to fetch it whole, then run it here.
     pub fn fetch(&self, g: &RowGroupSizes) -> f64 {
-        let all = (g.filter_only + g.projected_local + g.projected_missing) as f64;
+        let all = g.total() as f64;
         self.estimates.round_trip_seconds + self.server(all) + self.link(all) + self.local(g)
     }
 

@@ -392,7 +392,7 @@ async fn attempt(
         let server = estimates.of(servers.owner(&group));
         let (choice, cost) = choose(plan, &request.table, &group, &mut pending, &server, fetch_now);
         let g = sizes_of(plan, &group, None);
-        let group_bytes = g.filter_only + g.projected_local + g.projected_missing;
+        let group_bytes = g.total();
         needed_bytes += group_bytes;
         match choice {
             Choice::Local(segments) => {
