@@ -5,7 +5,7 @@ use arrow::datatypes::DataType;
 
 use crate::LiquidArrayRef;
 use crate::bytes::{BytesEncoder, Compaction};
-use crate::shared_dict::SharedDictionary;
+use crate::shared_dict::{FlatForm, SharedDictionary};
 
 /// Whether batches of `data_type` have a liquid form. Other types stay Arrow
 /// in the memory tier.
@@ -82,9 +82,10 @@ impl ColumnEncoder {
     fn encode_by_type(&mut self, array: &ArrayRef) -> Option<LiquidArrayRef> {
         if let Some(dictionary) = self.dictionary.as_mut() {
             let bytes = &mut self.bytes;
-            let mut flat = |a: &ArrayRef| match bytes.as_mut() {
-                Some(b) => b.encode_flat(a),
-                None => crate::integer::encode(a),
+            let mut flat = |a: &ArrayRef, form: FlatForm| match (bytes.as_mut(), form) {
+                (Some(b), FlatForm::ValueByValue) => b.encode_flat(a),
+                (Some(b), FlatForm::Smallest) => b.encode(a),
+                (None, _) => crate::integer::encode(a),
             };
             return dictionary.encode(array, &mut flat);
         }

@@ -25,6 +25,7 @@ pub mod float;
 pub mod integer;
 pub mod persist;
 pub mod predicate;
+mod row_keys;
 pub mod shared_dict;
 
 use std::fmt::Debug;

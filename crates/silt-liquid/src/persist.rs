@@ -43,6 +43,8 @@ pub(crate) mod tag {
     pub const DOMINANT: u8 = 5;
     pub const BYTES: u8 = 6;
     pub const SHARED_DICT: u8 = 7;
+    /// A shared-dictionary batch whose keys are runs (`crate::row_keys`).
+    pub const SHARED_DICT_RUNS: u8 = 8;
 }
 
 /// Names a part (an object batches of a column share) within a [`PartCatalog`].
@@ -590,7 +592,8 @@ impl Reader<'_> {
             tag::BITMAP => crate::boolean::read_bitmap(self),
             tag::DOMINANT => crate::dominant::read_dominant(self),
             tag::BYTES => crate::bytes::read_bytes(self),
-            tag::SHARED_DICT => crate::shared_dict::read_shared_dict(self),
+            tag::SHARED_DICT => crate::shared_dict::read_shared_dict(self, false),
+            tag::SHARED_DICT_RUNS => crate::shared_dict::read_shared_dict(self, true),
             t => bad(format!("unknown array tag {t}")),
         }
     }
@@ -674,6 +677,12 @@ mod tests {
                 (from..from + 3000).map(|i| (i % 301) * 1_000_000_007),
             ))
         };
+        // Runs of 40 equal values: the shared dictionary keeps its keys as runs.
+        let clustered = |from: i64| -> ArrayRef {
+            Arc::new(Int64Array::from_iter(
+                (from..from + 3000).map(|i| (i % 9 != 0).then_some((i / 40 % 301) * 1_000_000_007)),
+            ))
+        };
         let prices = |from: usize| -> ArrayRef {
             Arc::new(Float64Array::from_iter(
                 (from..from + 3000).map(|i| (i % 5 != 0).then_some(i as f64 * 0.25)),
@@ -684,6 +693,7 @@ mod tests {
             (&urls as &dyn Fn(usize) -> ArrayRef, Compaction::Never),
             (&urls, Compaction::Always),
             (&|f| ints(f as i64), Compaction::Never),
+            (&|f| clustered(f as i64), Compaction::Never),
             (&prices, Compaction::Never),
         ] {
             let first = make(0);
@@ -762,6 +772,7 @@ mod tests {
     fn batches_read_back_share_their_column_s_parts() {
         let column = columns().remove(2);
         assert_eq!(column[1].encoding(), "shared-dict");
+        assert_eq!(columns()[3][1].encoding(), "shared-dict-runs");
         let writer = PartCatalog::default();
         let mut parts = HashMap::new();
         let written: Vec<Persisted> = column.iter().map(|a| writer.write(a)).collect();

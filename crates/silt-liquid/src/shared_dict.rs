@@ -47,9 +47,9 @@ use arrow::datatypes::DataType;
 /// resistance buys nothing on data we cache ourselves.
 type HashMap<K, V> = std::collections::HashMap<K, V, ahash::RandomState>;
 
-use crate::bitpack::BitPacked;
 use crate::integer::{compact_nulls, nulls_heap_size};
 use crate::persist::{self, Reader, Writer, tag};
+use crate::row_keys::RowKeys;
 use crate::{LiquidArray, LiquidArrayRef, LiquidPredicate, selection_to_indices};
 
 /// Predicate results each segment remembers.
@@ -87,8 +87,25 @@ pub struct SharedDictionary {
     value_bytes: usize,
 }
 
-/// Encodes dictionary values (no nulls) or whole batches in the column's flat form.
-pub type FlatEncoder<'a> = dyn FnMut(&ArrayRef) -> Option<LiquidArrayRef> + 'a;
+/// Encodes dictionary values (no nulls) or whole batches in the column's
+/// own form, as [`FlatForm`] says which.
+pub type FlatEncoder<'a> = dyn FnMut(&ArrayRef, FlatForm) -> Option<LiquidArrayRef> + 'a;
+
+/// Which of a column's flat forms a [`FlatEncoder`] is asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlatForm {
+    /// One value at a time (FSST or raw strings): for a segment's values,
+    /// on which every batch that uses them evaluates predicates and from
+    /// which it takes entries one by one, and for a batch weighed against
+    /// the shared dictionary (whose segments memoize predicate results,
+    /// which no per-batch form does).
+    ValueByValue,
+    /// The column's smallest form, zstd blocks of strings included when they
+    /// are clearly smaller: for a batch of mostly new values, which no
+    /// dictionary can hold (`Referer` on ClickBench's hits: 3.7x Parquet's
+    /// bytes as FSST, 1.1x as zstd blocks).
+    Smallest,
+}
 
 impl SharedDictionary {
     /// Approximate heap bytes the encoder holds (its hash map of values), so
@@ -102,12 +119,12 @@ impl SharedDictionary {
     pub fn encode(&mut self, array: &ArrayRef, flat: &mut FlatEncoder<'_>) -> Option<LiquidArrayRef> {
         let data = array.to_data();
         let Some(rows) = row_bytes(array.as_ref(), &data) else {
-            return flat(array);
+            return flat(array, FlatForm::Smallest);
         };
         let nulls = compact_nulls(array.logical_nulls().as_ref());
         let valid = rows.len() - nulls.as_ref().map_or(0, NullBuffer::null_count);
         if valid == 0 || u32::try_from(rows.len()).is_err() {
-            return flat(array);
+            return flat(array, FlatForm::Smallest);
         }
         // Global ids per row; values the dictionary lacks get ids after the existing ones.
         let mut fresh: HashMap<&[u8], u32> = HashMap::default();
@@ -115,7 +132,9 @@ impl SharedDictionary {
         let mut ids = Vec::with_capacity(rows.len());
         for (i, value) in rows.iter().enumerate() {
             if nulls.as_ref().is_some_and(|n| n.is_null(i)) {
-                ids.push(0);
+                // Any id in range will do for a null row: the previous
+                // row's does not break its run (`RowKeys`).
+                ids.push(ids.last().copied().unwrap_or(0));
                 continue;
             }
             let id = match self.ids.get(*value) {
@@ -129,7 +148,7 @@ impl SharedDictionary {
         }
         // Mostly new values: a dictionary cannot pay.
         if fresh_rows.len() * 2 > valid {
-            return flat(array);
+            return flat(array, FlatForm::Smallest);
         }
         // The shared dictionary is full yet misses many of this batch's
         // values (the column's values drift, e.g. ids over time): start a
@@ -142,16 +161,16 @@ impl SharedDictionary {
             true => None,
             false => {
                 let values = take(array.as_ref(), &UInt32Array::from(fresh_rows.clone()), None).ok()?;
-                Some(flat(&values)?)
+                Some(flat(&values, FlatForm::ValueByValue)?)
             }
         };
-        let keys = BitPacked::pack_min_width(&ids);
+        let keys = RowKeys::of(&ids);
         let dict_cost = keys.heap_size() + segment.as_ref().map_or(0, |s| s.heap_size());
         // Integers' flat form is cheap to build and can beat any dictionary
         // (a narrow range packs tighter than the keys), so always compare;
         // strings only when neither clearly wins.
         let compare = fresh_rows.len() * 8 > valid || !crate::bytes::is_value_type(array.data_type());
-        if compare && let Some(flat) = flat(array).filter(|f| f.heap_size() <= dict_cost) {
+        if compare && let Some(flat) = flat(array, FlatForm::ValueByValue).filter(|f| f.heap_size() <= dict_cost) {
             return Some(flat);
         }
         let mut segments = self.segments.clone();
@@ -341,9 +360,9 @@ impl Segment {
 
 /// A [`SharedDictArray`] [`LiquidArray::write`] wrote (after its tag): its
 /// segments contiguous from id 0, of its type, and its keys within them.
-pub(crate) fn read_shared_dict(r: &mut Reader<'_>) -> persist::Result<LiquidArrayRef> {
+pub(crate) fn read_shared_dict(r: &mut Reader<'_>, runs: bool) -> persist::Result<LiquidArrayRef> {
     let data_type = r.data_type()?;
-    let keys = r.packed::<u32>()?;
+    let keys = RowKeys::read(r, runs)?;
     let nulls = r.nulls(keys.len())?;
     let owned = r.bool()?;
     let count = r.len(8)?;
@@ -379,8 +398,8 @@ pub(crate) fn read_shared_dict(r: &mut Reader<'_>) -> persist::Result<LiquidArra
 #[derive(Debug)]
 pub struct SharedDictArray {
     data_type: DataType,
-    /// Global dictionary id per row (0 on null rows).
-    keys: BitPacked<u32>,
+    /// Global dictionary id per row (on a null row, any id in range), bit-packed or as runs.
+    keys: RowKeys,
     nulls: Option<NullBuffer>,
     /// The shared segments when this batch was encoded, then its private one (all its ids fall in them).
     segments: Vec<Arc<Segment>>,
@@ -483,9 +502,12 @@ impl LiquidArray for SharedDictArray {
     }
 
     fn write(&self, w: &mut Writer<'_>) {
-        w.u8(tag::SHARED_DICT);
+        w.u8(match self.keys.is_runs() {
+            true => tag::SHARED_DICT_RUNS,
+            false => tag::SHARED_DICT,
+        });
         w.data_type(&self.data_type);
-        w.packed(&self.keys);
+        self.keys.write(w);
         w.nulls(self.nulls.as_ref());
         w.bool(self.owned);
         w.count(self.segments.len());
@@ -516,7 +538,10 @@ impl LiquidArray for SharedDictArray {
     }
 
     fn encoding(&self) -> &'static str {
-        "shared-dict"
+        match self.keys.is_runs() {
+            true => "shared-dict-runs",
+            false => "shared-dict",
+        }
     }
 
     fn evaluates_per_entry(&self) -> bool {

@@ -80,7 +80,18 @@ fn check_all(array: ArrayRef, mut literals: Vec<ArrayRef>, list: ArrayRef, seed:
     prop_assert_eq!(liquid.data_type(), array.data_type());
     prop_assert_eq!(liquid.len(), len);
     prop_assert_eq!(liquid.null_count(), array.null_count());
-    prop_assert!(["for-bitpack", "plain", "alp", "bitmap", "shared-dict", "dominant"].contains(&liquid.encoding()));
+    prop_assert!(
+        [
+            "for-bitpack",
+            "plain",
+            "alp",
+            "bitmap",
+            "shared-dict",
+            "shared-dict-runs",
+            "dominant"
+        ]
+        .contains(&liquid.encoding())
+    );
     prop_assert_eq!(&liquid.to_arrow(), &array);
 
     if len > 2 {
@@ -170,7 +181,7 @@ fn check_all(array: ArrayRef, mut literals: Vec<ArrayRef>, list: ArrayRef, seed:
 /// so every bit width and the plain fallback are exercised.
 macro_rules! int_case {
     ($t:ty, $wide:ty) => {
-        (any::<$wide>(), 0u8..6, 0usize..3000).prop_flat_map(|(base, mode, len)| {
+        (any::<$wide>(), 0u8..7, 0usize..3000).prop_flat_map(|(base, mode, len)| {
             let base = base as $t;
             let near = move |span: u16| (0..span).prop_map(move |d| Some(base.wrapping_add(d as $t)));
             let extreme = prop_oneof![
@@ -185,8 +196,9 @@ macro_rules! int_case {
                 0 => prop_oneof![1 => Just(None), 6 => near(16)].boxed(),
                 1 => prop_oneof![1 => Just(None), 6 => near(5000)].boxed(),
                 2 => prop_oneof![1 => Just(None), 6 => near(300), 1 => extreme.clone()].boxed(),
-                // Few values spread over the whole range: a dictionary beats bit-packing.
-                3 => prop_oneof![
+                // Few values spread over the whole range: a dictionary beats
+                // bit-packing (in runs under mode 6, below).
+                3 | 6 => prop_oneof![
                     1 => Just(None),
                     6 => (0u32..40).prop_map(move |k| Some(((base as $wide).rotate_left(k) ^ (k as $wide)) as $t)),
                 ]
@@ -197,11 +209,19 @@ macro_rules! int_case {
             };
             let literal = prop_oneof![Just(None), near(20), extreme, random];
             (
-                prop::collection::vec(elem, len),
+                prop::collection::vec(elem, len).prop_map(move |v| if mode == 6 { in_runs(v) } else { v }),
                 prop::collection::vec(literal, 3),
             )
         })
     };
+}
+
+/// `values` clustered into runs of 37 rows taking their first row's value
+/// (nulls kept where they were, so some fall inside runs): a dictionary's
+/// keys as runs.
+fn in_runs<T: Copy>(values: Vec<Option<T>>) -> Vec<Option<T>> {
+    let head = |i: usize| values[i / 37 * 37..].iter().flatten().next().copied();
+    (0..values.len()).map(|i| values[i].and_then(|_| head(i))).collect()
 }
 
 /// Batches of a float type: exact 2-decimal prices (ALP), prices sprinkled
