@@ -208,15 +208,9 @@ impl SharedDictionary {
 /// (ClickBench q31). Owned by the scan (one per partition and column) and
 /// dropped with it, so the memory tier's accounting is untouched; holds at
 /// most [`DECODED_DICTIONARIES`] dictionaries.
-///
-/// It also keeps block-compressed segments decoded (up to
-/// [`DECODED_SEGMENTS`]): a take of a few rows from a zstd segment
-/// decompresses whole 2048-value blocks, which every later batch of the scan
-/// would decompress again.
 #[derive(Debug, Default)]
 pub struct DecodedDictionaries {
     decoded: Vec<Decoded>,
-    segments: Vec<(Arc<Segment>, ArrayRef)>,
 }
 
 /// One decoded dictionary and the segment list it decodes.
@@ -233,10 +227,6 @@ struct Decoded {
 /// Decoded dictionaries one [`DecodedDictionaries`] keeps.
 pub const DECODED_DICTIONARIES: usize = 4;
 
-/// Decoded block-compressed segments one [`DecodedDictionaries`] keeps: the
-/// shared ones of two dictionaries and some private ones.
-pub const DECODED_SEGMENTS: usize = 80;
-
 impl DecodedDictionaries {
     fn key(segments: &[Arc<Segment>]) -> (usize, usize) {
         let last = segments.last().map_or(0, |s| Arc::as_ptr(s) as usize);
@@ -246,19 +236,6 @@ impl DecodedDictionaries {
     fn get(&self, segments: &[Arc<Segment>]) -> Option<ArrayRef> {
         let key = Self::key(segments);
         self.decoded.iter().find(|d| d.key == key).map(|d| d.values.clone())
-    }
-
-    /// `segment`'s values decoded, kept for the scan's later batches.
-    fn segment(&mut self, segment: &Arc<Segment>) -> ArrayRef {
-        if let Some((_, values)) = self.segments.iter().find(|(s, _)| Arc::ptr_eq(s, segment)) {
-            return values.clone();
-        }
-        if self.segments.len() >= DECODED_SEGMENTS {
-            self.segments.remove(0);
-        }
-        let values = segment.values.to_arrow();
-        self.segments.push((segment.clone(), values.clone()));
-        values
     }
 
     fn insert(&mut self, segments: &[Arc<Segment>], values: ArrayRef) -> ArrayRef {
@@ -338,11 +315,6 @@ struct Segment {
 impl Segment {
     fn len(&self) -> usize {
         self.values.len()
-    }
-
-    /// Whether a value is read with its block (zstd), not on its own.
-    fn is_block_compressed(&self) -> bool {
-        self.values.encoding() == "zstd"
     }
 
     /// Writes the segment (a part: [`crate::persist`]); not its memo.
@@ -453,7 +425,7 @@ impl SharedDictArray {
     /// entries they use, once each, then `take` through compact keys; or,
     /// when rows are many per entry or `decoded` already holds this batch's
     /// dictionary, `take` from the whole decoded dictionary.
-    fn gather(&self, indices: &UInt32Array, mut decoded: Option<&mut DecodedDictionaries>) -> ArrayRef {
+    fn gather(&self, indices: &UInt32Array, decoded: Option<&mut DecodedDictionaries>) -> ArrayRef {
         let unpacked = (indices.len() * 8 > self.keys.len()).then(|| self.keys.unpack());
         let id = |r: usize| unpacked.as_ref().map_or_else(|| self.keys.get(r), |k| k[r]);
         let row_ids: Vec<Option<u32>> = indices
@@ -472,7 +444,7 @@ impl SharedDictArray {
         let known = decoded.as_ref().and_then(|d| d.get(&self.segments));
         if !self.segments.is_empty() && (bulk || known.is_some()) {
             let keys: UInt32Array = row_ids.into_iter().collect();
-            let (values, reused) = match (known, decoded.as_deref_mut()) {
+            let (values, reused) = match (known, decoded) {
                 (Some(values), _) => (values, true),
                 (None, Some(decoded)) => (decoded.insert(&self.segments, self.decode_dictionary()), false),
                 (None, None) => (self.decode_dictionary(), false),
@@ -492,13 +464,7 @@ impl SharedDictArray {
             rest = after;
             if !mine.is_empty() {
                 let local = UInt32Array::from_iter_values(mine.iter().map(|id| id - segment.first));
-                parts.push(match decoded.as_deref_mut() {
-                    Some(decoded) if segment.is_block_compressed() => {
-                        let values = decoded.segment(segment);
-                        compact_views(take(values.as_ref(), &local, None).expect("ids index the segment"))
-                    }
-                    _ => segment.values.take(&local),
-                });
+                parts.push(segment.values.take(&local));
             }
         }
         if parts.is_empty() {

@@ -609,8 +609,8 @@ fn drifting_values_roll_the_dictionary_over_and_every_batch_stays_exact() {
 /// outputs carry only their own rows' bytes, not the whole dictionary's.
 #[test]
 fn take_reusing_a_decoded_dictionary_equals_take() {
-    use arrow::array::StringViewArray;
-    use silt_liquid::shared_dict::{DECODED_DICTIONARIES, MAX_SHARED_SEGMENTS};
+    use arrow::array::{AsArray, StringViewArray};
+    use silt_liquid::shared_dict::{DECODED_DICTIONARIES, DecodedDictionaries, MAX_SHARED_SEGMENTS};
     let long = |i: usize| format!("{}/a-long-enough-suffix-{}", url(i), i % 90);
     // The first batches bring the common values; most later ones only reuse
     // them (their segment lists are equal, so the scan's decoded dictionary
@@ -626,21 +626,12 @@ fn take_reusing_a_decoded_dictionary_equals_take() {
             Arc::new(StringViewArray::from_iter(rows)) as ArrayRef
         })
         .collect();
-    // FSST segments, then zstd ones (taken from through the scan's decoded segments).
-    for compaction in [Compaction::Never, Compaction::Always] {
-        let mut encoder = ColumnEncoder::with_compaction(&DataType::Utf8View, compaction);
-        let liquid: Vec<_> = batches.iter().map(|b| encoder.encode(b).unwrap()).collect();
-        take_reusing_equals_take(&liquid, &batches);
-    }
-}
-
-fn take_reusing_equals_take(liquid: &[silt_liquid::LiquidArrayRef], batches: &[ArrayRef]) {
-    use arrow::array::AsArray;
-    use silt_liquid::shared_dict::DecodedDictionaries;
+    let mut encoder = ColumnEncoder::new(&DataType::Utf8View);
+    let liquid: Vec<_> = batches.iter().map(|b| encoder.encode(b).unwrap()).collect();
     let mut decoded = DecodedDictionaries::default();
     let mut rng = Rng(5);
     for round in 0..2 {
-        for (b, (l, input)) in liquid.iter().zip(batches).enumerate() {
+        for (b, (l, input)) in liquid.iter().zip(&batches).enumerate() {
             assert!(l.encoding().starts_with("shared-dict"), "batch {b}");
             let n = if (b + round) % 2 == 0 { 2000 } else { 7 };
             let indices = UInt32Array::from_iter_values((0..n).map(|_| rng.below(input.len()) as u32));

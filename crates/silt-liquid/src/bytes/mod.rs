@@ -99,7 +99,10 @@ impl BytesEncoder {
             return None;
         }
         let rows = row_values(array.as_ref())?;
-        let compaction = self.compaction;
+        let compaction = match self.compaction {
+            Compaction::Always => Compaction::Always,
+            _ => Compaction::Never,
+        };
         let codec = self.codec_for(&rows);
         Some(Arc::new(LiquidBytesArray {
             data_type: array.data_type().clone(),
