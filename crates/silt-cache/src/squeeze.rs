@@ -698,7 +698,11 @@ mod tests {
                 let rows = if b == 2 { 8192 } else { 3000 };
                 let array: ArrayRef = if strings {
                     Arc::new(StringArray::from_iter_values(
-                        (0..rows).map(|i| format!("https://example.com/{b}/{i}/{}", "x".repeat(i % 40))),
+                        // Distinct, with a hash no codec shrinks much: the chunk spans pieces.
+                        (0..rows).map(|i| {
+                            let h = ((i as u64) << 8 | b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                            format!("https://example.com/{b}/{i}/{h:016x}{:016x}", h.rotate_left(29) ^ h)
+                        }),
                     ))
                 } else {
                     Arc::new(Int64Array::from_iter_values((0..rows as i64).map(|i| i * 7 + b)))

@@ -5,12 +5,13 @@
 //! empty or default (`MobilePhoneModel`, `UTMSource`, `AdvEngineID`, ...).
 //! Parquet stores them in a few bytes with run-length encoding; bit-packing
 //! still spends bits on every row, and a dictionary spends a key per row. Here
-//! a batch is the dominant value, the sorted row numbers of the exceptions and
-//! the exceptions' values: a 2%-exception column of 8,192 rows costs ~1 KiB.
-//! It stays element-addressable (a row is an exception iff its number is in
-//! the sorted list: a binary search), so `take` and `filter` cost in proportion
-//! to the rows asked for, and a predicate is evaluated once on the dominant
-//! value and once per exception, then mapped to rows.
+//! a batch is the dominant value and the exceptions as runs of rows holding
+//! one value each (their row ranges, sorted, and a value per run): a
+//! 2%-exception column of 8,192 rows costs at most ~1 KiB, a clustered one a
+//! few bytes per run. It stays element-addressable (a row is an exception iff
+//! a binary search over the runs finds it), so `take` and `filter` cost in
+//! proportion to the rows asked for, and a predicate is evaluated once on the
+//! dominant value and once per run, then mapped to rows.
 
 use std::sync::Arc;
 
@@ -56,11 +57,15 @@ fn majority(rows: &[usize], cmp: &arrow::array::DynComparator) -> usize {
 pub struct DominantArray {
     len: usize,
     null_count: usize,
-    /// Element 0: the dominant value (possibly null); elements `1..`: the
-    /// exceptions' values, in row order.
+    /// Element 0: the dominant value (possibly null); element `k + 1`: the
+    /// value of the `k`-th run of exceptions.
     values: ArrayRef,
-    /// Rows holding exceptions, ascending.
-    positions: Vec<u32>,
+    /// Runs of exceptions: run `k` is rows `starts[k]..ends[k]`, each holding
+    /// `values[k + 1]` (ascending, disjoint). Clustered tables put their
+    /// exceptions in runs (`MobilePhoneModel` on ClickBench's hits: a few runs
+    /// per batch), so a run costs what one exception cost before.
+    starts: Vec<u32>,
+    ends: Vec<u32>,
 }
 
 /// The dominant form of `array`, if one value holds at least [`MIN_SHARE`]
@@ -82,25 +87,36 @@ pub fn encode(array: &ArrayRef) -> Option<LiquidArrayRef> {
         return None;
     }
     let most_exceptions = ((1.0 - MIN_SHARE) * len as f64) as usize;
-    let mut positions = Vec::new();
+    let (mut exceptions, mut starts, mut ends) = (0, Vec::new(), Vec::<u32>::new());
     for i in 0..len {
-        if !cmp(i, candidate).is_eq() {
-            if positions.len() == most_exceptions {
-                return None;
+        if cmp(i, candidate).is_eq() {
+            continue;
+        }
+        if exceptions == most_exceptions {
+            return None;
+        }
+        exceptions += 1;
+        match ends.last_mut() {
+            // The previous row was an exception of the same value: its run goes on.
+            Some(end) if *end as usize == i && cmp(i, i - 1).is_eq() => *end += 1,
+            _ => {
+                starts.push(i as u32);
+                ends.push(i as u32 + 1);
             }
-            positions.push(i as u32);
         }
     }
-    positions.shrink_to_fit();
-    let mut sources = Vec::with_capacity(positions.len() + 1);
+    starts.shrink_to_fit();
+    ends.shrink_to_fit();
+    let mut sources = Vec::with_capacity(starts.len() + 1);
     sources.push(candidate as u32);
-    sources.extend_from_slice(&positions);
+    sources.extend_from_slice(&starts);
     let values = own_buffers(take(array.as_ref(), &UInt32Array::from(sources), None).ok()?);
     Some(Arc::new(DominantArray {
         len,
         null_count: array.null_count(),
         values,
-        positions,
+        starts,
+        ends,
     }))
 }
 
@@ -108,19 +124,26 @@ pub fn encode(array: &ArrayRef) -> Option<LiquidArrayRef> {
 pub(crate) fn read_dominant(r: &mut Reader<'_>) -> persist::Result<LiquidArrayRef> {
     let len = r.count()?;
     let values = r.arrow()?;
-    let positions = r.u32s()?;
-    let ascending = positions.windows(2).all(|p| p[0] < p[1]) && positions.last().is_none_or(|&p| (p as usize) < len);
-    if values.len() != positions.len() + 1 || !ascending {
+    let starts = r.u32s()?;
+    let ends = r.u32s()?;
+    let runs_fit = starts.len() == ends.len()
+        && starts.iter().zip(&ends).all(|(s, e)| s < e)
+        && ends.iter().zip(starts.iter().skip(1)).all(|(e, next)| e <= next)
+        && ends.last().is_none_or(|&e| e as usize <= len);
+    if values.len() != starts.len() + 1 || !runs_fit {
         return persist::bad("a dominant batch whose exceptions do not fit it");
     }
-    // Rows take the dominant value (values[0]) but at the exceptions.
-    let dominant_null = usize::from(values.is_null(0));
-    let null_count = values.null_count() - dominant_null + dominant_null * (len - positions.len());
+    // Rows take the dominant value (values[0]) but in the runs.
+    let run_rows = |k: usize| (ends[k] - starts[k]) as usize;
+    let exceptions: usize = (0..starts.len()).map(run_rows).sum();
+    let null_runs: usize = (0..starts.len()).filter(|&k| values.is_null(k + 1)).map(run_rows).sum();
+    let null_count = null_runs + usize::from(values.is_null(0)) * (len - exceptions);
     Ok(Arc::new(DominantArray {
         len,
         null_count,
         values,
-        positions,
+        starts,
+        ends,
     }))
 }
 
@@ -138,17 +161,19 @@ fn own_buffers(values: ArrayRef) -> ArrayRef {
 impl DominantArray {
     /// Index into `values` of row `row`.
     fn source(&self, row: usize) -> u32 {
-        match self.positions.binary_search(&(row as u32)) {
-            Ok(k) => k as u32 + 1,
-            Err(_) => 0,
+        let row = row as u32;
+        // Runs starting at or before the row; the last of them may hold it.
+        match self.starts.partition_point(|&s| s <= row) {
+            k if k > 0 && row < self.ends[k - 1] => k as u32,
+            _ => 0,
         }
     }
 
     /// Index into `values` of every row.
     fn all_sources(&self) -> UInt32Array {
         let mut sources = vec![0u32; self.len];
-        for (k, &p) in self.positions.iter().enumerate() {
-            sources[p as usize] = k as u32 + 1;
+        for (k, (&s, &e)) in self.starts.iter().zip(&self.ends).enumerate() {
+            sources[s as usize..e as usize].fill(k as u32 + 1);
         }
         UInt32Array::from(sources)
     }
@@ -164,10 +189,11 @@ impl LiquidArray for DominantArray {
     }
 
     fn write(&self, w: &mut Writer<'_>) {
-        w.u8(tag::DOMINANT);
+        w.u8(tag::DOMINANT_RUNS);
         w.count(self.len);
         w.arrow(&self.values);
-        w.u32s(&self.positions);
+        w.u32s(&self.starts);
+        w.u32s(&self.ends);
     }
 
     fn len(&self) -> usize {
@@ -179,7 +205,7 @@ impl LiquidArray for DominantArray {
     }
 
     fn heap_size(&self) -> usize {
-        self.values.get_buffer_memory_size() + self.positions.capacity() * 4
+        self.values.get_buffer_memory_size() + (self.starts.capacity() + self.ends.capacity()) * 4
     }
 
     fn encoding(&self) -> &'static str {

@@ -40,11 +40,15 @@ pub(crate) mod tag {
     pub const PLAIN: u8 = 2;
     pub const ALP: u8 = 3;
     pub const BITMAP: u8 = 4;
-    pub const DOMINANT: u8 = 5;
+    // Tag 5 was the dominant form with one row per exception (before
+    // `DOMINANT_RUNS`): no longer read, so such a batch on disk is dropped
+    // and read again from the store.
     pub const BYTES: u8 = 6;
     pub const SHARED_DICT: u8 = 7;
     /// A shared-dictionary batch whose keys are runs (`crate::row_keys`).
     pub const SHARED_DICT_RUNS: u8 = 8;
+    /// A dominant-value batch, its exceptions as runs (`crate::dominant`).
+    pub const DOMINANT_RUNS: u8 = 9;
 }
 
 /// Names a part (an object batches of a column share) within a [`PartCatalog`].
@@ -590,7 +594,7 @@ impl Reader<'_> {
             tag::PLAIN => crate::integer::read_plain(self),
             tag::ALP => crate::float::read_alp(self),
             tag::BITMAP => crate::boolean::read_bitmap(self),
-            tag::DOMINANT => crate::dominant::read_dominant(self),
+            tag::DOMINANT_RUNS => crate::dominant::read_dominant(self),
             tag::BYTES => crate::bytes::read_bytes(self),
             tag::SHARED_DICT => crate::shared_dict::read_shared_dict(self, false),
             tag::SHARED_DICT_RUNS => crate::shared_dict::read_shared_dict(self, true),

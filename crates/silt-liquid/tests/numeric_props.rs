@@ -430,6 +430,27 @@ fn a_mostly_default_column_takes_the_dominant_form() {
     );
 }
 
+/// Exceptions in runs (a clustered table's mostly-empty column): a run costs
+/// what one exception did, and every check against Arrow holds.
+#[test]
+fn clustered_exceptions_take_the_dominant_form_as_runs() {
+    let values: Vec<Option<i16>> = (0..8192)
+        .map(|i| match i % 1000 {
+            100..=139 => Some((i / 1000) as i16 + 1),
+            140..=149 => None,
+            _ => Some(0),
+        })
+        .collect();
+    let array: ArrayRef = Arc::new(Int16Array::from(values));
+    let liquid = encode(&array);
+    assert_eq!(liquid.encoding(), "dominant");
+    // Sixteen runs of exceptions, not 450 exceptions.
+    assert!(liquid.heap_size() < 512, "{}", liquid.heap_size());
+    let literals = vec![Arc::new(Int16Array::from(vec![3])) as ArrayRef];
+    let list: ArrayRef = Arc::new(Int16Array::from(vec![0, 2, 5]));
+    check_all(array, literals, list, 7).unwrap();
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(96))]
     /// Sorted batches without nulls (a key column written in key order) take
