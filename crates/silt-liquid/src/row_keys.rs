@@ -124,24 +124,16 @@ pub(crate) struct Runs {
 impl Runs {
     /// Runs in `keys`.
     fn count(keys: &[u32]) -> usize {
-        match keys.len() {
-            0 => 0,
-            n => 1 + (1..n).filter(|&i| keys[i] != keys[i - 1]).count(),
-        }
+        keys.chunk_by(|a, b| a == b).count()
     }
 
     fn of(keys: &[u32]) -> Self {
         let (mut ends, mut values) = (Vec::new(), Vec::new());
-        for (i, &k) in keys.iter().enumerate() {
-            if i > 0 && keys[i - 1] != k {
-                ends.push(i as u32);
-            }
-            if i == 0 || keys[i - 1] != k {
-                values.push(k);
-            }
-        }
-        if !keys.is_empty() {
-            ends.push(keys.len() as u32);
+        let mut end = 0;
+        for run in keys.chunk_by(|a, b| a == b) {
+            end += run.len() as u32;
+            ends.push(end);
+            values.push(run[0]);
         }
         Runs {
             len: keys.len(),
