@@ -79,6 +79,11 @@ pub trait TranscodePolicy: Send + Sync {
 
     /// Batches admitted and not yet in their final form.
     fn backlog(&self) -> usize;
+
+    /// A scan read `column` of `object` as `value_use` (filtered on, or
+    /// projected), for the form of the batches it encodes later
+    /// ([`crate::column_uses`]). The default ignores it.
+    fn note_use(&self, _object: &ObjectKey, _column: u32, _value_use: silt_liquid::ValueUse) {}
 }
 
 /// Makes a cache's [`TranscodePolicy`], given the cache (weakly: the policy
@@ -508,6 +513,14 @@ impl ColumnCache {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         true
+    }
+
+    /// A scan read `column` of `object` as `value_use`: its policy builds
+    /// the column's later liquid batches for that ([`TranscodePolicy::note_use`]).
+    pub fn note_use(&self, object: &ObjectKey, column: u32, value_use: silt_liquid::ValueUse) {
+        if let Some(policy) = &self.policy {
+            policy.note_use(object, column, value_use);
+        }
     }
 
     /// Names `column` of `store`'s table for [`Self::usage_by_column`] (the

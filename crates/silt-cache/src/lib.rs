@@ -20,6 +20,7 @@
 mod cached_store;
 mod change_notices;
 mod column_cache;
+pub mod column_uses;
 mod counters;
 mod decode_flights;
 pub mod disk;

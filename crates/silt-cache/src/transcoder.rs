@@ -32,7 +32,8 @@ use std::time::{Duration, Instant};
 use silt_liquid::ColumnEncoder;
 
 use crate::column_cache::{ColumnCache, TranscodePolicy};
-use crate::{BatchKey, CachedColumn, MemoryForm};
+use crate::column_uses::ColumnUses;
+use crate::{BatchKey, CachedColumn, MemoryForm, ObjectKey};
 
 /// Fraction of one core the transcoder may use (on the 2-core machines we
 /// target, a quarter of the CPU: queries keep the rest).
@@ -80,6 +81,8 @@ pub struct LiquidTranscoder {
     /// Queued Arrow bytes beyond which admissions are encoded inline.
     inline_after: usize,
     encoders: Arc<Mutex<Encoders>>,
+    /// How scans read each column: the form of its segments.
+    uses: Arc<ColumnUses>,
 }
 
 impl LiquidTranscoder {
@@ -102,6 +105,7 @@ impl LiquidTranscoder {
             queued_bytes: Arc::default(),
             inline_after,
             encoders: Arc::default(),
+            uses: Arc::default(),
         };
         let worker = Worker {
             cache,
@@ -109,6 +113,7 @@ impl LiquidTranscoder {
             backlog: transcoder.backlog.clone(),
             queued_bytes: transcoder.queued_bytes.clone(),
             encoders: transcoder.encoders.clone(),
+            uses: transcoder.uses.clone(),
         };
         let spawned = std::thread::Builder::new()
             .name("silt-transcoder".into())
@@ -150,7 +155,8 @@ impl TranscodePolicy for LiquidTranscoder {
         if !silt_liquid::is_supported(column.data_type()) || !self.behind() {
             return None;
         }
-        let encoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| encode(&self.encoders, key, column)))
+        let encoded =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| encode(&self.encoders, &self.uses, key, column)))
             .unwrap_or_else(|_| {
                 tracing::error!(path = %key.object.path, column = key.column, "encoding a column batch inline panicked; it stays Arrow");
                 // The encoder may be half-updated: no one may use it again.
@@ -170,6 +176,10 @@ impl TranscodePolicy for LiquidTranscoder {
     fn backlog(&self) -> usize {
         self.backlog.load(Ordering::Relaxed)
     }
+
+    fn note_use(&self, object: &ObjectKey, column: u32, value_use: silt_liquid::ValueUse) {
+        self.uses.note(object, column, value_use);
+    }
 }
 
 /// The column of a file (object version) a batch belongs to: its key
@@ -183,6 +193,7 @@ struct Worker {
     backlog: Arc<AtomicUsize>,
     queued_bytes: Arc<AtomicUsize>,
     encoders: Arc<Mutex<Encoders>>,
+    uses: Arc<ColumnUses>,
 }
 
 impl Worker {
@@ -211,8 +222,9 @@ impl Worker {
             let Some(cache) = self.cache.upgrade() else {
                 return;
             };
-            let done =
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| transcode(&cache, &key, &self.encoders)));
+            let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                transcode(&cache, &key, &self.encoders, &self.uses)
+            }));
             if done.is_err() {
                 tracing::error!(path = %key.object.path, column = key.column, "transcoding a column batch panicked; it stays Arrow");
                 reset(&self.encoders);
@@ -313,10 +325,15 @@ impl Encoders {
 }
 
 /// The liquid form of `array` (`key`'s column), if it has one no larger
-/// than the Arrow.
-fn encode(encoders: &Mutex<Encoders>, key: &BatchKey, array: &ArrayRef) -> Option<CachedColumn> {
+/// than the Arrow, built for how scans read the column (`uses`).
+fn encode(encoders: &Mutex<Encoders>, uses: &ColumnUses, key: &BatchKey, array: &ArrayRef) -> Option<CachedColumn> {
     let encoder = encoders.lock().get((key.object.clone(), key.column), array.data_type());
-    let liquid = encoder.lock().encode(array)?;
+    let value_use = uses.get(&key.object, key.column);
+    let liquid = {
+        let mut encoder = encoder.lock();
+        encoder.set_use(value_use);
+        encoder.encode(array)?
+    };
     let arrow_bytes = array.get_array_memory_size();
     (liquid.heap_size() <= arrow_bytes).then_some(CachedColumn::Liquid {
         array: liquid,
@@ -326,11 +343,11 @@ fn encode(encoders: &Mutex<Encoders>, key: &BatchKey, array: &ArrayRef) -> Optio
 
 /// Transcodes one entry if it is still the Arrow batch that was admitted,
 /// keeping the liquid form only when it is no larger.
-fn transcode(cache: &ColumnCache, key: &BatchKey, encoders: &Mutex<Encoders>) {
+fn transcode(cache: &ColumnCache, key: &BatchKey, encoders: &Mutex<Encoders>, uses: &ColumnUses) {
     let Some(CachedColumn::Arrow(array)) = cache.peek(key) else {
         return; // evicted, invalidated or already liquid
     };
-    if let Some(liquid) = encode(encoders, key, &array) {
+    if let Some(liquid) = encode(encoders, uses, key, &array) {
         cache.replace_with_liquid(key, &array, liquid);
     }
 }
@@ -364,6 +381,63 @@ mod tests {
             found.push(after.split(' ').nth(16).unwrap().parse().unwrap());
         }
         found
+    }
+
+    /// The same batches of mostly-long URLs, transcoded for a column scans
+    /// only filter on and for one they project: the first's shared segments
+    /// take zstd blocks (smaller, though charged the column's 64 KiB zstd
+    /// dictionary once), the second's stay FSST, and both decode exactly.
+    #[test]
+    fn a_column_scans_only_filter_on_takes_the_smaller_segments() {
+        use arrow::array::StringViewArray;
+        use silt_liquid::ValueUse;
+        let cache = ColumnCache::builder(1 << 30, CacheMetrics::noop())
+            .transcode(LiquidTranscoder::start)
+            .build();
+        let object = ObjectKey::new("s", "t/a.parquet", "v1");
+        // Each batch shares half its values with the one before.
+        let batch = |b: usize| -> ArrayRef {
+            let rows = (0..8192).map(|i| {
+                let v = b * 1500 + (i * 31) % 3000;
+                let mix = (v as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
+                Some(format!(
+                    "https://www.example{}.com/catalog/{}/item-{v:05}?session={mix:x}",
+                    v % 7,
+                    v % 40
+                ))
+            });
+            Arc::new(StringViewArray::from_iter(rows))
+        };
+        cache.note_use(&object, 0, ValueUse::Filtered);
+        cache.note_use(&object, 1, ValueUse::Filtered);
+        cache.note_use(&object, 1, ValueUse::Taken);
+        let key = |column, batch| BatchKey {
+            object: object.clone(),
+            row_group: 0,
+            column,
+            batch,
+        };
+        const BATCHES: u32 = 8;
+        for b in 0..BATCHES {
+            for column in [0, 1] {
+                cache.insert(key(column, b), CachedColumn::Arrow(batch(b as usize)));
+            }
+            // In order, so each batch finds the dictionary the earlier ones built.
+            assert!(cache.wait_transcoded(Duration::from_secs(60)));
+        }
+        let bytes = |column| {
+            (0..BATCHES)
+                .map(|b| match cache.peek(&key(column, b)) {
+                    Some(CachedColumn::Liquid { array: liquid, .. }) => {
+                        assert_eq!(&liquid.to_arrow(), &batch(b as usize), "column {column}, batch {b}");
+                        liquid.heap_size()
+                    }
+                    other => panic!("column {column}, batch {b}: {other:?}"),
+                })
+                .sum::<usize>()
+        };
+        let (filtered, taken) = (bytes(0), bytes(1));
+        assert!(filtered < taken, "filtered {filtered} bytes, taken {taken}");
     }
 
     #[test]

@@ -26,6 +26,7 @@ pub mod integer;
 pub mod persist;
 pub mod predicate;
 mod row_keys;
+pub mod segment_memo;
 pub mod shared_dict;
 
 use std::fmt::Debug;
@@ -34,7 +35,7 @@ use std::sync::Arc;
 use arrow::array::{Array, ArrayRef, BooleanArray, UInt32Array};
 use arrow::datatypes::DataType;
 
-pub use encoder::{ColumnEncoder, is_supported};
+pub use encoder::{ColumnEncoder, ValueUse, is_supported};
 pub use predicate::{CmpOp, LiquidPredicate};
 
 /// A column batch in the liquid encoding.

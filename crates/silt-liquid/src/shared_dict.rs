@@ -29,12 +29,21 @@
 //! shared segment memoizes its last few predicates' results, so a scan over a
 //! file evaluates `LIKE '%google%'` once per distinct URL, not once per batch.
 //!
+//! A segment's values are FSST strings, or zstd blocks when the column's
+//! scans only take the entries their filter matched
+//! ([`crate::encoder::ValueUse::Filtered`]): the memo then also keeps those
+//! entries decoded ([`crate::segment_memo`]), and a scan keeps segments it
+//! takes other entries from decoded for its later batches
+//! ([`DecodedDictionaries`]).
+//!
 //! Memory accounting: a segment is charged in full to the batch that created
 //! it (its `heap_size`) and to no other, so the memory tier's total is exact
 //! while every batch of the column is cached. A segment whose creator was
 //! evicted while later batches still reference it is held but uncharged
 //! (bounded by the column's distinct values). The memo is bounded to
-//! [`MEMO`] results of one bit per entry and not charged either.
+//! [`MEMO`] results of one bit per entry (and
+//! [`crate::segment_memo::MATCHED_BYTES`] of matched entries) and not charged
+//! either.
 
 use std::sync::{Arc, Mutex};
 
@@ -50,10 +59,10 @@ type HashMap<K, V> = std::collections::HashMap<K, V, ahash::RandomState>;
 use crate::integer::{compact_nulls, nulls_heap_size};
 use crate::persist::{self, Reader, Writer, tag};
 use crate::row_keys::RowKeys;
+use crate::segment_memo::{Matched, SegmentMemo};
 use crate::{LiquidArray, LiquidArrayRef, LiquidPredicate, selection_to_indices};
 
-/// Predicate results each segment remembers.
-pub const MEMO: usize = 8;
+pub use crate::segment_memo::MEMO;
 
 /// Values the shared dictionary grows to at most; later new values go to
 /// private segments. Bounds the encoder's hash map (the values' bytes plus
@@ -94,12 +103,15 @@ pub type FlatEncoder<'a> = dyn FnMut(&ArrayRef, FlatForm) -> Option<LiquidArrayR
 /// Which of a column's flat forms a [`FlatEncoder`] is asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FlatForm {
-    /// One value at a time (FSST or raw strings): for a segment's values,
-    /// on which every batch that uses them evaluates predicates and from
-    /// which it takes entries one by one, and for a batch weighed against
-    /// the shared dictionary (whose segments memoize predicate results,
-    /// which no per-batch form does).
+    /// One value at a time (FSST or raw strings): for a batch weighed
+    /// against the shared dictionary (whose segments memoize predicate
+    /// results, which no per-batch form does).
     ValueByValue,
+    /// A segment's values, on which every batch that uses them evaluates
+    /// predicates and from which it takes entries: value by value, or zstd
+    /// blocks for a column whose takes are of entries its predicates
+    /// matched ([`crate::encoder::ValueUse`]).
+    Segment,
     /// The column's smallest form, zstd blocks of strings included when they
     /// are clearly smaller: for a batch of mostly new values, which no
     /// dictionary can hold (`Referer` on ClickBench's hits: 3.7x Parquet's
@@ -161,7 +173,7 @@ impl SharedDictionary {
             true => None,
             false => {
                 let values = take(array.as_ref(), &UInt32Array::from(fresh_rows.clone()), None).ok()?;
-                Some(flat(&values, FlatForm::ValueByValue)?)
+                Some(flat(&values, FlatForm::Segment)?)
             }
         };
         let keys = RowKeys::of(&ids);
@@ -180,7 +192,7 @@ impl SharedDictionary {
             let segment = Arc::new(Segment {
                 first: self.entries as u32,
                 values,
-                memo: Mutex::new(Vec::new()),
+                memo: Mutex::default(),
             });
             if shared && self.entries + fresh_rows.len() <= MAX_ENTRIES {
                 for (value, id) in fresh {
@@ -208,9 +220,15 @@ impl SharedDictionary {
 /// (ClickBench q31). Owned by the scan (one per partition and column) and
 /// dropped with it, so the memory tier's accounting is untouched; holds at
 /// most [`DECODED_DICTIONARIES`] dictionaries.
+///
+/// It also keeps block-compressed segments decoded (up to
+/// [`DECODED_SEGMENTS`]): a take of a few rows from a zstd segment
+/// decompresses whole blocks of values, which every later batch of the scan
+/// would decompress again.
 #[derive(Debug, Default)]
 pub struct DecodedDictionaries {
     decoded: Vec<Decoded>,
+    segments: Vec<(Arc<Segment>, ArrayRef)>,
 }
 
 /// One decoded dictionary and the segment list it decodes.
@@ -227,6 +245,10 @@ struct Decoded {
 /// Decoded dictionaries one [`DecodedDictionaries`] keeps.
 pub const DECODED_DICTIONARIES: usize = 4;
 
+/// Decoded block-compressed segments one [`DecodedDictionaries`] keeps: the
+/// shared ones of two dictionaries and some private ones.
+pub const DECODED_SEGMENTS: usize = 80;
+
 impl DecodedDictionaries {
     fn key(segments: &[Arc<Segment>]) -> (usize, usize) {
         let last = segments.last().map_or(0, |s| Arc::as_ptr(s) as usize);
@@ -236,6 +258,19 @@ impl DecodedDictionaries {
     fn get(&self, segments: &[Arc<Segment>]) -> Option<ArrayRef> {
         let key = Self::key(segments);
         self.decoded.iter().find(|d| d.key == key).map(|d| d.values.clone())
+    }
+
+    /// `segment`'s values decoded, kept for the scan's later batches.
+    fn segment(&mut self, segment: &Arc<Segment>) -> ArrayRef {
+        if let Some((_, values)) = self.segments.iter().find(|(s, _)| Arc::ptr_eq(s, segment)) {
+            return values.clone();
+        }
+        if self.segments.len() >= DECODED_SEGMENTS {
+            self.segments.remove(0);
+        }
+        let values = segment.values.to_arrow();
+        self.segments.push((segment.clone(), values.clone()));
+        values
     }
 
     fn insert(&mut self, segments: &[Arc<Segment>], values: ArrayRef) -> ArrayRef {
@@ -308,13 +343,41 @@ struct Segment {
     first: u32,
     /// The values, in the column's flat liquid form, no nulls.
     values: LiquidArrayRef,
-    /// Recent predicates and their result per value, newest last.
-    memo: Mutex<Vec<(LiquidPredicate, Arc<BooleanArray>)>>,
+    /// Recent predicates, their result per value and (zstd values) the values they matched.
+    memo: Mutex<SegmentMemo>,
 }
 
 impl Segment {
     fn len(&self) -> usize {
         self.values.len()
+    }
+
+    /// Whether a value is read with its block (zstd), not on its own.
+    fn is_block_compressed(&self) -> bool {
+        self.values.encoding() == "zstd"
+    }
+
+    /// The values at `local` (ids in the segment, no nulls, ascending and
+    /// distinct): from a zstd segment, out of the entries a remembered
+    /// predicate matched or scans took when one set holds them all, else out
+    /// of the scan's `decoded` segments (and then remembered as taken);
+    /// otherwise read value by value.
+    fn take(self: &Arc<Self>, local: &UInt32Array, decoded: Option<&mut DecodedDictionaries>) -> ArrayRef {
+        if !self.is_block_compressed() {
+            return self.values.take(local);
+        }
+        if let Some(values) = self.memo().take_matched(local) {
+            return values;
+        }
+        let values = match decoded {
+            Some(decoded) => {
+                let values = decoded.segment(self);
+                compact_views(take(values.as_ref(), local, None).expect("ids index the segment"))
+            }
+            None => self.values.take(local),
+        };
+        self.memo().remember_taken(local, &values, self.len());
+        values
     }
 
     /// Writes the segment (a part: [`crate::persist`]); not its memo.
@@ -333,27 +396,29 @@ impl Segment {
         Ok(Segment {
             first,
             values,
-            memo: Mutex::new(Vec::new()),
+            memo: Mutex::default(),
         })
     }
 
     /// The memo; a panic elsewhere while holding it leaves it usable (it only caches).
-    fn memo(&self) -> std::sync::MutexGuard<'_, Vec<(LiquidPredicate, Arc<BooleanArray>)>> {
+    fn memo(&self) -> std::sync::MutexGuard<'_, SegmentMemo> {
         self.memo.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// `predicate` on every value, from the memo when a scan of this column
     /// already asked; `None` when the values' encoding cannot evaluate it.
+    /// A zstd segment remembers the few entries it matched decoded, for the
+    /// takes of the rows the filter keeps.
     fn evaluate(&self, predicate: &LiquidPredicate) -> Option<Arc<BooleanArray>> {
-        if let Some((_, hit)) = self.memo().iter().find(|(p, _)| p == predicate) {
-            return Some(Arc::clone(hit));
+        if let Some(hit) = self.memo().get(predicate) {
+            return Some(hit);
         }
         let result = Arc::new(self.values.evaluate(predicate)?);
-        let mut memo = self.memo();
-        if memo.len() >= MEMO {
-            memo.remove(0);
-        }
-        memo.push((predicate.clone(), Arc::clone(&result)));
+        let matched = match self.is_block_compressed() {
+            true => Matched::of(&result, |ids| self.values.take(ids)),
+            false => None,
+        };
+        self.memo().insert(predicate.clone(), Arc::clone(&result), matched);
         Some(result)
     }
 }
@@ -425,7 +490,7 @@ impl SharedDictArray {
     /// entries they use, once each, then `take` through compact keys; or,
     /// when rows are many per entry or `decoded` already holds this batch's
     /// dictionary, `take` from the whole decoded dictionary.
-    fn gather(&self, indices: &UInt32Array, decoded: Option<&mut DecodedDictionaries>) -> ArrayRef {
+    fn gather(&self, indices: &UInt32Array, mut decoded: Option<&mut DecodedDictionaries>) -> ArrayRef {
         let unpacked = (indices.len() * 8 > self.keys.len()).then(|| self.keys.unpack());
         let id = |r: usize| unpacked.as_ref().map_or_else(|| self.keys.get(r), |k| k[r]);
         let row_ids: Vec<Option<u32>> = indices
@@ -444,7 +509,7 @@ impl SharedDictArray {
         let known = decoded.as_ref().and_then(|d| d.get(&self.segments));
         if !self.segments.is_empty() && (bulk || known.is_some()) {
             let keys: UInt32Array = row_ids.into_iter().collect();
-            let (values, reused) = match (known, decoded) {
+            let (values, reused) = match (known, decoded.as_deref_mut()) {
                 (Some(values), _) => (values, true),
                 (None, Some(decoded)) => (decoded.insert(&self.segments, self.decode_dictionary()), false),
                 (None, None) => (self.decode_dictionary(), false),
@@ -464,7 +529,7 @@ impl SharedDictArray {
             rest = after;
             if !mine.is_empty() {
                 let local = UInt32Array::from_iter_values(mine.iter().map(|id| id - segment.first));
-                parts.push(segment.values.take(&local));
+                parts.push(segment.take(&local, decoded.as_deref_mut()));
             }
         }
         if parts.is_empty() {

@@ -647,6 +647,79 @@ fn take_reusing_a_decoded_dictionary_equals_take() {
     }
 }
 
+/// A column scans only filter on (`ValueUse::Filtered`) keeps its shared
+/// segments as zstd blocks when clearly smaller, and every take from them
+/// equals Arrow's `take`: of the rows a predicate matched (served from the
+/// segments' memo of matched entries), of other rows, with and without the
+/// scan's decoded segments.
+#[test]
+fn takes_of_the_rows_a_predicate_matched_equal_take() {
+    use arrow::array::StringViewArray;
+    use silt_liquid::ValueUse;
+    use silt_liquid::shared_dict::DecodedDictionaries;
+    let value = |i: usize| {
+        let mix = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
+        format!(
+            "https://www.example{}.com/catalog/{}/item-{i:05}?session={mix:x}&lang=en",
+            i % 7,
+            i % 40
+        )
+    };
+    // Each batch repeats known values and brings some new ones (a segment each).
+    let batches: Vec<ArrayRef> = (0..12)
+        .map(|b| {
+            let rows = (0..2048).map(|i| match i % 17 {
+                0 => None,
+                1..=3 => Some(value(1000 * (b + 1) + i)),
+                _ => Some(value((i * 31 + b) % 300)),
+            });
+            Arc::new(StringViewArray::from_iter(rows)) as ArrayRef
+        })
+        .collect();
+    let encode = |value_use: ValueUse| {
+        let mut encoder = ColumnEncoder::new(&DataType::Utf8View);
+        encoder.set_use(value_use);
+        batches.iter().map(|b| encoder.encode(b).unwrap()).collect::<Vec<_>>()
+    };
+    let (taken, filtered) = (encode(ValueUse::Taken), encode(ValueUse::Filtered));
+    let size = |l: &[silt_liquid::LiquidArrayRef]| l.iter().map(|a| a.heap_size()).sum::<usize>();
+    // (The zstd form's 64 KiB dictionary is charged once per column.)
+    assert!(
+        size(&filtered) < size(&taken),
+        "zstd segments {} bytes, FSST ones {}",
+        size(&filtered),
+        size(&taken)
+    );
+    let predicate = LiquidPredicate::Like {
+        pattern: "%item-0001%".into(),
+        negated: false,
+        case_insensitive: false,
+    };
+    let mut decoded = DecodedDictionaries::default();
+    let mut rng = Rng(11);
+    for round in 0..2 {
+        for (b, (l, input)) in filtered.iter().zip(&batches).enumerate() {
+            assert!(l.encoding().starts_with("shared-dict"), "batch {b}");
+            let mask = l.evaluate(&predicate).expect("LIKE on a shared dictionary");
+            let expected = like(input, &Scalar::new(StringViewArray::from(vec!["%item-0001%"]))).unwrap();
+            assert_eq!(mask, expected, "batch {b}");
+            let kept = silt_liquid::selection_to_indices(&mask);
+            assert!(kept.len() > 10, "batch {b}: {} rows matched", kept.len());
+            let others = UInt32Array::from_iter_values((0..9).map(|_| rng.below(input.len()) as u32));
+            for indices in [&kept, &others] {
+                let want = take(input, indices, None).unwrap();
+                assert_eq!(&l.take(indices), &want, "batch {b}, round {round}");
+                assert_eq!(
+                    &l.take_reusing(indices, &mut decoded),
+                    &want,
+                    "batch {b}, round {round}"
+                );
+                assert_eq!(&l.filter(&mask), &filter(input, &mask).unwrap(), "batch {b}");
+            }
+        }
+    }
+}
+
 /// A proptest find: one-row batches of `""` (and slices of only empty
 /// strings) hold no bytes in the flat form, and are still exact.
 #[test]

@@ -342,6 +342,7 @@ impl PartitionRun {
         let bytes_scanned = MetricBuilder::new(&self.metrics).counter(BYTES_SCANNED, self.partition);
         for meta in &self.spec.files {
             let file = Arc::new(self.open(meta).await?);
+            self.note_uses(&file);
             let file_metrics = ParquetFileMetrics::new(self.partition, meta.location.as_ref(), &self.metrics);
             let pruner = self.spec.filter.as_ref().map(|filter| FilePruner {
                 filter,
@@ -443,6 +444,20 @@ impl PartitionRun {
     /// Table columns a row group's scan reads: projected and filter columns.
     fn needed_columns(&self) -> Vec<usize> {
         needed_columns(&self.spec.projection, self.spec.filter.as_ref())
+    }
+
+    /// Tells the memory tier how this scan reads `file`'s columns: the
+    /// filter's as filtered on (the rows taken from them are the ones the
+    /// filter kept), the others as taken ([`silt_cache::column_uses`]).
+    fn note_uses(&self, file: &FileContext) {
+        let filtered = self.spec.filter.as_ref().map_or(&[][..], |f| f.columns());
+        for c in self.needed_columns() {
+            let value_use = match filtered.contains(&c) {
+                true => silt_liquid::ValueUse::Filtered,
+                false => silt_liquid::ValueUse::Taken,
+            };
+            self.loader.batches.note_use(&file.object.key, c as u32, value_use);
+        }
     }
 
     /// This partition is done with row group `rg` of `file` (read, or

@@ -91,16 +91,19 @@ impl BytesEncoder {
     /// `None` unless `array` has a plain byte type. The shared dictionary
     /// stores its values this way, and evaluates predicates on all of them
     /// for every batch that uses them and takes entries one by one: so they
-    /// take the zstd block form only under [`Compaction::Always`] (measured
-    /// on ClickBench q31 at 5M rows: `SearchPhrase <> ''` over zstd segments
-    /// took 3.6x the time of FSST ones).
-    pub fn encode_flat(&mut self, array: &ArrayRef) -> Option<LiquidArrayRef> {
+    /// take the zstd block form only when `blocks` (the column's takes are
+    /// of entries its predicates matched: [`crate::encoder::ValueUse`]) and
+    /// the encoder's compaction allows it, or under [`Compaction::Always`]
+    /// (measured on ClickBench q31 at 5M rows: `SearchPhrase <> ''` projected
+    /// from zstd segments took 3.6x the time of FSST ones).
+    pub fn encode_flat(&mut self, array: &ArrayRef, blocks: bool) -> Option<LiquidArrayRef> {
         if !is_value_type(array.data_type()) {
             return None;
         }
         let rows = row_values(array.as_ref())?;
         let compaction = match self.compaction {
             Compaction::Always => Compaction::Always,
+            allowed if blocks => allowed,
             _ => Compaction::Never,
         };
         let codec = self.codec_for(&rows);
