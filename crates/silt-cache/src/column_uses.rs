@@ -6,8 +6,10 @@
 //! on its own take them.
 //!
 //! `Taken` is sticky: once a scan projects a column without filtering on it,
-//! its later batches stay value by value. Callers that never say (lookups,
-//! scans of other shapes) leave the default, `Taken`: the old behaviour.
+//! or its filter keeps many rows (more than one in
+//! [`silt_liquid::segment_memo::MATCHED_FRACTION`] of a row group's), its
+//! later batches stay value by value. Callers that never say (lookups, scans
+//! of other shapes) leave the default, `Taken`: the old behaviour.
 
 use std::collections::HashMap;
 

@@ -25,8 +25,8 @@ pub enum ValueUse {
     /// segments stay value by value (FSST), which a take reads directly.
     #[default]
     Taken,
-    /// Every scan so far filters on the column and takes only the rows its
-    /// filter kept (DataFusion's re-check of an inexact filter): predicates
+    /// Every scan so far filters on the column and takes only the few rows
+    /// its filter kept (DataFusion's re-check of an inexact filter): predicates
     /// run once per entry and are memoized, and the takes are of entries
     /// a predicate matched (kept decoded by the memo,
     /// [`crate::segment_memo`]), so segments may take zstd blocks when

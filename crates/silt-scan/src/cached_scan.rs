@@ -448,7 +448,8 @@ impl PartitionRun {
 
     /// Tells the memory tier how this scan reads `file`'s columns: the
     /// filter's as filtered on (the rows taken from them are the ones the
-    /// filter kept), the others as taken ([`silt_cache::column_uses`]).
+    /// filter kept: few, until a row group shows otherwise, [`Self::note_taken`]),
+    /// the others as taken ([`silt_cache::column_uses`]).
     fn note_uses(&self, file: &FileContext) {
         let filtered = self.spec.filter.as_ref().map_or(&[][..], |f| f.columns());
         for c in self.needed_columns() {
@@ -457,6 +458,15 @@ impl PartitionRun {
                 false => silt_liquid::ValueUse::Taken,
             };
             self.loader.batches.note_use(&file.object.key, c as u32, value_use);
+        }
+    }
+
+    /// Tells the memory tier that this scan takes many rows of `file`'s
+    /// `columns` (sticky: their later batches stay value by value).
+    fn note_taken(&self, file: &FileContext, columns: &[usize]) {
+        for &c in columns {
+            let taken = silt_liquid::ValueUse::Taken;
+            self.loader.batches.note_use(&file.object.key, c as u32, taken);
         }
     }
 
@@ -578,6 +588,13 @@ impl PartitionRun {
         // the first time decode only the kept rows and are not admitted
         // (`silt_cache::FirstTouches`); their next read admits them.
         let kept: usize = masks.iter().flatten().map(BooleanArray::true_count).sum();
+        if let Some(f) = &self.spec.filter
+            && kept * silt_liquid::segment_memo::MATCHED_FRACTION > file.rows(rg)
+        {
+            // The filter keeps many rows: the takes of its columns are not of
+            // a few entries a predicate matched, so they are taken like any.
+            self.note_taken(file, f.columns());
+        }
         let late: Vec<usize> = match &masks {
             Some(_) if kept * 2 <= file.rows(rg) => missing
                 .iter()
