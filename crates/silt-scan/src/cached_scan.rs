@@ -446,12 +446,17 @@ impl PartitionRun {
         needed_columns(&self.spec.projection, self.spec.filter.as_ref())
     }
 
-    /// Tells the memory tier how this scan reads `file`'s columns: the
-    /// filter's as filtered on (the rows taken from them are the ones the
-    /// filter kept: few, until a row group shows otherwise, [`Self::note_taken`]),
-    /// the others as taken ([`silt_cache::column_uses`]).
+    /// Tells the memory tier how this scan reads `file`'s columns: those
+    /// the filter matches few entries of (`LIKE`, `=`, `IN` only) as
+    /// filtered on (the rows taken from them are the ones the filter kept:
+    /// few, until a row group shows otherwise, [`Self::note_taken`]), the
+    /// others as taken ([`silt_cache::column_uses`]).
     fn note_uses(&self, file: &FileContext) {
-        let filtered = self.spec.filter.as_ref().map_or(&[][..], |f| f.columns());
+        let filtered = self
+            .spec
+            .filter
+            .as_ref()
+            .map_or_else(Vec::new, |f| f.matching_columns());
         for c in self.needed_columns() {
             let value_use = match filtered.contains(&c) {
                 true => silt_liquid::ValueUse::Filtered,

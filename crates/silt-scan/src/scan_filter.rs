@@ -261,6 +261,32 @@ impl ScanFilter {
         &self.text
     }
 
+    /// Table columns whose every conjunct is a predicate that keeps few
+    /// entries of a typical column (`=`, `IN`, `LIKE`; not `<>`, `NOT LIKE`
+    /// or a range): the rows the filter keeps are then among the entries
+    /// those predicates matched ([`silt_liquid::ValueUse::Filtered`]).
+    pub fn matching_columns(&self) -> Vec<usize> {
+        let matching = |c: &Conjunct| {
+            matches!(
+                &c.liquid,
+                Some(
+                    LiquidPredicate::Compare {
+                        op: silt_liquid::CmpOp::Eq,
+                        ..
+                    } | LiquidPredicate::InList { negated: false, .. }
+                        | LiquidPredicate::Like { negated: false, .. }
+                )
+            )
+        };
+        (0..self.columns.len())
+            .filter(|slot| {
+                let on_it = self.conjuncts.iter().filter(|c| c.slots.contains(slot));
+                on_it.clone().count() > 0 && on_it.clone().all(|c| c.slots.len() == 1 && matching(c))
+            })
+            .map(|slot| self.columns[slot])
+            .collect()
+    }
+
     /// The row groups of a file that statistics do not rule out.
     pub fn row_groups(
         &self,
@@ -550,6 +576,40 @@ mod tests {
         let out = scatter(&mask, &result, 6);
         assert_eq!(out, BooleanArray::from(vec![true, false, false, false, false, true]));
         assert_eq!(out.null_count(), 0);
+    }
+
+    /// The columns a filter matches few entries of: those whose every
+    /// conjunct is a `LIKE`, `=` or `IN` on them alone (ClickBench q22:
+    /// `Title`, not `URL` or `SearchPhrase`).
+    #[test]
+    fn matching_columns_are_those_only_like_eq_or_in_filters() {
+        use datafusion::arrow::datatypes::{DataType, Field};
+        use datafusion::prelude::{SessionContext, col, lit};
+        let table = Arc::new(Schema::new(
+            ["a", "title", "url", "phrase", "n"]
+                .map(|n| Field::new(n, if n == "n" { DataType::Int64 } else { DataType::Utf8 }, true))
+                .to_vec(),
+        ));
+        let ctx = SessionContext::new();
+        let filters = [
+            col("title").like(lit("%Google%")),
+            col("url").not_like(lit("%.google.%")),
+            col("phrase").not_eq(lit("")),
+            col("n").eq(lit(3i64)),
+            col("n").in_list(vec![lit(3i64), lit(4i64)], false),
+            col("a").eq(lit("x")).or(col("title").eq(lit("y"))),
+        ];
+        let matching = |filters: &[Expr]| {
+            let filter = ScanFilter::try_new(&ctx.state(), &table, filters).unwrap().unwrap();
+            filter.matching_columns()
+        };
+        assert_eq!(matching(&filters[..5]), vec![1, 4]);
+        assert_eq!(
+            matching(&filters),
+            Vec::<usize>::new(),
+            "a disjunction matches no column alone"
+        );
+        assert_eq!(matching(&[col("n").gt(lit(3i64))]), Vec::<usize>::new());
     }
 
     /// A file's footer, written with `columns` in that order.
