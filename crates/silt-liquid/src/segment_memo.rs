@@ -162,6 +162,9 @@ impl SegmentMemo {
     /// entries, ascending and distinct), found in no set kept: they join
     /// the taken entries while those stay few (module documentation).
     pub fn remember_taken(&mut self, local: &UInt32Array, values: &ArrayRef, entries: usize) {
+        if local.len() * MATCHED_FRACTION > entries {
+            return; // the union could not stay within the fraction either
+        }
         let known = |id: &u32| self.taken.as_ref().is_some_and(|t| t.ids.binary_search(id).is_ok());
         let fresh: Vec<u32> = (0..local.len() as u32)
             .filter(|&p| !known(&local.value(p as usize)))
